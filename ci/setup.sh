@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything ampcheck needs on a fresh Debian 12 machine (CPU): compilers and CMake, the C++ libraries
+# from Debian, and LibTorch through the Python package torch (same version as the GPU machine).
+# Idempotent: each step checks before it installs. Run as root (or with sudo available).
+set -euo pipefail
+
+TORCH_VERSION=2.11.0
+DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git
+  libhdf5-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  python3-pip)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[setup] apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "[setup] Debian packages present"
+fi
+
+PY=${PYTHON:-python3}
+have=$($PY -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+if [ "$have" != "$TORCH_VERSION" ]; then
+  echo "[setup] pip install torch==$TORCH_VERSION (LibTorch comes with it)"
+  # Debian's own python3 refuses system-wide pip installs (PEP 668); a pyenv/venv python does not need the flag.
+  extra=()
+  if $PY -m pip install --help 2>/dev/null | grep -q -- --break-system-packages && \
+     [ -e "$($PY -c 'import sysconfig;print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+    extra+=(--break-system-packages)
+  fi
+  $PY -m pip install -q "${extra[@]}" "torch==$TORCH_VERSION" numpy h5py
+else
+  echo "[setup] torch $have present"
+fi
+$PY -c 'import numpy, h5py' 2>/dev/null || $PY -m pip install -q numpy h5py
+echo "[setup] done: torch $($PY -c 'import torch; print(torch.__version__)') at $($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')"

@@ -1,0 +1,19 @@
+# Points CMake at the LibTorch that ships inside the Python torch package, unless Torch_DIR is already set.
+# Python: $AMPCHECK_PYTHON, else python3.
+if(NOT Torch_DIR AND NOT DEFINED ENV{Torch_DIR})
+  if(DEFINED ENV{AMPCHECK_PYTHON})
+    set(_py $ENV{AMPCHECK_PYTHON})
+  else()
+    find_program(_py NAMES python3 REQUIRED)
+  endif()
+  execute_process(COMMAND ${_py} -c "import torch; print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "ampcheck: could not import torch with ${_py}. HINT: run ci/setup.sh "
+      "(pip install torch==2.11.0) or set Torch_DIR.")
+  endif()
+  list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+  set(AMPCHECK_PYTHON_EXE ${_py} CACHE FILEPATH "python3 with torch (the oracle for tests)")
+else()
+  find_program(AMPCHECK_PYTHON_EXE NAMES python3)
+endif()

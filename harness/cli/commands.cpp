@@ -1,0 +1,122 @@
+// Subcommand implementations: list, run, doctor and the default job.
+#include "cli/commands.h"
+
+#include "engine/device.h"
+#include "engine/precision.h"
+#include "engine/scenario_run.h"
+#include "reference/trajectory_file.h"
+#include "scenario/scenario.h"
+
+#include <ATen/Context.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+namespace ampcheck::cli {
+
+namespace fs = std::filesystem;
+
+std::string scenarios_dir() {
+  if (const char* env = std::getenv("AMPCHECK_SCENARIOS")) return env;
+  return std::string(AMPCHECK_SOURCE_DIR) + "/scenarios";
+}
+
+namespace {
+std::vector<std::string> resolve_files(const RunOptions& opts) {
+  std::vector<std::string> files = opts.scenarios;
+  if (!opts.suite.empty()) {
+    auto suite = scenario::load_suite(scenarios_dir(), opts.suite);
+    files.insert(files.end(), suite.begin(), suite.end());
+  }
+  if (files.empty()) throw std::runtime_error("no scenarios given. HINT: ampcheck run FILE.yaml or --suite ci");
+  return files;
+}
+
+std::string fmt(double v, int prec = 4) {
+  if (std::isnan(v)) return "-";
+  std::ostringstream os;
+  os << std::setprecision(prec) << v;
+  return os.str();
+}
+}  // namespace
+
+int cmd_list(const std::string& suite) {
+  if (!suite.empty()) {
+    for (const auto& f : scenario::load_suite(scenarios_dir(), suite)) {
+      const auto sc = scenario::load_scenario(f);
+      std::cout << std::left << std::setw(32) << sc.run.name << " " << sc.why << "\n";
+    }
+    return 0;
+  }
+  std::cout << "strategies:\n";
+  for (const auto& n : engine::strategy_preset_names())
+    std::cout << "  " << std::left << std::setw(18) << n << engine::strategy_preset(n).describe() << "\n";
+  std::cout << "suites: ";
+  for (const auto& e : fs::directory_iterator(scenarios_dir() + "/suites")) std::cout << e.path().stem().string() << " ";
+  std::cout << "\n";
+  return 0;
+}
+
+int cmd_run(const RunOptions& opts) {
+  const auto files = resolve_files(opts);
+  fs::create_directories(opts.out_dir);
+  int failures = 0;
+  std::vector<engine::ScenarioResult> results;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto sc = scenario::load_scenario(files[i]);
+    std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
+              << std::flush;
+    auto r = engine::run_scenario(sc, opts.device, opts.steps);
+    if (!r.trajectory.rows.empty() || r.outcome.status == engine::RunOutcome::Status::Error) {
+      reference::TrajectoryFile tf;
+      tf.attributes = engine::provenance(sc, engine::resolve_device(opts.device.empty() ? sc.device : opts.device));
+      tf.attributes["status"] = engine::status_name(r.outcome.status);
+      tf.attributes["error"] = r.outcome.error;
+      tf.trajectory = r.trajectory;
+      reference::write_trajectory(opts.out_dir + "/" + sc.run.name + ".h5", tf, opts.force || true);
+    }
+    failures += !r.expectation_met;
+    results.push_back(std::move(r));
+  }
+  std::cout << "\n"
+            << std::left << std::setw(30) << "scenario" << std::setw(11) << "device" << std::setw(11) << "status"
+            << std::setw(8) << "steps" << std::setw(10) << "loss0" << std::setw(10) << "loss_end" << std::setw(9)
+            << "skipped" << std::setw(10) << "ms/step" << "result\n";
+  for (const auto& r : results) {
+    std::cout << std::left << std::setw(30) << r.name << std::setw(11) << r.device_class << std::setw(11)
+              << engine::status_name(r.outcome.status) << std::setw(8) << r.trajectory.size() << std::setw(10)
+              << fmt(r.first_loss) << std::setw(10) << fmt(r.final_loss) << std::setw(9) << r.trajectory.skipped_steps()
+              << std::setw(10) << fmt(r.median_step_ms, 3) << (r.expectation_met ? "PASS" : "FAIL") << "  "
+              << r.expectation_note << "\n";
+  }
+  std::cout << (results.size() - failures) << " passed, " << failures << " failed\n";
+  return failures == 0 ? 0 : 1;
+}
+
+int cmd_doctor() {
+  const at::Device dev = engine::resolve_device("auto");
+  const auto info = engine::device_info(dev);
+  auto& ctx = at::globalContext();
+  std::cout << "device:          " << info.name << " (" << info.device_class << ")\n"
+            << "libtorch:        " << engine::libtorch_version() << "\n"
+            << "cuda runtime:    " << (engine::cuda_runtime_version().empty() ? "none" : engine::cuda_runtime_version()) << "\n"
+            << "cudnn:           " << (engine::cudnn_version().empty() ? "none" : engine::cudnn_version()) << "\n"
+            << "bf16 supported:  " << (dev.is_cpu() || info.compute_capability_major >= 8 ? "yes" : "no") << "\n"
+            << "TF32 cuBLAS:     " << (ctx.allowTF32CuBLAS() ? "on" : "off") << "\n"
+            << "deterministic:   " << (ctx.deterministicAlgorithms() ? "on" : "off") << "\n";
+  return 0;
+}
+
+int cmd_default(RunOptions opts) {
+  const at::Device dev = engine::resolve_device("auto");
+  opts.suite = dev.is_cuda() ? "gpu" : "ci";
+  opts.device = dev.is_cuda() ? "cuda" : "cpu";
+  std::cout << "ampcheck: suite '" << opts.suite << "' on " << engine::device_info(dev).name << "\n";
+  return cmd_run(opts);
+}
+
+}  // namespace ampcheck::cli

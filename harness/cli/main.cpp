@@ -1,0 +1,38 @@
+// ampcheck — command-line entry point. With no subcommand it runs the default suite on the best device
+// (the GPU when there is one, else the CPU) and ends with a result table.
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"ampcheck: mixed-precision training correctness harness"};
+  app.require_subcommand(0, 1);
+  ampcheck::cli::RunOptions run_opts;
+
+  auto* list = app.add_subcommand("list", "list scenarios (of a suite) and strategies");
+  std::string list_suite;
+  list->add_option("--suite", list_suite, "suite name (scenarios/suites/<name>.yaml)");
+
+  auto* run = app.add_subcommand("run", "run scenarios and write trajectories");
+  run->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
+  run->add_option("--suite", run_opts.suite, "suite name instead of files");
+  run->add_option("--device", run_opts.device, "auto | cpu | cuda (default: the scenario's, else auto)");
+  run->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
+  run->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
+  run->add_flag("--force", run_opts.force, "overwrite existing result files");
+
+  auto* doctor = app.add_subcommand("doctor", "describe the numerical stack: device, versions, flags");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*list) return ampcheck::cli::cmd_list(list_suite);
+    if (*run) return ampcheck::cli::cmd_run(run_opts);
+    if (*doctor) return ampcheck::cli::cmd_doctor();
+    return ampcheck::cli::cmd_default(run_opts);
+  } catch (const std::exception& e) {
+    std::cerr << "ampcheck: " << e.what() << "\n";
+    return 2;
+  }
+}

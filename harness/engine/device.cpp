@@ -1,0 +1,121 @@
+// Device queries. CUDA specifics go through ATen's accelerator-agnostic API and the CUDA hooks, so this file
+// compiles without the CUDA toolkit's headers and runs where no GPU exists.
+#include "engine/device.h"
+
+#include <ATen/Context.h>
+#include <ATen/DeviceAccelerator.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/version.h>
+
+#if __has_include(<cuda_runtime_api.h>)
+#include <ATen/cuda/CUDAContext.h>
+#define AMPCHECK_HAVE_CUDA_HEADERS 1
+#endif
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ampcheck::engine {
+
+namespace {
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "cpu";
+}
+
+int64_t rss_bytes(const char* field) {  // VmRSS / VmHWM from /proc/self/status, in bytes
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::string(field).size() + 1)) * 1024;
+  return 0;
+}
+}  // namespace
+
+at::Device resolve_device(const std::string& spec) {
+  if (spec == "auto") return at::hasCUDA() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  at::Device d(spec);  // throws c10::Error on garbage
+  if (d.is_cuda() && !d.has_index()) d.set_index(0);
+  if (d.is_cuda() && !at::hasCUDA())
+    throw std::runtime_error("unsupported here: device '" + spec + "' requested but no CUDA device is available");
+  return d;
+}
+
+DeviceInfo device_info(const at::Device& device) {
+  DeviceInfo info;
+  if (!device.is_cuda()) {
+    info.name = cpu_model_name();
+    info.device_class = "cpu";
+    return info;
+  }
+  const int idx = device.has_index() ? device.index() : 0;
+#ifdef AMPCHECK_HAVE_CUDA_HEADERS
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(idx);
+  info.name = prop->name;
+  info.compute_capability_major = prop->major;
+  info.compute_capability_minor = prop->minor;
+  info.total_memory_bytes = static_cast<int64_t>(prop->totalGlobalMem);
+#else
+  // Built without the CUDA headers: probe the architecture through the hooks.
+  const auto& hooks = at::detail::getCUDAHooks();
+  info.name = "CUDA device";
+  for (int major = 12; major >= 3 && info.compute_capability_major == 0; --major)
+    for (int minor = 9; minor >= 0; --minor)
+      if (hooks.isGPUArch({"sm_" + std::to_string(major) + std::to_string(minor)}, static_cast<c10::DeviceIndex>(idx))) {
+        info.compute_capability_major = major;
+        info.compute_capability_minor = minor;
+        break;
+      }
+  info.total_memory_bytes = static_cast<int64_t>(at::accelerator::getMemoryInfo(static_cast<c10::DeviceIndex>(idx)).second);
+#endif
+  info.device_class = "cuda-sm" + std::to_string(info.compute_capability_major) + std::to_string(info.compute_capability_minor);
+  return info;
+}
+
+MemoryStats memory_stats(const at::Device& device) {
+  MemoryStats m;
+  if (device.is_cuda()) {
+    const auto stats = at::accelerator::getDeviceStats(device.index());
+    constexpr size_t kAll = 0;  // StatType::AGGREGATE
+    m.allocated_bytes = stats.allocated_bytes[kAll].current;
+    m.peak_allocated_bytes = stats.allocated_bytes[kAll].peak;
+    m.reserved_bytes = stats.reserved_bytes[kAll].current;
+  } else {
+    m.allocated_bytes = rss_bytes("VmRSS:");
+    m.peak_allocated_bytes = rss_bytes("VmHWM:");
+    m.reserved_bytes = m.allocated_bytes;
+  }
+  return m;
+}
+
+void reset_peak_memory(const at::Device& device) {
+  if (device.is_cuda()) at::accelerator::resetPeakStats(device.index());
+}
+
+void release_cached_memory(const at::Device& device) {
+  if (device.is_cuda()) at::accelerator::emptyCache();
+}
+
+void synchronize(const at::Device& device) {
+  if (device.is_cuda()) at::accelerator::synchronizeDevice(device.index());
+}
+
+std::string libtorch_version() { return TORCH_VERSION; }
+
+std::string cuda_runtime_version() {
+  if (!at::hasCUDA()) return "";
+  const long v = at::detail::getCUDAHooks().versionCUDART();
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::string cudnn_version() {
+  if (!at::hasCUDA() || !at::detail::getCUDAHooks().hasCuDNN()) return "";
+  const long v = at::detail::getCUDAHooks().versionCuDNN();
+  return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+}
+
+}  // namespace ampcheck::engine

@@ -1,0 +1,39 @@
+// What the harness needs to know about a device: its name and class (where references are valid: "cpu",
+// "cuda-sm90"), capability, memory statistics of the caching allocator (CUDA) or the process (CPU), and a sync.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ampcheck::engine {
+
+struct DeviceInfo {
+  std::string name;          // "NVIDIA H200", or the CPU model
+  std::string device_class;  // "cpu", "cuda-sm90"
+  int compute_capability_major = 0, compute_capability_minor = 0;
+  int64_t total_memory_bytes = 0;
+};
+
+DeviceInfo device_info(const at::Device& device);
+
+// Resolves "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:N".
+at::Device resolve_device(const std::string& spec);
+
+struct MemoryStats {
+  int64_t allocated_bytes = 0;       // CUDA: current allocated by the caching allocator; CPU: process RSS
+  int64_t peak_allocated_bytes = 0;  // since the last reset_peak_memory(); CPU: peak RSS of the process
+  int64_t reserved_bytes = 0;        // CUDA: reserved by the caching allocator
+};
+
+MemoryStats memory_stats(const at::Device& device);
+void reset_peak_memory(const at::Device& device);
+void release_cached_memory(const at::Device& device);  // CUDA: empty the caching allocator's cache
+void synchronize(const at::Device& device);            // SYNC POINT: waits for the device to finish queued work
+
+std::string libtorch_version();
+std::string cuda_runtime_version();  // "" without CUDA
+std::string cudnn_version();         // "" without cuDNN
+
+}  // namespace ampcheck::engine

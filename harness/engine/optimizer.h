@@ -1,0 +1,99 @@
+// Optimizers the engine trains with: AdamW (ATen's fused kernel, which PyTorch's AdamW(fused=True) calls, on CPU
+// and CUDA) and SGD with momentum. Both implement amp::ScalableOptimizer so GradScaler drives them exactly as
+// PyTorch's GradScaler drives torch.optim. State tensors have the parameter's dtype (as torch.optim does), so a
+// `.half()` model keeps fp16 Adam moments — one of the pitfalls ampcheck exposes.
+#pragma once
+
+#include <ampcheck/amp/scalable_optimizer.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ampcheck::engine {
+
+struct OptimizerConfig {
+  std::string kind = "adamw";  // adamw | sgd
+  double lr = 1e-3;            // peak learning rate (the schedule scales it)
+  double beta1 = 0.9, beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;   // decoupled (AdamW) / L2 (SGD); only on params marked `decay`
+  double momentum = 0.9;       // sgd
+  // fused = true: GradScaler hands grad_scale/found_inf to the kernel (no host sync, PyTorch's AdamW(fused=True)).
+  // fused = false: GradScaler unscales, syncs and skips on the host (PyTorch's default AdamW), which is also the path
+  // that refuses fp16 grads with "Attempting to unscale FP16 gradients.". SGD is never fused.
+  bool fused = false;
+};
+
+// A named tensor of optimizer state, for checkpoints.
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class Optimizer : public amp::ScalableOptimizer {
+ public:
+  // params[i] is updated; decay[i] says whether weight decay applies to it.
+  Optimizer(std::vector<at::Tensor> params, std::vector<bool> decay, OptimizerConfig cfg);
+  std::vector<at::Tensor> scaled_parameters() const override { return params_; }
+  const std::vector<at::Tensor>& params() const { return params_; }
+  void set_lr(double lr) { lr_ = lr; }
+  double lr() const { return lr_; }
+  void zero_grad();  // grads set to undefined (set_to_none=True, PyTorch's default)
+  virtual NamedTensors state() const = 0;
+  virtual void load_state(const NamedTensors& state) = 0;
+  // Replaces the parameter tensors (same shapes/dtypes), e.g. after a checkpoint load into new leaves.
+  void rebind(std::vector<at::Tensor> params);
+
+ protected:
+  std::vector<at::Tensor> params_;
+  std::vector<bool> decay_;
+  OptimizerConfig cfg_;
+  double lr_;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<at::Tensor> params, std::vector<bool> decay, OptimizerConfig cfg);
+  void step() override;
+  bool supports_amp_scaling() const override { return cfg_.fused; }
+  void step_with_amp_scaling(const c10::optional<at::Tensor>& grad_scale, const at::Tensor& found_inf) override;
+  NamedTensors state() const override;
+  void load_state(const NamedTensors& state) override;
+
+ private:
+  void fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::optional<at::Tensor>& found_inf);
+  void lazy_init_state();
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_, steps_;  // per param; steps_: () float32 on the param's device
+  // Parameter groups for the fused kernel: same device, dtype and weight decay.
+  std::vector<std::vector<size_t>> groups_;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(std::vector<at::Tensor> params, std::vector<bool> decay, OptimizerConfig cfg);
+  void step() override;
+  NamedTensors state() const override;
+  void load_state(const NamedTensors& state) override;
+
+ private:
+  std::vector<at::Tensor> momentum_buffer_;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(std::vector<at::Tensor> params, std::vector<bool> decay,
+                                          const OptimizerConfig& cfg);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Learning-rate schedule: linear warmup to lr, then cosine decay to min_lr at total_steps (or constant).
+struct ScheduleConfig {
+  std::string kind = "cosine";  // cosine | constant
+  int64_t warmup_steps = 0;
+  double min_lr_ratio = 0.1;    // min_lr = min_lr_ratio * lr
+};
+double scheduled_lr(const ScheduleConfig& s, double peak_lr, int64_t step, int64_t total_steps);
+
+// torch.nn.utils.clip_grad_norm_(foreach=True) on the given grads: total 2-norm over all, scale by
+// min(1, max_norm / (total + 1e-6)); stays on the device (no sync). Returns the total norm (0-dim, fp32).
+at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& grads, double max_norm);
+
+}  // namespace ampcheck::engine

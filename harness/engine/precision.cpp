@@ -1,0 +1,144 @@
+// Strategy presets, support checks and the numerics guard.
+#include "engine/precision.h"
+
+#include "engine/device.h"
+
+#include <ATen/Context.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+namespace ampcheck::engine {
+
+const char* dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "fp32";
+    case at::kHalf: return "fp16";
+    case at::kBFloat16: return "bf16";
+    case at::kDouble: return "fp64";
+    default: return c10::toString(t);
+  }
+}
+
+at::ScalarType parse_dtype(const std::string& s) {
+  if (s == "fp32" || s == "float32") return at::kFloat;
+  if (s == "fp16" || s == "float16" || s == "half") return at::kHalf;
+  if (s == "bf16" || s == "bfloat16") return at::kBFloat16;
+  throw std::invalid_argument("unknown dtype '" + s + "' (expected fp32, fp16 or bf16)");
+}
+
+std::string Strategy::describe() const {
+  std::ostringstream os;
+  os << "params " << dtype_name(param_dtype);
+  if (param_dtype != at::kFloat) os << " (model." << (param_dtype == at::kHalf ? "half()" : "to(bfloat16)") << ")";
+  if (autocast) os << ", autocast(" << dtype_name(*autocast) << ")";
+  switch (scaler.kind) {
+    case ScalerKind::None: break;
+    case ScalerKind::Static: os << ", static loss scale " << scaler.init_scale; break;
+    case ScalerKind::Dynamic: os << ", GradScaler(init_scale=" << scaler.init_scale << ")"; break;
+  }
+  if (master_weights) os << ", fp32 master weights";
+  os << (tf32 ? ", TF32 on" : ", TF32 off");
+  if (deterministic) os << ", deterministic";
+  return os.str();
+}
+
+namespace {
+struct Preset {
+  const char* name;
+  at::ScalarType param;
+  std::optional<at::ScalarType> autocast;
+  ScalerKind scaler;
+  bool master;
+  bool tf32;
+};
+const Preset kPresets[] = {
+    {"fp32", at::kFloat, std::nullopt, ScalerKind::None, false, false},
+    {"tf32", at::kFloat, std::nullopt, ScalerKind::None, false, true},
+    {"fp16-pure-scaler", at::kHalf, std::nullopt, ScalerKind::Dynamic, false, false},  // model.half() + GradScaler
+    {"fp16-pure", at::kHalf, std::nullopt, ScalerKind::None, false, false},            // model.half() alone
+    {"fp16-autocast", at::kFloat, at::kHalf, ScalerKind::Dynamic, false, false},       // autocast + GradScaler
+    {"fp16-static", at::kFloat, at::kHalf, ScalerKind::Static, false, false},          // autocast + fixed scale
+    {"bf16-autocast", at::kFloat, at::kBFloat16, ScalerKind::None, false, false},
+    {"bf16-pure", at::kBFloat16, std::nullopt, ScalerKind::None, false, false},        // model.to(bfloat16)
+    {"fp16-master", at::kHalf, std::nullopt, ScalerKind::Dynamic, true, false},        // Apex O2 style
+};
+}  // namespace
+
+std::vector<std::string> strategy_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+Strategy strategy_preset(const std::string& name) {
+  for (const auto& p : kPresets) {
+    if (name != p.name) continue;
+    Strategy s;
+    s.name = p.name;
+    s.param_dtype = p.param;
+    s.autocast = p.autocast;
+    s.scaler.kind = p.scaler;
+    if (p.scaler == ScalerKind::Static) s.scaler.init_scale = 1024.0;
+    s.master_weights = p.master;
+    s.tf32 = p.tf32;
+    s.deterministic = true;
+    return s;
+  }
+  std::string known;
+  for (const auto& n : strategy_preset_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown strategy '" + name + "' (expected one of: " + known + ")");
+}
+
+void check_supported(const Strategy& s, const at::Device& device) {
+  if (device.is_cuda()) {
+    if (!at::hasCUDA()) throw std::runtime_error("unsupported here: device cuda requested but no CUDA device is available");
+    const bool wants_bf16 = s.param_dtype == at::kBFloat16 || s.autocast == at::kBFloat16;
+    const DeviceInfo info = device_info(device);
+    if (wants_bf16 && info.compute_capability_major < 8)
+      throw std::runtime_error("unsupported here: bf16 needs compute capability >= 8.0, " + info.name + " has " +
+                               std::to_string(info.compute_capability_major) + "." +
+                               std::to_string(info.compute_capability_minor));
+    if (s.tf32 && info.compute_capability_major < 8)
+      throw std::runtime_error("unsupported here: TF32 needs compute capability >= 8.0, " + info.name + " has " +
+                               std::to_string(info.compute_capability_major) + "." +
+                               std::to_string(info.compute_capability_minor));
+  } else if (!device.is_cpu()) {
+    throw std::runtime_error(std::string("unsupported here: device ") + device.str() + " (ampcheck runs on cpu or cuda)");
+  }
+  if (s.master_weights && s.param_dtype == at::kFloat)
+    throw std::invalid_argument("strategy '" + s.name + "': master_weights needs fp16 or bf16 params (they are the fp32 copy)");
+  if (s.param_dtype == at::kHalf && s.autocast == at::kBFloat16)
+    throw std::invalid_argument("strategy '" + s.name + "': fp16 params under bf16 autocast is not a strategy");
+}
+
+NumericsGuard::NumericsGuard(const Strategy& s) {
+  auto& ctx = at::globalContext();
+  tf32_cublas_ = ctx.allowTF32CuBLAS();
+  tf32_cudnn_ = ctx.allowTF32CuDNN();
+  deterministic_ = ctx.deterministicAlgorithms();
+  deterministic_warn_only_ = ctx.deterministicAlgorithmsWarnOnly();
+  cudnn_benchmark_ = ctx.benchmarkCuDNN();
+  cudnn_deterministic_ = ctx.deterministicCuDNN();
+  ctx.setAllowTF32CuBLAS(s.tf32);
+  ctx.setAllowTF32CuDNN(s.tf32);
+  if (s.deterministic) {
+    // cuBLAS is deterministic only with a fixed workspace; must be set before cuBLAS's first use in the process.
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  }
+  ctx.setDeterministicAlgorithms(s.deterministic, /*warn_only=*/false);
+  ctx.setBenchmarkCuDNN(!s.deterministic && cudnn_benchmark_);
+  ctx.setDeterministicCuDNN(s.deterministic);
+}
+
+NumericsGuard::~NumericsGuard() {
+  auto& ctx = at::globalContext();
+  ctx.setAllowTF32CuBLAS(tf32_cublas_);
+  ctx.setAllowTF32CuDNN(tf32_cudnn_);
+  ctx.setDeterministicAlgorithms(deterministic_, deterministic_warn_only_);
+  ctx.setBenchmarkCuDNN(cudnn_benchmark_);
+  ctx.setDeterministicCuDNN(cudnn_deterministic_);
+}
+
+}  // namespace ampcheck::engine

@@ -1,0 +1,62 @@
+// Precision strategies: how a training run handles number formats, as one typed value — the parameter dtype
+// (what `model.half()` changes), the autocast dtype, the loss scaler, fp32 master weights (Apex O2 / Megatron),
+// TF32. The named presets are DESIGN.md's table. NumericsGuard applies TF32 / determinism flags for a run and
+// restores the previous ones (RAII), and check_supported() says "unsupported here" instead of falling back.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ampcheck::engine {
+
+enum class ScalerKind { None, Static, Dynamic };
+
+struct ScalerConfig {
+  ScalerKind kind = ScalerKind::None;
+  double init_scale = 65536.0;      // dynamic: starting scale; static: the fixed scale
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+struct Strategy {
+  std::string name = "fp32";
+  at::ScalarType param_dtype = at::kFloat;            // dtype of the model's parameters
+  std::optional<at::ScalarType> autocast;             // autocast compute dtype; nullopt = autocast off
+  ScalerConfig scaler;
+  bool master_weights = false;                        // fp32 master copy stepped by the optimizer
+  bool tf32 = false;                                  // TF32 matmuls / convolutions (CUDA)
+  bool deterministic = true;                          // deterministic algorithms (fp32 references must be)
+
+  std::string describe() const;   // one line, PyTorch-Python terms
+};
+
+// The presets: fp32, tf32, fp16-pure-scaler, fp16-pure, fp16-autocast, fp16-static, bf16-autocast, bf16-pure,
+// fp16-master. Throws std::invalid_argument naming the known ones.
+Strategy strategy_preset(const std::string& name);
+std::vector<std::string> strategy_preset_names();
+
+// Throws std::runtime_error("unsupported here: ...") when the device cannot run the strategy (bf16 on a GPU
+// without bf16, TF32 below sm80, CUDA requested with no CUDA).
+void check_supported(const Strategy& s, const at::Device& device);
+
+// RAII: TF32 (cuBLAS + cuDNN), deterministic algorithms, cuDNN benchmark/determinism; restores all on exit.
+class NumericsGuard {
+ public:
+  explicit NumericsGuard(const Strategy& s);
+  ~NumericsGuard();
+  NumericsGuard(const NumericsGuard&) = delete;
+  NumericsGuard& operator=(const NumericsGuard&) = delete;
+
+ private:
+  bool tf32_cublas_, tf32_cudnn_, deterministic_, deterministic_warn_only_, cudnn_benchmark_, cudnn_deterministic_;
+};
+
+const char* dtype_name(at::ScalarType t);  // "fp32", "fp16", "bf16"
+at::ScalarType parse_dtype(const std::string& s);  // fp32|float32, fp16|float16|half, bf16|bfloat16
+
+}  // namespace ampcheck::engine

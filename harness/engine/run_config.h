@@ -1,0 +1,42 @@
+// RunConfig — everything that defines one training run, resolved and typed. A scenario file parses into one
+// (scenario/), and the engine needs nothing else. Defaults are commented with units and allowed values.
+#pragma once
+
+#include "data/corpus.h"
+#include "engine/optimizer.h"
+#include "engine/precision.h"
+#include "inject/injection.h"
+#include "models/model.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampcheck::engine {
+
+struct LoopConfig {
+  int64_t steps = 100;                   // optimizer steps
+  int64_t micro_batches = 1;             // gradient accumulation: micro-batches per optimizer step
+  bool unscale_each_micro_batch = false; // PITFALL: scaler.unscale_() inside the accumulation loop
+  double clip_max_norm = 0.0;            // gradient clipping (2-norm); 0 = off
+  bool clip_unscale_first = true;        // false = PITFALL: clip the still-scaled grads
+  bool call_update = true;               // false = PITFALL: scaler.update() never called
+  int64_t eval_every = 0;                // steps between eval-loss measurements; 0 = never
+  int64_t eval_batches = 4;              // batches per eval
+  int64_t log_every = 1;                 // trajectory flush (one host sync) every N steps
+  bool probes = true;                    // grad-element fractions and update norm (one param copy per step)
+};
+
+struct RunConfig {
+  std::string name = "unnamed";
+  uint64_t seed = 1337;                  // model init seed (data has its own)
+  models::ModelConfig model;
+  data::DataConfig data;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  LoopConfig loop;
+  Strategy strategy;
+  std::vector<inject::InjectionConfig> injections;
+};
+
+}  // namespace ampcheck::engine

@@ -1,0 +1,394 @@
+// Trainer implementation. Comments mark every host-device SYNC POINT; the hot path has none except the
+// trajectory flush (every loop.log_every steps) and GradScaler's own skip decision on the non-fused path.
+#include "engine/trainer.h"
+
+#include "engine/checkpoint.h"
+#include "engine/device.h"
+
+#include <ampcheck/amp/autocast.h>
+
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+
+namespace ampcheck::engine {
+
+const char* status_name(RunOutcome::Status s) {
+  switch (s) {
+    case RunOutcome::Status::Completed: return "completed";
+    case RunOutcome::Status::NonFinite: return "nonfinite";
+    case RunOutcome::Status::Error: return "error";
+  }
+  return "?";
+}
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double smallest_normal(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return 6.103515625e-05;              // 2^-14
+    case at::kBFloat16: return 1.1754943508222875e-38;   // 2^-126, as fp32
+    case at::kDouble: return 2.2250738585072014e-308;
+    default: return 1.1754943508222875e-38;              // fp32
+  }
+}
+
+at::Tensor total_norm(const std::vector<at::Tensor>& ts, const at::Device& device) {
+  if (ts.empty()) return at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+  // per-tensor norms accumulated in fp32 whatever the tensor dtype (fp16 norms of scaled grads would overflow)
+  std::vector<at::Tensor> norms = at::_foreach_norm(ts, 2, at::kFloat);
+  return at::linalg_vector_norm(at::stack(norms), 2);
+}
+}  // namespace
+
+Trainer::Trainer(RunConfig cfg, at::Device device)
+    : cfg_(std::move(cfg)), device_(device), injector_(cfg_.injections) {
+  check_supported(cfg_.strategy, device_);
+  numerics_ = std::make_unique<NumericsGuard>(cfg_.strategy);
+
+  // model: built in fp32 on the CPU from the seed, then cast / moved (the strategy's `.half()` happens here)
+  models::ModelConfig mc = cfg_.model;
+  mc.seed = cfg_.seed;
+  model_ = models::make_model(mc);
+  mc = models::resolve_preset(mc);
+  model_->to(device_, cfg_.strategy.param_dtype);
+
+  // data
+  data::DataConfig dc = cfg_.data;
+  if (dc.vocab_size == 0) dc.vocab_size = mc.vocab_size;
+  if (dc.seq_len == 0) dc.seq_len = mc.block_size;
+  if (dc.vocab_size > mc.vocab_size)
+    throw std::invalid_argument("data.vocab_size (" + std::to_string(dc.vocab_size) + ") exceeds the model's vocab (" +
+                                std::to_string(mc.vocab_size) + ")");
+  if (dc.seq_len > mc.block_size)
+    throw std::invalid_argument("data.seq_len (" + std::to_string(dc.seq_len) + ") exceeds the model's block_size (" +
+                                std::to_string(mc.block_size) + ")");
+  cfg_.data = dc;
+  const data::TokenCorpus corpus = dc.kind == "shards"
+                                       ? data::TokenCorpus::from_shards(dc.paths, mc.vocab_size)
+                                       : data::TokenCorpus::synthetic(dc.vocab_size, dc.corpus_tokens, dc.branching, dc.seed);
+  sampler_ = std::make_unique<data::BatchSampler>(corpus, dc, device_);
+
+  // optimizer over the model's params, or over fp32 master copies of them
+  std::vector<at::Tensor> opt_params;
+  std::vector<bool> decay;
+  for (const auto& p : model_->parameters()) {
+    decay.push_back(p.decay);
+    if (cfg_.strategy.master_weights) {
+      at::Tensor m = p.tensor.detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+      masters_.push_back(m.requires_grad_(true));
+      opt_params.push_back(masters_.back());
+    } else {
+      opt_params.push_back(p.tensor);
+    }
+  }
+  optimizer_ = make_optimizer(std::move(opt_params), std::move(decay), cfg_.optimizer);
+
+  // loss scaler: dynamic = PyTorch's GradScaler; static = the same scaler with the scale pinned by update(S)
+  const ScalerConfig& sc = cfg_.strategy.scaler;
+  if (sc.kind != ScalerKind::None) {
+    amp::GradScalerOptions o;
+    o.init_scale = sc.init_scale;
+    o.growth_factor = sc.growth_factor;
+    o.backoff_factor = sc.backoff_factor;
+    o.growth_interval = sc.growth_interval;
+    scaler_ = std::make_unique<amp::GradScaler>(device_.type(), o);
+  }
+  window_start_ = std::chrono::steady_clock::now();
+}
+
+Trainer::~Trainer() = default;
+
+std::vector<at::Tensor> Trainer::model_grads() const {
+  std::vector<at::Tensor> gs;
+  for (const auto& p : model_->parameters())
+    if (p.tensor.grad().defined()) gs.push_back(p.tensor.grad());
+  return gs;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// phases
+
+at::Tensor Trainer::forward_backward(int64_t step) {
+  const int64_t M = cfg_.loop.micro_batches;
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  for (int64_t micro = 0; micro < M; ++micro) {
+    const data::Batch batch = sampler_->train_batch(step, micro);
+    std::vector<std::string> scratch;
+    const models::ForwardOptions fwd =
+        injector_.forward_options(step, micro == 0 ? trajectory_.events : scratch);
+    at::Tensor loss;
+    {  // forward, under the strategy's autocast (backward runs outside it, as PyTorch recommends)
+      std::optional<amp::AutocastGuard> autocast;
+      if (cfg_.strategy.autocast) autocast.emplace(device_.type(), *cfg_.strategy.autocast);
+      loss = model_->loss(batch.inputs, batch.targets, fwd);
+    }
+    if (M > 1) loss = loss / static_cast<double>(M);
+    loss_sum += loss.detach().to(at::kFloat);
+    loss = injector_.on_loss(loss, step, micro == 0 ? trajectory_.events : scratch);
+    // backward
+    at::Tensor to_backward = scaler_ ? scaler_->scale(loss) : loss;
+    to_backward.backward();
+    if (scaler_ && cfg_.loop.unscale_each_micro_batch) scaler_->unscale_(*optimizer_);  // PITFALL when M > 1
+  }
+  return loss_sum;
+}
+
+void Trainer::master_grads() {
+  if (masters_.empty()) return;
+  at::NoGradGuard no_grad;
+  const auto& ps = model_->parameters();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const at::Tensor& g = ps[i].tensor.grad();
+    masters_[i].mutable_grad() = g.defined() ? g.to(at::kFloat) : at::Tensor();
+  }
+}
+
+void Trainer::master_copy_back() {
+  if (masters_.empty()) return;
+  at::NoGradGuard no_grad;
+  auto& ps = model_->parameters();
+  for (size_t i = 0; i < ps.size(); ++i) ps[i].tensor.copy_(masters_[i]);
+}
+
+std::vector<at::Tensor> Trainer::grad_stats(const std::vector<at::Tensor>& grads) const {
+  auto opts = at::TensorOptions().dtype(at::kDouble).device(device_);
+  at::Tensor zero = at::zeros({}, opts), sub = at::zeros({}, opts), nonfinite = at::zeros({}, opts);
+  int64_t numel = 0;
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& g : grads) {
+    by_dtype[g.scalar_type()].push_back(g.reshape({-1}));
+    numel += g.numel();
+  }
+  for (auto& [dtype, flats] : by_dtype) {
+    at::Tensor flat = flats.size() == 1 ? flats[0] : at::cat(flats);  // one pass per reduction, few kernel launches
+    at::Tensor is_zero = flat == 0;
+    zero += is_zero.sum();
+    sub += (flat.abs() < smallest_normal(dtype)).sum() - is_zero.sum();
+    nonfinite += flat.isfinite().logical_not().sum();
+  }
+  const double n = std::max<int64_t>(numel, 1);
+  return {zero / n, sub / n, nonfinite / n};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// one optimizer step
+
+void Trainer::train_step(int64_t step) {
+  const double lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, cfg_.loop.steps);
+  optimizer_->set_lr(lr);
+  optimizer_->zero_grad();
+  if (!masters_.empty())
+    for (auto& p : model_->parameters()) p.tensor.mutable_grad() = at::Tensor();
+
+  // forward + backward over the micro-batches
+  at::Tensor loss = forward_backward(step);
+
+  // data-parallel all-reduce point (none in a single process)
+  if (grad_sync_) grad_sync_->all_reduce(model_grads());
+
+  // planted gradient events
+  injector_.on_grads(model_->parameters(), step, trajectory_.events);
+
+  // probe: gradient as backward produced it (scaled), true norm = scaled norm / scale
+  const auto dev_opts = at::TensorOptions().dtype(at::kFloat).device(device_);
+  const std::vector<at::Tensor> grads = model_grads();
+  at::Tensor scale_used = (scaler_ && scaler_->scale_tensor().defined()) ? scaler_->scale_tensor().clone()
+                                                                         : at::ones({}, dev_opts);
+  at::Tensor grad_norm = total_norm(grads, device_) / scale_used;
+  std::vector<at::Tensor> stats;
+  if (cfg_.loop.probes) {
+    stats = grad_stats(grads);
+    at::NoGradGuard no_grad;
+    const auto params = model_->parameter_tensors();
+    if (prev_params_.empty()) {
+      for (const auto& p : params) prev_params_.push_back(p.detach().clone());
+    } else {
+      at::_foreach_copy_(prev_params_, params);
+    }
+  } else {
+    at::Tensor nan = at::full({}, kNaN, dev_opts.dtype(at::kDouble));
+    stats = {nan, nan, nan};
+  }
+
+  // fp16/bf16 model grads -> fp32 master grads
+  master_grads();
+
+  // unscale + clip
+  std::vector<at::Tensor> opt_grads;
+  if (cfg_.loop.clip_max_norm > 0) {
+    if (scaler_ && cfg_.loop.clip_unscale_first) scaler_->unscale_(*optimizer_);
+    for (const auto& p : optimizer_->params()) opt_grads.push_back(p.grad());
+    clip_grad_norm_(opt_grads, cfg_.loop.clip_max_norm);
+  }
+
+  // step (+ update)
+  at::Tensor skipped;
+  if (scaler_) {
+    const bool stepped = scaler_->step(*optimizer_);  // SYNC POINT inside on the non-fused path (skip decision)
+    if (optimizer_->supports_amp_scaling()) {
+      skipped = (scaler_->found_inf(*optimizer_) > 0).to(at::kFloat);
+    } else {
+      skipped = at::full({}, stepped ? 0.0 : 1.0, dev_opts);
+    }
+    if (cfg_.strategy.scaler.kind == ScalerKind::Static) scaler_->update(cfg_.strategy.scaler.init_scale);
+    else if (cfg_.loop.call_update) scaler_->update();
+  } else {
+    optimizer_->step();
+    skipped = at::zeros({}, dev_opts);
+  }
+  master_copy_back();
+
+  // probe: parameters after the step
+  at::Tensor param_norm, update_norm;
+  {
+    at::NoGradGuard no_grad;
+    const auto params = model_->parameter_tensors();
+    param_norm = total_norm(params, device_);
+    update_norm = cfg_.loop.probes ? total_norm(at::_foreach_sub(params, prev_params_), device_)
+                                   : at::full({}, kNaN, dev_opts);
+  }
+
+  std::vector<at::Tensor> row = {loss, grad_norm, param_norm, update_norm, scale_used.to(at::kFloat), skipped.to(at::kFloat)};
+  for (auto& s : stats) row.push_back(s.to(at::kFloat));
+  std::vector<at::Tensor> row64;
+  for (auto& t : row) row64.push_back(t.to(at::kDouble).reshape({}));
+  pending_rows_.push_back(at::stack(row64));
+  std::array<double, kNumColumns> host{};
+  host.fill(kNaN);
+  host[kLr] = lr;
+  pending_host_.push_back(host);
+  next_step_ = step + 1;
+
+  if (static_cast<int64_t>(pending_rows_.size()) >= cfg_.loop.log_every) flush();
+  if (cfg_.loop.eval_every > 0 && next_step_ % cfg_.loop.eval_every == 0) {
+    flush();
+    trajectory_.rows.back()[kEvalLoss] = evaluate();
+    window_start_ = std::chrono::steady_clock::now();  // eval time is not step time
+  }
+}
+
+void Trainer::flush() {
+  if (pending_rows_.empty()) return;
+  // SYNC POINT: one device->host copy of the pending rows; also closes the step-time window.
+  at::Tensor rows = at::stack(pending_rows_).to(at::kCPU);
+  synchronize(device_);
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - window_start_).count() / pending_rows_.size();
+  window_start_ = now;
+  auto acc = rows.accessor<double, 2>();
+  for (size_t i = 0; i < pending_rows_.size(); ++i) {
+    auto host = pending_host_[i];
+    for (int c = 0; c < kNumDeviceColumns; ++c) host[c] = acc[i][c];
+    host[kStepTimeMs] = ms;
+    trajectory_.rows.push_back(host);
+  }
+  pending_rows_.clear();
+  pending_host_.clear();
+}
+
+double Trainer::evaluate() {
+  at::NoGradGuard no_grad;
+  std::optional<amp::AutocastGuard> autocast;
+  if (cfg_.strategy.autocast) autocast.emplace(device_.type(), *cfg_.strategy.autocast);
+  at::Tensor sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  for (int64_t i = 0; i < cfg_.loop.eval_batches; ++i) {
+    const data::Batch b = sampler_->eval_batch(i);
+    sum += model_->loss(b.inputs, b.targets).to(at::kDouble);
+  }
+  return sum.item<double>() / static_cast<double>(cfg_.loop.eval_batches);  // SYNC POINT
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// runs
+
+void Trainer::run_until(int64_t until) {
+  while (next_step_ < until) train_step(next_step_);
+  flush();
+}
+
+RunOutcome Trainer::run() {
+  RunOutcome out;
+  const int64_t flush_every = std::max<int64_t>(1, cfg_.loop.log_every);
+  try {
+    while (next_step_ < cfg_.loop.steps) {
+      train_step(next_step_);
+      if (next_step_ % flush_every == 0 || next_step_ == cfg_.loop.steps) {
+        flush();
+        const auto& last = trajectory_.rows.back();
+        if (!std::isfinite(last[kParamNorm])) {  // params poisoned: nothing further can recover
+          out.status = RunOutcome::Status::NonFinite;
+          out.failed_step = next_step_ - 1;
+          break;
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    out.status = RunOutcome::Status::Error;
+    out.error = e.what();
+    out.failed_step = next_step_;
+    pending_rows_.clear();
+    pending_host_.clear();
+  }
+  flush();
+  out.steps_run = trajectory_.size();
+  if (out.status == RunOutcome::Status::Completed && !trajectory_.rows.empty() &&
+      !std::isfinite(trajectory_.rows.back()[kLoss])) {
+    out.status = RunOutcome::Status::NonFinite;
+    out.failed_step = trajectory_.size() - 1;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// checkpoints: model params, fp32 masters, optimizer state, scaler state, next step
+
+void Trainer::save_checkpoint(const std::string& path) const {
+  NamedTensors tensors;
+  for (const auto& p : model_->parameters()) tensors.emplace_back("model/" + p.name, p.tensor.detach());
+  for (size_t i = 0; i < masters_.size(); ++i) tensors.emplace_back("master/" + std::to_string(i), masters_[i].detach());
+  for (auto& [name, t] : optimizer_->state()) tensors.emplace_back("optim/" + name, t);
+  nlohmann::json meta;
+  meta["next_step"] = next_step_;
+  meta["run"] = cfg_.name;
+  meta["strategy"] = cfg_.strategy.name;
+  meta["optimizer"] = cfg_.optimizer.kind;
+  nlohmann::json sd = nlohmann::json::object();
+  if (scaler_)
+    for (const auto& [k, v] : scaler_->state_dict()) sd[k] = v;
+  meta["scaler"] = sd;
+  write_checkpoint(path, tensors, meta);
+}
+
+void Trainer::load_checkpoint(const std::string& path, bool restore_scaler) {
+  Checkpoint ck = read_checkpoint(path);
+  at::NoGradGuard no_grad;
+  auto take = [&](const std::string& name, at::Tensor& into) {
+    auto it = ck.tensors.find(name);
+    if (it == ck.tensors.end()) throw std::runtime_error(path + ": checkpoint has no tensor '" + name + "'");
+    if (it->second.sizes() != into.sizes() || it->second.scalar_type() != into.scalar_type())
+      throw std::runtime_error(path + ": tensor '" + name + "' is " + c10::toString(it->second.scalar_type()) + " " +
+                               c10::str(it->second.sizes()) + ", the run expects " + c10::toString(into.scalar_type()) +
+                               " " + c10::str(into.sizes()) + ". HINT: resume with the scenario that saved it");
+    into.copy_(it->second);
+  };
+  for (auto& p : model_->parameters()) take("model/" + p.name, p.tensor);
+  for (size_t i = 0; i < masters_.size(); ++i) take("master/" + std::to_string(i), masters_[i]);
+  NamedTensors optim_state;
+  for (const auto& [name, t] : ck.tensors)
+    if (name.rfind("optim/", 0) == 0) optim_state.emplace_back(name.substr(6), t);
+  optimizer_->load_state(optim_state);
+  if (scaler_ && restore_scaler) {
+    amp::GradScalerStateDict sd;
+    for (auto& [k, v] : ck.meta.at("scaler").items()) sd[k] = v.get<double>();
+    scaler_->load_state_dict(sd);
+  }
+  next_step_ = ck.meta.at("next_step").get<int64_t>();
+  prev_params_.clear();
+}
+
+}  // namespace ampcheck::engine

@@ -1,0 +1,93 @@
+// Trainer — the training engine. One optimizer step reads as named phases:
+//   zero_grad -> [forward -> backward] x micro-batches -> grad_sync -> inject -> probe -> master_grads
+//   -> unscale -> clip -> step -> update -> master_copy_back -> probe
+// Precision handling (casts, autocast, loss scaling, master weights) is the strategy's, applied here, never in models.
+#pragma once
+
+#include "data/corpus.h"
+#include "engine/optimizer.h"
+#include "engine/precision.h"
+#include "engine/run_config.h"
+#include "engine/trajectory.h"
+#include "inject/injection.h"
+#include "models/model.h"
+
+#include <ampcheck/amp/grad_scaler.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace ampcheck::engine {
+
+// Where a data-parallel all-reduce of the gradients goes: after backward, before unscale/clip/step.
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  virtual void all_reduce(const std::vector<at::Tensor>& grads) = 0;
+};
+
+struct RunOutcome {
+  enum class Status { Completed, NonFinite, Error };
+  Status status = Status::Completed;
+  std::string error;            // the exception text for Error ("Attempting to unscale FP16 gradients.")
+  int64_t failed_step = -1;     // step of the error / first non-finite loss or params
+  int64_t steps_run = 0;
+};
+const char* status_name(RunOutcome::Status s);
+
+class Trainer {
+ public:
+  Trainer(RunConfig cfg, at::Device device);
+  ~Trainer();
+
+  // Runs steps [start_step(), cfg.loop.steps). Exceptions from the step (e.g. GradScaler's) end the run as Error.
+  RunOutcome run();
+  // Runs until step `until` (exclusive); exceptions propagate.
+  void run_until(int64_t until);
+  // One optimizer step; exceptions propagate.
+  void train_step(int64_t step);
+  double evaluate();  // mean eval loss over cfg.loop.eval_batches (under the strategy's autocast)
+
+  void save_checkpoint(const std::string& path) const;
+  // restore_scaler = false reproduces the "resume without the scaler state" pitfall.
+  void load_checkpoint(const std::string& path, bool restore_scaler = true);
+
+  int64_t next_step() const { return next_step_; }
+  const RunConfig& config() const { return cfg_; }
+  models::Model& model() { return *model_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  amp::GradScaler* scaler() { return scaler_.get(); }
+  const Trajectory& trajectory() const { return trajectory_; }
+  const at::Device& device() const { return device_; }
+  void set_gradient_sync(GradientSync* sync) { grad_sync_ = sync; }
+  void flush();  // SYNC POINT: copies pending device-side trajectory rows to the host
+
+ private:
+  at::Tensor forward_backward(int64_t step);         // returns the summed unscaled loss (0-dim, device)
+  void master_grads();                                // model grads -> fp32 master grads
+  void master_copy_back();                            // fp32 masters -> model params
+  std::vector<at::Tensor> model_grads() const;
+  std::vector<at::Tensor> grad_stats(const std::vector<at::Tensor>& grads) const;  // zero, subnormal, nonfinite
+
+  RunConfig cfg_;
+  at::Device device_;
+  std::unique_ptr<NumericsGuard> numerics_;
+  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<data::BatchSampler> sampler_;
+  std::vector<at::Tensor> masters_;                   // fp32 master weights (empty unless strategy.master_weights)
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<amp::GradScaler> scaler_;
+  inject::Injector injector_;
+  GradientSync* grad_sync_ = nullptr;
+  std::vector<at::Tensor> prev_params_;               // for the update norm
+
+  Trajectory trajectory_;
+  std::vector<at::Tensor> pending_rows_;              // (kNumDeviceColumns,) fp64 per step, on device
+  std::vector<std::array<double, kNumColumns>> pending_host_;
+  std::chrono::steady_clock::time_point window_start_;
+  int64_t next_step_ = 0;
+};
+
+}  // namespace ampcheck::engine

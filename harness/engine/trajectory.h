@@ -1,0 +1,42 @@
+// Trajectory — the per-step record of a run (DESIGN.md): one row per optimizer step, every value a double
+// (NaN where not measured, e.g. eval_loss between evals). Column order is the file format's: append only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampcheck::engine {
+
+enum Column : int {
+  kLoss = 0,        // training loss, unscaled, averaged over micro-batches
+  kGradNorm,        // true 2-norm of the gradient (scaled grads' norm / loss scale), before clipping
+  kParamNorm,       // 2-norm of the model's parameters after the step
+  kUpdateNorm,      // 2-norm of (params after - params before) the step
+  kLossScale,       // the loss scale used for this step's backward (1 without a scaler)
+  kSkipped,         // 1 if the optimizer step was skipped (inf/nan found), else 0
+  kFracZero,        // fraction of gradient elements == 0 (as produced by backward, before unscaling)
+  kFracSubnormal,   // fraction of non-zero gradient elements below the smallest normal of the grad dtype
+  kFracNonfinite,   // fraction of gradient elements that are inf or nan
+  kLr,              // learning rate of this step
+  kStepTimeMs,      // wall time per step (device-synchronised at each flush; the mean over the flush window)
+  kEvalLoss,        // eval loss after this step, NaN if not evaluated
+  kNumColumns
+};
+// The columns computed on the device and copied to the host in one transfer per flush.
+constexpr int kNumDeviceColumns = kFracNonfinite + 1;
+
+const char* column_name(int c);  // "loss", "grad_norm", ...
+
+struct Trajectory {
+  std::vector<std::array<double, kNumColumns>> rows;
+  std::vector<std::string> events;  // "step 12: injected inf into h.0.attn.c_attn.weight grad", ...
+
+  int64_t size() const { return static_cast<int64_t>(rows.size()); }
+  std::vector<double> column(int c) const;
+  bool any_nonfinite_loss() const;
+  int64_t skipped_steps() const;
+};
+
+}  // namespace ampcheck::engine

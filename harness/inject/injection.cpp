@@ -1,0 +1,82 @@
+// Injector implementation.
+#include "inject/injection.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <sstream>
+
+namespace ampcheck::inject {
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  // '*' matches any run, '?' one character.
+  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p, ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++, mark = n;
+    } else if (star != std::string::npos) {
+      p = star + 1, n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+namespace {
+bool fires(const InjectionConfig& c, int64_t step) { return std::find(c.steps.begin(), c.steps.end(), step) != c.steps.end(); }
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+}  // namespace
+
+models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::string>& events) const {
+  models::ForwardOptions o;
+  for (const auto& c : cfgs_) {
+    if (c.kind != InjectionKind::ActivationScale || !fires(c, step)) continue;
+    o.hidden_scale = c.factor;
+    o.hidden_scale_block = c.block;
+    events.push_back("step " + std::to_string(step) + ": hidden state after block " + std::to_string(c.block) +
+                     " scaled by " + num(c.factor));
+  }
+  return o;
+}
+
+at::Tensor Injector::on_loss(const at::Tensor& loss, int64_t step, std::vector<std::string>& events) const {
+  at::Tensor out = loss;
+  for (const auto& c : cfgs_) {
+    if (!fires(c, step)) continue;
+    if (c.kind == InjectionKind::LossScale) {
+      out = out * c.factor;
+      events.push_back("step " + std::to_string(step) + ": loss scaled by " + num(c.factor) + " before backward");
+    } else if (c.kind == InjectionKind::NanLoss) {
+      out = out * std::numeric_limits<double>::quiet_NaN();
+      events.push_back("step " + std::to_string(step) + ": loss set to NaN");
+    }
+  }
+  return out;
+}
+
+void Injector::on_grads(const std::vector<models::NamedParameter>& params, int64_t step,
+                        std::vector<std::string>& events) const {
+  at::NoGradGuard no_grad;
+  for (const auto& c : cfgs_) {
+    if (c.kind != InjectionKind::GradValue || !fires(c, step)) continue;
+    int hits = 0;
+    for (const auto& p : params) {
+      if (!glob_match(c.params, p.name) || !p.tensor.grad().defined()) continue;
+      at::Tensor flat = p.tensor.grad().view({-1});
+      flat.slice(0, 0, std::min<int64_t>(c.count, flat.numel())).fill_(c.value);
+      ++hits;
+    }
+    events.push_back("step " + std::to_string(step) + ": wrote " + num(c.value) + " into " + std::to_string(hits) +
+                     " grad(s) matching '" + c.params + "'");
+  }
+}
+
+}  // namespace ampcheck::inject

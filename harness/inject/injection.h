@@ -1,0 +1,45 @@
+// Injections — planted numerical events at chosen steps, applied at defined points of the training step:
+//   forward   activation overflow: the residual stream after a block is multiplied (past fp16's 65504)
+//   loss      underflow: the loss is multiplied by a tiny factor before backward (grads fall into / below fp16's
+//             subnormals); nan_loss: the loss becomes NaN
+//   grads     overflow: inf, -inf, nan or a huge finite value written into chosen parameters' grads, after backward
+//             (and after the data-parallel all-reduce point), before unscale
+// Every application is recorded as an event in the trajectory.
+#pragma once
+
+#include "models/model.h"
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+namespace ampcheck::inject {
+
+enum class InjectionKind { GradValue, ActivationScale, LossScale, NanLoss };
+
+struct InjectionConfig {
+  InjectionKind kind = InjectionKind::GradValue;
+  std::vector<int64_t> steps;          // optimizer steps at which it fires
+  double value = INFINITY;             // GradValue: the value written (inf, -inf, nan or finite)
+  std::string params = "*";            // GradValue: parameter-name glob ("*", "h.0.*", "wte")
+  int64_t count = 1;                   // GradValue: elements written per matching grad
+  double factor = 1.0;                 // ActivationScale / LossScale: the multiplier
+  int64_t block = 0;                   // ActivationScale: after which block
+};
+
+class Injector {
+ public:
+  explicit Injector(std::vector<InjectionConfig> cfgs) : cfgs_(std::move(cfgs)) {}
+  bool empty() const { return cfgs_.empty(); }
+  models::ForwardOptions forward_options(int64_t step, std::vector<std::string>& events) const;
+  at::Tensor on_loss(const at::Tensor& loss, int64_t step, std::vector<std::string>& events) const;
+  void on_grads(const std::vector<models::NamedParameter>& params, int64_t step, std::vector<std::string>& events) const;
+
+ private:
+  std::vector<InjectionConfig> cfgs_;
+};
+
+bool glob_match(const std::string& pattern, const std::string& name);
+
+}  // namespace ampcheck::inject

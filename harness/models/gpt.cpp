@@ -1,0 +1,134 @@
+// Gpt implementation. Initialisation follows GPT-2 / nanoGPT: N(0, 0.02) weights, zero biases, unit LayerNorm
+// weights, residual projections scaled by 1/sqrt(2 n_layer); all drawn from one CPU generator seeded by cfg.seed.
+#include "models/gpt.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace ampcheck::models {
+
+namespace {
+struct GptPreset {
+  const char* name;
+  int64_t n_layer, n_head, n_embd, block_size, vocab_size;
+};
+// vocab 50304 = GPT-2's 50257 padded to a multiple of 128 (as in nanoGPT / llm.c).
+constexpr GptPreset kPresets[] = {
+    {"micro", 2, 2, 32, 32, 128},       // ~30k params: unit tests, fractions of a millisecond a step
+    {"nano", 4, 4, 128, 64, 256},       // ~0.84M params: CPU scenarios
+    {"mini", 6, 6, 384, 256, 4096},     // ~12M params: quick GPU scenarios
+    {"gpt2-124m", 12, 12, 768, 1024, 50304},
+    {"gpt2-350m", 24, 16, 1024, 1024, 50304},
+};
+}  // namespace
+
+std::vector<std::string> gpt_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+ModelConfig resolve_gpt_preset(ModelConfig cfg) {
+  const GptPreset* preset = nullptr;
+  for (const auto& p : kPresets)
+    if (cfg.preset == p.name) preset = &p;
+  if (!preset) {
+    std::string known;
+    for (const auto& n : gpt_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("unknown gpt preset '" + cfg.preset + "' (expected one of: " + known + ")");
+  }
+  if (cfg.n_layer == 0) cfg.n_layer = preset->n_layer;
+  if (cfg.n_head == 0) cfg.n_head = preset->n_head;
+  if (cfg.n_embd == 0) cfg.n_embd = preset->n_embd;
+  if (cfg.block_size == 0) cfg.block_size = preset->block_size;
+  if (cfg.vocab_size == 0) cfg.vocab_size = preset->vocab_size;
+  if (cfg.n_embd % cfg.n_head != 0)
+    throw std::invalid_argument("gpt: n_embd (" + std::to_string(cfg.n_embd) + ") must be a multiple of n_head (" +
+                                std::to_string(cfg.n_head) + ")");
+  return cfg;
+}
+
+Gpt::Gpt(const ModelConfig& cfg) : cfg_(cfg) {
+  const int64_t C = cfg.n_embd, V = cfg.vocab_size, T = cfg.block_size, L = cfg.n_layer;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed);
+  auto opts = at::TensorOptions().dtype(at::kFloat);
+  auto normal = [&](std::vector<int64_t> shape, double std) { return at::normal(0.0, std, shape, gen, opts); };
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(L));
+  auto add = [&](const std::string& name, at::Tensor init, bool decay) {
+    add_parameter(name, std::move(init), decay);
+    return parameters().size() - 1;
+  };
+  wte_ = add("wte", normal({V, C}, 0.02), true);  // (V, C), also the LM head (tied)
+  wpe_ = add("wpe", normal({T, C}, 0.02), true);  // (T, C)
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string pre = "h." + std::to_string(l) + ".";
+    Block b{};
+    b.ln1_w = add(pre + "ln_1.weight", at::ones({C}, opts), false);
+    b.ln1_b = add(pre + "ln_1.bias", at::zeros({C}, opts), false);
+    b.attn_w = add(pre + "attn.c_attn.weight", normal({3 * C, C}, 0.02), true);  // (3C, C)
+    b.attn_b = add(pre + "attn.c_attn.bias", at::zeros({3 * C}, opts), false);
+    b.attn_proj_w = add(pre + "attn.c_proj.weight", normal({C, C}, proj_std), true);
+    b.attn_proj_b = add(pre + "attn.c_proj.bias", at::zeros({C}, opts), false);
+    b.ln2_w = add(pre + "ln_2.weight", at::ones({C}, opts), false);
+    b.ln2_b = add(pre + "ln_2.bias", at::zeros({C}, opts), false);
+    b.fc_w = add(pre + "mlp.c_fc.weight", normal({4 * C, C}, 0.02), true);  // (4C, C)
+    b.fc_b = add(pre + "mlp.c_fc.bias", at::zeros({4 * C}, opts), false);
+    b.fc_proj_w = add(pre + "mlp.c_proj.weight", normal({C, 4 * C}, proj_std), true);  // (C, 4C)
+    b.fc_proj_b = add(pre + "mlp.c_proj.bias", at::zeros({C}, opts), false);
+    blocks_.push_back(b);
+  }
+  lnf_w_ = add("ln_f.weight", at::ones({C}, opts), false);
+  lnf_b_ = add("ln_f.bias", at::zeros({C}, opts), false);
+}
+
+std::string Gpt::describe() const {
+  std::ostringstream os;
+  os << "gpt " << cfg_.preset << " (L=" << cfg_.n_layer << " H=" << cfg_.n_head << " C=" << cfg_.n_embd
+     << " T=" << cfg_.block_size << " V=" << cfg_.vocab_size << "): " << Model::describe();
+  return os.str();
+}
+
+at::Tensor Gpt::block_forward(const Block& b, const at::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
+  const bool train_dropout = cfg_.dropout > 0.0;
+  // attention: x + proj(attn(ln_1(x)))
+  at::Tensor h = at::layer_norm(x, {C}, p(b.ln1_w), p(b.ln1_b));
+  at::Tensor qkv = at::linear(h, p(b.attn_w), p(b.attn_b));  // (B, T, 3C)
+  auto parts = qkv.split(C, /*dim=*/2);
+  auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
+  at::Tensor y = at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), {},
+                                                  train_dropout ? cfg_.dropout : 0.0, /*is_causal=*/true);
+  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  y = at::linear(y, p(b.attn_proj_w), p(b.attn_proj_b));
+  if (train_dropout) y = at::dropout(y, cfg_.dropout, true);
+  at::Tensor x1 = x + y;
+  // MLP: x + proj(gelu(fc(ln_2(x))))
+  at::Tensor m = at::layer_norm(x1, {C}, p(b.ln2_w), p(b.ln2_b));
+  m = at::gelu(at::linear(m, p(b.fc_w), p(b.fc_b)), "tanh");
+  m = at::linear(m, p(b.fc_proj_w), p(b.fc_proj_b));
+  if (train_dropout) m = at::dropout(m, cfg_.dropout, true);
+  return x1 + m;
+}
+
+at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {
+  const int64_t T = inputs.size(1);
+  TORCH_CHECK(T <= cfg_.block_size, "gpt: sequence length ", T, " exceeds block_size ", cfg_.block_size);
+  at::Tensor pos = at::arange(T, inputs.options());
+  at::Tensor x = at::embedding(p(wte_), inputs) + at::embedding(p(wpe_), pos);  // (B, T, C)
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    x = block_forward(blocks_[l], x);
+    if (opts.hidden_scale != 1.0 && static_cast<int64_t>(l) == opts.hidden_scale_block) x = x * opts.hidden_scale;
+  }
+  x = at::layer_norm(x, {cfg_.n_embd}, p(lnf_w_), p(lnf_b_));
+  return at::linear(x, p(wte_));  // (B, T, V), tied head
+}
+
+at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts) {
+  at::Tensor lg = logits(inputs, opts);
+  return at::cross_entropy_loss(lg.view({-1, lg.size(-1)}), targets.reshape({-1}));
+}
+
+}  // namespace ampcheck::models

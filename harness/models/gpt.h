@@ -1,0 +1,36 @@
+// Gpt — a GPT-2-style decoder: token + position embeddings, pre-LayerNorm blocks of causal self-attention
+// (through at::scaled_dot_product_attention, so flash / memory-efficient kernels are used where they apply) and a
+// GELU(tanh) MLP, a final LayerNorm and a language-model head tied to the token embedding.
+// Presets: micro (tests), nano (~1M), small-ish mini, gpt2-124m, gpt2-350m.
+#pragma once
+
+#include "models/model.h"
+
+namespace ampcheck::models {
+
+ModelConfig resolve_gpt_preset(ModelConfig cfg);
+std::vector<std::string> gpt_preset_names();
+
+class Gpt final : public Model {
+ public:
+  explicit Gpt(const ModelConfig& cfg);
+  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts = {}) override;
+  // logits (B, T, V) for inputs (B, T)
+  at::Tensor logits(const at::Tensor& inputs, const ForwardOptions& opts = {});
+  std::string kind() const override { return "gpt"; }
+  std::string describe() const override;
+  const ModelConfig& config() const { return cfg_; }
+
+ private:
+  struct Block {  // indices into parameters()
+    size_t ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+  };
+  const at::Tensor& p(size_t i) { return parameters()[i].tensor; }
+  at::Tensor block_forward(const Block& b, const at::Tensor& x);
+
+  ModelConfig cfg_;
+  size_t wte_, wpe_, lnf_w_, lnf_b_;
+  std::vector<Block> blocks_;
+};
+
+}  // namespace ampcheck::models

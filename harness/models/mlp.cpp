@@ -1,0 +1,77 @@
+// Mlp implementation: Kaiming-uniform-like N(0, 1/sqrt(fan_in)) weights from one seeded CPU generator.
+#include "models/mlp.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace ampcheck::models {
+
+namespace {
+struct MlpPreset {
+  const char* name;
+  int64_t n_layer, n_embd, mlp_hidden, vocab_size, block_size;
+};
+constexpr MlpPreset kPresets[] = {
+    {"tiny", 1, 32, 64, 128, 32},    // ~14k params
+    {"small", 2, 128, 512, 256, 64},  // ~0.4M params
+};
+}  // namespace
+
+std::vector<std::string> mlp_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+ModelConfig resolve_mlp_preset(ModelConfig cfg) {
+  const MlpPreset* preset = nullptr;
+  for (const auto& p : kPresets)
+    if (cfg.preset == p.name) preset = &p;
+  if (!preset) throw std::invalid_argument("unknown mlp preset '" + cfg.preset + "' (expected tiny or small)");
+  if (cfg.n_layer == 0) cfg.n_layer = preset->n_layer;
+  if (cfg.n_embd == 0) cfg.n_embd = preset->n_embd;
+  if (cfg.mlp_hidden == 0) cfg.mlp_hidden = preset->mlp_hidden;
+  if (cfg.vocab_size == 0) cfg.vocab_size = preset->vocab_size;
+  if (cfg.block_size == 0) cfg.block_size = preset->block_size;
+  return cfg;
+}
+
+Mlp::Mlp(const ModelConfig& cfg) : cfg_(cfg) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed);
+  auto opts = at::TensorOptions().dtype(at::kFloat);
+  auto normal = [&](std::vector<int64_t> shape, double std) { return at::normal(0.0, std, shape, gen, opts); };
+  add_parameter("embed", normal({cfg.vocab_size, cfg.n_embd}, 1.0), true);  // (V, C)
+  int64_t fan_in = cfg.n_embd;
+  for (int64_t l = 0; l < cfg.n_layer; ++l) {
+    const std::string pre = "fc." + std::to_string(l) + ".";
+    add_parameter(pre + "weight", normal({cfg.mlp_hidden, fan_in}, 1.0 / std::sqrt(double(fan_in))), true);
+    add_parameter(pre + "bias", at::zeros({cfg.mlp_hidden}, opts), false);
+    fan_in = cfg.mlp_hidden;
+  }
+  add_parameter("head.weight", normal({cfg.vocab_size, fan_in}, 1.0 / std::sqrt(double(fan_in))), true);
+  add_parameter("head.bias", at::zeros({cfg.vocab_size}, opts), false);
+}
+
+std::string Mlp::describe() const {
+  std::ostringstream os;
+  os << "mlp " << cfg_.preset << " (depth=" << cfg_.n_layer << " C=" << cfg_.n_embd << " hidden=" << cfg_.mlp_hidden
+     << " V=" << cfg_.vocab_size << "): " << Model::describe();
+  return os.str();
+}
+
+at::Tensor Mlp::loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts) {
+  const auto& ps = parameters();
+  at::Tensor x = at::embedding(ps[0].tensor, inputs);  // (B, T, C)
+  size_t i = 1;
+  for (int64_t l = 0; l < cfg_.n_layer; ++l, i += 2) {
+    x = at::gelu(at::linear(x, ps[i].tensor, ps[i + 1].tensor));  // (B, T, hidden)
+    if (opts.hidden_scale != 1.0 && l == opts.hidden_scale_block) x = x * opts.hidden_scale;
+  }
+  at::Tensor logits = at::linear(x, ps[i].tensor, ps[i + 1].tensor);  // (B, T, V)
+  return at::cross_entropy_loss(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+}  // namespace ampcheck::models

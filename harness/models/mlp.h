@@ -1,0 +1,23 @@
+// Mlp — the smallest real model: token embedding -> [Linear -> GELU] x depth -> Linear to vocab logits, applied per
+// position (a learned bigram model). Fast enough for many-step CPU scenarios and exact gradient tests.
+#pragma once
+
+#include "models/model.h"
+
+namespace ampcheck::models {
+
+ModelConfig resolve_mlp_preset(ModelConfig cfg);
+std::vector<std::string> mlp_preset_names();
+
+class Mlp final : public Model {
+ public:
+  explicit Mlp(const ModelConfig& cfg);
+  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts = {}) override;
+  std::string kind() const override { return "mlp"; }
+  std::string describe() const override;
+
+ private:
+  ModelConfig cfg_;
+};
+
+}  // namespace ampcheck::models

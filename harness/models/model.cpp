@@ -1,0 +1,75 @@
+// Model base: parameter registry, casting, presets and the factory.
+#include "models/model.h"
+
+#include "models/gpt.h"
+#include "models/mlp.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <sstream>
+#include <stdexcept>
+
+namespace ampcheck::models {
+
+std::vector<at::Tensor> Model::parameter_tensors() const {
+  std::vector<at::Tensor> out;
+  out.reserve(params_.size());
+  for (const auto& p : params_) out.push_back(p.tensor);
+  return out;
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += p.tensor.numel();
+  return n;
+}
+
+std::string Model::describe() const {
+  std::ostringstream os;
+  os << kind() << ", " << parameter_count() << " parameters (" << params_.size() << " tensors), "
+     << c10::toString(dtype()) << " on " << device();
+  return os.str();
+}
+
+void Model::to(at::Device device, at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  for (auto& p : params_) {
+    at::Tensor moved = p.tensor.detach().to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    p.tensor = moved.requires_grad_(true);
+  }
+}
+
+at::Tensor& Model::add_parameter(std::string name, at::Tensor init_fp32_cpu, bool decay) {
+  params_.push_back({std::move(name), init_fp32_cpu.contiguous().requires_grad_(true), decay});
+  return params_.back().tensor;
+}
+
+ModelConfig resolve_preset(ModelConfig cfg) {
+  if (cfg.kind == "gpt") return resolve_gpt_preset(cfg);
+  if (cfg.kind == "mlp") return resolve_mlp_preset(cfg);
+  throw std::invalid_argument("unknown model kind '" + cfg.kind + "' (expected gpt or mlp)");
+}
+
+std::vector<std::string> preset_names(const std::string& kind) {
+  return kind == "mlp" ? mlp_preset_names() : gpt_preset_names();
+}
+
+std::unique_ptr<Model> make_model(const ModelConfig& raw) {
+  ModelConfig cfg = resolve_preset(raw);
+  std::unique_ptr<Model> model;
+  if (cfg.kind == "gpt") model = std::make_unique<Gpt>(cfg);
+  else model = std::make_unique<Mlp>(cfg);
+  if (cfg.init_perturb_ulps != 0) {
+    // One-ulp perturbation for the FP32 noise spread: w <- nextafter(w, +inf) applied |n| times (sign picks direction).
+    at::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) {
+      at::Tensor t = p.tensor;
+      double dir = cfg.init_perturb_ulps > 0 ? INFINITY : -INFINITY;
+      for (int i = 0; i < static_cast<int>(std::abs(cfg.init_perturb_ulps)); ++i)
+        t.copy_(at::nextafter(t, at::full_like(t, dir)));
+    }
+  }
+  return model;
+}
+
+}  // namespace ampcheck::models

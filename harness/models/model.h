@@ -1,0 +1,76 @@
+// Model — the interface every ampcheck model implements: named leaf parameters, a next-token loss, a description.
+// Models are pure fp32/fp16/bf16 arithmetic on ATen ops; precision policy (casts, autocast, master weights) lives in
+// engine/precision, never here. Letters: B batch, T time (sequence), C channels, V vocab, H heads, D head size.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ampcheck::models {
+
+struct NamedParameter {
+  std::string name;
+  at::Tensor tensor;  // leaf, requires_grad
+  bool decay;         // AdamW weight decay applies (matrices and embeddings, not biases / norms)
+};
+
+// Planted numerical events inside the forward pass (see inject/). Scaling a hidden state past fp16's max is an
+// activation overflow; the default (1.0) does nothing and costs nothing.
+struct ForwardOptions {
+  double hidden_scale = 1.0;      // multiply the residual stream after block `hidden_scale_block`
+  int64_t hidden_scale_block = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Mean next-token cross-entropy. inputs, targets: (B, T) int64. Returns a 0-dim tensor.
+  virtual at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts = {}) = 0;
+  virtual std::string kind() const = 0;
+  virtual std::string describe() const;
+
+  std::vector<NamedParameter>& parameters() { return params_; }
+  const std::vector<NamedParameter>& parameters() const { return params_; }
+  std::vector<at::Tensor> parameter_tensors() const;
+  int64_t parameter_count() const;
+  at::Device device() const { return params_.front().tensor.device(); }
+  at::ScalarType dtype() const { return params_.front().tensor.scalar_type(); }
+
+  // Moves / casts every parameter in place (what Python's model.to(device, dtype) / model.half() do): the new
+  // tensors are fresh leaves that require grad. Existing grads are dropped.
+  void to(at::Device device, at::ScalarType dtype);
+
+ protected:
+  // Registers a parameter initialised on the CPU in fp32 (so CPU and GPU runs start from identical weights).
+  at::Tensor& add_parameter(std::string name, at::Tensor init_fp32_cpu, bool decay);
+
+ private:
+  std::vector<NamedParameter> params_;
+};
+
+struct ModelConfig {
+  std::string kind = "gpt";     // gpt | mlp
+  std::string preset = "nano";  // see presets in gpt.cpp / mlp.cpp; explicit fields below override (0 = preset)
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_embd = 0;
+  int64_t block_size = 0;       // max sequence length T
+  int64_t vocab_size = 0;
+  int64_t mlp_hidden = 0;       // mlp: hidden width
+  double dropout = 0.0;         // off by default (determinism); applied to attention / residual outputs when > 0
+  uint64_t seed = 1337;         // initialisation seed
+  double init_perturb_ulps = 0; // perturb every initial weight by this many ulps (for noise-spread runs)
+};
+
+// Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.
+std::unique_ptr<Model> make_model(const ModelConfig& cfg);
+// Fills the preset's numbers into cfg's zero fields; throws std::invalid_argument for an unknown kind/preset.
+ModelConfig resolve_preset(ModelConfig cfg);
+std::vector<std::string> preset_names(const std::string& kind);
+
+}  // namespace ampcheck::models

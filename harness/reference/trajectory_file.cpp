@@ -1,0 +1,134 @@
+// HDF5 C API writer/reader for trajectories.
+#include "reference/trajectory_file.h"
+
+#include <hdf5.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ampcheck::reference {
+
+namespace {
+void check(herr_t rc, const std::string& what) {
+  if (rc < 0) throw std::runtime_error("HDF5: " + what + " failed");
+}
+hid_t checked(hid_t id, const std::string& what) {
+  if (id < 0) throw std::runtime_error("HDF5: " + what + " failed");
+  return id;
+}
+
+void write_string_attr(hid_t obj, const std::string& name, const std::string& value) {
+  hid_t type = checked(H5Tcopy(H5T_C_S1), "H5Tcopy");
+  check(H5Tset_size(type, std::max<size_t>(1, value.size())), "H5Tset_size");
+  check(H5Tset_cset(type, H5T_CSET_UTF8), "H5Tset_cset");
+  hid_t space = checked(H5Screate(H5S_SCALAR), "H5Screate");
+  hid_t attr = checked(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), "attribute " + name);
+  check(H5Awrite(attr, type, value.empty() ? "" : value.c_str()), "write attribute " + name);
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Tclose(type);
+}
+
+herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* op_data) {
+  auto* out = static_cast<std::map<std::string, std::string>*>(op_data);
+  hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
+  hid_t type = H5Aget_type(attr);
+  if (H5Tget_class(type) == H5T_STRING && !H5Tis_variable_str(type)) {
+    std::string buf(H5Tget_size(type), '\0');
+    H5Aread(attr, type, buf.data());
+    buf.resize(strnlen(buf.c_str(), buf.size()));
+    (*out)[name] = buf;
+  }
+  H5Tclose(type);
+  H5Aclose(attr);
+  return 0;
+}
+}  // namespace
+
+void write_trajectory(const std::string& path, const TrajectoryFile& file, bool overwrite) {
+  struct stat st;
+  if (!overwrite && ::stat(path.c_str(), &st) == 0)
+    throw std::runtime_error(path + ": exists; refusing to overwrite. HINT: pass --force to replace it");
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  hid_t f = checked(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create " + tmp);
+  try {
+    write_string_attr(f, "format", "ampcheck-trajectory");
+    write_string_attr(f, "format_version", std::to_string(kTrajectoryFormatVersion));
+    for (const auto& [k, v] : file.attributes) write_string_attr(f, k, v);
+    hid_t steps = checked(H5Gcreate2(f, "steps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group steps");
+    const auto& t = file.trajectory;
+    hsize_t n = t.rows.size();
+    for (int c = 0; c < engine::kNumColumns; ++c) {
+      std::vector<double> col = t.column(c);
+      hid_t space = checked(H5Screate_simple(1, &n, nullptr), "dataspace");
+      hid_t ds = checked(H5Dcreate2(steps, engine::column_name(c), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                                    H5P_DEFAULT), std::string("dataset ") + engine::column_name(c));
+      if (n > 0) check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, col.data()), "write column");
+      H5Dclose(ds);
+      H5Sclose(space);
+    }
+    H5Gclose(steps);
+    std::string events;
+    for (const auto& e : t.events) events += e + "\n";
+    write_string_attr(f, "events", events);
+    check(H5Fclose(f), "close " + tmp);
+  } catch (...) {
+    H5Fclose(f);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": rename from " + tmp + " failed");
+  }
+}
+
+TrajectoryFile read_trajectory(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) throw std::runtime_error(path + ": cannot open as HDF5. HINT: re-run to regenerate it");
+  TrajectoryFile out;
+  hsize_t idx = 0;
+  H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_attr, &out.attributes);
+  if (out.attributes["format"] != "ampcheck-trajectory") {
+    H5Fclose(f);
+    throw std::runtime_error(path + ": not an ampcheck trajectory file (attribute 'format')");
+  }
+  if (out.attributes["format_version"] != std::to_string(kTrajectoryFormatVersion)) {
+    H5Fclose(f);
+    throw std::runtime_error(path + ": trajectory format version " + out.attributes["format_version"] + ", expected " +
+                             std::to_string(kTrajectoryFormatVersion) + ". HINT: re-record it with this ampcheck");
+  }
+  std::vector<std::vector<double>> cols(engine::kNumColumns);
+  hsize_t n = 0;
+  for (int c = 0; c < engine::kNumColumns; ++c) {
+    const std::string name = std::string("steps/") + engine::column_name(c);
+    hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+    if (ds < 0) {
+      H5Fclose(f);
+      throw std::runtime_error(path + ": missing dataset /" + name);
+    }
+    hid_t space = H5Dget_space(ds);
+    H5Sget_simple_extent_dims(space, &n, nullptr);
+    cols[c].resize(n);
+    if (n > 0) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, cols[c].data());
+    H5Sclose(space);
+    H5Dclose(ds);
+  }
+  H5Fclose(f);
+  out.trajectory.rows.resize(n);
+  for (hsize_t i = 0; i < n; ++i)
+    for (int c = 0; c < engine::kNumColumns; ++c) out.trajectory.rows[i][c] = cols[c][i];
+  std::string ev = out.attributes["events"];
+  size_t pos;
+  while ((pos = ev.find('\n')) != std::string::npos) {
+    out.trajectory.events.push_back(ev.substr(0, pos));
+    ev.erase(0, pos + 1);
+  }
+  return out;
+}
+
+}  // namespace ampcheck::reference

@@ -1,0 +1,344 @@
+// Strict YAML -> Scenario. A Fields object wraps one mapping, hands out typed values by key, remembers which keys
+// were read, and at the end rejects the rest by name, with the closest known key as a hint.
+#include "scenario/scenario.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+namespace ampcheck::scenario {
+
+namespace {
+
+std::string where(const std::string& file, const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0) return file;
+  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+class Fields {
+ public:
+  Fields(const YAML::Node& node, std::string file, std::string path) : node_(node), file_(std::move(file)), path_(std::move(path)) {
+    if (!node_.IsMap()) fail(node_, "expected a mapping");
+  }
+
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& what) const {
+    throw ScenarioError(where(file_, n) + ": " + (path_.empty() ? "(top level)" : path_) + ": " + what);
+  }
+  [[noreturn]] void fail_key(const std::string& key, const std::string& what) const {
+    throw ScenarioError(where(file_, node_[key]) + ": " + sub(key) + ": " + what);
+  }
+  std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool has(const std::string& key) const { return node_[key].IsDefined() && !node_[key].IsNull(); }
+  const std::string& file() const { return file_; }
+
+  template <typename T>
+  T get(const std::string& key, T fallback, const char* type_name) {
+    seen_.insert(key);
+    if (!has(key)) return fallback;
+    const YAML::Node n = node_[key];
+    if (!n.IsScalar()) fail_key(key, std::string("expected ") + type_name + ", got a " + (n.IsMap() ? "mapping" : "list"));
+    try {
+      return n.as<T>();
+    } catch (const YAML::Exception&) {
+      fail_key(key, std::string("expected ") + type_name + ", got '" + n.Scalar() + "'");
+    }
+  }
+  double num(const std::string& key, double d) { return get<double>(key, d, "a number"); }
+  int64_t integer(const std::string& key, int64_t d) { return get<int64_t>(key, d, "an integer"); }
+  bool boolean(const std::string& key, bool d) { return get<bool>(key, d, "true or false"); }
+  std::string str(const std::string& key, const std::string& d) { return get<std::string>(key, d, "a string"); }
+  std::string choice(const std::string& key, const std::string& d, const std::vector<std::string>& allowed) {
+    std::string v = str(key, d);
+    for (const auto& a : allowed)
+      if (a == v) return v;
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    fail_key(key, "'" + v + "' is not one of: " + list);
+  }
+  int64_t positive(const std::string& key, int64_t d) {
+    int64_t v = integer(key, d);
+    if (v <= 0) fail_key(key, "must be > 0, got " + std::to_string(v));
+    return v;
+  }
+  Fields map(const std::string& key) {
+    seen_.insert(key);
+    return Fields(node_[key], file_, sub(key));
+  }
+  YAML::Node raw(const std::string& key) {
+    seen_.insert(key);
+    return node_[key];
+  }
+  void done() const {
+    for (const auto& kv : node_) {
+      const std::string k = kv.first.as<std::string>();
+      if (seen_.count(k)) continue;
+      std::string known;
+      for (const auto& s : seen_) known += (known.empty() ? "" : ", ") + s;
+      throw ScenarioError(where(file_, kv.first) + ": " + sub(k) + ": unknown key (known here: " + known + ")");
+    }
+  }
+
+ private:
+  YAML::Node node_;
+  std::string file_, path_;
+  std::set<std::string> seen_;
+};
+
+void parse_model(Fields f, models::ModelConfig& m) {
+  m.kind = f.choice("kind", m.kind, {"gpt", "mlp"});
+  m.preset = f.str("preset", m.kind == "mlp" ? "small" : "nano");
+  m.n_layer = f.integer("n_layer", 0);
+  m.n_head = f.integer("n_head", 0);
+  m.n_embd = f.integer("n_embd", 0);
+  m.block_size = f.integer("block_size", 0);
+  m.vocab_size = f.integer("vocab_size", 0);
+  m.mlp_hidden = f.integer("mlp_hidden", 0);
+  m.dropout = f.num("dropout", 0.0);
+  if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");
+  f.done();
+  try {
+    models::resolve_preset(m);
+  } catch (const std::invalid_argument& e) {
+    f.fail_key("preset", e.what());
+  }
+}
+
+void parse_data(Fields f, data::DataConfig& d) {
+  d.kind = f.choice("kind", d.kind, {"synthetic", "shards"});
+  d.vocab_size = f.integer("vocab_size", 0);
+  d.corpus_tokens = f.positive("corpus_tokens", d.corpus_tokens);
+  d.branching = f.positive("branching", d.branching);
+  d.seed = f.get<uint64_t>("seed", d.seed, "an unsigned integer");
+  d.batch_size = f.positive("batch_size", d.batch_size);
+  d.seq_len = f.integer("seq_len", 0);
+  d.eval_fraction = f.num("eval_fraction", d.eval_fraction);
+  if (!(d.eval_fraction > 0 && d.eval_fraction < 0.5)) f.fail_key("eval_fraction", "must be in (0, 0.5)");
+  YAML::Node paths = f.raw("paths");
+  if (paths.IsDefined() && !paths.IsNull()) {
+    if (!paths.IsSequence()) f.fail(paths, "data.paths: expected a list of file paths");
+    for (const auto& p : paths) d.paths.push_back(p.as<std::string>());
+  }
+  if (d.kind == "shards" && d.paths.empty()) f.fail_key("kind", "kind 'shards' needs data.paths");
+  if (d.kind == "synthetic" && !d.paths.empty()) f.fail_key("paths", "only kind 'shards' reads paths");
+  f.done();
+}
+
+void parse_optimizer(Fields f, engine::OptimizerConfig& o) {
+  o.kind = f.choice("kind", o.kind, {"adamw", "sgd"});
+  o.lr = f.num("lr", o.lr);
+  if (!(o.lr >= 0)) f.fail_key("lr", "must be >= 0");
+  YAML::Node betas = f.raw("betas");
+  if (betas.IsDefined() && !betas.IsNull()) {
+    if (!betas.IsSequence() || betas.size() != 2) f.fail(betas, "optimizer.betas: expected [beta1, beta2]");
+    o.beta1 = betas[0].as<double>();
+    o.beta2 = betas[1].as<double>();
+  }
+  o.eps = f.num("eps", o.eps);
+  o.weight_decay = f.num("weight_decay", o.weight_decay);
+  o.momentum = f.num("momentum", o.momentum);
+  o.fused = f.boolean("fused", o.fused);
+  if (o.kind == "sgd" && o.fused) f.fail_key("fused", "SGD has no fused path in ampcheck");
+  f.done();
+}
+
+void parse_schedule(Fields f, engine::ScheduleConfig& s) {
+  s.kind = f.choice("kind", s.kind, {"cosine", "constant"});
+  s.warmup_steps = f.integer("warmup_steps", s.warmup_steps);
+  s.min_lr_ratio = f.num("min_lr_ratio", s.min_lr_ratio);
+  f.done();
+}
+
+void parse_loop(Fields f, engine::LoopConfig& l) {
+  l.steps = f.positive("steps", l.steps);
+  l.micro_batches = f.positive("micro_batches", l.micro_batches);
+  l.unscale_each_micro_batch = f.boolean("unscale_each_micro_batch", l.unscale_each_micro_batch);
+  if (f.has("clip")) {
+    Fields c = f.map("clip");
+    l.clip_max_norm = c.num("max_norm", 1.0);
+    if (!(l.clip_max_norm > 0)) c.fail_key("max_norm", "must be > 0");
+    l.clip_unscale_first = c.boolean("unscale_first", true);
+    c.done();
+  } else {
+    f.raw("clip");
+  }
+  l.call_update = f.boolean("call_update", l.call_update);
+  l.eval_every = f.integer("eval_every", l.eval_every);
+  l.eval_batches = f.positive("eval_batches", l.eval_batches);
+  l.log_every = f.positive("log_every", l.log_every);
+  l.probes = f.boolean("probes", l.probes);
+  f.done();
+}
+
+void parse_strategy(Fields& top, engine::Strategy& s) {
+  YAML::Node n = top.raw("strategy");
+  if (!n.IsDefined() || n.IsNull()) top.fail(n, "strategy: required (one of: fp32, tf32, fp16-autocast, ...)");
+  auto preset = [&](const std::string& name, const YAML::Node& at) {
+    try {
+      return engine::strategy_preset(name);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(where(top.file(), at) + ": strategy: " + e.what());
+    }
+  };
+  if (n.IsScalar()) {
+    s = preset(n.Scalar(), n);
+    return;
+  }
+  Fields f(n, top.file(), "strategy");
+  s = preset(f.str("preset", "fp32"), n);
+  auto dtype = [&](const std::string& key, at::ScalarType d) {
+    std::string v = f.str(key, engine::dtype_name(d));
+    try {
+      return engine::parse_dtype(v);
+    } catch (const std::invalid_argument& e) {
+      f.fail_key(key, e.what());
+    }
+  };
+  s.param_dtype = dtype("params", s.param_dtype);
+  std::string ac = f.str("autocast", s.autocast ? engine::dtype_name(*s.autocast) : "off");
+  if (ac == "off" || ac == "none") s.autocast.reset();
+  else s.autocast = dtype("autocast", at::kFloat);
+  if (s.autocast == at::kFloat) f.fail_key("autocast", "autocast dtype must be fp16, bf16 or off");
+  if (f.has("scaler")) {
+    Fields sc = f.map("scaler");
+    std::string kind = sc.choice("kind", s.scaler.kind == engine::ScalerKind::Dynamic ? "dynamic"
+                                         : s.scaler.kind == engine::ScalerKind::Static ? "static" : "none",
+                                 {"none", "static", "dynamic"});
+    s.scaler.kind = kind == "dynamic" ? engine::ScalerKind::Dynamic : kind == "static" ? engine::ScalerKind::Static
+                                                                                        : engine::ScalerKind::None;
+    s.scaler.init_scale = sc.num("init_scale", s.scaler.init_scale);
+    s.scaler.growth_factor = sc.num("growth_factor", s.scaler.growth_factor);
+    s.scaler.backoff_factor = sc.num("backoff_factor", s.scaler.backoff_factor);
+    s.scaler.growth_interval = sc.positive("growth_interval", s.scaler.growth_interval);
+    if (!(s.scaler.init_scale > 0)) sc.fail_key("init_scale", "must be > 0");
+    if (!(s.scaler.growth_factor > 1)) sc.fail_key("growth_factor", "must be > 1.0 (as PyTorch's GradScaler)");
+    if (!(s.scaler.backoff_factor < 1)) sc.fail_key("backoff_factor", "must be < 1.0 (as PyTorch's GradScaler)");
+    sc.done();
+  } else {
+    f.raw("scaler");
+  }
+  s.master_weights = f.boolean("master_weights", s.master_weights);
+  s.tf32 = f.boolean("tf32", s.tf32);
+  s.deterministic = f.boolean("deterministic", s.deterministic);
+  if (s.master_weights && s.param_dtype == at::kFloat) f.fail_key("master_weights", "needs params fp16 or bf16");
+  f.done();
+}
+
+void parse_injections(Fields& top, std::vector<inject::InjectionConfig>& out) {
+  YAML::Node list = top.raw("inject");
+  if (!list.IsDefined() || list.IsNull()) return;
+  if (!list.IsSequence()) top.fail(list, "inject: expected a list of injections");
+  for (size_t i = 0; i < list.size(); ++i) {
+    Fields f(list[i], top.file(), "inject[" + std::to_string(i) + "]");
+    inject::InjectionConfig c;
+    const std::string kind = f.choice("kind", "", {"grad", "activation", "underflow", "nan_loss"});
+    c.kind = kind == "grad" ? inject::InjectionKind::GradValue
+             : kind == "activation" ? inject::InjectionKind::ActivationScale
+             : kind == "underflow" ? inject::InjectionKind::LossScale : inject::InjectionKind::NanLoss;
+    YAML::Node steps = f.raw("steps");
+    if (!steps.IsDefined() || !steps.IsSequence() || steps.size() == 0) f.fail(list[i], "inject[" + std::to_string(i) + "].steps: expected a non-empty list of step numbers");
+    for (const auto& s : steps) c.steps.push_back(s.as<int64_t>());
+    if (c.kind == inject::InjectionKind::GradValue) {
+      std::string v = f.str("value", "inf");
+      if (v == "inf") c.value = INFINITY;
+      else if (v == "-inf") c.value = -INFINITY;
+      else if (v == "nan") c.value = NAN;
+      else {
+        try {
+          c.value = std::stod(v);
+        } catch (...) {
+          f.fail_key("value", "expected inf, -inf, nan or a number, got '" + v + "'");
+        }
+      }
+      c.params = f.str("params", "*");
+      c.count = f.positive("count", 1);
+    }
+    if (c.kind == inject::InjectionKind::ActivationScale || c.kind == inject::InjectionKind::LossScale) {
+      if (!f.has("factor")) f.fail(list[i], "inject[" + std::to_string(i) + "].factor: required for kind " + kind);
+      c.factor = f.num("factor", 1.0);
+      c.block = f.integer("block", 0);
+    }
+    f.done();
+    out.push_back(c);
+  }
+}
+
+}  // namespace
+
+Scenario parse_scenario(const std::string& text, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                        ": YAML syntax error: " + e.msg);
+  }
+  Scenario sc;
+  sc.path = path;
+  sc.text = text;
+  Fields top(root, path, "");
+  sc.run.name = top.str("name", "");
+  if (sc.run.name.empty()) top.fail(root, "name: required");
+  sc.why = top.str("why", "");
+  if (sc.why.empty()) top.fail(root, "why: required (one sentence: what this scenario shows)");
+  sc.device = top.choice("device", "auto", {"auto", "cpu", "cuda"});
+  sc.run.seed = top.get<uint64_t>("seed", sc.run.seed, "an unsigned integer");
+  if (top.has("model")) parse_model(top.map("model"), sc.run.model);
+  else top.raw("model");
+  if (top.has("data")) parse_data(top.map("data"), sc.run.data);
+  else top.raw("data");
+  if (top.has("optimizer")) parse_optimizer(top.map("optimizer"), sc.run.optimizer);
+  else top.raw("optimizer");
+  if (top.has("schedule")) parse_schedule(top.map("schedule"), sc.run.schedule);
+  else top.raw("schedule");
+  if (top.has("train")) parse_loop(top.map("train"), sc.run.loop);
+  else top.raw("train");
+  parse_strategy(top, sc.run.strategy);
+  parse_injections(top, sc.run.injections);
+  if (top.has("expect")) {
+    Fields e = top.map("expect");
+    sc.expect.verdict = e.choice("verdict", "tracks", {"tracks", "diverges", "stalls", "nonfinite", "error"});
+    sc.expect.error = e.str("error", "");
+    if (sc.expect.verdict == "error" && sc.expect.error.empty()) e.fail_key("verdict", "verdict 'error' needs expect.error: the message");
+    if (sc.expect.verdict != "error" && !sc.expect.error.empty()) e.fail_key("error", "only verdict 'error' takes a message");
+    e.done();
+  } else {
+    top.raw("expect");
+  }
+  // cross-field checks
+  if (sc.run.loop.unscale_each_micro_batch && sc.run.strategy.scaler.kind == engine::ScalerKind::None)
+    top.fail(root, "train.unscale_each_micro_batch: needs a loss scaler (strategy.scaler)");
+  if (sc.run.optimizer.fused && sc.run.optimizer.kind != "adamw") top.fail(root, "optimizer.fused: only adamw");
+  top.done();
+  return sc;
+}
+
+Scenario load_scenario(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ScenarioError(path + ": cannot open scenario file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_scenario(ss.str(), path);
+}
+
+std::vector<std::string> load_suite(const std::string& scenarios_dir, const std::string& suite) {
+  const std::string path = scenarios_dir + "/suites/" + suite + ".yaml";
+  std::ifstream in(path);
+  if (!in) throw ScenarioError(path + ": no such suite '" + suite + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  YAML::Node root = YAML::Load(ss.str());
+  Fields f(root, path, "");
+  f.str("why", "");
+  YAML::Node list = f.raw("scenarios");
+  if (!list.IsSequence()) f.fail(root, "scenarios: expected a list of scenario files");
+  std::vector<std::string> out;
+  for (const auto& s : list) out.push_back(scenarios_dir + "/" + s.as<std::string>());
+  f.done();
+  return out;
+}
+
+}  // namespace ampcheck::scenario

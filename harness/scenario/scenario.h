@@ -1,0 +1,40 @@
+// Scenario — one YAML file under scenarios/: a RunConfig (model, data, optimizer, schedule, training loop, strategy,
+// injections) plus `why:` (one sentence) and `expect:` (the verdict and, for `error`, the message). Parsing is
+// strict: an unknown key, a wrong type or an impossible combination is a ScenarioError naming file:line:column and
+// the field path (e.g. "scenarios/x.yaml:7:3: optimizer.lr: expected a number, got 'fast'").
+#pragma once
+
+#include "engine/run_config.h"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ampcheck::scenario {
+
+class ScenarioError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Expect {
+  std::string verdict = "tracks";  // tracks | diverges | stalls | nonfinite | error
+  std::string error;               // for `error`: the exact message the engine must raise
+};
+
+struct Scenario {
+  std::string path;          // file it came from
+  std::string text;          // the file's text (stored in every result file)
+  std::string why;
+  std::string device = "auto";  // auto | cpu | cuda
+  engine::RunConfig run;
+  Expect expect;
+};
+
+Scenario load_scenario(const std::string& path);
+Scenario parse_scenario(const std::string& text, const std::string& path);  // path only for messages
+
+// Suites: scenarios/suites/<name>.yaml = {why: ..., scenarios: [relative paths]}.
+std::vector<std::string> load_suite(const std::string& scenarios_dir, const std::string& suite);
+
+}  // namespace ampcheck::scenario
