@@ -14,6 +14,7 @@ namespace ampcheck::scenario {
 namespace {
 
 std::string where(const std::string& file, const YAML::Node& n) {
+  if (!n.IsDefined()) return file;  // a missing key has no position
   const YAML::Mark m = n.Mark();
   if (m.line < 0) return file;
   return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
@@ -29,17 +30,22 @@ class Fields {
     throw ScenarioError(where(file_, n) + ": " + (path_.empty() ? "(top level)" : path_) + ": " + what);
   }
   [[noreturn]] void fail_key(const std::string& key, const std::string& what) const {
-    throw ScenarioError(where(file_, node_[key]) + ": " + sub(key) + ": " + what);
+    const YAML::Node n = has(key) ? at(key) : node_;  // a missing key is reported at its mapping
+    throw ScenarioError(where(file_, n) + ": " + sub(key) + ": " + what);
   }
+  YAML::Node at(const std::string& key) const { return static_cast<const YAML::Node&>(node_)[key]; }
   std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  bool has(const std::string& key) const { return node_[key].IsDefined() && !node_[key].IsNull(); }
+  bool has(const std::string& key) const {
+    const YAML::Node n = at(key);
+    return n.IsDefined() && !n.IsNull();
+  }
   const std::string& file() const { return file_; }
 
   template <typename T>
   T get(const std::string& key, T fallback, const char* type_name) {
     seen_.insert(key);
     if (!has(key)) return fallback;
-    const YAML::Node n = node_[key];
+    const YAML::Node n = at(key);
     if (!n.IsScalar()) fail_key(key, std::string("expected ") + type_name + ", got a " + (n.IsMap() ? "mapping" : "list"));
     try {
       return n.as<T>();
@@ -66,11 +72,11 @@ class Fields {
   }
   Fields map(const std::string& key) {
     seen_.insert(key);
-    return Fields(node_[key], file_, sub(key));
+    return Fields(at(key), file_, sub(key));
   }
   YAML::Node raw(const std::string& key) {
     seen_.insert(key);
-    return node_[key];
+    return at(key);
   }
   void done() const {
     for (const auto& kv : node_) {
@@ -200,7 +206,13 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
   s.param_dtype = dtype("params", s.param_dtype);
   std::string ac = f.str("autocast", s.autocast ? engine::dtype_name(*s.autocast) : "off");
   if (ac == "off" || ac == "none") s.autocast.reset();
-  else s.autocast = dtype("autocast", at::kFloat);
+  else {
+    try {
+      s.autocast = engine::parse_dtype(ac);
+    } catch (const std::invalid_argument& e) {
+      f.fail_key("autocast", e.what());
+    }
+  }
   if (s.autocast == at::kFloat) f.fail_key("autocast", "autocast dtype must be fp16, bf16 or off");
   if (f.has("scaler")) {
     Fields sc = f.map("scaler");

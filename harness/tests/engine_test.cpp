@@ -1,0 +1,177 @@
+// Engine invariants: checkpoint/resume is bit-identical (with the scaler state) and differs without it, the
+// schedule's shape, clipping as torch.nn.utils.clip_grad_norm_, SGD and AdamW against hand-computed updates,
+// the trajectory file round trip and the refusal to overwrite.
+#include "test_support.h"
+
+#include "engine/checkpoint.h"
+#include "reference/trajectory_file.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <cstdio>
+
+using namespace ampcheck;
+using namespace ampcheck::testing;
+
+TEST(EngineCheckpoint, ResumeIsBitIdenticalToAnUninterruptedRun) {
+  auto cfg = micro_run("fp16-autocast", 10);
+  cfg.strategy.scaler.growth_interval = 3;  // make the scale change inside the run, so its state matters
+  engine::Trainer straight(cfg, at::Device(at::kCPU));
+  straight.run_until(10);
+
+  const std::string ck = temp_path("resume.ckpt");
+  engine::Trainer first(cfg, at::Device(at::kCPU));
+  first.run_until(5);
+  first.save_checkpoint(ck);
+  engine::Trainer second(cfg, at::Device(at::kCPU));
+  second.load_checkpoint(ck);
+  ASSERT_EQ(second.next_step(), 5);
+  second.run_until(10);
+
+  expect_params_equal(second.model().parameter_tensors(), straight.model().parameter_tensors(), "resumed vs straight");
+  for (int64_t s = 0; s < 5; ++s)
+    for (int c : {engine::kLoss, engine::kGradNorm, engine::kLossScale, engine::kParamNorm})
+      ASSERT_EQ(second.trajectory().rows[s][c], straight.trajectory().rows[s + 5][c])
+          << "step " << s + 5 << " column " << engine::column_name(c);
+  std::remove(ck.c_str());
+}
+
+TEST(EngineCheckpoint, ResumeWithoutScalerStateRestartsTheScale) {
+  auto cfg = micro_run("fp16-autocast", 10);
+  cfg.strategy.scaler.growth_interval = 2;
+  const std::string ck = temp_path("noscaler.ckpt");
+  engine::Trainer first(cfg, at::Device(at::kCPU));
+  first.run_until(6);  // three growths: 65536 -> 524288
+  first.save_checkpoint(ck);
+  engine::Trainer second(cfg, at::Device(at::kCPU));
+  second.load_checkpoint(ck, /*restore_scaler=*/false);
+  second.run_until(7);
+  EXPECT_EQ(first.scaler()->get_scale(), 65536.0 * 8);
+  EXPECT_EQ(second.trajectory().rows[0][engine::kLossScale], 65536.0)
+      << "without the scaler state the resumed run must start again from init_scale";
+  std::remove(ck.c_str());
+}
+
+TEST(EngineCheckpoint, TensorsRoundTripInEveryDtype) {
+  const std::string path = temp_path("tensors.ckpt");
+  std::vector<std::pair<std::string, at::Tensor>> ts = {{"f32", at::randn({3, 4})},
+                                                        {"f16", at::randn({5}).to(at::kHalf)},
+                                                        {"bf16", at::randn({2, 2}).to(at::kBFloat16)},
+                                                        {"step", at::full({}, 7.0)}};
+  engine::write_checkpoint(path, ts, {{"k", 1}});
+  auto ck = engine::read_checkpoint(path);
+  EXPECT_EQ(ck.meta["k"], 1);
+  for (const auto& [name, t] : ts) EXPECT_TRUE(at::equal(ck.tensors.at(name), t)) << name;
+  std::remove(path.c_str());
+}
+
+TEST(EngineCheckpoint, CorruptFileIsAnErrorNamingIt) {
+  const std::string path = temp_path("bad.ckpt");
+  engine::write_file_atomically(path, "not a checkpoint");
+  try {
+    engine::read_checkpoint(path);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
+TEST(ScheduleCosine, WarmsUpLinearlyThenDecaysToMinLr) {
+  engine::ScheduleConfig s;
+  s.warmup_steps = 10;
+  s.min_lr_ratio = 0.1;
+  EXPECT_DOUBLE_EQ(engine::scheduled_lr(s, 1.0, 0, 110), 0.1);
+  EXPECT_DOUBLE_EQ(engine::scheduled_lr(s, 1.0, 9, 110), 1.0);
+  EXPECT_DOUBLE_EQ(engine::scheduled_lr(s, 1.0, 10, 110), 1.0);
+  EXPECT_NEAR(engine::scheduled_lr(s, 1.0, 60, 110), 0.55, 1e-12);  // half-way: (1 + 0.1) / 2
+  EXPECT_NEAR(engine::scheduled_lr(s, 1.0, 110, 110), 0.1, 1e-12);
+  s.kind = "constant";
+  EXPECT_EQ(engine::scheduled_lr(s, 0.3, 5, 110), 0.3);
+}
+
+TEST(OptimClip, ScalesGradsToMaxNormLikeClipGradNorm) {
+  at::Tensor a = at::full({3}, 3.0), b = at::full({4}, 2.0);  // total norm sqrt(27 + 16) = sqrt(43)
+  const double total = std::sqrt(43.0);
+  at::Tensor got = engine::clip_grad_norm_({a, b}, 1.0);
+  EXPECT_NEAR(got.item<double>(), total, 1e-6);
+  const double coef = 1.0 / (total + 1e-6);
+  EXPECT_NEAR(a[0].item<double>(), 3.0 * coef, 1e-6);
+  EXPECT_NEAR(b[0].item<double>(), 2.0 * coef, 1e-6);
+  at::Tensor c = at::full({2}, 0.1);
+  engine::clip_grad_norm_({c}, 1.0);
+  EXPECT_EQ(c[0].item<double>(), static_cast<float>(0.1)) << "a norm under max_norm must leave grads unchanged";
+}
+
+TEST(OptimSgd, MomentumUpdateMatchesTorchOptimSgd) {
+  at::Tensor p = at::ones({2}).requires_grad_(true);
+  engine::OptimizerConfig c;
+  c.kind = "sgd";
+  c.lr = 0.1;
+  c.momentum = 0.9;
+  c.weight_decay = 0.0;
+  auto opt = engine::make_optimizer({p}, {false}, c);
+  p.mutable_grad() = at::full({2}, 1.0);
+  opt->step();  // buf = g = 1; p = 1 - 0.1
+  p.mutable_grad() = at::full({2}, 1.0);
+  opt->step();  // buf = 0.9 + 1 = 1.9; p = 0.9 - 0.19
+  EXPECT_NEAR(p[0].item<double>(), 0.71, 1e-6);
+}
+
+TEST(OptimAdamW, FirstStepMovesEachWeightByLrTimesSignOfGrad) {
+  // After one step, m_hat = g and v_hat = g^2, so the update is lr * g / (|g| + eps) ~ lr * sign(g); decay
+  // multiplies p by (1 - lr * wd) first.
+  at::Tensor p = at::full({3}, 2.0).requires_grad_(true);
+  engine::OptimizerConfig c;
+  c.lr = 0.01;
+  c.weight_decay = 0.5;
+  auto opt = engine::make_optimizer({p}, {true}, c);
+  p.mutable_grad() = at::tensor({1.0f, -2.0f, 0.5f});
+  opt->step();
+  const double decayed = 2.0 * (1 - 0.01 * 0.5);
+  EXPECT_NEAR(p[0].item<double>(), decayed - 0.01, 1e-6);
+  EXPECT_NEAR(p[1].item<double>(), decayed + 0.01, 1e-6);
+  EXPECT_NEAR(p[2].item<double>(), decayed - 0.01, 1e-6);
+  const auto st = opt->state();
+  EXPECT_EQ(st[2].first, "step.0");
+  EXPECT_EQ(st[2].second.item<double>(), 1.0);
+}
+
+TEST(EngineTrajectoryFile, RoundTripsAndRefusesToOverwrite) {
+  engine::Trainer t(micro_run("fp32", 3), at::Device(at::kCPU));
+  t.run_until(3);
+  reference::TrajectoryFile f;
+  f.attributes["scenario_name"] = "x";
+  f.trajectory = t.trajectory();
+  f.trajectory.events.push_back("step 1: something");
+  const std::string path = temp_path("traj.h5");
+  std::remove(path.c_str());
+  reference::write_trajectory(path, f, false);
+  auto back = reference::read_trajectory(path);
+  EXPECT_EQ(back.attributes["scenario_name"], "x");
+  EXPECT_EQ(back.trajectory.events, f.trajectory.events);
+  expect_identical_trajectories(back.trajectory, f.trajectory);
+  try {
+    reference::write_trajectory(path, f, false);
+    FAIL() << "an existing file was overwritten without force";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
+TEST(EngineProbes, TrueGradNormIsIndependentOfTheLossScale) {
+  // fp32 params + scaler with two different init scales: the recorded (unscaled) grad norm must agree to fp32
+  // rounding, since scaling by a power of two and dividing it out again is exact barring under/overflow.
+  auto a = micro_run("fp16-autocast", 1), b = micro_run("fp16-autocast", 1);
+  a.strategy.autocast.reset();
+  b.strategy.autocast.reset();
+  b.strategy.scaler.init_scale = 1024;
+  engine::Trainer ta(a, at::Device(at::kCPU)), tb(b, at::Device(at::kCPU));
+  ta.run_until(1);
+  tb.run_until(1);
+  EXPECT_EQ(ta.trajectory().rows[0][engine::kGradNorm], tb.trajectory().rows[0][engine::kGradNorm]);
+  EXPECT_EQ(ta.trajectory().rows[0][engine::kLossScale], 65536.0);
+  EXPECT_EQ(tb.trajectory().rows[0][engine::kLossScale], 1024.0);
+}

@@ -1,0 +1,59 @@
+// Shared helpers for the engine tests: small run configs and exact / banded comparisons in float64.
+#pragma once
+
+#include "engine/run_config.h"
+#include "engine/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace ampcheck::testing {
+
+// A GPT `micro` (~30k params) on the synthetic stream: a step takes about a millisecond on one CPU core.
+inline engine::RunConfig micro_run(const std::string& strategy, int64_t steps = 20) {
+  engine::RunConfig cfg;
+  cfg.name = "test-" + strategy;
+  cfg.model.kind = "gpt";
+  cfg.model.preset = "micro";
+  cfg.data.batch_size = 4;
+  cfg.data.seq_len = 32;
+  cfg.data.corpus_tokens = 1 << 15;
+  cfg.optimizer.lr = 3e-3;
+  cfg.schedule.warmup_steps = 5;
+  cfg.loop.steps = steps;
+  cfg.strategy = engine::strategy_preset(strategy);
+  return cfg;
+}
+
+// Every column of every row equal bit for bit (NaN == NaN), step time excluded.
+inline void expect_identical_trajectories(const engine::Trajectory& a, const engine::Trajectory& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (int64_t s = 0; s < a.size(); ++s)
+    for (int c = 0; c < engine::kNumColumns; ++c) {
+      if (c == engine::kStepTimeMs) continue;
+      const double x = a.rows[s][c], y = b.rows[s][c];
+      if (std::isnan(x) && std::isnan(y)) continue;
+      ASSERT_EQ(x, y) << "step " << s << ", column " << engine::column_name(c) << ": got " << x << ", want " << y;
+    }
+}
+
+inline void expect_params_equal(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want,
+                                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(at::equal(got[i].cpu(), want[i].cpu())) << what << ": parameter " << i << " differs";
+}
+
+inline std::vector<at::Tensor> snapshot(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : ts) out.push_back(t.detach().clone());
+  return out;
+}
+
+inline std::string temp_path(const std::string& stem) {
+  return ::testing::TempDir() + "/ampcheck_" + stem + "_" + std::to_string(::getpid());
+}
+
+}  // namespace ampcheck::testing
