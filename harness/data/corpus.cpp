@@ -105,7 +105,9 @@ BatchSampler::BatchSampler(const TokenCorpus& corpus, const DataConfig& cfg, at:
 }
 
 Batch BatchSampler::gather(const std::vector<int64_t>& offsets) const {
-  at::Tensor off = at::tensor(offsets, at::kLong).to(corpus_.device(), /*non_blocking=*/false);
+  at::Tensor off = at::tensor(offsets, at::kLong);
+  // CUDA: pinned memory + non_blocking keeps this copy from becoming a host-device sync point every step.
+  if (corpus_.is_cuda()) off = off.pin_memory().to(corpus_.device(), /*non_blocking=*/true);
   at::Tensor idx = off.unsqueeze(1) + at::arange(T_ + 1, corpus_.options());  // (B, T+1)
   at::Tensor window = corpus_.index_select(0, idx.reshape({-1})).view({B_, T_ + 1});
   return {window.slice(1, 0, T_).contiguous(), window.slice(1, 1, T_ + 1).contiguous()};

@@ -1,0 +1,25 @@
+"""Tabulates the JSON lines of ampcheck_bench_train and gpt_baseline.py (read from the files given) as Markdown:
+tokens/s, TFLOP/s, peak memory, and the ratio of ampcheck's tokens/s to the Python baseline's for the same
+strategy measured in the same run."""
+import json
+import sys
+
+rows = []
+for path in sys.argv[1:]:
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            rows.append(json.loads(line))
+
+base = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-eager"}
+print("| implementation | strategy | probes | tokens/s | TFLOP/s | median ms/step (min-max) | peak GiB | vs Python |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for r in rows:
+    b = base.get(r["strategy"])
+    ratio = f'{r["tokens_per_s"] / b["tokens_per_s"]:.3f}' if b else "-"
+    probes = {True: "on", False: "off"}.get(r.get("probes"), "-")
+    print(f'| {r["impl"]} | {r["strategy"]} | {probes} | {r["tokens_per_s"] / 1e3:.1f}k | {r["tflops"]:.0f} | '
+          f'{r["median_step_ms"]:.2f} ({r["min_step_ms"]:.2f}-{r["max_step_ms"]:.2f}) | {r["peak_memory_gib"]:.1f} | {ratio} |')
+if rows:
+    r = rows[0]
+    print(f'\n{r["device"]}, {r["preset"]} ({r["params"] / 1e6:.1f}M params), batch {r["batch"]} x {r["seq"]} tokens.')

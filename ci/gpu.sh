@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU run recipe, for a machine with no network that has what ../shared/GPU.md lists (torch under
+# /opt/torch/.venv, HDF5, GoogleTest, Google Benchmark, yaml-cpp, CLI11, nlohmann-json): build, every CTest test
+# (gpu label included), the gpu suite, the throughput benchmark against PyTorch-Python and `doctor`.
+# Results go to $OUT (default out/gpu): tests.log, suite.log, bench.jsonl, bench.md, doctor.txt, run.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/gpu}
+mkdir -p "$OUT"
+export PATH=/opt/torch/.venv/bin:$PATH
+export AMPCHECK_PYTHON=$(command -v python3)
+export BUILD_DIR=${BUILD_DIR:-build-gpu}
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+STAGES=${STAGES:-build tests suite bench doctor}
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+{ nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
+if has build; then
+  ( time bash ci/build.sh ) > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
+  tail -3 "$OUT/build.log"
+fi
+if has tests; then
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4 > "$OUT/tests.log" 2>&1
+  echo "tests rc=$?"; tail -15 "$OUT/tests.log"
+  "$BUILD_DIR/harness/tests/ampcheck_tests" --gtest_filter='Cuda*' >> "$OUT/tests.log" 2>&1
+  "$BUILD_DIR/harness/tests/ampcheck_amp_tests" --gtest_filter='Cuda*' >> "$OUT/tests.log" 2>&1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/tests.log" | tail -8
+fi
+if has suite; then
+  "$BUILD_DIR/ampcheck" run --suite gpu --device cuda --out "$OUT/run" > "$OUT/suite.log" 2>&1
+  echo "suite rc=$?"; tail -16 "$OUT/suite.log"
+  tar czf "$OUT/run.tar.gz" -C "$OUT" run && rm -rf "$OUT/run"
+fi
+if has bench; then
+  B="$BUILD_DIR/harness/bench/ampcheck_bench_train"
+  : > "$OUT/bench.jsonl"
+  for s in bf16-autocast fp16-autocast; do
+    python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 40 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+    "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 40 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+    "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 40 --no-probes >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+  done
+  python3 bench/throughput_table.py "$OUT/bench.jsonl" > "$OUT/bench.md"; cat "$OUT/bench.md"; tail -5 "$OUT/bench.err" 2>/dev/null
+fi
+if has doctor; then
+  "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
+fi

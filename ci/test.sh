@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing (ci/setup.sh), builds, and runs every CTest test (labels unit, cpu,
+# gpu; gpu tests skip themselves where there is no GPU) plus the `ci` suite through the CLI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/setup.sh
+bash ci/build.sh
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2
