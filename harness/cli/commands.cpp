@@ -63,6 +63,10 @@ int cmd_list(const std::string& suite) {
 
 int cmd_run(const RunOptions& opts) {
   const auto files = resolve_files(opts);
+  if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
+    std::cout << "SKIPPED: --device " << opts.device << " but no CUDA device is available here\n";
+    return 77;  // CTest's skip code for the gpu label
+  }
   fs::create_directories(opts.out_dir);
   int failures = 0;
   std::vector<engine::ScenarioResult> results;
@@ -77,7 +81,9 @@ int cmd_run(const RunOptions& opts) {
       tf.attributes["status"] = engine::status_name(r.outcome.status);
       tf.attributes["error"] = r.outcome.error;
       tf.trajectory = r.trajectory;
-      reference::write_trajectory(opts.out_dir + "/" + sc.run.name + ".h5", tf, opts.force || true);
+      // reports/latest is, by its name, replaced by every run; any other --out keeps its files unless --force.
+      const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
+      reference::write_trajectory(opts.out_dir + "/" + sc.run.name + ".h5", tf, overwrite);
     }
     failures += !r.expectation_met;
     results.push_back(std::move(r));
