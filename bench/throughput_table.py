@@ -12,12 +12,13 @@ for path in sys.argv[1:]:
             rows.append(json.loads(line))
 
 base = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-eager"}
-print("| implementation | strategy | probes | tokens/s | TFLOP/s | median ms/step (min-max) | peak GiB | vs Python |")
+print("| implementation | strategy | full probes | tokens/s | TFLOP/s | median ms/step (min-max) | peak GiB | vs Python |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
     b = base.get(r["strategy"])
     ratio = f'{r["tokens_per_s"] / b["tokens_per_s"]:.3f}' if b else "-"
-    probes = {True: "on", False: "off"}.get(r.get("probes"), "-")
+    pe = r.get("probe_every")
+    probes = "-" if pe is None else ("never" if pe == 0 else "every step" if pe == 1 else f"every {pe}")
     print(f'| {r["impl"]} | {r["strategy"]} | {probes} | {r["tokens_per_s"] / 1e3:.1f}k | {r["tflops"]:.0f} | '
           f'{r["median_step_ms"]:.2f} ({r["min_step_ms"]:.2f}-{r["max_step_ms"]:.2f}) | {r["peak_memory_gib"]:.1f} | {ratio} |')
 if rows:

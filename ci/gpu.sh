@@ -38,8 +38,9 @@ if has bench; then
   : > "$OUT/bench.jsonl"
   for s in bf16-autocast fp16-autocast; do
     python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 40 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
-    "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 40 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
-    "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 40 --no-probes >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+    for pe in 1 10 0; do
+      "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 40 --probe-every $pe >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+    done
   done
   python3 bench/throughput_table.py "$OUT/bench.jsonl" > "$OUT/bench.md"; cat "$OUT/bench.md"; tail -5 "$OUT/bench.err" 2>/dev/null
 fi

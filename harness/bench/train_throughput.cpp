@@ -20,7 +20,8 @@ using namespace ampcheck;
 int main(int argc, char** argv) {
   std::string preset = "nano", strategy = "bf16-autocast", device_spec = "auto";
   int64_t batch = 8, seq = 0, steps = 20, warmup = 5, window = 10;
-  bool probes = true, fused = true;
+  int64_t probe_every = 1;
+  bool fused = true;
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) {
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::stoll(next());
     else if (a == "--warmup") warmup = std::stoll(next());
     else if (a == "--window") window = std::stoll(next());
-    else if (a == "--no-probes") probes = false;
+    else if (a == "--probe-every") probe_every = std::stoll(next());
     else if (a == "--unfused") fused = false;
     else {
       std::cerr << "unknown argument " << a << "\n";
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   cfg.schedule.warmup_steps = 10;
   cfg.loop.steps = warmup + steps;
   cfg.loop.log_every = window;
-  cfg.loop.probes = probes;
+  cfg.loop.probe_every = probe_every;
   cfg.strategy = engine::strategy_preset(strategy);
   cfg.strategy.deterministic = false;  // throughput: let cuDNN / cuBLAS pick their fastest kernels
   const at::Device device = engine::resolve_device(device_spec);
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
                         {"batch", batch},
                         {"seq", cfg.data.seq_len},
                         {"params", n_params},
-                        {"probes", probes},
+                        {"probe_every", probe_every},
                         {"fused_adamw", fused},
                         {"steps", steps},
                         {"median_step_ms", median_ms},

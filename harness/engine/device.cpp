@@ -76,8 +76,17 @@ DeviceInfo device_info(const at::Device& device) {
   return info;
 }
 
+namespace {
+// The caching allocator's statistics exist only once CUDA is initialised (Python's torch.cuda.memory_stats calls
+// _lazy_init() for the same reason); initialising is idempotent and allocates nothing.
+void ensure_initialised(const at::Device& device) {
+  if (device.is_cuda()) at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+}
+}  // namespace
+
 MemoryStats memory_stats(const at::Device& device) {
   MemoryStats m;
+  ensure_initialised(device);
   if (device.is_cuda()) {
     const auto stats = at::accelerator::getDeviceStats(device.index());
     constexpr size_t kAll = 0;  // StatType::AGGREGATE
@@ -93,10 +102,12 @@ MemoryStats memory_stats(const at::Device& device) {
 }
 
 void reset_peak_memory(const at::Device& device) {
+  ensure_initialised(device);
   if (device.is_cuda()) at::accelerator::resetPeakStats(device.index());
 }
 
 void release_cached_memory(const at::Device& device) {
+  ensure_initialised(device);
   if (device.is_cuda()) at::accelerator::emptyCache();
 }
 

@@ -37,6 +37,15 @@ double smallest_normal(at::ScalarType t) {
   }
 }
 
+double largest_finite(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return 65504.0;
+    case at::kBFloat16: return 3.3895313892515355e+38;
+    case at::kDouble: return 1.7976931348623157e+308;
+    default: return 3.4028234663852886e+38;  // fp32
+  }
+}
+
 at::Tensor total_norm(const std::vector<at::Tensor>& ts, const at::Device& device) {
   if (ts.empty()) return at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
   // per-tensor norms accumulated in fp32 whatever the tensor dtype (fp16 norms of scaled grads would overflow)
@@ -165,11 +174,13 @@ std::vector<at::Tensor> Trainer::grad_stats(const std::vector<at::Tensor>& grads
     numel += g.numel();
   }
   for (auto& [dtype, flats] : by_dtype) {
-    at::Tensor flat = flats.size() == 1 ? flats[0] : at::cat(flats);  // one pass per reduction, few kernel launches
-    at::Tensor is_zero = flat == 0;
-    zero += is_zero.sum();
-    sub += (flat.abs() < smallest_normal(dtype)).sum() - is_zero.sum();
-    nonfinite += flat.isfinite().logical_not().sum();
+    // one |g| tensor, three compare-and-count passes: NaN fails every comparison and inf exceeds the max, so
+    // non-finite = n - count(|g| <= max). Few kernel launches whatever the number of parameters.
+    at::Tensor mag = (flats.size() == 1 ? flats[0] : at::cat(flats)).abs();
+    at::Tensor n_zero = (mag == 0).sum();
+    zero += n_zero;
+    sub += (mag < smallest_normal(dtype)).sum() - n_zero;
+    nonfinite += static_cast<double>(mag.numel()) - (mag <= largest_finite(dtype)).sum();
   }
   const double n = std::max<int64_t>(numel, 1);
   return {zero / n, sub / n, nonfinite / n};
@@ -201,7 +212,8 @@ void Trainer::train_step(int64_t step) {
                                                                          : at::ones({}, dev_opts);
   at::Tensor grad_norm = total_norm(grads, device_) / scale_used;
   std::vector<at::Tensor> stats;
-  if (cfg_.loop.probes) {
+  const bool full_probe = cfg_.loop.probe_every > 0 && step % cfg_.loop.probe_every == 0;
+  if (full_probe) {
     stats = grad_stats(grads);
     at::NoGradGuard no_grad;
     const auto params = model_->parameter_tensors();
@@ -249,7 +261,7 @@ void Trainer::train_step(int64_t step) {
     at::NoGradGuard no_grad;
     const auto params = model_->parameter_tensors();
     param_norm = total_norm(params, device_);
-    update_norm = cfg_.loop.probes ? total_norm(at::_foreach_sub(params, prev_params_), device_)
+    update_norm = full_probe ? total_norm(at::_foreach_sub(params, prev_params_), device_)
                                    : at::full({}, kNaN, dev_opts);
   }
 

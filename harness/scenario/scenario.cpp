@@ -175,7 +175,8 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
   l.eval_every = f.integer("eval_every", l.eval_every);
   l.eval_batches = f.positive("eval_batches", l.eval_batches);
   l.log_every = f.positive("log_every", l.log_every);
-  l.probes = f.boolean("probes", l.probes);
+  l.probe_every = f.integer("probe_every", l.probe_every);
+  if (l.probe_every < 0) f.fail_key("probe_every", "must be >= 0 (0 = never)");
   f.done();
 }
 
