@@ -2,7 +2,8 @@
 # The GPU run recipe, for a machine with no network that has what ../shared/GPU.md lists (torch under
 # /opt/torch/.venv, HDF5, GoogleTest, Google Benchmark, yaml-cpp, CLI11, nlohmann-json): build, every CTest test
 # (gpu label included), the gpu suite, the throughput benchmark against PyTorch-Python and `doctor`.
-# Results go to $OUT (default out/gpu): tests.log, suite.log, bench.jsonl, bench.md, doctor.txt, run.tar.gz.
+# Results go to $OUT (default out/gpu): tests.log, suite.log, bench.jsonl, bench.md, doctor.txt, run.tar.gz,
+# references.tar.gz (the cuda references recorded here), logs.tar.gz (build log, benchmark stderr).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -11,7 +12,7 @@ export PATH=/opt/torch/.venv/bin:$PATH
 export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
-STAGES=${STAGES:-build tests suite bench doctor}
+STAGES=${STAGES:-build tests record suite bench doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -28,8 +29,14 @@ if has tests; then
   "$BUILD_DIR/harness/tests/ampcheck_amp_tests" --gtest_filter='Cuda*' >> "$OUT/tests.log" 2>&1
   grep -E "^\[ +(OK|FAILED|SKIPPED) +\] Cuda" "$OUT/tests.log" | sort | uniq -c | head -20
 fi
+if has record; then
+  # record into a fresh folder, so what comes back is exactly this machine's references
+  "$BUILD_DIR/ampcheck" record --suite gpu --device cuda --references "$OUT/references" --force > "$OUT/record.log" 2>&1
+  echo "record rc=$?"; tail -4 "$OUT/record.log"
+fi
 if has suite; then
-  "$BUILD_DIR/ampcheck" run --suite gpu --device cuda --out "$OUT/run" > "$OUT/suite.log" 2>&1
+  refs=references; [ -d "$OUT/references" ] && refs="$OUT/references"
+  "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run" > "$OUT/suite.log" 2>&1
   echo "suite rc=$?"; tail -16 "$OUT/suite.log"
   tar czf "$OUT/run.tar.gz" -C "$OUT" run && rm -rf "$OUT/run"
 fi
@@ -47,3 +54,5 @@ fi
 if has doctor; then
   "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
 fi
+[ -d "$OUT/references" ] && tar czf "$OUT/references.tar.gz" -C "$OUT" references record.log && rm -rf "$OUT/references" "$OUT/record.log"
+tar czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls build.log bench.err 2>/dev/null) && rm -f "$OUT/build.log" "$OUT/bench.err"

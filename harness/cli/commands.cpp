@@ -25,17 +25,19 @@ std::string scenarios_dir() {
   return std::string(AMPCHECK_SOURCE_DIR) + "/scenarios";
 }
 
-namespace {
-std::vector<std::string> resolve_files(const RunOptions& opts) {
+std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
   std::vector<std::string> files = opts.scenarios;
   if (!opts.suite.empty()) {
     auto suite = scenario::load_suite(scenarios_dir(), opts.suite);
     files.insert(files.end(), suite.begin(), suite.end());
   }
-  if (files.empty()) throw std::runtime_error("no scenarios given. HINT: ampcheck run FILE.yaml or --suite ci");
+  if (files.empty()) throw std::runtime_error("no scenarios given. HINT: name scenario files or --suite ci");
   return files;
 }
 
+void make_dirs(const std::string& path) { fs::create_directories(path); }
+
+namespace {
 std::string fmt(double v, int prec = 4) {
   if (std::isnan(v)) return "-";
   std::ostringstream os;
@@ -62,12 +64,12 @@ int cmd_list(const std::string& suite) {
 }
 
 int cmd_run(const RunOptions& opts) {
-  const auto files = resolve_files(opts);
+  const auto files = resolve_scenario_files(opts);
   if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
     std::cout << "SKIPPED: --device " << opts.device << " but no CUDA device is available here\n";
     return 77;  // CTest's skip code for the gpu label
   }
-  fs::create_directories(opts.out_dir);
+  make_dirs(opts.out_dir);
   int failures = 0;
   std::vector<engine::ScenarioResult> results;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -122,7 +124,7 @@ int cmd_default(RunOptions opts) {
   opts.suite = dev.is_cuda() ? "gpu" : "ci";
   opts.device = dev.is_cuda() ? "cuda" : "cpu";
   std::cout << "ampcheck: suite '" << opts.suite << "' on " << engine::device_info(dev).name << "\n";
-  return cmd_run(opts);
+  return cmd_check(opts);
 }
 
 }  // namespace ampcheck::cli

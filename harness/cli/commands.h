@@ -12,15 +12,19 @@ struct RunOptions {
   std::string suite;
   std::string device;  // empty = the scenario's own (default auto)
   std::string out_dir = "reports/latest";
+  std::string references;  // empty = references_dir()
   int64_t steps = 0;
   bool force = false;
 };
 
 int cmd_list(const std::string& suite);
-int cmd_run(const RunOptions& opts);
+int cmd_run(const RunOptions& opts);     // train, write trajectories, judge error/nonfinite expectations only
+int cmd_record(const RunOptions& opts);  // (re)write FP32 references for this device class
+int cmd_check(const RunOptions& opts);   // run + compare with references: verdicts, PASS/FAIL, exit 1 on FAIL
 int cmd_doctor();
-int cmd_default(RunOptions opts);  // default suite on the best device
+int cmd_default(RunOptions opts);        // check the default suite on the best device
 
-std::string scenarios_dir();  // $AMPCHECK_SCENARIOS, else <source>/scenarios
+std::string scenarios_dir();   // $AMPCHECK_SCENARIOS, else <source>/scenarios
+std::string references_dir();  // $AMPCHECK_REFERENCES, else <source>/references
 
 }  // namespace ampcheck::cli

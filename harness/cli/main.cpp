@@ -23,12 +23,31 @@ int main(int argc, char** argv) {
   run->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
   run->add_flag("--force", run_opts.force, "overwrite existing result files");
 
+  auto* record = app.add_subcommand("record", "(re)write the FP32 references of scenarios for this device class");
+  record->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
+  record->add_option("--suite", run_opts.suite, "suite name instead of files");
+  record->add_option("--device", run_opts.device, "auto | cpu | cuda");
+  record->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
+  record->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
+  record->add_flag("--force", run_opts.force, "re-record references that exist");
+
+  auto* check = app.add_subcommand("check", "run scenarios, compare with their FP32 references, PASS/FAIL");
+  check->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
+  check->add_option("--suite", run_opts.suite, "suite name instead of files");
+  check->add_option("--device", run_opts.device, "auto | cpu | cuda");
+  check->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
+  check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
+  check->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
+  check->add_flag("--force", run_opts.force, "overwrite existing result files");
+
   auto* doctor = app.add_subcommand("doctor", "describe the numerical stack: device, versions, flags");
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (*list) return ampcheck::cli::cmd_list(list_suite);
     if (*run) return ampcheck::cli::cmd_run(run_opts);
+    if (*record) return ampcheck::cli::cmd_record(run_opts);
+    if (*check) return ampcheck::cli::cmd_check(run_opts);
     if (*doctor) return ampcheck::cli::cmd_doctor();
     return ampcheck::cli::cmd_default(run_opts);
   } catch (const std::exception& e) {

@@ -31,6 +31,34 @@ void write_string_attr(hid_t obj, const std::string& name, const std::string& va
   H5Tclose(type);
 }
 
+void write_column(hid_t group, const std::string& name, const std::vector<double>& values) {
+  hsize_t n = values.size();
+  hid_t space = checked(H5Screate_simple(1, &n, nullptr), "dataspace");
+  hid_t ds = checked(H5Dcreate2(group, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                     "dataset " + name);
+  if (n > 0) check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), "write " + name);
+  H5Dclose(ds);
+  H5Sclose(space);
+}
+
+std::vector<double> read_column(hid_t file, const std::string& name, const std::string& path) {
+  hid_t ds = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  if (ds < 0) throw std::runtime_error(path + ": missing dataset /" + name);
+  hid_t space = H5Dget_space(ds);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space, &n, nullptr);
+  std::vector<double> out(n);
+  if (n > 0) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());
+  H5Sclose(space);
+  H5Dclose(ds);
+  return out;
+}
+
+herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* op_data) {
+  static_cast<std::vector<std::string>*>(op_data)->push_back(name);
+  return 0;
+}
+
 herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* op_data) {
   auto* out = static_cast<std::map<std::string, std::string>*>(op_data);
   hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
@@ -60,17 +88,11 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
     for (const auto& [k, v] : file.attributes) write_string_attr(f, k, v);
     hid_t steps = checked(H5Gcreate2(f, "steps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group steps");
     const auto& t = file.trajectory;
-    hsize_t n = t.rows.size();
-    for (int c = 0; c < engine::kNumColumns; ++c) {
-      std::vector<double> col = t.column(c);
-      hid_t space = checked(H5Screate_simple(1, &n, nullptr), "dataspace");
-      hid_t ds = checked(H5Dcreate2(steps, engine::column_name(c), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT,
-                                    H5P_DEFAULT), std::string("dataset ") + engine::column_name(c));
-      if (n > 0) check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, col.data()), "write column");
-      H5Dclose(ds);
-      H5Sclose(space);
-    }
+    for (int c = 0; c < engine::kNumColumns; ++c) write_column(steps, engine::column_name(c), t.column(c));
     H5Gclose(steps);
+    hid_t series = checked(H5Gcreate2(f, "series", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group series");
+    for (const auto& [name, values] : file.series) write_column(series, name, values);
+    H5Gclose(series);
     std::string events;
     for (const auto& e : t.events) events += e + "\n";
     write_string_attr(f, "events", events);
@@ -103,22 +125,22 @@ TrajectoryFile read_trajectory(const std::string& path) {
                              std::to_string(kTrajectoryFormatVersion) + ". HINT: re-record it with this ampcheck");
   }
   std::vector<std::vector<double>> cols(engine::kNumColumns);
-  hsize_t n = 0;
-  for (int c = 0; c < engine::kNumColumns; ++c) {
-    const std::string name = std::string("steps/") + engine::column_name(c);
-    hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
-    if (ds < 0) {
-      H5Fclose(f);
-      throw std::runtime_error(path + ": missing dataset /" + name);
+  try {
+    for (int c = 0; c < engine::kNumColumns; ++c) cols[c] = read_column(f, std::string("steps/") + engine::column_name(c), path);
+    std::vector<std::string> names;
+    if (H5Lexists(f, "series", H5P_DEFAULT) > 0) {
+      hid_t g = H5Gopen2(f, "series", H5P_DEFAULT);
+      hsize_t i = 0;
+      H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &i, collect_name, &names);
+      H5Gclose(g);
     }
-    hid_t space = H5Dget_space(ds);
-    H5Sget_simple_extent_dims(space, &n, nullptr);
-    cols[c].resize(n);
-    if (n > 0) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, cols[c].data());
-    H5Sclose(space);
-    H5Dclose(ds);
+    for (const auto& name : names) out.series[name] = read_column(f, "series/" + name, path);
+  } catch (...) {
+    H5Fclose(f);
+    throw;
   }
   H5Fclose(f);
+  const hsize_t n = cols[0].size();
   out.trajectory.rows.resize(n);
   for (hsize_t i = 0; i < n; ++i)
     for (int c = 0; c < engine::kNumColumns; ++c) out.trajectory.rows[i][c] = cols[c][i];

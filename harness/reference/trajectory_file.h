@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace ampcheck::reference {
 
@@ -16,6 +17,8 @@ constexpr int kTrajectoryFormatVersion = 1;
 struct TrajectoryFile {
   std::map<std::string, std::string> attributes;  // provenance and outcome, all strings
   engine::Trajectory trajectory;
+  // Further per-step series (e.g. a reference's loss spread), as float64 datasets under /series/<name>.
+  std::map<std::string, std::vector<double>> series;
 };
 
 void write_trajectory(const std::string& path, const TrajectoryFile& file, bool overwrite);

@@ -311,6 +311,19 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   else top.raw("train");
   parse_strategy(top, sc.run.strategy);
   parse_injections(top, sc.run.injections);
+  sc.tolerance = verdict::default_tolerance(sc.run.strategy);
+  if (top.has("tolerance")) {
+    Fields t = top.map("tolerance");
+    sc.tolerance.abs_floor = t.num("abs_floor", sc.tolerance.abs_floor);
+    sc.tolerance.rel_floor = t.num("rel_floor", sc.tolerance.rel_floor);
+    sc.tolerance.k = t.num("k", sc.tolerance.k);
+    sc.tolerance.window = t.positive("window", sc.tolerance.window);
+    sc.tolerance.stall_update_ratio = t.num("stall_update_ratio", sc.tolerance.stall_update_ratio);
+    if (!(sc.tolerance.abs_floor > 0)) t.fail_key("abs_floor", "must be > 0");
+    t.done();
+  } else {
+    top.raw("tolerance");
+  }
   if (top.has("expect")) {
     Fields e = top.map("expect");
     sc.expect.verdict = e.choice("verdict", "tracks", {"tracks", "diverges", "stalls", "nonfinite", "error"});

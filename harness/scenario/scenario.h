@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/run_config.h"
+#include "verdict/verdict.h"
 
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,7 @@ struct Scenario {
   std::string device = "auto";  // auto | cpu | cuda
   engine::RunConfig run;
   Expect expect;
+  verdict::Tolerance tolerance;  // the strategy's default, overridden field by field by `tolerance:`
 };
 
 Scenario load_scenario(const std::string& path);

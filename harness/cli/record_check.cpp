@@ -1,0 +1,182 @@
+// `ampcheck record` and `ampcheck check`: FP32 references written once per device class, then every scenario
+// judged against its reference.
+#include "cli/commands.h"
+
+#include "engine/device.h"
+#include "engine/scenario_run.h"
+#include "reference/reference_store.h"
+#include "reference/trajectory_file.h"
+#include "scenario/scenario.h"
+#include "verdict/verdict.h"
+
+#include <ATen/Context.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace ampcheck::cli {
+
+std::string references_dir() {
+  if (const char* env = std::getenv("AMPCHECK_REFERENCES")) return env;
+  return std::string(AMPCHECK_SOURCE_DIR) + "/references";
+}
+
+std::vector<std::string> resolve_scenario_files(const RunOptions& opts);  // commands.cpp
+void make_dirs(const std::string& path);                                  // commands.cpp
+
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string fmt(double v, int prec = 4) {
+  if (std::isnan(v)) return "-";
+  std::ostringstream os;
+  os << std::setprecision(prec) << v;
+  return os.str();
+}
+
+// Trains one FP32 reference run; throws if it does not complete (a reference must be clean).
+engine::Trajectory train_reference(const engine::RunConfig& cfg, const at::Device& device) {
+  engine::Trainer trainer(cfg, device);
+  const auto out = trainer.run();
+  if (out.status != engine::RunOutcome::Status::Completed)
+    throw std::runtime_error("reference run '" + cfg.name + "' ended " + engine::status_name(out.status) + " at step " +
+                             std::to_string(out.failed_step) + (out.error.empty() ? "" : ": " + out.error));
+  return trainer.trajectory();
+}
+
+}  // namespace
+
+int cmd_record(const RunOptions& opts) {
+  const auto files = resolve_scenario_files(opts);
+  const std::string root = opts.references.empty() ? references_dir() : opts.references;
+  std::set<std::string> done;
+  int recorded = 0, kept = 0;
+  for (const auto& f : files) {
+    const auto sc = scenario::load_scenario(f);
+    const at::Device device = engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
+    const std::string device_class = engine::device_info(device).device_class;
+    engine::RunConfig base = sc.run;
+    if (opts.steps > 0) base.loop.steps = opts.steps;
+    const auto key = reference::reference_key(base);
+    const std::string path = reference::reference_path(root, device_class, key.key);
+    if (!done.insert(path).second) continue;  // another scenario of the list shares this reference
+    if (exists(path) && !opts.force) {
+      std::cout << "kept      " << path << " (exists; --force re-records it)\n";
+      ++kept;
+      continue;
+    }
+    std::cout << "recording " << path << " for " << sc.run.name << " (" << base.loop.steps << " steps + "
+              << reference::spread_perturbations().size() << " perturbed runs)\n" << std::flush;
+    const engine::RunConfig ref_cfg = reference::reference_run_config(base);
+    reference::TrajectoryFile tf;
+    tf.trajectory = train_reference(ref_cfg, device);
+    std::vector<double> spread(tf.trajectory.rows.size(), 0.0);
+    for (double ulps : reference::spread_perturbations()) {
+      engine::RunConfig p = ref_cfg;
+      p.model.init_perturb_ulps = ulps;
+      const auto t = train_reference(p, device);
+      for (size_t s = 0; s < spread.size(); ++s)
+        spread[s] = std::max(spread[s], std::abs(t.rows[s][engine::kLoss] - tf.trajectory.rows[s][engine::kLoss]));
+    }
+    tf.series["loss_spread"] = spread;
+    tf.attributes = engine::provenance(sc, device);
+    tf.attributes["kind"] = "fp32-reference";
+    tf.attributes["reference_key"] = key.key;
+    tf.attributes["reference_canonical"] = key.canonical;
+    std::string perturb;
+    for (double u : reference::spread_perturbations()) perturb += (perturb.empty() ? "" : ",") + fmt(u);
+    tf.attributes["spread_perturbation_ulps"] = perturb;
+    tf.attributes["status"] = "completed";
+    if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) tf.attributes["git_commit"] = commit;
+    make_dirs(root + "/" + device_class);
+    reference::write_trajectory(path, tf, opts.force);
+    ++recorded;
+  }
+  std::cout << recorded << " recorded, " << kept << " kept\n";
+  return 0;
+}
+
+int cmd_check(const RunOptions& opts) {
+  const auto files = resolve_scenario_files(opts);
+  if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
+    std::cout << "SKIPPED: --device " << opts.device << " but no CUDA device is available here\n";
+    return 77;
+  }
+  const std::string root = opts.references.empty() ? references_dir() : opts.references;
+  make_dirs(opts.out_dir);
+  struct Row {
+    std::string name, expect, device_class;
+    verdict::Verdict v;
+    bool pass;
+    std::string note;
+    double first_loss = NAN, final_loss = NAN;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto sc = scenario::load_scenario(files[i]);
+    std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
+              << std::flush;
+    Row row{sc.run.name, sc.expect.verdict, "", {}, false, ""};
+    engine::RunConfig run = sc.run;
+    if (opts.steps > 0) run.loop.steps = opts.steps;
+    const at::Device device = engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
+    row.device_class = engine::device_info(device).device_class;
+    try {
+      // load the reference first: a missing one is reported before minutes of training
+      const auto ref = reference::load_reference(root, row.device_class, run, opts.suite);
+      auto r = engine::run_scenario(sc, opts.device, opts.steps);
+      row.first_loss = r.first_loss;
+      row.final_loss = r.final_loss;
+      row.v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory,
+                             ref.file.trajectory, ref.loss_spread, sc.tolerance);
+      row.pass = row.v.verdict == sc.expect.verdict &&
+                 (sc.expect.verdict != "error" || r.outcome.error == sc.expect.error);
+      row.note = row.v.message;
+      if (!row.pass) {
+        row.note = "expected " + sc.expect.verdict + (sc.expect.error.empty() ? "" : " ('" + sc.expect.error + "')") +
+                   ", got " + row.v.verdict + ": " + row.v.message;
+      }
+      reference::TrajectoryFile tf;
+      tf.attributes = engine::provenance(sc, device);
+      tf.attributes["status"] = engine::status_name(r.outcome.status);
+      tf.attributes["error"] = r.outcome.error;
+      tf.attributes["verdict"] = row.v.verdict;
+      tf.attributes["verdict_message"] = row.v.message;
+      tf.attributes["reference"] = ref.path;
+      tf.trajectory = r.trajectory;
+      const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
+      reference::write_trajectory(opts.out_dir + "/" + sc.run.name + ".h5", tf, overwrite);
+    } catch (const std::exception& e) {
+      row.v.verdict = "-";
+      row.note = e.what();
+    }
+    if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.note << "\n";
+    rows.push_back(row);
+  }
+  int failures = 0;
+  std::cout << "\n" << std::left << std::setw(30) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
+            << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from" << std::setw(9) << "max/band" << std::setw(9)
+            << "loss_end" << std::setw(9) << "drift" << std::setw(8) << "skipped" << "result\n";
+  for (const auto& r : rows) {
+    failures += !r.pass;
+    std::cout << std::left << std::setw(30) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
+              << std::setw(10) << r.v.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
+              << std::setw(8)
+              << (r.v.first_divergence_step >= 0 ? std::to_string(r.v.first_divergence_step) : "-") << std::setw(9)
+              << fmt(r.v.max_deviation_bands, 3) << std::setw(9) << fmt(r.v.final_loss_ratio, 4) << std::setw(9)
+              << fmt(r.v.param_drift, 3) << std::setw(8) << r.v.skipped_steps << (r.pass ? "PASS" : "FAIL") << "\n";
+  }
+  std::cout << (rows.size() - failures) << " passed, " << failures << " failed\n";
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace ampcheck::cli

@@ -1,0 +1,98 @@
+// Reference keys and loading.
+#include "reference/reference_store.h"
+
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
+#include <sys/stat.h>
+
+namespace ampcheck::reference {
+
+namespace {
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+}  // namespace
+
+engine::RunConfig reference_run_config(const engine::RunConfig& run) {
+  engine::RunConfig r = run;
+  r.strategy = engine::strategy_preset("fp32");
+  r.injections.clear();
+  r.loop.clip_unscale_first = true;
+  r.loop.call_update = true;
+  r.loop.unscale_each_micro_batch = false;
+  r.optimizer.fused = false;  // the same kernel either way; without a scaler nothing differs
+  r.loop.probe_every = 1;
+  r.loop.log_every = 1;
+  r.name = "reference:" + run.name;
+  return r;
+}
+
+ReferenceKey reference_key(const engine::RunConfig& run) {
+  const engine::RunConfig r = reference_run_config(run);
+  const models::ModelConfig m = models::resolve_preset(r.model);
+  std::ostringstream os;
+  os << std::setprecision(17);
+  os << "v1 seed=" << r.seed << " model=" << m.kind << "/" << m.preset << " L=" << m.n_layer << " H=" << m.n_head
+     << " C=" << m.n_embd << " T=" << m.block_size << " V=" << m.vocab_size << " hidden=" << m.mlp_hidden
+     << " dropout=" << m.dropout << " data=" << r.data.kind << " vocab=" << r.data.vocab_size
+     << " tokens=" << r.data.corpus_tokens << " branching=" << r.data.branching << " dseed=" << r.data.seed
+     << " B=" << r.data.batch_size << " seq=" << r.data.seq_len << " eval_fraction=" << r.data.eval_fraction;
+  for (const auto& p : r.data.paths) os << " path=" << p;
+  os << " opt=" << r.optimizer.kind << " lr=" << r.optimizer.lr << " betas=" << r.optimizer.beta1 << ","
+     << r.optimizer.beta2 << " eps=" << r.optimizer.eps << " wd=" << r.optimizer.weight_decay
+     << " momentum=" << r.optimizer.momentum << " schedule=" << r.schedule.kind << "/" << r.schedule.warmup_steps
+     << "/" << r.schedule.min_lr_ratio << " steps=" << r.loop.steps << " micro=" << r.loop.micro_batches
+     << " clip=" << r.loop.clip_max_norm << " eval=" << r.loop.eval_every << "x" << r.loop.eval_batches;
+  ReferenceKey k;
+  k.canonical = os.str();
+  std::ostringstream hex;
+  hex << std::hex << std::setw(16) << std::setfill('0') << fnv1a(k.canonical);
+  k.key = m.kind + "-" + m.preset + "-" + hex.str();
+  return k;
+}
+
+std::string reference_path(const std::string& root, const std::string& device_class, const std::string& key) {
+  return root + "/" + device_class + "/" + key + ".h5";
+}
+
+std::vector<double> spread_perturbations() { return {1.0, -1.0, 2.0}; }
+
+Reference load_reference(const std::string& root, const std::string& device_class, const engine::RunConfig& run,
+                         const std::string& suite_hint) {
+  const ReferenceKey key = reference_key(run);
+  Reference ref;
+  ref.path = reference_path(root, device_class, key.key);
+  const std::string hint = ". HINT: run `ampcheck record" + (suite_hint.empty() ? std::string() : " --suite " + suite_hint) +
+                           "` on this device class (" + device_class + ") to record it";
+  struct stat st;
+  if (::stat(ref.path.c_str(), &st) != 0)
+    throw std::runtime_error("no FP32 reference for '" + run.name + "': " + ref.path + " does not exist" + hint);
+  try {
+    ref.file = read_trajectory(ref.path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string(e.what()) + hint);
+  }
+  const auto& attrs = ref.file.attributes;
+  auto it = attrs.find("reference_canonical");
+  if (it == attrs.end() || it->second != key.canonical)
+    throw std::runtime_error(ref.path + ": stale reference — it was recorded for\n  " +
+                             (it == attrs.end() ? std::string("(no key)") : it->second) + "\nbut '" + run.name +
+                             "' now needs\n  " + key.canonical + hint + " --force");
+  auto sp = ref.file.series.find("loss_spread");
+  if (sp == ref.file.series.end() || sp->second.size() != ref.file.trajectory.rows.size())
+    throw std::runtime_error(ref.path + ": reference has no loss_spread series of its length" + hint + " --force");
+  ref.loss_spread = sp->second;
+  if (ref.file.trajectory.size() != run.loop.steps)
+    throw std::runtime_error(ref.path + ": reference has " + std::to_string(ref.file.trajectory.size()) +
+                             " steps, the scenario " + std::to_string(run.loop.steps) + hint + " --force");
+  return ref;
+}
+
+}  // namespace ampcheck::reference

@@ -1,0 +1,44 @@
+// ReferenceStore — FP32 reference trajectories, one HDF5 file per reference key under
+// references/<device-class>/<key>.h5.
+//
+// A scenario's reference is the same model + data + optimizer + schedule + loop + seed trained in strict FP32 (TF32
+// off, deterministic), with its injections removed and its training-loop pitfalls corrected (unscale before
+// clipping, update() called, no unscale per micro-batch). The key is a stable hash (FNV-1a) of the canonical text
+// of exactly those fields, so scenarios that differ only in strategy, injections or pitfalls share one reference.
+// Beside the FP32 trajectory the file holds the noise spread: per step, the largest |loss - reference loss| over a
+// few FP32 runs whose initial weights are moved by ±1 ulp (series/loss_spread).
+#pragma once
+
+#include "engine/run_config.h"
+#include "reference/trajectory_file.h"
+
+#include <string>
+#include <vector>
+
+namespace ampcheck::reference {
+
+struct ReferenceKey {
+  std::string key;        // "<model>-<16 hex digits>"
+  std::string canonical;  // the text that was hashed (stored in the file; a mismatch means a stale reference)
+};
+
+ReferenceKey reference_key(const engine::RunConfig& run);
+// The scenario's run turned into its FP32 reference run.
+engine::RunConfig reference_run_config(const engine::RunConfig& run);
+std::string reference_path(const std::string& root, const std::string& device_class, const std::string& key);
+
+// The ±ulp perturbations used for the noise spread.
+std::vector<double> spread_perturbations();
+
+struct Reference {
+  std::string path;
+  TrajectoryFile file;                 // the FP32 run; attributes include reference_key, reference_canonical
+  std::vector<double> loss_spread;     // per step
+};
+
+// Loads and validates a reference. Missing, unreadable, foreign (another key's canonical text) or stale (other
+// format) references throw std::runtime_error with a HINT naming `ampcheck record`.
+Reference load_reference(const std::string& root, const std::string& device_class, const engine::RunConfig& run,
+                         const std::string& suite_hint);
+
+}  // namespace ampcheck::reference
