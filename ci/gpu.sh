@@ -22,7 +22,7 @@ if has build; then
 fi
 if has tests; then
   # every test but the gpu suite's scenarios, which the next stage runs once, alone on the GPU
-  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4 -E 'gpu[.]scenario[.]' > "$OUT/tests.log" 2>&1
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4 -E '(gpu|cpu)[.]scenario[.]' > "$OUT/tests.log" 2>&1
   echo "tests rc=$?"; tail -15 "$OUT/tests.log"
   # the CUDA gtests verbosely, so the log shows each one ran rather than skipped
   "$BUILD_DIR/harness/tests/ampcheck_tests" --gtest_filter='Cuda*' >> "$OUT/tests.log" 2>&1

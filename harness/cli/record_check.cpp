@@ -138,8 +138,14 @@ int cmd_check(const RunOptions& opts) {
       row.final_loss = r.final_loss;
       row.v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory,
                              ref.file.trajectory, ref.loss_spread, sc.tolerance);
+      const int64_t skipped = r.trajectory.skipped_steps();
+      const bool skipped_ok = (sc.expect.skipped_min < 0 || skipped >= sc.expect.skipped_min) &&
+                              (sc.expect.skipped_max < 0 || skipped <= sc.expect.skipped_max);
       row.pass = row.v.verdict == sc.expect.verdict &&
-                 (sc.expect.verdict != "error" || r.outcome.error == sc.expect.error);
+                 (sc.expect.verdict != "error" || r.outcome.error == sc.expect.error) && skipped_ok;
+      if (!skipped_ok)
+        row.v.message += "; " + std::to_string(skipped) + " skipped steps, expected " +
+                         std::to_string(sc.expect.skipped_min) + ".." + std::to_string(sc.expect.skipped_max);
       row.note = row.v.message;
       if (!row.pass) {
         row.note = "expected " + sc.expect.verdict + (sc.expect.error.empty() ? "" : " ('" + sc.expect.error + "')") +
@@ -163,12 +169,12 @@ int cmd_check(const RunOptions& opts) {
     rows.push_back(row);
   }
   int failures = 0;
-  std::cout << "\n" << std::left << std::setw(30) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
+  std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
             << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from" << std::setw(9) << "max/band" << std::setw(9)
             << "loss_end" << std::setw(9) << "drift" << std::setw(8) << "skipped" << "result\n";
   for (const auto& r : rows) {
     failures += !r.pass;
-    std::cout << std::left << std::setw(30) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
+    std::cout << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
               << std::setw(10) << r.v.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
               << std::setw(8)
               << (r.v.first_divergence_step >= 0 ? std::to_string(r.v.first_divergence_step) : "-") << std::setw(9)

@@ -24,6 +24,8 @@ struct LoopConfig {
   int64_t eval_every = 0;                // steps between eval-loss measurements; 0 = never
   int64_t eval_batches = 4;              // batches per eval
   int64_t log_every = 1;                 // trajectory flush (one host sync) every N steps
+  int64_t resume_at = 0;                 // checkpoint at this step and resume from the file in a fresh state (0 = no)
+  bool resume_restore_scaler = true;     // false = PITFALL: the resumed run starts a new GradScaler
   int64_t probe_every = 1;               // grad-element fractions and update norm every N steps (0 = never;
                                          // they cost a few passes over grads and params: NaN on other steps)
 };

@@ -12,7 +12,9 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <cstdio>
 #include <stdexcept>
+#include <unistd.h>
 
 namespace ampcheck::engine {
 
@@ -144,6 +146,7 @@ at::Tensor Trainer::forward_backward(int64_t step) {
     to_backward.backward();
     if (scaler_ && cfg_.loop.unscale_each_micro_batch) scaler_->unscale_(*optimizer_);  // PITFALL when M > 1
   }
+  injector_.after_backward(model_->parameters(), step);
   return loss_sum;
 }
 
@@ -328,6 +331,10 @@ RunOutcome Trainer::run() {
   const int64_t flush_every = std::max<int64_t>(1, cfg_.loop.log_every);
   try {
     while (next_step_ < cfg_.loop.steps) {
+      if (cfg_.loop.resume_at > 0 && next_step_ == cfg_.loop.resume_at) {
+        flush();
+        restart_from_checkpoint(cfg_.loop.resume_restore_scaler);
+      }
       train_step(next_step_);
       if (next_step_ % flush_every == 0 || next_step_ == cfg_.loop.steps) {
         flush();
@@ -339,6 +346,12 @@ RunOutcome Trainer::run() {
         }
       }
     }
+  } catch (const c10::Error& e) {  // ATen's errors: the message as Python shows it, without the C++ backtrace
+    out.status = RunOutcome::Status::Error;
+    out.error = e.what_without_backtrace();
+    out.failed_step = next_step_;
+    pending_rows_.clear();
+    pending_host_.clear();
   } catch (const std::exception& e) {
     out.status = RunOutcome::Status::Error;
     out.error = e.what();
@@ -374,6 +387,24 @@ void Trainer::save_checkpoint(const std::string& path) const {
     for (const auto& [k, v] : scaler_->state_dict()) sd[k] = v;
   meta["scaler"] = sd;
   write_checkpoint(path, tensors, meta);
+}
+
+void Trainer::restart_from_checkpoint(bool restore_scaler) {
+  const std::string path = "/tmp/ampcheck-restart-" + std::to_string(::getpid()) + ".ckpt";
+  save_checkpoint(path);
+  if (scaler_) {
+    amp::GradScalerOptions o;
+    const ScalerConfig& sc = cfg_.strategy.scaler;
+    o.init_scale = sc.init_scale;
+    o.growth_factor = sc.growth_factor;
+    o.backoff_factor = sc.backoff_factor;
+    o.growth_interval = sc.growth_interval;
+    scaler_ = std::make_unique<amp::GradScaler>(device_.type(), o);
+  }
+  load_checkpoint(path, restore_scaler);
+  std::remove(path.c_str());
+  trajectory_.events.push_back("step " + std::to_string(next_step_) + ": restarted from a checkpoint, scaler state " +
+                               (restore_scaler ? "restored" : "NOT restored (fresh GradScaler)"));
 }
 
 void Trainer::load_checkpoint(const std::string& path, bool restore_scaler) {

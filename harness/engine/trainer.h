@@ -53,6 +53,9 @@ class Trainer {
   void save_checkpoint(const std::string& path) const;
   // restore_scaler = false reproduces the "resume without the scaler state" pitfall.
   void load_checkpoint(const std::string& path, bool restore_scaler = true);
+  // What a job restart does: checkpoint to a temporary file, then reload model, masters and optimizer from it and
+  // start a fresh GradScaler (restored from the file when restore_scaler).
+  void restart_from_checkpoint(bool restore_scaler);
 
   int64_t next_step() const { return next_step_; }
   const RunConfig& config() const { return cfg_; }

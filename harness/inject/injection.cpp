@@ -27,7 +27,9 @@ bool glob_match(const std::string& pattern, const std::string& name) {
 }
 
 namespace {
-bool fires(const InjectionConfig& c, int64_t step) { return std::find(c.steps.begin(), c.steps.end(), step) != c.steps.end(); }
+bool fires(const InjectionConfig& c, int64_t step) {
+  return (c.from_step >= 0 && step >= c.from_step) || std::find(c.steps.begin(), c.steps.end(), step) != c.steps.end();
+}
 std::string num(double v) {
   std::ostringstream os;
   os << v;
@@ -53,13 +55,28 @@ at::Tensor Injector::on_loss(const at::Tensor& loss, int64_t step, std::vector<s
     if (!fires(c, step)) continue;
     if (c.kind == InjectionKind::LossScale) {
       out = out * c.factor;
-      events.push_back("step " + std::to_string(step) + ": loss scaled by " + num(c.factor) + " before backward");
+      if (step == c.from_step || c.from_step < 0)
+        events.push_back("step " + std::to_string(step) + ": loss scaled by " + num(c.factor) + " before backward" +
+                         (c.from_step >= 0 ? " (and every step after)" : "") + (c.compensate ? ", grads scaled back" : ""));
     } else if (c.kind == InjectionKind::NanLoss) {
       out = out * std::numeric_limits<double>::quiet_NaN();
       events.push_back("step " + std::to_string(step) + ": loss set to NaN");
     }
   }
   return out;
+}
+
+void Injector::after_backward(const std::vector<models::NamedParameter>& params, int64_t step) const {
+  at::NoGradGuard no_grad;
+  for (const auto& c : cfgs_) {
+    if (c.kind != InjectionKind::LossScale || !c.compensate || !fires(c, step)) continue;
+    for (const auto& p : params) {
+      at::Tensor g = p.tensor.grad();
+      if (!g.defined()) continue;
+      // in fp32, then back to the grad's dtype: zeros stay zero, survivors regain their magnitude
+      g.copy_(g.to(at::kFloat).mul_(1.0 / c.factor));
+    }
+  }
 }
 
 void Injector::on_grads(const std::vector<models::NamedParameter>& params, int64_t step,

@@ -1,7 +1,9 @@
 // Injections — planted numerical events at chosen steps, applied at defined points of the training step:
 //   forward   activation overflow: the residual stream after a block is multiplied (past fp16's 65504)
 //   loss      underflow: the loss is multiplied by a tiny factor before backward (grads fall into / below fp16's
-//             subnormals); nan_loss: the loss becomes NaN
+//             subnormals) and, with `compensate` (default), the grads are multiplied back by 1/factor right after
+//             backward — so only the backward pass's own number format decides what survives, and an FP32 run
+//             is (almost) unchanged; nan_loss: the loss becomes NaN
 //   grads     overflow: inf, -inf, nan or a huge finite value written into chosen parameters' grads, after backward
 //             (and after the data-parallel all-reduce point), before unscale
 // Every application is recorded as an event in the trajectory.
@@ -21,11 +23,13 @@ enum class InjectionKind { GradValue, ActivationScale, LossScale, NanLoss };
 struct InjectionConfig {
   InjectionKind kind = InjectionKind::GradValue;
   std::vector<int64_t> steps;          // optimizer steps at which it fires
+  int64_t from_step = -1;              // and every step from this one on (-1: none)
   double value = INFINITY;             // GradValue: the value written (inf, -inf, nan or finite)
   std::string params = "*";            // GradValue: parameter-name glob ("*", "h.0.*", "wte")
   int64_t count = 1;                   // GradValue: elements written per matching grad
   double factor = 1.0;                 // ActivationScale / LossScale: the multiplier
   int64_t block = 0;                   // ActivationScale: after which block
+  bool compensate = true;              // LossScale: multiply the grads back by 1/factor after backward
 };
 
 class Injector {
@@ -35,6 +39,8 @@ class Injector {
   models::ForwardOptions forward_options(int64_t step, std::vector<std::string>& events) const;
   at::Tensor on_loss(const at::Tensor& loss, int64_t step, std::vector<std::string>& events) const;
   void on_grads(const std::vector<models::NamedParameter>& params, int64_t step, std::vector<std::string>& events) const;
+  // LossScale compensation, right after backward (before the all-reduce point, probes and unscale).
+  void after_backward(const std::vector<models::NamedParameter>& params, int64_t step) const;
 
  private:
   std::vector<InjectionConfig> cfgs_;

@@ -99,7 +99,10 @@ at::Tensor Gpt::block_forward(const Block& b, const at::Tensor& x) {
   at::Tensor qkv = at::linear(h, p(b.attn_w), p(b.attn_b));  // (B, T, 3C)
   auto parts = qkv.split(C, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
-  at::Tensor y = at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), {},
+  at::Tensor q = heads(parts[0]);
+  if (cfg_.attention_query_dtype == "fp16") q = q.to(at::kHalf);
+  else if (cfg_.attention_query_dtype == "bf16") q = q.to(at::kBFloat16);
+  at::Tensor y = at::scaled_dot_product_attention(q, heads(parts[1]), heads(parts[2]), {},
                                                   train_dropout ? cfg_.dropout : 0.0, /*is_causal=*/true);
   y = y.transpose(1, 2).contiguous().view({B, T, C});
   y = at::linear(y, p(b.attn_proj_w), p(b.attn_proj_b));

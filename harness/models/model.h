@@ -65,6 +65,9 @@ struct ModelConfig {
   double dropout = 0.0;         // off by default (determinism); applied to attention / residual outputs when > 0
   uint64_t seed = 1337;         // initialisation seed
   double init_perturb_ulps = 0; // perturb every initial weight by this many ulps (for noise-spread runs)
+  // PITFALL knob (gpt): cast the attention query alone to this dtype before scaled_dot_product_attention, as hand
+  // code that half()s one tensor does; PyTorch then refuses the mixed dtypes. "" = off.
+  std::string attention_query_dtype;
 };
 
 // Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.

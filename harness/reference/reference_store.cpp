@@ -27,6 +27,8 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   r.loop.clip_unscale_first = true;
   r.loop.call_update = true;
   r.loop.unscale_each_micro_batch = false;
+  r.loop.resume_at = 0;                  // the reference runs uninterrupted
+  r.model.attention_query_dtype.clear();
   r.optimizer.fused = false;  // the same kernel either way; without a scaler nothing differs
   r.loop.probe_every = 1;
   r.loop.log_every = 1;

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -104,6 +105,8 @@ void parse_model(Fields f, models::ModelConfig& m) {
   m.vocab_size = f.integer("vocab_size", 0);
   m.mlp_hidden = f.integer("mlp_hidden", 0);
   m.dropout = f.num("dropout", 0.0);
+  m.attention_query_dtype = f.choice("attention_query_dtype", "", {"", "fp16", "bf16"});
+  if (!m.attention_query_dtype.empty() && m.kind != "gpt") f.fail_key("attention_query_dtype", "only for kind gpt");
   if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");
   f.done();
   try {
@@ -176,6 +179,15 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
   l.eval_batches = f.positive("eval_batches", l.eval_batches);
   l.log_every = f.positive("log_every", l.log_every);
   l.probe_every = f.integer("probe_every", l.probe_every);
+  if (f.has("resume")) {
+    Fields r = f.map("resume");
+    l.resume_at = r.positive("at_step", 1);
+    l.resume_restore_scaler = r.boolean("restore_scaler", true);
+    r.done();
+    if (l.resume_at >= l.steps) f.fail_key("resume", "resume.at_step must be < train.steps");
+  } else {
+    f.raw("resume");
+  }
   if (l.probe_every < 0) f.fail_key("probe_every", "must be >= 0 (0 = never)");
   f.done();
 }
@@ -252,8 +264,13 @@ void parse_injections(Fields& top, std::vector<inject::InjectionConfig>& out) {
              : kind == "activation" ? inject::InjectionKind::ActivationScale
              : kind == "underflow" ? inject::InjectionKind::LossScale : inject::InjectionKind::NanLoss;
     YAML::Node steps = f.raw("steps");
-    if (!steps.IsDefined() || !steps.IsSequence() || steps.size() == 0) f.fail(list[i], "inject[" + std::to_string(i) + "].steps: expected a non-empty list of step numbers");
-    for (const auto& s : steps) c.steps.push_back(s.as<int64_t>());
+    c.from_step = f.integer("from", -1);
+    if (steps.IsDefined() && !steps.IsNull()) {
+      if (!steps.IsSequence()) f.fail(steps, "inject[" + std::to_string(i) + "].steps: expected a list of step numbers");
+      for (const auto& s : steps) c.steps.push_back(s.as<int64_t>());
+    }
+    if (c.steps.empty() && c.from_step < 0)
+      f.fail(list[i], "inject[" + std::to_string(i) + "]: needs steps: [..] and/or from: N (every step from N on)");
     if (c.kind == inject::InjectionKind::GradValue) {
       std::string v = f.str("value", "inf");
       if (v == "inf") c.value = INFINITY;
@@ -272,7 +289,9 @@ void parse_injections(Fields& top, std::vector<inject::InjectionConfig>& out) {
     if (c.kind == inject::InjectionKind::ActivationScale || c.kind == inject::InjectionKind::LossScale) {
       if (!f.has("factor")) f.fail(list[i], "inject[" + std::to_string(i) + "].factor: required for kind " + kind);
       c.factor = f.num("factor", 1.0);
-      c.block = f.integer("block", 0);
+      if (!(c.factor != 0 && std::isfinite(c.factor))) f.fail_key("factor", "must be finite and non-zero");
+      if (c.kind == inject::InjectionKind::ActivationScale) c.block = f.integer("block", 0);
+      if (c.kind == inject::InjectionKind::LossScale) c.compensate = f.boolean("compensate", true);
     }
     f.done();
     out.push_back(c);
@@ -319,6 +338,7 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
     sc.tolerance.k = t.num("k", sc.tolerance.k);
     sc.tolerance.window = t.positive("window", sc.tolerance.window);
     sc.tolerance.stall_update_ratio = t.num("stall_update_ratio", sc.tolerance.stall_update_ratio);
+    sc.tolerance.stall_progress_ratio = t.num("stall_progress_ratio", sc.tolerance.stall_progress_ratio);
     if (!(sc.tolerance.abs_floor > 0)) t.fail_key("abs_floor", "must be > 0");
     t.done();
   } else {
@@ -328,6 +348,12 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
     Fields e = top.map("expect");
     sc.expect.verdict = e.choice("verdict", "tracks", {"tracks", "diverges", "stalls", "nonfinite", "error"});
     sc.expect.error = e.str("error", "");
+    YAML::Node skipped = e.raw("skipped");
+    if (skipped.IsDefined() && !skipped.IsNull()) {
+      if (!skipped.IsSequence() || skipped.size() != 2) e.fail(skipped, "expect.skipped: expected [min, max] skipped steps");
+      sc.expect.skipped_min = skipped[0].as<int64_t>();
+      sc.expect.skipped_max = skipped[1].as<int64_t>();
+    }
     if (sc.expect.verdict == "error" && sc.expect.error.empty()) e.fail_key("verdict", "verdict 'error' needs expect.error: the message");
     if (sc.expect.verdict != "error" && !sc.expect.error.empty()) e.fail_key("error", "only verdict 'error' takes a message");
     e.done();

@@ -21,6 +21,7 @@ class ScenarioError : public std::runtime_error {
 struct Expect {
   std::string verdict = "tracks";  // tracks | diverges | stalls | nonfinite | error
   std::string error;               // for `error`: the exact message the engine must raise
+  int64_t skipped_min = -1, skipped_max = -1;  // optional bounds on the skipped steps (-1: none)
 };
 
 struct Scenario {

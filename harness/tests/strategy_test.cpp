@@ -97,7 +97,7 @@ TEST(StrategyCpu, PureLowPrecisionParamsRunFinite) { expect_pure_strategies_run_
 
 TEST(StrategyCpu, OverflowInjectionSkipsTheStepAndBacksOffTheScale) {
   auto cfg = micro_run("fp16-autocast", 12);
-  cfg.injections.push_back({inject::InjectionKind::GradValue, {5}, INFINITY, "h.0.*", 1, 1.0, 0});
+  cfg.injections.push_back(grad_injection(5, INFINITY, "h.0.*", 1));
   const auto t = train(cfg, at::Device(at::kCPU));
   for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][engine::kSkipped], s == 5 ? 1.0 : 0.0) << "step " << s;
   // GradScaler's rule: found inf -> scale *= backoff (0.5); growth_interval 2000 means no growth in 12 steps.
@@ -110,7 +110,7 @@ TEST(StrategyCpu, OverflowInjectionSkipsTheStepAndBacksOffTheScale) {
 TEST(StrategyCpu, FusedAdamWTakesScaleAndFoundInfOnDeviceAndSkipsTheSameStep) {
   auto cfg = micro_run("fp16-autocast", 12);
   cfg.optimizer.fused = true;
-  cfg.injections.push_back({inject::InjectionKind::GradValue, {4}, NAN, "wte", 3, 1.0, 0});
+  cfg.injections.push_back(grad_injection(4, NAN, "wte", 3));
   const auto t = train(cfg, at::Device(at::kCPU));
   for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][engine::kSkipped], s == 4 ? 1.0 : 0.0) << "step " << s;
   EXPECT_EQ(t.rows[4][engine::kUpdateNorm], 0.0);
@@ -118,7 +118,7 @@ TEST(StrategyCpu, FusedAdamWTakesScaleAndFoundInfOnDeviceAndSkipsTheSameStep) {
 
 TEST(StrategyCpu, InfIntoGradsWithoutScalerPoisonsTheParams) {
   auto cfg = micro_run("bf16-autocast", 12);
-  cfg.injections.push_back({inject::InjectionKind::GradValue, {3}, INFINITY, "h.0.*", 1, 1.0, 0});
+  cfg.injections.push_back(grad_injection(3, INFINITY, "h.0.*", 1));
   engine::Trainer trainer(cfg, at::Device(at::kCPU));
   const auto out = trainer.run();
   EXPECT_EQ(out.status, engine::RunOutcome::Status::NonFinite);
@@ -129,7 +129,7 @@ TEST(StrategyCpu, UnderflowFlushesFp16GradsToZeroWithoutAScaler) {
   // Loss x 1e-7 pushes every gradient below fp16's smallest subnormal (6e-8) in a .half() model: all grads are 0.
   // (What AdamW's fp16 state then does with zero grads is the scenarios' business; here only the flush matters.)
   auto cfg = micro_run("fp16-pure", 3);
-  cfg.injections.push_back({inject::InjectionKind::LossScale, {2}, 0, "*", 1, 1e-7, 0});
+  cfg.injections.push_back(underflow_injection(2, 1e-7));
   engine::Trainer trainer(cfg, at::Device(at::kCPU));
   trainer.run_until(3);
   const auto& t = trainer.trajectory();
@@ -141,7 +141,7 @@ TEST(StrategyCpu, UnderflowFlushesFp16GradsToZeroWithoutAScaler) {
 TEST(StrategyCpu, UnderflowDoesNotHurtBf16) {
   // The same loss x 1e-7 in bf16 autocast: bf16 has fp32's exponent range, so grads stay non-zero.
   auto cfg = micro_run("bf16-autocast", 4);
-  cfg.injections.push_back({inject::InjectionKind::LossScale, {2}, 0, "*", 1, 1e-7, 0});
+  cfg.injections.push_back(underflow_injection(2, 1e-7));
   const auto t = train(cfg, at::Device(at::kCPU));
   EXPECT_LT(t.rows[2][engine::kFracZero], 0.1);
 }
@@ -213,7 +213,7 @@ TEST(CudaStrategy, OverflowInjectionSkipsTheStepWithFusedAdamW) {
   REQUIRE_CUDA();
   auto cfg = micro_run("fp16-autocast", 12);
   cfg.optimizer.fused = true;
-  cfg.injections.push_back({inject::InjectionKind::GradValue, {5}, INFINITY, "h.0.*", 1, 1.0, 0});
+  cfg.injections.push_back(grad_injection(5, INFINITY, "h.0.*", 1));
   const auto t = train(cfg, at::Device(at::kCUDA, 0));
   for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][engine::kSkipped], s == 5 ? 1.0 : 0.0) << "step " << s;
   EXPECT_EQ(t.rows[6][engine::kLossScale], t.rows[5][engine::kLossScale] * 0.5);

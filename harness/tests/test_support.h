@@ -27,6 +27,25 @@ inline engine::RunConfig micro_run(const std::string& strategy, int64_t steps = 
   return cfg;
 }
 
+inline inject::InjectionConfig grad_injection(int64_t step, double value, const std::string& params, int64_t count) {
+  inject::InjectionConfig c;
+  c.kind = inject::InjectionKind::GradValue;
+  c.steps = {step};
+  c.value = value;
+  c.params = params;
+  c.count = count;
+  return c;
+}
+
+inline inject::InjectionConfig underflow_injection(int64_t step, double factor, bool compensate = true) {
+  inject::InjectionConfig c;
+  c.kind = inject::InjectionKind::LossScale;
+  c.steps = {step};
+  c.factor = factor;
+  c.compensate = compensate;
+  return c;
+}
+
 // Every column of every row equal bit for bit (NaN == NaN), step time excluded.
 inline void expect_identical_trajectories(const engine::Trajectory& a, const engine::Trajectory& b) {
   ASSERT_EQ(a.size(), b.size());

@@ -101,13 +101,19 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
                 std::to_string(v.max_deviation_step) + ")";
     return v;
   }
+  // progress: how much of the reference's loss decrease the run achieved (first window vs last window)
+  const size_t w0 = std::min<size_t>(n - 1, static_cast<size_t>(tol.window - 1));
+  v.progress_ratio = (run_s[w0] - run_s[last]) / (ref_s[w0] - ref_s[last]);
   const bool worse = run_s[last] > ref_s[last];
-  v.verdict = (worse && v.update_ratio < tol.stall_update_ratio) ? "stalls" : "diverges";
+  const bool updates_vanished = v.update_ratio < tol.stall_update_ratio;
+  const bool barely_learned = v.progress_ratio >= 0 && v.progress_ratio < tol.stall_progress_ratio;
+  v.verdict = (worse && (updates_vanished || barely_learned)) ? "stalls" : "diverges";
   std::ostringstream m;
   m << "left the band at step " << v.first_divergence_step << " (loss " << num(run_s[from]) << " vs reference "
     << num(ref_s[from]) << ", off by " << num(first_dev, 3) << " > band " << num(first_band, 3) << "), max "
     << num(v.max_deviation_bands, 3) << " bands at step " << v.max_deviation_step << ", final loss ratio "
-    << num(v.final_loss_ratio, 4) << ", update norm " << num(v.update_ratio, 3) << "x the reference's";
+    << num(v.final_loss_ratio, 4) << ", update norm " << num(v.update_ratio, 3) << "x and loss progress "
+    << num(v.progress_ratio, 3) << "x the reference's";
   v.message = m.str();
   return v;
 }

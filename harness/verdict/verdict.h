@@ -8,8 +8,9 @@
 //   error      the engine raised (message kept)
 //   nonfinite  NaN/inf reached the parameters (or the final loss)
 //   tracks     |run_s - ref_s| <= band_s at every step
-//   stalls     left the band with a worse loss while its updates vanished: mean update norm < stall_update_ratio of
-//              the reference's over the steps since the first divergence
+//   stalls     left the band with a worse loss while learning stopped: its mean update norm since the first
+//              divergence is < stall_update_ratio of the reference's, or its loss fell by less than
+//              stall_progress_ratio of the reference's fall (but did not rise above where it started)
 //   diverges   left the band otherwise (first step and size reported)
 // The constants per strategy family and their calibration are documented in docs/TOLERANCE.md.
 #pragma once
@@ -29,6 +30,7 @@ struct Tolerance {
   double k = 3.0;                // multiple of the FP32 noise spread
   int64_t window = 10;           // smoothing window, steps
   double stall_update_ratio = 0.25;
+  double stall_progress_ratio = 0.5;
 };
 
 // The default tolerance for a strategy (fp32 exact-ish, tf32 and fp16 tight, bf16 wider).
@@ -42,6 +44,7 @@ struct Verdict {
   double final_loss_ratio = NAN;       // smoothed run / smoothed reference at the last common step
   double param_drift = NAN;            // |param_norm_run - param_norm_ref| / param_norm_ref at the last common step
   double update_ratio = NAN;           // mean update norm run / reference (after the first divergence, else all)
+  double progress_ratio = NAN;         // (run first - run last) / (reference first - reference last), smoothed
   int64_t skipped_steps = 0;
   std::string message;                 // one sentence on what happened
 };
