@@ -24,6 +24,13 @@ struct LoopConfig {
   int64_t eval_every = 0;                // steps between eval-loss measurements; 0 = never
   int64_t eval_batches = 4;              // batches per eval
   int64_t log_every = 1;                 // trajectory flush (one host sync) every N steps
+  // Two optimizers sharing one GradScaler (PyTorch's "multiple models, losses and optimizers" recipe): the
+  // transformer blocks ("h.*") in one AdamW/SGD, everything else (embeddings, final norm) in another, stepped by
+  // one scaler and one update().
+  bool two_optimizers = false;
+  // A second loss, backpropagated through the scaler by its own backward call: aux_loss_weight * sum of the squared
+  // parameters of the second group (0 = none).
+  double aux_loss_weight = 0.0;
   int64_t resume_at = 0;                 // checkpoint at this step and resume from the file in a fresh state (0 = no)
   bool resume_restore_scaler = true;     // false = PITFALL: the resumed run starts a new GradScaler
   int64_t probe_every = 1;               // grad-element fractions and update norm every N steps (0 = never;

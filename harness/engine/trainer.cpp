@@ -84,20 +84,24 @@ Trainer::Trainer(RunConfig cfg, at::Device device)
                                        : data::TokenCorpus::synthetic(dc.vocab_size, dc.corpus_tokens, dc.branching, dc.seed);
   sampler_ = std::make_unique<data::BatchSampler>(corpus, dc, device_);
 
-  // optimizer over the model's params, or over fp32 master copies of them
-  std::vector<at::Tensor> opt_params;
-  std::vector<bool> decay;
-  for (const auto& p : model_->parameters()) {
-    decay.push_back(p.decay);
+  // optimizer(s) over the model's params, or over fp32 master copies of them
+  std::vector<at::Tensor> opt_params[2];
+  std::vector<bool> decay[2];
+  const auto& ps = model_->parameters();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    at::Tensor target = ps[i].tensor;
     if (cfg_.strategy.master_weights) {
-      at::Tensor m = p.tensor.detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+      at::Tensor m = ps[i].tensor.detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
       masters_.push_back(m.requires_grad_(true));
-      opt_params.push_back(masters_.back());
-    } else {
-      opt_params.push_back(p.tensor);
+      target = masters_.back();
     }
+    const int group = (cfg_.loop.two_optimizers && ps[i].name.rfind("h.", 0) != 0) ? 1 : 0;
+    if (group == 1) second_group_.push_back(i);
+    opt_params[group].push_back(target);
+    decay[group].push_back(ps[i].decay);
   }
-  optimizer_ = make_optimizer(std::move(opt_params), std::move(decay), cfg_.optimizer);
+  for (int g = 0; g < 2; ++g)
+    if (!opt_params[g].empty()) optimizers_.push_back(make_optimizer(opt_params[g], decay[g], cfg_.optimizer));
 
   // loss scaler: dynamic = PyTorch's GradScaler; static = the same scaler with the scale pinned by update(S)
   const ScalerConfig& sc = cfg_.strategy.scaler;
@@ -144,7 +148,15 @@ at::Tensor Trainer::forward_backward(int64_t step) {
     // backward
     at::Tensor to_backward = scaler_ ? scaler_->scale(loss) : loss;
     to_backward.backward();
-    if (scaler_ && cfg_.loop.unscale_each_micro_batch) scaler_->unscale_(*optimizer_);  // PITFALL when M > 1
+    if (cfg_.loop.aux_loss_weight != 0) {  // the second loss, its own (scaled) backward
+      at::Tensor aux = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
+      for (size_t i : second_group_) aux = aux + model_->parameters()[i].tensor.to(at::kFloat).pow(2).sum();
+      aux = aux * (cfg_.loop.aux_loss_weight / static_cast<double>(M));
+      loss_sum += aux.detach();
+      (scaler_ ? scaler_->scale(aux) : aux).backward();
+    }
+    if (scaler_ && cfg_.loop.unscale_each_micro_batch)
+      for (auto& opt : optimizers_) scaler_->unscale_(*opt);  // PITFALL when M > 1
   }
   injector_.after_backward(model_->parameters(), step);
   return loss_sum;
@@ -194,8 +206,10 @@ std::vector<at::Tensor> Trainer::grad_stats(const std::vector<at::Tensor>& grads
 
 void Trainer::train_step(int64_t step) {
   const double lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, cfg_.loop.steps);
-  optimizer_->set_lr(lr);
-  optimizer_->zero_grad();
+  for (auto& opt : optimizers_) {
+    opt->set_lr(lr);
+    opt->zero_grad();
+  }
   if (!masters_.empty())
     for (auto& p : model_->parameters()) p.tensor.mutable_grad() = at::Tensor();
 
@@ -236,24 +250,28 @@ void Trainer::train_step(int64_t step) {
   // unscale + clip
   std::vector<at::Tensor> opt_grads;
   if (cfg_.loop.clip_max_norm > 0) {
-    if (scaler_ && cfg_.loop.clip_unscale_first) scaler_->unscale_(*optimizer_);
-    for (const auto& p : optimizer_->params()) opt_grads.push_back(p.grad());
-    clip_grad_norm_(opt_grads, cfg_.loop.clip_max_norm);
+    for (auto& opt : optimizers_) {
+      if (scaler_ && cfg_.loop.clip_unscale_first) scaler_->unscale_(*opt);
+      for (const auto& p : opt->params()) opt_grads.push_back(p.grad());
+    }
+    clip_grad_norm_(opt_grads, cfg_.loop.clip_max_norm);  // one norm over every parameter, as PyTorch's recipe
   }
 
   // step (+ update)
   at::Tensor skipped;
   if (scaler_) {
-    const bool stepped = scaler_->step(*optimizer_);  // SYNC POINT inside on the non-fused path (skip decision)
-    if (optimizer_->supports_amp_scaling()) {
-      skipped = (scaler_->found_inf(*optimizer_) > 0).to(at::kFloat);
-    } else {
-      skipped = at::full({}, stepped ? 0.0 : 1.0, dev_opts);
+    // each optimizer is stepped or skipped on its own grads' inf check; the row records 1 if any was skipped
+    skipped = at::zeros({}, dev_opts);
+    for (auto& opt : optimizers_) {
+      const bool stepped = scaler_->step(*opt);  // SYNC POINT inside on the non-fused path (skip decision)
+      at::Tensor s = opt->supports_amp_scaling() ? (scaler_->found_inf(*opt) > 0).to(at::kFloat)
+                                                 : at::full({}, stepped ? 0.0 : 1.0, dev_opts);
+      skipped = at::maximum(skipped, s);
     }
     if (cfg_.strategy.scaler.kind == ScalerKind::Static) scaler_->update(cfg_.strategy.scaler.init_scale);
     else if (cfg_.loop.call_update) scaler_->update();
   } else {
-    optimizer_->step();
+    for (auto& opt : optimizers_) opt->step();
     skipped = at::zeros({}, dev_opts);
   }
   master_copy_back();
@@ -376,7 +394,9 @@ void Trainer::save_checkpoint(const std::string& path) const {
   NamedTensors tensors;
   for (const auto& p : model_->parameters()) tensors.emplace_back("model/" + p.name, p.tensor.detach());
   for (size_t i = 0; i < masters_.size(); ++i) tensors.emplace_back("master/" + std::to_string(i), masters_[i].detach());
-  for (auto& [name, t] : optimizer_->state()) tensors.emplace_back("optim/" + name, t);
+  for (size_t o = 0; o < optimizers_.size(); ++o)
+    for (auto& [name, t] : optimizers_[o]->state())
+      tensors.emplace_back((o == 0 ? "optim/" : "optim" + std::to_string(o) + "/") + name, t);
   nlohmann::json meta;
   meta["next_step"] = next_step_;
   meta["run"] = cfg_.name;
@@ -421,10 +441,13 @@ void Trainer::load_checkpoint(const std::string& path, bool restore_scaler) {
   };
   for (auto& p : model_->parameters()) take("model/" + p.name, p.tensor);
   for (size_t i = 0; i < masters_.size(); ++i) take("master/" + std::to_string(i), masters_[i]);
-  NamedTensors optim_state;
-  for (const auto& [name, t] : ck.tensors)
-    if (name.rfind("optim/", 0) == 0) optim_state.emplace_back(name.substr(6), t);
-  optimizer_->load_state(optim_state);
+  for (size_t o = 0; o < optimizers_.size(); ++o) {
+    const std::string prefix = o == 0 ? "optim/" : "optim" + std::to_string(o) + "/";
+    NamedTensors optim_state;
+    for (const auto& [name, t] : ck.tensors)
+      if (name.rfind(prefix, 0) == 0) optim_state.emplace_back(name.substr(prefix.size()), t);
+    optimizers_[o]->load_state(optim_state);
+  }
   if (scaler_ && restore_scaler) {
     amp::GradScalerStateDict sd;
     for (auto& [k, v] : ck.meta.at("scaler").items()) sd[k] = v.get<double>();

@@ -60,7 +60,8 @@ class Trainer {
   int64_t next_step() const { return next_step_; }
   const RunConfig& config() const { return cfg_; }
   models::Model& model() { return *model_; }
-  Optimizer& optimizer() { return *optimizer_; }
+  Optimizer& optimizer() { return *optimizers_.front(); }
+  const std::vector<std::unique_ptr<Optimizer>>& optimizers() const { return optimizers_; }
   amp::GradScaler* scaler() { return scaler_.get(); }
   const Trajectory& trajectory() const { return trajectory_; }
   const at::Device& device() const { return device_; }
@@ -80,7 +81,8 @@ class Trainer {
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<data::BatchSampler> sampler_;
   std::vector<at::Tensor> masters_;                   // fp32 master weights (empty unless strategy.master_weights)
-  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::unique_ptr<Optimizer>> optimizers_;  // one, or two sharing the scaler (loop.two_optimizers)
+  std::vector<size_t> second_group_;                    // model parameter indices of the second group
   std::unique_ptr<amp::GradScaler> scaler_;
   inject::Injector injector_;
   GradientSync* grad_sync_ = nullptr;

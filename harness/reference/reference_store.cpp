@@ -52,6 +52,7 @@ ReferenceKey reference_key(const engine::RunConfig& run) {
      << " momentum=" << r.optimizer.momentum << " schedule=" << r.schedule.kind << "/" << r.schedule.warmup_steps
      << "/" << r.schedule.min_lr_ratio << " steps=" << r.loop.steps << " micro=" << r.loop.micro_batches
      << " clip=" << r.loop.clip_max_norm << " eval=" << r.loop.eval_every << "x" << r.loop.eval_batches;
+  if (r.loop.two_optimizers) os << " two_optimizers aux=" << r.loop.aux_loss_weight;  // (absent from older keys)
   ReferenceKey k;
   k.canonical = os.str();
   std::ostringstream hex;

@@ -179,6 +179,10 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
   l.eval_batches = f.positive("eval_batches", l.eval_batches);
   l.log_every = f.positive("log_every", l.log_every);
   l.probe_every = f.integer("probe_every", l.probe_every);
+  l.two_optimizers = f.boolean("two_optimizers", l.two_optimizers);
+  l.aux_loss_weight = f.num("aux_loss_weight", l.aux_loss_weight);
+  if (l.aux_loss_weight != 0 && !l.two_optimizers)
+    f.fail_key("aux_loss_weight", "the second loss acts on the second optimizer's parameters: needs two_optimizers: true");
   if (f.has("resume")) {
     Fields r = f.map("resume");
     l.resume_at = r.positive("at_step", 1);

@@ -7,6 +7,8 @@
 
 #include <ampcheck/amp/grad_scaler.h>
 
+#include <map>
+
 using ampcheck::amp::GradScalerError;
 using namespace ampcheck;
 using namespace ampcheck::testing;
@@ -164,6 +166,29 @@ TEST(StrategyCpu, UnscalePerMicroBatchRaisesPyTorchsUnscaleTwiceError) {
   const auto out = trainer.run();
   EXPECT_EQ(out.status, engine::RunOutcome::Status::Error);
   EXPECT_EQ(out.error, "unscale_() has already been called on this optimizer since the last update().");
+}
+
+TEST(StrategyCpu, TwoOptimizersShareOneScalerAndSkipIndependently) {
+  // PyTorch's GradScaler checks each optimizer's own grads: an inf in the embedding grads skips the embedding
+  // optimizer only; the block optimizer steps; update() backs the shared scale off once.
+  auto cfg = micro_run("fp16-autocast", 4);
+  cfg.loop.two_optimizers = true;
+  cfg.loop.aux_loss_weight = 1e-4;
+  cfg.injections.push_back(grad_injection(3, INFINITY, "wte", 1));
+  engine::Trainer trainer(cfg, at::Device(at::kCPU));
+  ASSERT_EQ(trainer.optimizers().size(), 2u);
+  trainer.run_until(3);
+  std::map<std::string, at::Tensor> before;
+  for (const auto& p : trainer.model().parameters()) before[p.name] = p.tensor.detach().clone();
+  const double scale = trainer.scaler()->get_scale();
+  trainer.run_until(4);
+  for (const auto& p : trainer.model().parameters()) {
+    const bool second_group = p.name.rfind("h.", 0) != 0;
+    if (second_group) EXPECT_TRUE(at::equal(p.tensor, before[p.name])) << p.name << " stepped despite the inf";
+    if (p.name == "h.0.attn.c_attn.weight") EXPECT_FALSE(at::equal(p.tensor, before[p.name])) << p.name << " did not step";
+  }
+  EXPECT_EQ(trainer.scaler()->get_scale(), scale * 0.5);
+  EXPECT_EQ(trainer.trajectory().rows[3][engine::kSkipped], 1.0);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
