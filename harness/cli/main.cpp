@@ -15,29 +15,28 @@ int main(int argc, char** argv) {
   std::string list_suite;
   list->add_option("--suite", list_suite, "suite name (scenarios/suites/<name>.yaml)");
 
-  auto* run = app.add_subcommand("run", "run scenarios and write trajectories");
-  run->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
-  run->add_option("--suite", run_opts.suite, "suite name instead of files");
-  run->add_option("--device", run_opts.device, "auto | cpu | cuda (default: the scenario's, else auto)");
+  // the options run, record and check share: what to run, where, how long
+  auto add_scenario_options = [&](CLI::App* sub) {
+    sub->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
+    sub->add_option("--suite", run_opts.suite, "suite name instead of files (scenarios/suites/<name>.yaml)");
+    sub->add_option("--device", run_opts.device, "auto | cpu | cuda (default: the scenario's, else auto)");
+    sub->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
+  };
+
+  auto* run = app.add_subcommand("run", "run scenarios and write trajectories (no reference needed)");
+  add_scenario_options(run);
   run->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
-  run->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
   run->add_flag("--force", run_opts.force, "overwrite existing result files");
 
   auto* record = app.add_subcommand("record", "(re)write the FP32 references of scenarios for this device class");
-  record->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
-  record->add_option("--suite", run_opts.suite, "suite name instead of files");
-  record->add_option("--device", run_opts.device, "auto | cpu | cuda");
+  add_scenario_options(record);
   record->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
-  record->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
   record->add_flag("--force", run_opts.force, "re-record references that exist");
 
   auto* check = app.add_subcommand("check", "run scenarios, compare with their FP32 references, PASS/FAIL");
-  check->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
-  check->add_option("--suite", run_opts.suite, "suite name instead of files");
-  check->add_option("--device", run_opts.device, "auto | cpu | cuda");
+  add_scenario_options(check);
   check->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
   check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
-  check->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
   check->add_flag("--force", run_opts.force, "overwrite existing result files");
 
   auto* doctor = app.add_subcommand("doctor", "describe the numerical stack: device, versions, flags");

@@ -103,20 +103,23 @@ Trainer::Trainer(RunConfig cfg, at::Device device)
   for (int g = 0; g < 2; ++g)
     if (!opt_params[g].empty()) optimizers_.push_back(make_optimizer(opt_params[g], decay[g], cfg_.optimizer));
 
-  // loss scaler: dynamic = PyTorch's GradScaler; static = the same scaler with the scale pinned by update(S)
-  const ScalerConfig& sc = cfg_.strategy.scaler;
-  if (sc.kind != ScalerKind::None) {
-    amp::GradScalerOptions o;
-    o.init_scale = sc.init_scale;
-    o.growth_factor = sc.growth_factor;
-    o.backoff_factor = sc.backoff_factor;
-    o.growth_interval = sc.growth_interval;
-    scaler_ = std::make_unique<amp::GradScaler>(device_.type(), o);
-  }
+  scaler_ = make_scaler();
   window_start_ = std::chrono::steady_clock::now();
 }
 
 Trainer::~Trainer() = default;
+
+// Loss scaler: dynamic = PyTorch's GradScaler; static = the same scaler with the scale pinned by update(S); none.
+std::unique_ptr<amp::GradScaler> Trainer::make_scaler() const {
+  const ScalerConfig& sc = cfg_.strategy.scaler;
+  if (sc.kind == ScalerKind::None) return nullptr;
+  amp::GradScalerOptions o;
+  o.init_scale = sc.init_scale;
+  o.growth_factor = sc.growth_factor;
+  o.backoff_factor = sc.backoff_factor;
+  o.growth_interval = sc.growth_interval;
+  return std::make_unique<amp::GradScaler>(device_.type(), o);
+}
 
 std::vector<at::Tensor> Trainer::model_grads() const {
   std::vector<at::Tensor> gs;
@@ -412,15 +415,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
 void Trainer::restart_from_checkpoint(bool restore_scaler) {
   const std::string path = "/tmp/ampcheck-restart-" + std::to_string(::getpid()) + ".ckpt";
   save_checkpoint(path);
-  if (scaler_) {
-    amp::GradScalerOptions o;
-    const ScalerConfig& sc = cfg_.strategy.scaler;
-    o.init_scale = sc.init_scale;
-    o.growth_factor = sc.growth_factor;
-    o.backoff_factor = sc.backoff_factor;
-    o.growth_interval = sc.growth_interval;
-    scaler_ = std::make_unique<amp::GradScaler>(device_.type(), o);
-  }
+  scaler_ = make_scaler();  // what a new process would construct
   load_checkpoint(path, restore_scaler);
   std::remove(path.c_str());
   trajectory_.events.push_back("step " + std::to_string(next_step_) + ": restarted from a checkpoint, scaler state " +

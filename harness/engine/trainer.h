@@ -69,6 +69,7 @@ class Trainer {
   void flush();  // SYNC POINT: copies pending device-side trajectory rows to the host
 
  private:
+  std::unique_ptr<amp::GradScaler> make_scaler() const;
   at::Tensor forward_backward(int64_t step);         // returns the summed unscaled loss (0-dim, device)
   void master_grads();                                // model grads -> fp32 master grads
   void master_copy_back();                            // fp32 masters -> model params
