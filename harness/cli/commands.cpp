@@ -105,6 +105,14 @@ int cmd_run(const RunOptions& opts) {
   return failures == 0 ? 0 : 1;
 }
 
+int cmd_compare(const std::string& run_a, const std::string& run_b, const report::CompareThresholds& t) {
+  const auto a = report::read_summary_json(run_a + "/summary.json");
+  const auto b = report::read_summary_json(run_b + "/summary.json");
+  const auto c = report::compare_runs(a, b, t);
+  std::cout << report::format_comparison(a, b, c);
+  return c.regressed() ? 1 : 0;
+}
+
 int cmd_doctor() {
   const at::Device dev = engine::resolve_device("auto");
   const auto info = engine::device_info(dev);

@@ -1,6 +1,8 @@
 // The ampcheck subcommands.
 #pragma once
 
+#include "report/compare.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@ int cmd_list(const std::string& suite);
 int cmd_run(const RunOptions& opts);     // train, write trajectories, judge error/nonfinite expectations only
 int cmd_record(const RunOptions& opts);  // (re)write FP32 references for this device class
 int cmd_check(const RunOptions& opts);   // run + compare with references: verdicts, PASS/FAIL, exit 1 on FAIL
+int cmd_compare(const std::string& run_a, const std::string& run_b, const report::CompareThresholds& t);
 int cmd_doctor();
 int cmd_default(RunOptions opts);        // check the default suite on the best device
 

@@ -39,6 +39,15 @@ int main(int argc, char** argv) {
   check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
   check->add_flag("--force", run_opts.force, "overwrite existing result files");
 
+  auto* compare = app.add_subcommand("compare", "two run directories side by side; exit 1 on a regression");
+  std::string run_a, run_b;
+  ampcheck::report::CompareThresholds thresholds;
+  compare->add_option("RUN_A", run_a, "baseline run directory")->required();
+  compare->add_option("RUN_B", run_b, "run directory to judge")->required();
+  compare->add_option("--max-slowdown", thresholds.max_slowdown, "step time ratio B/A allowed")->default_val(1.10);
+  compare->add_option("--max-memory-growth", thresholds.max_memory_growth, "peak memory ratio B/A allowed")->default_val(1.10);
+  compare->add_option("--max-loss-change", thresholds.max_loss_change, "|final loss B/A - 1| allowed")->default_val(0.02);
+
   auto* doctor = app.add_subcommand("doctor", "describe the numerical stack: device, versions, flags");
 
   CLI11_PARSE(app, argc, argv);
@@ -47,6 +56,7 @@ int main(int argc, char** argv) {
     if (*run) return ampcheck::cli::cmd_run(run_opts);
     if (*record) return ampcheck::cli::cmd_record(run_opts);
     if (*check) return ampcheck::cli::cmd_check(run_opts);
+    if (*compare) return ampcheck::cli::cmd_compare(run_a, run_b, thresholds);
     if (*doctor) return ampcheck::cli::cmd_doctor();
     return ampcheck::cli::cmd_default(run_opts);
   } catch (const std::exception& e) {

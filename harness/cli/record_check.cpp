@@ -6,6 +6,7 @@
 #include "engine/scenario_run.h"
 #include "reference/reference_store.h"
 #include "reference/trajectory_file.h"
+#include "report/summary.h"
 #include "scenario/scenario.h"
 #include "verdict/verdict.h"
 
@@ -113,76 +114,98 @@ int cmd_check(const RunOptions& opts) {
   }
   const std::string root = opts.references.empty() ? references_dir() : opts.references;
   make_dirs(opts.out_dir);
-  struct Row {
-    std::string name, expect, device_class;
-    verdict::Verdict v;
-    bool pass;
-    std::string note;
-    double first_loss = NAN, final_loss = NAN;
-  };
-  std::vector<Row> rows;
+  report::RunSummary summary;
+  summary.suite = opts.suite;
   for (size_t i = 0; i < files.size(); ++i) {
     const auto sc = scenario::load_scenario(files[i]);
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
               << std::flush;
-    Row row{sc.run.name, sc.expect.verdict, "", {}, false, ""};
+    report::ScenarioSummary row;
+    row.name = sc.run.name;
+    row.strategy = sc.run.strategy.name;
+    row.expect = sc.expect.verdict;
+    row.verdict = "-";
+    verdict::Verdict v;
     engine::RunConfig run = sc.run;
     if (opts.steps > 0) run.loop.steps = opts.steps;
     const at::Device device = engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
     row.device_class = engine::device_info(device).device_class;
+    if (summary.device_class.empty()) {
+      const auto prov = engine::provenance(sc, device);
+      summary.ampcheck_version = prov.at("ampcheck_version");
+      summary.libtorch_version = prov.at("libtorch_version");
+      summary.cuda_version = prov.at("cuda_version");
+      summary.device_name = prov.at("device_name");
+      summary.device_class = prov.at("device_class");
+      summary.date = prov.at("date");
+      if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) summary.git_commit = commit;
+    }
     try {
       // load the reference first: a missing one is reported before minutes of training
       const auto ref = reference::load_reference(root, row.device_class, run, opts.suite);
       auto r = engine::run_scenario(sc, opts.device, opts.steps);
-      row.first_loss = r.first_loss;
-      row.final_loss = r.final_loss;
-      row.v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory,
-                             ref.file.trajectory, ref.loss_spread, sc.tolerance);
+      v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, ref.file.trajectory,
+                         ref.loss_spread, sc.tolerance);
       const int64_t skipped = r.trajectory.skipped_steps();
       const bool skipped_ok = (sc.expect.skipped_min < 0 || skipped >= sc.expect.skipped_min) &&
                               (sc.expect.skipped_max < 0 || skipped <= sc.expect.skipped_max);
-      row.pass = row.v.verdict == sc.expect.verdict &&
+      row.pass = v.verdict == sc.expect.verdict &&
                  (sc.expect.verdict != "error" || r.outcome.error == sc.expect.error) && skipped_ok;
       if (!skipped_ok)
-        row.v.message += "; " + std::to_string(skipped) + " skipped steps, expected " +
-                         std::to_string(sc.expect.skipped_min) + ".." + std::to_string(sc.expect.skipped_max);
-      row.note = row.v.message;
-      if (!row.pass) {
-        row.note = "expected " + sc.expect.verdict + (sc.expect.error.empty() ? "" : " ('" + sc.expect.error + "')") +
-                   ", got " + row.v.verdict + ": " + row.v.message;
-      }
+        v.message += "; " + std::to_string(skipped) + " skipped steps, expected " +
+                     std::to_string(sc.expect.skipped_min) + ".." + std::to_string(sc.expect.skipped_max);
+      row.verdict = v.verdict;
+      row.message = row.pass ? v.message
+                             : "expected " + sc.expect.verdict +
+                                   (sc.expect.error.empty() ? "" : " ('" + sc.expect.error + "')") + ", got " +
+                                   v.verdict + ": " + v.message;
+      row.steps = r.trajectory.size();
+      row.first_divergence_step = v.first_divergence_step;
+      row.max_deviation_bands = v.max_deviation_bands;
+      row.final_loss_ratio = v.final_loss_ratio;
+      row.param_drift = v.param_drift;
+      row.skipped_steps = skipped;
+      row.first_loss = r.first_loss;
+      row.final_loss = r.final_loss;
+      row.median_step_ms = r.median_step_ms;
+      row.tokens_per_s = r.tokens_per_step / (r.median_step_ms / 1000.0);
+      row.peak_memory_bytes = r.peak_memory_bytes;
+      row.trajectory_file = sc.run.name + ".h5";
       reference::TrajectoryFile tf;
       tf.attributes = engine::provenance(sc, device);
       tf.attributes["status"] = engine::status_name(r.outcome.status);
       tf.attributes["error"] = r.outcome.error;
-      tf.attributes["verdict"] = row.v.verdict;
-      tf.attributes["verdict_message"] = row.v.message;
+      tf.attributes["verdict"] = v.verdict;
+      tf.attributes["verdict_message"] = v.message;
       tf.attributes["reference"] = ref.path;
       tf.trajectory = r.trajectory;
+      tf.series["reference_loss"] = ref.file.trajectory.column(engine::kLoss);
+      tf.series["reference_loss_spread"] = ref.loss_spread;
       const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
-      reference::write_trajectory(opts.out_dir + "/" + sc.run.name + ".h5", tf, overwrite);
+      reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, overwrite);
     } catch (const std::exception& e) {
-      row.v.verdict = "-";
-      row.note = e.what();
+      row.pass = false;
+      row.message = e.what();
     }
-    if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.note << "\n";
-    rows.push_back(row);
+    if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
+    summary.scenarios.push_back(row);
   }
-  int failures = 0;
   std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
-            << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from" << std::setw(9) << "max/band" << std::setw(9)
-            << "loss_end" << std::setw(9) << "drift" << std::setw(8) << "skipped" << "result\n";
-  for (const auto& r : rows) {
-    failures += !r.pass;
+            << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
+            << std::setw(9) << "max/band" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
+            << "skipped" << "result\n";
+  for (const auto& r : summary.scenarios) {
     std::cout << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
-              << std::setw(10) << r.v.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
-              << std::setw(8)
-              << (r.v.first_divergence_step >= 0 ? std::to_string(r.v.first_divergence_step) : "-") << std::setw(9)
-              << fmt(r.v.max_deviation_bands, 3) << std::setw(9) << fmt(r.v.final_loss_ratio, 4) << std::setw(9)
-              << fmt(r.v.param_drift, 3) << std::setw(8) << r.v.skipped_steps << (r.pass ? "PASS" : "FAIL") << "\n";
+              << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
+              << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
+              << std::setw(9) << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4)
+              << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
+              << (r.pass ? "PASS" : "FAIL") << "\n";
   }
-  std::cout << (rows.size() - failures) << " passed, " << failures << " failed\n";
-  return failures == 0 ? 0 : 1;
+  report::write_run_reports(opts.out_dir, summary);
+  std::cout << "reports: " << opts.out_dir << "/{summary.json,junit.xml,summary.md}\n";
+  std::cout << summary.passed() << " passed, " << summary.failed() << " failed\n";
+  return summary.failed() == 0 ? 0 : 1;
 }
 
 }  // namespace ampcheck::cli

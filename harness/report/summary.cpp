@@ -1,0 +1,198 @@
+// summary.json / junit.xml / summary.md.
+#include "report/summary.h"
+
+#include "engine/checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
+
+namespace ampcheck::report {
+
+int64_t RunSummary::passed() const {
+  int64_t n = 0;
+  for (const auto& s : scenarios) n += s.pass;
+  return n;
+}
+int64_t RunSummary::failed() const { return static_cast<int64_t>(scenarios.size()) - passed(); }
+
+namespace {
+nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+double get_num(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return NAN;
+  return j.at(key).get<double>();
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
+    }
+  }
+  return out;
+}
+
+std::string fmt(double v, int prec = 4) {
+  if (!std::isfinite(v)) return "-";
+  std::ostringstream os;
+  os << std::setprecision(prec) << v;
+  return os.str();
+}
+}  // namespace
+
+void write_summary_json(const std::string& path, const RunSummary& s) {
+  nlohmann::json j;
+  j["schema"] = "ampcheck-summary";
+  j["version"] = kSummaryVersion;
+  j["ampcheck_version"] = s.ampcheck_version;
+  j["libtorch_version"] = s.libtorch_version;
+  j["cuda_version"] = s.cuda_version;
+  j["device_name"] = s.device_name;
+  j["device_class"] = s.device_class;
+  j["date"] = s.date;
+  j["suite"] = s.suite;
+  j["git_commit"] = s.git_commit;
+  j["passed"] = s.passed();
+  j["failed"] = s.failed();
+  j["scenarios"] = nlohmann::json::array();
+  for (const auto& c : s.scenarios) {
+    j["scenarios"].push_back({{"name", c.name},
+                              {"strategy", c.strategy},
+                              {"device_class", c.device_class},
+                              {"expect", c.expect},
+                              {"verdict", c.verdict},
+                              {"pass", c.pass},
+                              {"message", c.message},
+                              {"steps", c.steps},
+                              {"first_divergence_step", c.first_divergence_step},
+                              {"max_deviation_bands", num(c.max_deviation_bands)},
+                              {"final_loss_ratio", num(c.final_loss_ratio)},
+                              {"param_drift", num(c.param_drift)},
+                              {"skipped_steps", c.skipped_steps},
+                              {"first_loss", num(c.first_loss)},
+                              {"final_loss", num(c.final_loss)},
+                              {"median_step_ms", num(c.median_step_ms)},
+                              {"tokens_per_s", num(c.tokens_per_s)},
+                              {"peak_memory_bytes", c.peak_memory_bytes},
+                              {"trajectory_file", c.trajectory_file}});
+  }
+  engine::write_file_atomically(path, j.dump(2) + "\n");
+}
+
+RunSummary read_summary_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open run summary. HINT: pass a run directory written by `ampcheck check`");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": not JSON: " + e.what());
+  }
+  if (j.value("schema", "") != "ampcheck-summary")
+    throw std::runtime_error(path + ": field 'schema' is not \"ampcheck-summary\"");
+  if (j.value("version", 0) != kSummaryVersion)
+    throw std::runtime_error(path + ": field 'version' is " + j.value("version", nlohmann::json(nullptr)).dump() +
+                             ", expected " + std::to_string(kSummaryVersion));
+  RunSummary s;
+  try {
+    s.ampcheck_version = j.value("ampcheck_version", "");
+    s.libtorch_version = j.value("libtorch_version", "");
+    s.cuda_version = j.value("cuda_version", "");
+    s.device_name = j.value("device_name", "");
+    s.device_class = j.value("device_class", "");
+    s.date = j.value("date", "");
+    s.suite = j.value("suite", "");
+    s.git_commit = j.value("git_commit", "");
+    for (const auto& c : j.at("scenarios")) {
+      ScenarioSummary x;
+      x.name = c.at("name").get<std::string>();
+      x.strategy = c.value("strategy", "");
+      x.device_class = c.value("device_class", "");
+      x.expect = c.at("expect").get<std::string>();
+      x.verdict = c.at("verdict").get<std::string>();
+      x.pass = c.at("pass").get<bool>();
+      x.message = c.value("message", "");
+      x.steps = c.value("steps", int64_t{0});
+      x.first_divergence_step = c.value("first_divergence_step", int64_t{-1});
+      x.max_deviation_bands = get_num(c, "max_deviation_bands");
+      x.final_loss_ratio = get_num(c, "final_loss_ratio");
+      x.param_drift = get_num(c, "param_drift");
+      x.skipped_steps = c.value("skipped_steps", int64_t{0});
+      x.first_loss = get_num(c, "first_loss");
+      x.final_loss = get_num(c, "final_loss");
+      x.median_step_ms = get_num(c, "median_step_ms");
+      x.tokens_per_s = get_num(c, "tokens_per_s");
+      x.peak_memory_bytes = c.value("peak_memory_bytes", int64_t{0});
+      x.trajectory_file = c.value("trajectory_file", "");
+      s.scenarios.push_back(x);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": bad field in scenarios: " + e.what());
+  }
+  return s;
+}
+
+void write_junit(const std::string& path, const RunSummary& s) {
+  std::ostringstream x;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"ampcheck\" tests=\"" << s.scenarios.size() << "\" failures=\"" << s.failed() << "\">\n";
+  x << "  <testsuite name=\"ampcheck." << xml_escape(s.suite.empty() ? "scenarios" : s.suite) << "\" tests=\""
+    << s.scenarios.size() << "\" failures=\"" << s.failed() << "\" timestamp=\"" << xml_escape(s.date) << "\">\n";
+  x << "    <properties>\n"
+    << "      <property name=\"device\" value=\"" << xml_escape(s.device_name + " (" + s.device_class + ")") << "\"/>\n"
+    << "      <property name=\"libtorch\" value=\"" << xml_escape(s.libtorch_version) << "\"/>\n"
+    << "    </properties>\n";
+  for (const auto& c : s.scenarios) {
+    const double seconds = std::isfinite(c.median_step_ms) ? c.median_step_ms * c.steps / 1000.0 : 0.0;
+    x << "    <testcase classname=\"ampcheck." << xml_escape(c.device_class) << "\" name=\"" << xml_escape(c.name)
+      << "\" time=\"" << fmt(seconds, 6) << "\">\n";
+    if (!c.pass)
+      x << "      <failure message=\"expected " << xml_escape(c.expect) << ", got " << xml_escape(c.verdict) << "\">"
+        << xml_escape(c.message) << "</failure>\n";
+    x << "      <system-out>" << xml_escape(c.verdict + ": " + c.message) << "</system-out>\n";
+    x << "    </testcase>\n";
+  }
+  x << "  </testsuite>\n</testsuites>\n";
+  engine::write_file_atomically(path, x.str());
+}
+
+void write_markdown(const std::string& path, const RunSummary& s) {
+  std::ostringstream m;
+  m << "### ampcheck: " << s.passed() << " passed, " << s.failed() << " failed"
+    << (s.suite.empty() ? "" : " (suite `" + s.suite + "`)") << "\n\n"
+    << s.device_name << " (" << s.device_class << "), LibTorch " << s.libtorch_version
+    << (s.cuda_version.empty() ? "" : ", CUDA " + s.cuda_version) << ", " << s.date << "\n\n"
+    << "| scenario | strategy | expect | verdict | loss first → last | from step | max / band | skipped | ms/step | result |\n"
+    << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const auto& c : s.scenarios)
+    m << "| " << c.name << " | " << c.strategy << " | " << c.expect << " | " << c.verdict << " | " << fmt(c.first_loss)
+      << " → " << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
+      << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3) << " | "
+      << (c.pass ? "PASS" : "**FAIL**") << " |\n";
+  bool any_fail = false;
+  for (const auto& c : s.scenarios)
+    if (!c.pass) {
+      if (!any_fail) m << "\nFailures:\n\n";
+      any_fail = true;
+      m << "- **" << c.name << "**: " << c.message << "\n";
+    }
+  engine::write_file_atomically(path, m.str());
+}
+
+void write_run_reports(const std::string& dir, const RunSummary& s) {
+  write_summary_json(dir + "/summary.json", s);
+  write_junit(dir + "/junit.xml", s);
+  write_markdown(dir + "/summary.md", s);
+}
+
+}  // namespace ampcheck::report

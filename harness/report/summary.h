@@ -1,0 +1,52 @@
+// Run summaries: what `ampcheck check` writes into a run directory besides the trajectories —
+//   summary.json  machine-readable, versioned (schema "ampcheck-summary", version 1; fields documented below)
+//   junit.xml     one <testcase> per scenario; a FAIL carries the verdict message as <failure>
+//   summary.md    a Markdown table that fits a CI step summary
+// and the reader `compare` uses. Files are written atomically.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampcheck::report {
+
+constexpr int kSummaryVersion = 1;
+
+struct ScenarioSummary {
+  std::string name, strategy, device_class;
+  std::string expect;            // expected verdict
+  std::string verdict;           // tracks | diverges | stalls | nonfinite | error | "-" (could not run)
+  bool pass = false;
+  std::string message;           // the verdict's sentence, or why it failed
+  int64_t steps = 0;
+  int64_t first_divergence_step = -1;
+  // NaN where not computed (JSON null)
+  double max_deviation_bands = NAN;
+  double final_loss_ratio = NAN;
+  double param_drift = NAN;
+  int64_t skipped_steps = 0;
+  double first_loss = NAN, final_loss = NAN;
+  double median_step_ms = NAN;   // median over steps after the first 10% (warm-up excluded)
+  double tokens_per_s = NAN;     // tokens per step / median step time
+  int64_t peak_memory_bytes = 0; // CUDA: peak allocated; CPU: peak RSS of the process
+  std::string trajectory_file;   // relative to the run directory
+};
+
+struct RunSummary {
+  std::string ampcheck_version, libtorch_version, cuda_version, device_name, device_class, date, suite, git_commit;
+  std::vector<ScenarioSummary> scenarios;
+  int64_t passed() const;
+  int64_t failed() const;
+};
+
+void write_summary_json(const std::string& path, const RunSummary& s);
+RunSummary read_summary_json(const std::string& path);  // throws naming the file and field on bad input
+void write_junit(const std::string& path, const RunSummary& s);
+void write_markdown(const std::string& path, const RunSummary& s);
+
+// Writes all three into dir.
+void write_run_reports(const std::string& dir, const RunSummary& s);
+
+}  // namespace ampcheck::report
