@@ -76,7 +76,8 @@ int cmd_run(const RunOptions& opts) {
     const auto sc = scenario::load_scenario(files[i]);
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
               << std::flush;
-    auto r = engine::run_scenario(sc, opts.device, opts.steps);
+    auto r = engine::run_scenario(sc, opts.device, opts.steps,
+                                  engine::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
     if (!r.trajectory.rows.empty() || r.outcome.status == engine::RunOutcome::Status::Error) {
       reference::TrajectoryFile tf;
       tf.attributes = engine::provenance(sc, engine::resolve_device(opts.device.empty() ? sc.device : opts.device));

@@ -143,7 +143,7 @@ int cmd_check(const RunOptions& opts) {
     try {
       // load the reference first: a missing one is reported before minutes of training
       const auto ref = reference::load_reference(root, row.device_class, run, opts.suite);
-      auto r = engine::run_scenario(sc, opts.device, opts.steps);
+      auto r = engine::run_scenario(sc, opts.device, opts.steps, engine::terminal_progress(run.loop.steps));
       v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, ref.file.trajectory,
                          ref.loss_spread, sc.tolerance);
       const int64_t skipped = r.trajectory.skipped_steps();

@@ -26,7 +26,12 @@ struct ScenarioResult {
 
 // Runs the scenario. device_spec: auto | cpu | cuda (overrides the scenario's device unless empty).
 // steps_override > 0 replaces train.steps.
-ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override = 0);
+ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override = 0,
+                            Trainer::ProgressFn progress = nullptr);
+
+// A progress printer for long runs: on a terminal one line rewritten in place (step, loss, scale, ETA); otherwise a
+// plain line every 10% of the steps.
+Trainer::ProgressFn terminal_progress(int64_t total_steps);
 
 // Provenance attributes for result and reference files.
 std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device);

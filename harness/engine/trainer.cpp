@@ -325,6 +325,7 @@ void Trainer::flush() {
   }
   pending_rows_.clear();
   pending_host_.clear();
+  if (progress_) progress_(trajectory_.size() - 1, trajectory_);
 }
 
 double Trainer::evaluate() {

@@ -15,6 +15,7 @@
 #include <ampcheck/amp/grad_scaler.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,9 @@ class Trainer {
   const Trajectory& trajectory() const { return trajectory_; }
   const at::Device& device() const { return device_; }
   void set_gradient_sync(GradientSync* sync) { grad_sync_ = sync; }
+  // Called after every flush with the last recorded step (0-based) and the trajectory so far.
+  using ProgressFn = std::function<void(int64_t step, const Trajectory& trajectory)>;
+  void set_progress(ProgressFn fn) { progress_ = std::move(fn); }
   void flush();  // SYNC POINT: copies pending device-side trajectory rows to the host
 
  private:
@@ -87,6 +91,7 @@ class Trainer {
   std::unique_ptr<amp::GradScaler> scaler_;
   inject::Injector injector_;
   GradientSync* grad_sync_ = nullptr;
+  ProgressFn progress_;
   std::vector<at::Tensor> prev_params_;               // for the update norm
 
   Trajectory trajectory_;
