@@ -5,6 +5,7 @@
 #include "engine/precision.h"
 #include "engine/scenario_run.h"
 #include "reference/trajectory_file.h"
+#include "report/doctor.h"
 #include "scenario/scenario.h"
 
 #include <ATen/Context.h>
@@ -114,18 +115,10 @@ int cmd_compare(const std::string& run_a, const std::string& run_b, const report
   return c.regressed() ? 1 : 0;
 }
 
-int cmd_doctor() {
-  const at::Device dev = engine::resolve_device("auto");
-  const auto info = engine::device_info(dev);
-  auto& ctx = at::globalContext();
-  std::cout << "device:          " << info.name << " (" << info.device_class << ")\n"
-            << "libtorch:        " << engine::libtorch_version() << "\n"
-            << "cuda runtime:    " << (engine::cuda_runtime_version().empty() ? "none" : engine::cuda_runtime_version()) << "\n"
-            << "cudnn:           " << (engine::cudnn_version().empty() ? "none" : engine::cudnn_version()) << "\n"
-            << "bf16 supported:  " << (dev.is_cpu() || info.compute_capability_major >= 8 ? "yes" : "no") << "\n"
-            << "TF32 cuBLAS:     " << (ctx.allowTF32CuBLAS() ? "on" : "off") << "\n"
-            << "deterministic:   " << (ctx.deterministicAlgorithms() ? "on" : "off") << "\n";
-  return 0;
+int cmd_doctor(const std::string& device, bool json) {
+  const auto report = report::doctor_report(device);
+  std::cout << (json ? report.dump(2) + "\n" : report::format_doctor(report));
+  return report["smoke_test"]["ok"].get<bool>() ? 0 : 1;
 }
 
 int cmd_default(RunOptions opts) {

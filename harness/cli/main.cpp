@@ -48,7 +48,11 @@ int main(int argc, char** argv) {
   compare->add_option("--max-memory-growth", thresholds.max_memory_growth, "peak memory ratio B/A allowed")->default_val(1.10);
   compare->add_option("--max-loss-change", thresholds.max_loss_change, "|final loss B/A - 1| allowed")->default_val(0.02);
 
-  auto* doctor = app.add_subcommand("doctor", "describe the numerical stack: device, versions, flags");
+  auto* doctor = app.add_subcommand("doctor", "the numerical stack: device, versions, support, flags, matmul rates, smoke test");
+  std::string doctor_device = "auto";
+  bool doctor_json = false;
+  doctor->add_option("--device", doctor_device, "auto | cpu | cuda");
+  doctor->add_flag("--json", doctor_json, "machine-readable output");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -57,7 +61,7 @@ int main(int argc, char** argv) {
     if (*record) return ampcheck::cli::cmd_record(run_opts);
     if (*check) return ampcheck::cli::cmd_check(run_opts);
     if (*compare) return ampcheck::cli::cmd_compare(run_a, run_b, thresholds);
-    if (*doctor) return ampcheck::cli::cmd_doctor();
+    if (*doctor) return ampcheck::cli::cmd_doctor(doctor_device, doctor_json);
     return ampcheck::cli::cmd_default(run_opts);
   } catch (const std::exception& e) {
     std::cerr << "ampcheck: " << e.what() << "\n";

@@ -1,0 +1,162 @@
+// doctor implementation.
+#include "report/doctor.h"
+
+#include "engine/device.h"
+#include "engine/precision.h"
+#include "engine/trainer.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+namespace ampcheck::report {
+
+namespace {
+// TFLOP/s of an n x n x n matmul in dtype, median of 5 timed repetitions after 2 warm-ups (device-synchronised).
+double matmul_tflops(const at::Device& device, at::ScalarType dtype, int64_t n) {
+  at::NoGradGuard no_grad;
+  at::Tensor a = at::randn({n, n}, at::TensorOptions().dtype(at::kFloat).device(device)).to(dtype);
+  at::Tensor b = at::randn({n, n}, at::TensorOptions().dtype(at::kFloat).device(device)).to(dtype);
+  const int reps = device.is_cuda() ? 20 : 2;
+  std::vector<double> seconds;
+  for (int i = 0; i < 7; ++i) {
+    engine::synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) at::mm(a, b);
+    engine::synchronize(device);  // SYNC POINT: timing
+    if (i >= 2) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return 2.0 * n * n * n / seconds[seconds.size() / 2] / 1e12;
+}
+
+// Trains `micro` for 12 steps with a strategy; returns the final loss, or NaN with the error in `error`.
+double smoke_train(const at::Device& device, const std::string& strategy, std::string& error, int64_t* skipped = nullptr,
+                   double* scale = nullptr, bool plant_inf = false) {
+  engine::RunConfig cfg;
+  cfg.model.preset = "micro";
+  cfg.data.batch_size = 4;
+  cfg.data.seq_len = 32;
+  cfg.data.corpus_tokens = 1 << 15;
+  cfg.loop.steps = 12;
+  cfg.strategy = engine::strategy_preset(strategy);
+  if (plant_inf) {
+    inject::InjectionConfig c;
+    c.kind = inject::InjectionKind::GradValue;
+    c.steps = {5};
+    c.value = INFINITY;
+    cfg.injections.push_back(c);
+  }
+  try {
+    engine::Trainer t(cfg, device);
+    const auto out = t.run();
+    if (out.status != engine::RunOutcome::Status::Completed) {
+      error = std::string(engine::status_name(out.status)) + (out.error.empty() ? "" : ": " + out.error);
+      return NAN;
+    }
+    if (skipped) *skipped = t.trajectory().skipped_steps();
+    if (scale) *scale = t.scaler() ? t.scaler()->get_scale() : 1.0;
+    return t.trajectory().rows.back()[engine::kLoss];
+  } catch (const std::exception& e) {
+    error = e.what();
+    return NAN;
+  }
+}
+}  // namespace
+
+nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size) {
+  const at::Device device = engine::resolve_device(device_spec);
+  const auto info = engine::device_info(device);
+  auto& ctx = at::globalContext();
+  nlohmann::json j;
+  j["device"] = {{"name", info.name},
+                 {"class", info.device_class},
+                 {"compute_capability", device.is_cuda() ? std::to_string(info.compute_capability_major) + "." +
+                                                               std::to_string(info.compute_capability_minor)
+                                                         : ""},
+                 {"memory_bytes", info.total_memory_bytes}};
+  j["versions"] = {{"ampcheck", AMPCHECK_VERSION},
+                   {"libtorch", engine::libtorch_version()},
+                   {"cuda_runtime", engine::cuda_runtime_version()},
+                   {"cudnn", engine::cudnn_version()}};
+  const bool bf16 = device.is_cpu() || info.compute_capability_major >= 8;
+  const bool fp8 = device.is_cuda() && (info.compute_capability_major > 8 ||
+                                        (info.compute_capability_major == 8 && info.compute_capability_minor >= 9));
+  j["support"] = {{"bf16", bf16}, {"fp8_e4m3_matmul", fp8}, {"tf32", device.is_cuda() && info.compute_capability_major >= 8}};
+  j["flags"] = {{"tf32_cublas", ctx.allowTF32CuBLAS()},
+                {"tf32_cudnn", ctx.allowTF32CuDNN()},
+                {"deterministic_algorithms", ctx.deterministicAlgorithms()},
+                {"cudnn_benchmark", ctx.benchmarkCuDNN()},
+                {"intra_op_threads", at::get_num_threads()}};
+  // measured matmul rates
+  const int64_t n = matmul_size > 0 ? matmul_size : (device.is_cuda() ? 8192 : 512);
+  nlohmann::json rates;
+  rates["size"] = n;
+  rates["fp32_tflops"] = matmul_tflops(device, at::kFloat, n);
+  if (device.is_cuda() && j["support"]["tf32"].get<bool>()) {
+    engine::Strategy s = engine::strategy_preset("tf32");
+    s.deterministic = false;
+    engine::NumericsGuard guard(s);
+    rates["tf32_tflops"] = matmul_tflops(device, at::kFloat, n);
+  }
+  rates["fp16_tflops"] = matmul_tflops(device, at::kHalf, n);
+  if (bf16) rates["bf16_tflops"] = matmul_tflops(device, at::kBFloat16, n);
+  j["matmul"] = rates;
+  // numerical smoke test
+  nlohmann::json smoke;
+  std::string err32, err16, errbf, errinf;
+  const double l32 = smoke_train(device, "fp32", err32);
+  const double l16 = smoke_train(device, "fp16-autocast", err16);
+  const double lbf = bf16 ? smoke_train(device, "bf16-autocast", errbf) : NAN;
+  int64_t skipped = -1;
+  double scale = NAN;
+  smoke_train(device, "fp16-autocast", errinf, &skipped, &scale, /*plant_inf=*/true);
+  // 12 steps of micro: fp16 / bf16 autocast stay within 2% / 5% of fp32's loss (docs/TOLERANCE.md's floors)
+  const bool ok16 = std::isfinite(l16) && std::abs(l16 / l32 - 1) < 0.02;
+  const bool okbf = !bf16 || (std::isfinite(lbf) && std::abs(lbf / l32 - 1) < 0.05);
+  const bool okinf = skipped == 1 && scale == 32768.0;  // one skip, 65536 * 0.5
+  smoke["fp32_loss"] = std::isfinite(l32) ? nlohmann::json(l32) : nlohmann::json(err32);
+  smoke["fp16_autocast_loss"] = std::isfinite(l16) ? nlohmann::json(l16) : nlohmann::json(err16);
+  smoke["bf16_autocast_loss"] = std::isfinite(lbf) ? nlohmann::json(lbf) : nlohmann::json(errbf);
+  smoke["gradscaler_inf_skipped_steps"] = skipped;
+  smoke["gradscaler_scale_after"] = scale;
+  smoke["ok"] = std::isfinite(l32) && ok16 && okbf && okinf;
+  j["smoke_test"] = smoke;
+  return j;
+}
+
+std::string format_doctor(const nlohmann::json& j) {
+  std::ostringstream os;
+  auto line = [&](const std::string& k, const std::string& v) { os << std::left << std::setw(22) << k << v << "\n"; };
+  auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  line("device", str(j["device"]["name"]) + " (" + str(j["device"]["class"]) + ")");
+  if (!j["device"]["compute_capability"].get<std::string>().empty())
+    line("compute capability", str(j["device"]["compute_capability"]));
+  line("libtorch", str(j["versions"]["libtorch"]));
+  line("cuda runtime", j["versions"]["cuda_runtime"].get<std::string>().empty() ? "none" : str(j["versions"]["cuda_runtime"]));
+  line("cudnn", j["versions"]["cudnn"].get<std::string>().empty() ? "none" : str(j["versions"]["cudnn"]));
+  line("bf16 / fp8 / tf32", std::string(j["support"]["bf16"].get<bool>() ? "yes" : "no") + " / " +
+                                (j["support"]["fp8_e4m3_matmul"].get<bool>() ? "yes" : "no") + " / " +
+                                (j["support"]["tf32"].get<bool>() ? "yes" : "no"));
+  line("TF32 cuBLAS / cuDNN", std::string(j["flags"]["tf32_cublas"].get<bool>() ? "on" : "off") + " / " +
+                                  (j["flags"]["tf32_cudnn"].get<bool>() ? "on" : "off"));
+  line("deterministic", j["flags"]["deterministic_algorithms"].get<bool>() ? "on" : "off");
+  line("intra-op threads", str(j["flags"]["intra_op_threads"]));
+  std::ostringstream rates;
+  for (const char* k : {"fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops"})
+    if (j["matmul"].contains(k)) rates << std::string(k).substr(0, 4) << " " << std::setprecision(3) << j["matmul"][k].get<double>() << "  ";
+  line("matmul TFLOP/s", rates.str() + "(n=" + str(j["matmul"]["size"]) + ")");
+  const auto& s = j["smoke_test"];
+  line("smoke test", std::string(s["ok"].get<bool>() ? "OK" : "FAILED") + ": loss after 12 steps fp32 " +
+                         str(s["fp32_loss"]) + ", fp16 autocast " + str(s["fp16_autocast_loss"]) + ", bf16 autocast " +
+                         str(s["bf16_autocast_loss"]) + "; planted inf: " + str(s["gradscaler_inf_skipped_steps"]) +
+                         " skipped, scale " + str(s["gradscaler_scale_after"]));
+  return os.str();
+}
+
+}  // namespace ampcheck::report
