@@ -1,4 +1,5 @@
 // Subcommand implementations: list, run, doctor and the default job.
+#include "report/format.h"
 #include "cli/commands.h"
 
 #include "engine/device.h"
@@ -39,12 +40,7 @@ std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
 void make_dirs(const std::string& path) { fs::create_directories(path); }
 
 namespace {
-std::string fmt(double v, int prec = 4) {
-  if (std::isnan(v)) return "-";
-  std::ostringstream os;
-  os << std::setprecision(prec) << v;
-  return os.str();
-}
+std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 }  // namespace
 
 int cmd_list(const std::string& suite) {

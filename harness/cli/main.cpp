@@ -23,10 +23,15 @@ int main(int argc, char** argv) {
     sub->add_option("--steps", run_opts.steps, "override train.steps (0 = as in the scenario)");
   };
 
+  // the run directory, for the subcommands that write one
+  auto add_output_options = [&](CLI::App* sub) {
+    sub->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
+    sub->add_flag("--force", run_opts.force, "overwrite existing result files");
+  };
+
   auto* run = app.add_subcommand("run", "run scenarios and write trajectories (no reference needed)");
   add_scenario_options(run);
-  run->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
-  run->add_flag("--force", run_opts.force, "overwrite existing result files");
+  add_output_options(run);
 
   auto* record = app.add_subcommand("record", "(re)write the FP32 references of scenarios for this device class");
   add_scenario_options(record);
@@ -35,9 +40,8 @@ int main(int argc, char** argv) {
 
   auto* check = app.add_subcommand("check", "run scenarios, compare with their FP32 references, PASS/FAIL");
   add_scenario_options(check);
-  check->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
+  add_output_options(check);
   check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
-  check->add_flag("--force", run_opts.force, "overwrite existing result files");
 
   auto* compare = app.add_subcommand("compare", "two run directories side by side; exit 1 on a regression");
   std::string run_a, run_b;

@@ -1,5 +1,6 @@
 // `ampcheck record` and `ampcheck check`: FP32 references written once per device class, then every scenario
 // judged against its reference.
+#include "report/format.h"
 #include "cli/commands.h"
 
 #include "engine/device.h"
@@ -37,12 +38,7 @@ bool exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-std::string fmt(double v, int prec = 4) {
-  if (std::isnan(v)) return "-";
-  std::ostringstream os;
-  os << std::setprecision(prec) << v;
-  return os.str();
-}
+std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 
 // Trains one FP32 reference run; throws if it does not complete (a reference must be clean).
 engine::Trajectory train_reference(const engine::RunConfig& cfg, const at::Device& device) {

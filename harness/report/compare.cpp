@@ -1,6 +1,8 @@
 // compare implementation.
 #include "report/compare.h"
 
+#include "report/format.h"
+
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -17,12 +19,7 @@ bool Comparison::regressed() const {
 
 namespace {
 double ratio(double b, double a) { return (std::isfinite(a) && std::isfinite(b) && a > 0) ? b / a : NAN; }
-std::string fmt(double v, int prec = 3) {
-  if (!std::isfinite(v)) return "-";
-  std::ostringstream os;
-  os << std::setprecision(prec) << v;
-  return os.str();
-}
+std::string fmt(double v, int prec = 3) { return report::format_number(v, prec); }
 }  // namespace
 
 Comparison compare_runs(const RunSummary& a, const RunSummary& b, const CompareThresholds& t) {

@@ -1,6 +1,8 @@
 // summary.json / junit.xml / summary.md.
 #include "report/summary.h"
 
+#include "report/format.h"
+
 #include "engine/checkpoint.h"
 
 #include <nlohmann/json.hpp>
@@ -42,12 +44,7 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-std::string fmt(double v, int prec = 4) {
-  if (!std::isfinite(v)) return "-";
-  std::ostringstream os;
-  os << std::setprecision(prec) << v;
-  return os.str();
-}
+std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 }  // namespace
 
 void write_summary_json(const std::string& path, const RunSummary& s) {
