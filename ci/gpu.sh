@@ -2,7 +2,8 @@
 # The GPU run recipe, for a machine with no network that has what ../shared/GPU.md lists (torch under
 # /opt/torch/.venv, HDF5, GoogleTest, Google Benchmark, yaml-cpp, CLI11, nlohmann-json): build, every CTest test
 # (gpu label included), the gpu suite, the throughput benchmark against PyTorch-Python and `doctor`.
-# Results go to $OUT (default out/gpu): tests.log, suite.log, bench.jsonl, bench.md, doctor.txt, run.tar.gz,
+# Results go to $OUT (default out/gpu): tests.log, suite.log, summary.md + report.html (of the suite's run),
+# bench.jsonl, bench.md, doctor.txt + doctor.json, run.tar.gz (the whole run directory),
 # references.tar.gz (the cuda references recorded here), logs.tar.gz (build log, benchmark stderr).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ export PATH=/opt/torch/.venv/bin:$PATH
 export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
+export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 STAGES=${STAGES:-build tests record suite bench doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
@@ -38,6 +40,7 @@ if has suite; then
   refs=references; [ -d "$OUT/references" ] && refs="$OUT/references"
   "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run" > "$OUT/suite.log" 2>&1
   echo "suite rc=$?"; tail -16 "$OUT/suite.log"
+  cp "$OUT/run/summary.md" "$OUT/run/report.html" "$OUT/" 2>/dev/null
   tar czf "$OUT/run.tar.gz" -C "$OUT" run && rm -rf "$OUT/run"
 fi
 if has bench; then
@@ -53,6 +56,7 @@ if has bench; then
 fi
 if has doctor; then
   "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
+  "$BUILD_DIR/ampcheck" doctor --json > "$OUT/doctor.json" 2>&1
 fi
 [ -d "$OUT/references" ] && tar czf "$OUT/references.tar.gz" -C "$OUT" references record.log && rm -rf "$OUT/references" "$OUT/record.log"
 tar czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls build.log bench.err 2>/dev/null) && rm -f "$OUT/build.log" "$OUT/bench.err"

@@ -2,12 +2,14 @@
 # Installs everything ampcheck needs on a fresh Debian 12 machine (CPU): compilers and CMake, the C++ libraries
 # from Debian, and LibTorch through the Python package torch (same version as the GPU machine).
 # Idempotent: each step checks before it installs. Run as root (or with sudo available).
+# --with-browser also installs Debian's chromium, which the test of report.html (cpu.report_browser) drives headless.
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
 DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git
   libhdf5-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   python3-pip)
+if [ "${1:-}" = "--with-browser" ]; then DEB_PACKAGES+=(chromium); fi
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

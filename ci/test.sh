@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (ci/setup.sh), builds, and runs every CTest test (labels unit, cpu,
-# gpu; gpu tests skip themselves where there is no GPU) plus the `ci` suite through the CLI.
+# gpu; gpu tests skip themselves where there is no GPU) plus the `ci` suite through the CLI, and report.html in
+# headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/setup.sh
+bash ci/setup.sh --with-browser
 bash ci/build.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2

@@ -1,6 +1,6 @@
 // Training-step throughput of the ampcheck engine: a GPT preset trained with a strategy for warm-up + measured
-// steps; prints one JSON line with tokens/s, TFLOP/s (6·N·tokens + attention 12·L·C·T per token, the convention
-// of ../shared/GPU.md), median and spread of the step time, and peak memory. Timing is device-synchronised over
+// steps; prints one JSON line with tokens/s, TFLOP/s (Model::training_flops_per_token: 6 per matmul weight +
+// attention 12·L·C·T per token, as in ../shared/GPU.md but without the position-embedding lookup), median and spread of the step time, and peak memory. Timing is device-synchronised over
 // windows of `--window` steps (one flush = one sync per window), so host-device overlap is kept inside a window.
 //
 //   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --seq 1024 --steps 30
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   const double median_ms = window_ms[window_ms.size() / 2];
   const double tokens = static_cast<double>(batch * cfg.data.seq_len);
   const double n_params = static_cast<double>(trainer.model().parameter_count());
-  const double flops_per_token = 6.0 * n_params + 12.0 * mc.n_layer * mc.n_embd * cfg.data.seq_len;
+  const double flops_per_token = trainer.model().training_flops_per_token(cfg.data.seq_len);
   const auto mem = engine::memory_stats(device);
   const double last_loss = trainer.trajectory().rows.back()[engine::kLoss];
   nlohmann::json out = {{"impl", "ampcheck-cpp"},

@@ -96,7 +96,7 @@ int cmd_run(const RunOptions& opts) {
     std::cout << std::left << std::setw(30) << r.name << std::setw(11) << r.device_class << std::setw(11)
               << engine::status_name(r.outcome.status) << std::setw(8) << r.trajectory.size() << std::setw(10)
               << fmt(r.first_loss) << std::setw(10) << fmt(r.final_loss) << std::setw(9) << r.trajectory.skipped_steps()
-              << std::setw(10) << fmt(r.median_step_ms, 3) << (r.expectation_met ? "PASS" : "FAIL") << "  "
+              << std::setw(10) << fmt(r.timing.median_ms, 3) << (r.expectation_met ? "PASS" : "FAIL") << "  "
               << r.expectation_note << "\n";
   }
   std::cout << (results.size() - failures) << " passed, " << failures << " failed\n";

@@ -24,6 +24,7 @@ int cmd_run(const RunOptions& opts);     // train, write trajectories, judge err
 int cmd_record(const RunOptions& opts);  // (re)write FP32 references for this device class
 int cmd_check(const RunOptions& opts);   // run + compare with references: verdicts, PASS/FAIL, exit 1 on FAIL
 int cmd_compare(const std::string& run_a, const std::string& run_b, const report::CompareThresholds& t);
+int cmd_report(const std::string& run_dir, bool force);  // report.html from summary.json + trajectories
 int cmd_doctor(const std::string& device, bool json);  // exit 1 if the smoke test fails
 int cmd_default(RunOptions opts);        // check the default suite on the best device
 

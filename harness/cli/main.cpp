@@ -52,6 +52,12 @@ int main(int argc, char** argv) {
   compare->add_option("--max-memory-growth", thresholds.max_memory_growth, "peak memory ratio B/A allowed")->default_val(1.10);
   compare->add_option("--max-loss-change", thresholds.max_loss_change, "|final loss B/A - 1| allowed")->default_val(0.02);
 
+  auto* report = app.add_subcommand("report", "(re)write report.html of a run directory from its summary and trajectories");
+  std::string report_dir;
+  bool report_force = false;
+  report->add_option("RUN_DIR", report_dir, "run directory written by `ampcheck check`")->required();
+  report->add_flag("--force", report_force, "replace an existing report.html");
+
   auto* doctor = app.add_subcommand("doctor", "the numerical stack: device, versions, support, flags, matmul rates, smoke test");
   std::string doctor_device = "auto";
   bool doctor_json = false;
@@ -65,6 +71,7 @@ int main(int argc, char** argv) {
     if (*record) return ampcheck::cli::cmd_record(run_opts);
     if (*check) return ampcheck::cli::cmd_check(run_opts);
     if (*compare) return ampcheck::cli::cmd_compare(run_a, run_b, thresholds);
+    if (*report) return ampcheck::cli::cmd_report(report_dir, report_force);
     if (*doctor) return ampcheck::cli::cmd_doctor(doctor_device, doctor_json);
     return ampcheck::cli::cmd_default(run_opts);
   } catch (const std::exception& e) {

@@ -7,6 +7,8 @@
 #include "engine/scenario_run.h"
 #include "reference/reference_store.h"
 #include "reference/trajectory_file.h"
+#include "report/doctor.h"
+#include "report/html.h"
 #include "report/summary.h"
 #include "scenario/scenario.h"
 #include "verdict/verdict.h"
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -112,6 +115,7 @@ int cmd_check(const RunOptions& opts) {
   make_dirs(opts.out_dir);
   report::RunSummary summary;
   summary.suite = opts.suite;
+  std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
   for (size_t i = 0; i < files.size(); ++i) {
     const auto sc = scenario::load_scenario(files[i]);
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
@@ -163,9 +167,25 @@ int cmd_check(const RunOptions& opts) {
       row.skipped_steps = skipped;
       row.first_loss = r.first_loss;
       row.final_loss = r.final_loss;
-      row.median_step_ms = r.median_step_ms;
-      row.tokens_per_s = r.tokens_per_step / (r.median_step_ms / 1000.0);
+      row.workload = r.workload;
+      row.compute_dtype = r.compute_dtype;
+      row.timing_method = r.timing.method;
+      row.warmup_steps = r.timing.warmup_steps;
+      row.median_step_ms = r.timing.median_ms;
+      row.p10_step_ms = r.timing.p10_ms;
+      row.p90_step_ms = r.timing.p90_ms;
+      const double steps_per_s = 1000.0 / r.timing.median_ms;
+      row.tokens_per_s = r.tokens_per_step * steps_per_s;
+      row.samples_per_s = r.samples_per_step * steps_per_s;
+      row.tflops = r.flops_per_step * steps_per_s / 1e12;
+      if (std::isfinite(row.tflops)) {
+        const std::string key = row.device_class + "/" + r.compute_dtype;
+        if (!peak_tflops.count(key)) peak_tflops[key] = report::measured_matmul_tflops(device.str(), r.compute_dtype);
+        row.peak_tflops = peak_tflops[key];
+        row.mfu = row.tflops / row.peak_tflops;
+      }
       row.peak_memory_bytes = r.peak_memory_bytes;
+      row.peak_reserved_bytes = r.peak_reserved_bytes;
       row.trajectory_file = sc.run.name + ".h5";
       reference::TrajectoryFile tf;
       tf.attributes = engine::provenance(sc, device);
@@ -177,6 +197,10 @@ int cmd_check(const RunOptions& opts) {
       tf.trajectory = r.trajectory;
       tf.series["reference_loss"] = ref.file.trajectory.column(engine::kLoss);
       tf.series["reference_loss_spread"] = ref.loss_spread;
+      tf.series["reference_smoothed_loss"] = v.reference_smoothed;
+      tf.series["band"] = v.band;
+      if (!v.run_smoothed.empty()) tf.series["smoothed_loss"] = v.run_smoothed;
+      if (!v.deviation_bands.empty()) tf.series["deviation_bands"] = v.deviation_bands;
       const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
       reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, overwrite);
     } catch (const std::exception& e) {
@@ -199,9 +223,18 @@ int cmd_check(const RunOptions& opts) {
               << (r.pass ? "PASS" : "FAIL") << "\n";
   }
   report::write_run_reports(opts.out_dir, summary);
-  std::cout << "reports: " << opts.out_dir << "/{summary.json,junit.xml,summary.md}\n";
+  report::write_html_report(opts.out_dir, summary);
+  std::cout << "reports: " << opts.out_dir << "/{summary.json,junit.xml,summary.md,report.html}\n";
   std::cout << summary.passed() << " passed, " << summary.failed() << " failed\n";
   return summary.failed() == 0 ? 0 : 1;
+}
+
+int cmd_report(const std::string& run_dir, bool force) {
+  const auto summary = report::read_summary_json(run_dir + "/summary.json");
+  if (exists(run_dir + "/report.html") && !force)
+    throw std::runtime_error(run_dir + "/report.html exists. HINT: --force replaces it");
+  std::cout << report::write_html_report(run_dir, summary) << "\n";
+  return 0;
 }
 
 }  // namespace ampcheck::cli

@@ -93,22 +93,39 @@ MemoryStats memory_stats(const at::Device& device) {
     m.allocated_bytes = stats.allocated_bytes[kAll].current;
     m.peak_allocated_bytes = stats.allocated_bytes[kAll].peak;
     m.reserved_bytes = stats.reserved_bytes[kAll].current;
+    m.peak_reserved_bytes = stats.reserved_bytes[kAll].peak;
   } else {
     m.allocated_bytes = rss_bytes("VmRSS:");
     m.peak_allocated_bytes = rss_bytes("VmHWM:");
     m.reserved_bytes = m.allocated_bytes;
+    m.peak_reserved_bytes = m.peak_allocated_bytes;
   }
   return m;
 }
 
 void reset_peak_memory(const at::Device& device) {
   ensure_initialised(device);
-  if (device.is_cuda()) at::accelerator::resetPeakStats(device.index());
+  if (device.is_cuda()) {
+    at::accelerator::resetPeakStats(device.index());
+  } else {
+    std::ofstream clear("/proc/self/clear_refs");  // "5": reset the peak resident set size to the current one
+    if (clear) clear << "5";
+  }
 }
 
 void release_cached_memory(const at::Device& device) {
   ensure_initialised(device);
   if (device.is_cuda()) at::accelerator::emptyCache();
+}
+
+bool release_library_workspaces(const at::Device& device) {
+  if (!device.is_cuda()) return true;
+#ifdef AMPCHECK_HAVE_CUDA_HEADERS
+  at::cuda::clearCublasWorkspaces();
+  return true;
+#else
+  return false;
+#endif
 }
 
 void synchronize(const at::Device& device) {

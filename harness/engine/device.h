@@ -24,12 +24,18 @@ at::Device resolve_device(const std::string& spec);
 struct MemoryStats {
   int64_t allocated_bytes = 0;       // CUDA: current allocated by the caching allocator; CPU: process RSS
   int64_t peak_allocated_bytes = 0;  // since the last reset_peak_memory(); CPU: peak RSS of the process
-  int64_t reserved_bytes = 0;        // CUDA: reserved by the caching allocator
+  int64_t reserved_bytes = 0;        // CUDA: reserved by the caching allocator; CPU: process RSS
+  int64_t peak_reserved_bytes = 0;   // since the last reset_peak_memory(); CPU: peak RSS
 };
 
 MemoryStats memory_stats(const at::Device& device);
 void reset_peak_memory(const at::Device& device);
+// CPU: resets the kernel's peak-RSS mark (VmHWM) through /proc/self/clear_refs, where the kernel allows it.
 void release_cached_memory(const at::Device& device);  // CUDA: empty the caching allocator's cache
+// CUDA: frees the cuBLAS / cuBLASLt workspaces ATen keeps per handle and stream (at::cuda::clearCublasWorkspaces),
+// the process-wide allocations the first matmul leaves in the caching allocator. Returns false where this build
+// cannot (compiled without the CUDA headers); a no-op returning true on the CPU.
+bool release_library_workspaces(const at::Device& device);
 void synchronize(const at::Device& device);            // SYNC POINT: waits for the device to finish queued work
 
 std::string libtorch_version();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <cstdio>
 #include <functional>
@@ -51,6 +52,36 @@ Trainer::ProgressFn terminal_progress(int64_t total_steps) {
   };
 }
 
+StepTiming step_timing(const Trajectory& t, const std::string& method) {
+  StepTiming st;
+  st.method = method;
+  const int64_t n = t.size();
+  if (n == 0) return st;
+  st.warmup_steps = std::min<int64_t>(n - 1, std::max<int64_t>(2, n / 10));
+  std::vector<double> ms;
+  for (int64_t i = st.warmup_steps; i < n; ++i)
+    if (std::isfinite(t.rows[i][kStepTimeMs])) ms.push_back(t.rows[i][kStepTimeMs]);
+  st.timed_steps = static_cast<int64_t>(ms.size());
+  if (ms.empty()) return st;
+  std::sort(ms.begin(), ms.end());
+  auto quantile = [&](double q) {  // linear interpolation between order statistics (numpy's default)
+    const double pos = q * static_cast<double>(ms.size() - 1);
+    const size_t lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(lo + 1, ms.size() - 1);
+    return ms[lo] + (pos - static_cast<double>(lo)) * (ms[hi] - ms[lo]);
+  };
+  st.median_ms = quantile(0.5);
+  st.p10_ms = quantile(0.1);
+  st.p90_ms = quantile(0.9);
+  return st;
+}
+
+std::string compute_dtype(const Strategy& s) {
+  const at::ScalarType t = s.autocast ? *s.autocast : s.param_dtype;
+  if (t == at::kFloat && s.tf32) return "tf32";
+  return dtype_name(t);
+}
+
 ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override,
                             Trainer::ProgressFn progress) {
   ScenarioResult r;
@@ -59,16 +90,26 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
   if (steps_override > 0) cfg.loop.steps = steps_override;
   const at::Device device = resolve_device(device_spec.empty() ? sc.device : device_spec);
   r.device_class = device_info(device).device_class;
+  r.compute_dtype = compute_dtype(cfg.strategy);
+  const std::string timing_method = StepTimer(device).method();
+  synchronize(device);
   reset_peak_memory(device);
   try {
     Trainer trainer(cfg, device);
     if (progress) trainer.set_progress(progress);
     r.model_description = trainer.model().describe();
-    r.tokens_per_step = static_cast<double>(trainer.config().data.batch_size * trainer.config().data.seq_len *
-                                            cfg.loop.micro_batches);
+    const auto& d = trainer.config().data;
+    r.samples_per_step = static_cast<double>(d.batch_size * cfg.loop.micro_batches);
+    r.tokens_per_step = r.samples_per_step * static_cast<double>(d.seq_len);
+    r.flops_per_step = r.tokens_per_step * trainer.model().training_flops_per_token(d.seq_len);
+    r.workload = cfg.model.kind + " " + cfg.model.preset + ", batch " + std::to_string(d.batch_size * cfg.loop.micro_batches) +
+                 " x " + std::to_string(d.seq_len);
     r.outcome = trainer.run();
     r.trajectory = trainer.trajectory();
-    r.peak_memory_bytes = memory_stats(device).peak_allocated_bytes;
+    synchronize(device);
+    const MemoryStats mem = memory_stats(device);
+    r.peak_memory_bytes = mem.peak_allocated_bytes;
+    r.peak_reserved_bytes = mem.peak_reserved_bytes;
   } catch (const std::exception& e) {  // construction refused (unsupported here, bad data)
     r.outcome.status = RunOutcome::Status::Error;
     r.outcome.error = e.what();
@@ -79,12 +120,7 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
     r.final_loss = rows.back()[kLoss];
     r.min_loss = rows.front()[kLoss];
     for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[kLoss]);
-    std::vector<double> times;
-    for (size_t i = rows.size() / 10; i < rows.size(); ++i) times.push_back(rows[i][kStepTimeMs]);
-    if (!times.empty()) {
-      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-      r.median_step_ms = times[times.size() / 2];
-    }
+    r.timing = step_timing(r.trajectory, timing_method);
   }
   // expectations decidable without a reference
   const std::string& want = sc.expect.verdict;

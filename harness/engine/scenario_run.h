@@ -10,6 +10,18 @@
 
 namespace ampcheck::engine {
 
+// Step times of a trajectory, warm-up excluded: the first max(2, 10%) steps are dropped (at least one step is kept).
+struct StepTiming {
+  std::string method;               // cuda-events | wall-clock (engine/step_timer.h)
+  int64_t warmup_steps = 0, timed_steps = 0;
+  double median_ms = NAN, p10_ms = NAN, p90_ms = NAN;
+};
+StepTiming step_timing(const Trajectory& t, const std::string& method);
+
+// The dtype a strategy's matmuls run in (what its throughput should be compared with): autocast dtype, else the
+// parameter dtype, with fp32 reported as tf32 when TF32 is on.
+std::string compute_dtype(const Strategy& s);
+
 struct ScenarioResult {
   std::string name;
   std::string device_class;
@@ -17,9 +29,13 @@ struct ScenarioResult {
   Trajectory trajectory;
   std::string model_description;
   double first_loss = NAN, final_loss = NAN, min_loss = NAN;
-  double median_step_ms = NAN;      // over steps after the first 10% (warm-up excluded)
-  double tokens_per_step = 0;
-  int64_t peak_memory_bytes = 0;
+  std::string workload;             // what throughput is comparable across: "gpt nano, batch 8 x 64"
+  std::string compute_dtype;        // the matmul dtype of the strategy: fp32 | tf32 | fp16 | bf16
+  StepTiming timing;                // per-step times after warm-up
+  double tokens_per_step = 0, samples_per_step = 0;
+  double flops_per_step = 0;        // model FLOPs of one training step (Model::training_flops_per_token)
+  int64_t peak_memory_bytes = 0;    // CUDA: peak allocated by the caching allocator; CPU: peak RSS of the process
+  int64_t peak_reserved_bytes = 0;  // CUDA: peak reserved; CPU: peak RSS
   bool expectation_met = false;     // against expect: for error / nonfinite decidable now; tracks etc. need references
   std::string expectation_note;
 };

@@ -57,7 +57,7 @@ at::Tensor total_norm(const std::vector<at::Tensor>& ts, const at::Device& devic
 }  // namespace
 
 Trainer::Trainer(RunConfig cfg, at::Device device)
-    : cfg_(std::move(cfg)), device_(device), injector_(cfg_.injections) {
+    : cfg_(std::move(cfg)), device_(device), injector_(cfg_.injections), timer_(device) {
   check_supported(cfg_.strategy, device_);
   numerics_ = std::make_unique<NumericsGuard>(cfg_.strategy);
 
@@ -104,7 +104,6 @@ Trainer::Trainer(RunConfig cfg, at::Device device)
     if (!opt_params[g].empty()) optimizers_.push_back(make_optimizer(opt_params[g], decay[g], cfg_.optimizer));
 
   scaler_ = make_scaler();
-  window_start_ = std::chrono::steady_clock::now();
 }
 
 Trainer::~Trainer() = default;
@@ -208,6 +207,7 @@ std::vector<at::Tensor> Trainer::grad_stats(const std::vector<at::Tensor>& grads
 // one optimizer step
 
 void Trainer::train_step(int64_t step) {
+  timer_.start();
   const double lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, cfg_.loop.steps);
   for (auto& opt : optimizers_) {
     opt->set_lr(lr);
@@ -299,28 +299,26 @@ void Trainer::train_step(int64_t step) {
   host[kLr] = lr;
   pending_host_.push_back(host);
   next_step_ = step + 1;
+  timer_.stop();
 
   if (static_cast<int64_t>(pending_rows_.size()) >= cfg_.loop.log_every) flush();
   if (cfg_.loop.eval_every > 0 && next_step_ % cfg_.loop.eval_every == 0) {
     flush();
     trajectory_.rows.back()[kEvalLoss] = evaluate();
-    window_start_ = std::chrono::steady_clock::now();  // eval time is not step time
   }
 }
 
 void Trainer::flush() {
   if (pending_rows_.empty()) return;
-  // SYNC POINT: one device->host copy of the pending rows; also closes the step-time window.
+  // SYNC POINT: one device->host copy of the pending rows; the steps' timing events have completed after it.
   at::Tensor rows = at::stack(pending_rows_).to(at::kCPU);
   synchronize(device_);
-  const auto now = std::chrono::steady_clock::now();
-  const double ms = std::chrono::duration<double, std::milli>(now - window_start_).count() / pending_rows_.size();
-  window_start_ = now;
+  const std::vector<double> ms = timer_.collect();
   auto acc = rows.accessor<double, 2>();
   for (size_t i = 0; i < pending_rows_.size(); ++i) {
     auto host = pending_host_[i];
     for (int c = 0; c < kNumDeviceColumns; ++c) host[c] = acc[i][c];
-    host[kStepTimeMs] = ms;
+    host[kStepTimeMs] = i < ms.size() ? ms[i] : kNaN;
     trajectory_.rows.push_back(host);
   }
   pending_rows_.clear();
@@ -374,12 +372,14 @@ RunOutcome Trainer::run() {
     out.failed_step = next_step_;
     pending_rows_.clear();
     pending_host_.clear();
+    timer_.discard();
   } catch (const std::exception& e) {
     out.status = RunOutcome::Status::Error;
     out.error = e.what();
     out.failed_step = next_step_;
     pending_rows_.clear();
     pending_host_.clear();
+    timer_.discard();
   }
   flush();
   out.steps_run = trajectory_.size();

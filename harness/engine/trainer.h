@@ -8,13 +8,13 @@
 #include "engine/optimizer.h"
 #include "engine/precision.h"
 #include "engine/run_config.h"
+#include "engine/step_timer.h"
 #include "engine/trajectory.h"
 #include "inject/injection.h"
 #include "models/model.h"
 
 #include <ampcheck/amp/grad_scaler.h>
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -97,7 +97,7 @@ class Trainer {
   Trajectory trajectory_;
   std::vector<at::Tensor> pending_rows_;              // (kNumDeviceColumns,) fp64 per step, on device
   std::vector<std::array<double, kNumColumns>> pending_host_;
-  std::chrono::steady_clock::time_point window_start_;
+  StepTimer timer_;                                    // per-step time (CUDA events / wall clock)
   int64_t next_step_ = 0;
 };
 

@@ -20,7 +20,7 @@ enum Column : int {
   kFracSubnormal,   // fraction of non-zero gradient elements below the smallest normal of the grad dtype
   kFracNonfinite,   // fraction of gradient elements that are inf or nan
   kLr,              // learning rate of this step
-  kStepTimeMs,      // wall time per step (device-synchronised at each flush; the mean over the flush window)
+  kStepTimeMs,      // time of this step: CUDA events around it on the GPU, the wall clock on the CPU (StepTimer)
   kEvalLoss,        // eval loss after this step, NaN if not evaluated
   kNumColumns
 };

@@ -84,6 +84,12 @@ Gpt::Gpt(const ModelConfig& cfg) : cfg_(cfg) {
   lnf_b_ = add("ln_f.bias", at::zeros({C}, opts), false);
 }
 
+double Gpt::training_flops_per_token(int64_t seq_len) const {
+  // the position embedding is a lookup, not a matmul weight; the token embedding is (it is the tied LM head)
+  const double matmul_weights = static_cast<double>(parameter_count() - parameters()[wpe_].tensor.numel());
+  return 6.0 * matmul_weights + 12.0 * static_cast<double>(cfg_.n_layer * cfg_.n_embd * seq_len);
+}
+
 std::string Gpt::describe() const {
   std::ostringstream os;
   os << "gpt " << cfg_.preset << " (L=" << cfg_.n_layer << " H=" << cfg_.n_head << " C=" << cfg_.n_embd

@@ -19,6 +19,7 @@ class Gpt final : public Model {
   at::Tensor logits(const at::Tensor& inputs, const ForwardOptions& opts = {});
   std::string kind() const override { return "gpt"; }
   std::string describe() const override;
+  double training_flops_per_token(int64_t seq_len) const override;
   const ModelConfig& config() const { return cfg_; }
 
  private:

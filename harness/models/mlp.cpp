@@ -55,6 +55,11 @@ Mlp::Mlp(const ModelConfig& cfg) : cfg_(cfg) {
   add_parameter("head.bias", at::zeros({cfg.vocab_size}, opts), false);
 }
 
+double Mlp::training_flops_per_token(int64_t) const {
+  // the token embedding (parameters()[0]) is a lookup, not a matmul weight
+  return 6.0 * static_cast<double>(parameter_count() - parameters()[0].tensor.numel());
+}
+
 std::string Mlp::describe() const {
   std::ostringstream os;
   os << "mlp " << cfg_.preset << " (depth=" << cfg_.n_layer << " C=" << cfg_.n_embd << " hidden=" << cfg_.mlp_hidden

@@ -15,6 +15,7 @@ class Mlp final : public Model {
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts = {}) override;
   std::string kind() const override { return "mlp"; }
   std::string describe() const override;
+  double training_flops_per_token(int64_t seq_len) const override;
 
  private:
   ModelConfig cfg_;

@@ -24,6 +24,8 @@ int64_t Model::parameter_count() const {
   return n;
 }
 
+double Model::training_flops_per_token(int64_t) const { return 6.0 * static_cast<double>(parameter_count()); }
+
 std::string Model::describe() const {
   std::ostringstream os;
   os << kind() << ", " << parameter_count() << " parameters (" << params_.size() << " tensors), "

@@ -33,6 +33,10 @@ class Model {
   virtual at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts = {}) = 0;
   virtual std::string kind() const = 0;
   virtual std::string describe() const;
+  // Model FLOPs of one training step (forward + backward) per token at sequence length seq_len, the convention of
+  // PaLM's MFU: 6 per weight of every matmul it takes part in, plus attention's 12 * layers * width * seq_len for
+  // GPTs. Default: 6 * parameters.
+  virtual double training_flops_per_token(int64_t seq_len) const;
 
   std::vector<NamedParameter>& parameters() { return params_; }
   const std::vector<NamedParameter>& parameters() const { return params_; }

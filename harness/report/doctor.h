@@ -15,4 +15,8 @@ namespace ampcheck::report {
 nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size = 0);
 std::string format_doctor(const nlohmann::json& report);
 
+// The measured matmul rate of the device in a compute dtype (fp32 | tf32 | fp16 | bf16), TFLOP/s: the median of
+// timed square matmuls of size n (0 = 8192 on a GPU, 512 on a CPU) — the peak MFU is quoted against.
+double measured_matmul_tflops(const std::string& device_spec, const std::string& compute_dtype, int64_t n = 0);
+
 }  // namespace ampcheck::report

@@ -78,9 +78,20 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
                               {"skipped_steps", c.skipped_steps},
                               {"first_loss", num(c.first_loss)},
                               {"final_loss", num(c.final_loss)},
+                              {"workload", c.workload},
+                              {"compute_dtype", c.compute_dtype},
+                              {"timing_method", c.timing_method},
+                              {"warmup_steps", c.warmup_steps},
                               {"median_step_ms", num(c.median_step_ms)},
+                              {"p10_step_ms", num(c.p10_step_ms)},
+                              {"p90_step_ms", num(c.p90_step_ms)},
                               {"tokens_per_s", num(c.tokens_per_s)},
+                              {"samples_per_s", num(c.samples_per_s)},
+                              {"tflops", num(c.tflops)},
+                              {"peak_tflops", num(c.peak_tflops)},
+                              {"mfu", num(c.mfu)},
                               {"peak_memory_bytes", c.peak_memory_bytes},
+                              {"peak_reserved_bytes", c.peak_reserved_bytes},
                               {"trajectory_file", c.trajectory_file}});
   }
   engine::write_file_atomically(path, j.dump(2) + "\n");
@@ -97,9 +108,10 @@ RunSummary read_summary_json(const std::string& path) {
   }
   if (j.value("schema", "") != "ampcheck-summary")
     throw std::runtime_error(path + ": field 'schema' is not \"ampcheck-summary\"");
-  if (j.value("version", 0) != kSummaryVersion)
+  const int version = j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
+  if (version < 1 || version > kSummaryVersion)
     throw std::runtime_error(path + ": field 'version' is " + j.value("version", nlohmann::json(nullptr)).dump() +
-                             ", expected " + std::to_string(kSummaryVersion));
+                             ", expected 1.." + std::to_string(kSummaryVersion));
   RunSummary s;
   try {
     s.ampcheck_version = j.value("ampcheck_version", "");
@@ -127,9 +139,20 @@ RunSummary read_summary_json(const std::string& path) {
       x.skipped_steps = c.value("skipped_steps", int64_t{0});
       x.first_loss = get_num(c, "first_loss");
       x.final_loss = get_num(c, "final_loss");
+      x.workload = c.value("workload", "");
+      x.compute_dtype = c.value("compute_dtype", "");
+      x.timing_method = c.value("timing_method", "");
+      x.warmup_steps = c.value("warmup_steps", int64_t{0});
       x.median_step_ms = get_num(c, "median_step_ms");
+      x.p10_step_ms = get_num(c, "p10_step_ms");
+      x.p90_step_ms = get_num(c, "p90_step_ms");
       x.tokens_per_s = get_num(c, "tokens_per_s");
+      x.samples_per_s = get_num(c, "samples_per_s");
+      x.tflops = get_num(c, "tflops");
+      x.peak_tflops = get_num(c, "peak_tflops");
+      x.mfu = get_num(c, "mfu");
       x.peak_memory_bytes = c.value("peak_memory_bytes", int64_t{0});
+      x.peak_reserved_bytes = c.value("peak_reserved_bytes", int64_t{0});
       x.trajectory_file = c.value("trajectory_file", "");
       s.scenarios.push_back(x);
     }

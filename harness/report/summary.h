@@ -12,7 +12,8 @@
 
 namespace ampcheck::report {
 
-constexpr int kSummaryVersion = 1;
+// Version 2 added the measurement fields (workload .. peak_reserved_bytes); version-1 files are still read.
+constexpr int kSummaryVersion = 2;
 
 struct ScenarioSummary {
   std::string name, strategy, device_class;
@@ -28,9 +29,20 @@ struct ScenarioSummary {
   double param_drift = NAN;
   int64_t skipped_steps = 0;
   double first_loss = NAN, final_loss = NAN;
-  double median_step_ms = NAN;   // median over steps after the first 10% (warm-up excluded)
+  // measurement (engine::StepTiming): per-step times after max(2, 10%) warm-up steps
+  std::string workload;          // what throughput compares across: "gpt nano, batch 8 x 64"
+  std::string compute_dtype;     // fp32 | tf32 | fp16 | bf16
+  std::string timing_method;     // cuda-events | wall-clock
+  int64_t warmup_steps = 0;
+  double median_step_ms = NAN;   // median step time
+  double p10_step_ms = NAN, p90_step_ms = NAN;  // spread: 10th and 90th percentiles
   double tokens_per_s = NAN;     // tokens per step / median step time
-  int64_t peak_memory_bytes = 0; // CUDA: peak allocated; CPU: peak RSS of the process
+  double samples_per_s = NAN;    // sequences per step / median step time
+  double tflops = NAN;           // model FLOPs per step / median step time, 1e12/s
+  double peak_tflops = NAN;      // the device's measured matmul rate in compute_dtype (doctor's measurement)
+  double mfu = NAN;              // tflops / peak_tflops
+  int64_t peak_memory_bytes = 0; // CUDA: peak allocated; CPU: peak RSS of the process during the scenario
+  int64_t peak_reserved_bytes = 0; // CUDA: peak reserved by the caching allocator; CPU: as peak_memory_bytes
   std::string trajectory_file;   // relative to the run directory
 };
 

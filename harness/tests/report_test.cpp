@@ -2,11 +2,19 @@
 // summary.md, and compare — two runs of the same setup pass, a planted regression (slower step, more memory,
 // changed verdict, vanished scenario) is flagged and named.
 #include "report/compare.h"
+#include "report/html.h"
 #include "report/summary.h"
+#include "report/svg.h"
+
+#include "engine/device.h"
+#include "engine/scenario_run.h"
+#include "engine/step_timer.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -35,9 +43,20 @@ RunSummary sample() {
   a.final_loss_ratio = 1.0;
   a.first_loss = 5.5;
   a.final_loss = 1.3;
+  a.workload = "gpt nano, batch 8 x 64";
+  a.compute_dtype = "fp16";
+  a.timing_method = "wall-clock";
+  a.warmup_steps = 20;
   a.median_step_ms = 30;
+  a.p10_step_ms = 29;
+  a.p90_step_ms = 33;
   a.tokens_per_s = 17000;
+  a.samples_per_s = 266;
+  a.tflops = 0.1;
+  a.peak_tflops = 0.4;
+  a.mfu = 0.25;
   a.peak_memory_bytes = 1 << 30;
+  a.peak_reserved_bytes = int64_t{3} << 29;
   ScenarioSummary b = a;
   b.name = "clip-before-unscale";
   b.expect = "stalls";
@@ -77,6 +96,12 @@ TEST(ReportSummary, JsonRoundTripsEveryField) {
   EXPECT_EQ(back.scenarios[0].name, "fp16-autocast-scaler");
   EXPECT_EQ(back.scenarios[0].median_step_ms, 30);
   EXPECT_EQ(back.scenarios[0].peak_memory_bytes, 1 << 30);
+  EXPECT_EQ(back.scenarios[0].workload, "gpt nano, batch 8 x 64");
+  EXPECT_EQ(back.scenarios[0].timing_method, "wall-clock");
+  EXPECT_EQ(back.scenarios[0].warmup_steps, 20);
+  EXPECT_EQ(back.scenarios[0].p90_step_ms, 33);
+  EXPECT_EQ(back.scenarios[0].mfu, 0.25);
+  EXPECT_EQ(back.scenarios[0].peak_reserved_bytes, int64_t{3} << 29);
   EXPECT_TRUE(std::isnan(back.scenarios[1].final_loss_ratio));
   EXPECT_EQ(back.scenarios[1].first_divergence_step, 10);
   EXPECT_EQ(back.passed(), 1);
@@ -144,4 +169,147 @@ TEST(ReportCompare, SlowerStepMoreMemoryAndChangedVerdictAreRegressions) {
   CompareThresholds loose;
   loose.max_slowdown = 1.3;
   EXPECT_FALSE(compare_runs(sample(), slow, loose).regressed()) << "the threshold is the user's";
+}
+
+TEST(ReportSummary, Version1FilesAreStillRead) {
+  const std::string p = dir() + "/v1.json";
+  std::ofstream(p) << R"({"schema": "ampcheck-summary", "version": 1, "scenarios": [{"name": "a", "expect": "tracks",
+    "verdict": "tracks", "pass": true, "median_step_ms": 12.5, "tokens_per_s": 100, "peak_memory_bytes": 7}]})";
+  const RunSummary s = read_summary_json(p);
+  ASSERT_EQ(s.scenarios.size(), 1u);
+  EXPECT_EQ(s.scenarios[0].median_step_ms, 12.5);
+  EXPECT_TRUE(std::isnan(s.scenarios[0].mfu));  // not in version 1
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// measurement
+
+TEST(ReportTiming, WarmupExcludedAndQuantilesInterpolated) {
+  ampcheck::engine::Trajectory t;
+  for (int i = 0; i < 100; ++i) {
+    std::array<double, ampcheck::engine::kNumColumns> row{};
+    row[ampcheck::engine::kStepTimeMs] = i < 10 ? 1000.0 : static_cast<double>(i);  // slow warm-up steps
+    t.rows.push_back(row);
+  }
+  const auto st = ampcheck::engine::step_timing(t, "wall-clock");
+  EXPECT_EQ(st.warmup_steps, 10);  // max(2, 10%)
+  EXPECT_EQ(st.timed_steps, 90);
+  EXPECT_DOUBLE_EQ(st.median_ms, 54.5);           // steps 10..99: median of 10..99
+  EXPECT_DOUBLE_EQ(st.p10_ms, 10 + 0.1 * 89);      // numpy's linear interpolation
+  EXPECT_DOUBLE_EQ(st.p90_ms, 10 + 0.9 * 89);
+  t.rows.resize(3);
+  EXPECT_EQ(ampcheck::engine::step_timing(t, "").warmup_steps, 2);
+  t.rows.resize(1);
+  EXPECT_EQ(ampcheck::engine::step_timing(t, "").timed_steps, 1);  // a single step is still timed
+}
+
+TEST(ReportTiming, CpuStepTimerBracketsEachStep) {
+  ampcheck::engine::StepTimer timer(at::Device(at::kCPU));
+  EXPECT_STREQ(timer.method(), "wall-clock");
+  for (int ms : {5, 20}) {
+    timer.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    timer.stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // between steps: not counted
+  }
+  const auto ms = timer.collect();
+  ASSERT_EQ(ms.size(), 2u);
+  // sleep_for sleeps at least as long as asked; the 30 ms gaps must not be in the step times (a loaded machine can
+  // stretch a step, so the upper bound is loose: below the step plus one gap)
+  EXPECT_GE(ms[0], 5.0);
+  EXPECT_LT(ms[0], 5.0 + 30.0);
+  EXPECT_GE(ms[1], 20.0);
+  EXPECT_TRUE(timer.collect().empty());
+}
+
+TEST(ReportMemory, CpuPeakIsResetToTheCurrentResidentSet) {
+  namespace e = ampcheck::engine;
+  const at::Device cpu(at::kCPU);
+  {
+    std::vector<char> big(256 << 20, 1);  // touched: resident
+    ASSERT_EQ(big[12345], 1);
+  }
+  const auto before = e::memory_stats(cpu);
+  e::reset_peak_memory(cpu);
+  const auto after = e::memory_stats(cpu);
+  if (after.peak_allocated_bytes == before.peak_allocated_bytes)
+    GTEST_SKIP() << "this kernel does not reset VmHWM through /proc/self/clear_refs";
+  EXPECT_LT(after.peak_allocated_bytes, before.peak_allocated_bytes - (128 << 20));
+  EXPECT_GE(after.peak_allocated_bytes, after.allocated_bytes - (16 << 20));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// report.html
+
+namespace {
+ScenarioSeries series(int64_t steps, std::vector<int64_t> skipped, bool completed) {
+  ScenarioSeries s;
+  s.loaded = true;
+  s.status = completed ? "completed" : "error";
+  for (int64_t i = 0; i < steps; ++i) {
+    const double ref = 5.0 - 3.0 * static_cast<double>(i) / static_cast<double>(steps);
+    s.reference_loss.push_back(ref);
+    s.reference_smoothed.push_back(ref);
+    s.band.push_back(0.05 * ref);
+    if (completed) {
+      s.loss.push_back(ref + 0.01);
+      s.smoothed_loss.push_back(ref + 0.01);
+      s.deviation_bands.push_back(0.01 / (0.05 * ref));
+      s.loss_scale.push_back(65536.0);
+    }
+  }
+  for (int64_t k : skipped) s.loss_scale[k] = 32768.0;
+  s.skipped_steps = std::move(skipped);
+  return s;
+}
+}  // namespace
+
+TEST(ReportHtml, ASectionWithThreeChartsPerScenarioAndNothingExternal) {
+  RunSummary s = sample();
+  s.scenarios[1].name = "odd <name> & \"quotes\"";
+  s.scenarios[1].verdict = "error";
+  const std::string html = render_html(s, {series(50, {7, 21}, true), series(50, {}, false)});
+  EXPECT_EQ(count(html, "<section class=\"scenario\""), 2u);
+  EXPECT_EQ(count(html, "data-kind=\"loss\""), 2u);
+  EXPECT_EQ(count(html, "data-kind=\"scale\""), 2u);
+  EXPECT_EQ(count(html, "data-kind=\"deviation\""), 2u);
+  EXPECT_EQ(count(html, "<line class=\"tick\""), 2u) << "one tick per skipped step";
+  EXPECT_NE(html.find("odd &lt;name&gt; &amp; &quot;quotes&quot;"), std::string::npos);
+  EXPECT_EQ(html.find("odd <name>"), std::string::npos) << "scenario names must be escaped";
+  EXPECT_NE(html.find("raised at step 0"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg")) << "no URL but the SVG namespace";
+}
+
+TEST(ReportHtml, StrategyComparisonIsRelativeToFp32OfTheSameWorkload) {
+  RunSummary s = sample();
+  s.scenarios[1] = s.scenarios[0];
+  s.scenarios[0].name = "fp32";
+  s.scenarios[0].strategy = "fp32";
+  s.scenarios[0].tokens_per_s = 1000;
+  s.scenarios[0].peak_memory_bytes = 400 << 20;
+  s.scenarios[1].name = "bf16";
+  s.scenarios[1].strategy = "bf16-autocast";
+  s.scenarios[1].tokens_per_s = 2500;
+  s.scenarios[1].peak_memory_bytes = 100 << 20;
+  s.scenarios[1].max_deviation_bands = 0.4;
+  ScenarioSummary other = s.scenarios[1];  // another workload: not compared with this fp32
+  other.name = "other";
+  other.workload = "gpt gpt2-124m, batch 16 x 1024";
+  s.scenarios.push_back(other);
+  const std::string html = render_html(s, {});
+  EXPECT_NE(html.find("<td class=\"n\">2.5x</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"n\">75%</td>"), std::string::npos) << "memory saved 1 - 100/400";
+  EXPECT_EQ(count(html, "data-kind=\"throughput\""), 2u) << "one comparison per workload";
+  EXPECT_NE(html.find("gpt gpt2-124m, batch 16 x 1024"), std::string::npos);
+}
+
+TEST(ReportSvg, NiceTicksAndLogAxisDropNonPositiveValues) {
+  EXPECT_EQ(svg::nice_ticks(0, 10, 5), (std::vector<double>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(svg::nice_ticks(1.3, 5.8, 4), (std::vector<double>{2, 3, 4, 5}));
+  svg::LineChart c("t", "y", 10);
+  c.add_line({{1.0, 10.0, 0.0, -1.0, 100.0}, "#000", 1, "", "l"});
+  const std::string out = c.render("k");
+  EXPECT_EQ(count(out, "<polyline class=\"series\""), 1u) << "the first two points; 0 and -1 are gaps";
+  EXPECT_EQ(count(out, "<circle class=\"series\""), 1u) << "the lone last point";
 }

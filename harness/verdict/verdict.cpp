@@ -53,6 +53,12 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
               const engine::Trajectory& reference, const std::vector<double>& loss_spread, const Tolerance& tol) {
   Verdict v;
   v.skipped_steps = run.skipped_steps();
+  const auto ref_s = trailing_mean(reference.column(engine::kLoss), tol.window);
+  const auto spread_s = trailing_mean(loss_spread, tol.window);
+  v.reference_smoothed = ref_s;
+  for (size_t s = 0; s < ref_s.size(); ++s)
+    v.band.push_back(std::max({tol.abs_floor, tol.rel_floor * std::abs(ref_s[s]),
+                               tol.k * (s < spread_s.size() ? spread_s[s] : 0.0)}));
   if (status == "error") {
     v.verdict = "error";
     v.message = "raised: " + error;
@@ -70,13 +76,13 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
     return v;
   }
   const auto run_s = trailing_mean(run.column(engine::kLoss), tol.window);
-  const auto ref_s = trailing_mean(reference.column(engine::kLoss), tol.window);
-  const auto spread_s = trailing_mean(loss_spread, tol.window);
+  v.run_smoothed = run_s;
   double first_dev = 0, first_band = 0;
   for (size_t s = 0; s < n; ++s) {
-    const double band = std::max({tol.abs_floor, tol.rel_floor * std::abs(ref_s[s]), tol.k * spread_s[s]});
+    const double band = v.band[s];
     const double dev = std::abs(run_s[s] - ref_s[s]);
     const double bands = std::isfinite(dev) ? dev / band : INFINITY;
+    v.deviation_bands.push_back(bands);
     if (bands > v.max_deviation_bands) {
       v.max_deviation_bands = bands;
       v.max_deviation_step = static_cast<int64_t>(s);

@@ -47,6 +47,9 @@ struct Verdict {
   double progress_ratio = NAN;         // (run first - run last) / (reference first - reference last), smoothed
   int64_t skipped_steps = 0;
   std::string message;                 // one sentence on what happened
+  // Per-step series for reports: the smoothed reference and its band (whenever a reference is given), the
+  // smoothed run and its deviation in band units (completed runs, over the steps both have).
+  std::vector<double> reference_smoothed, band, run_smoothed, deviation_bands;
 };
 
 std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window);

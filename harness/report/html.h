@@ -1,0 +1,39 @@
+// report.html — the run report for people: one self-contained HTML file (inline CSS and SVG; no scripts, no
+// network) with
+//   - the run's header (device, versions, pass/fail) and a table of every scenario,
+//   - per workload (model and batch shape), a strategy comparison: speed-up over fp32, memory saved, worst
+//     divergence, with throughput and peak-memory bars,
+//   - per scenario three charts: loss against the FP32 reference band, loss scale with skipped steps, and the
+//     deviation per step in band units.
+// It is written by `ampcheck check` next to summary.json and can be rebuilt from a run directory with
+// `ampcheck report RUN_DIR`.
+#pragma once
+
+#include "report/summary.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampcheck::report {
+
+// What the charts of one scenario draw, from its result trajectory file (empty vectors where absent).
+struct ScenarioSeries {
+  std::vector<double> loss, smoothed_loss, reference_loss, reference_smoothed, band, deviation_bands, loss_scale;
+  std::vector<int64_t> skipped_steps;
+  std::vector<int64_t> event_steps;   // steps of planted events (injections, restarts)
+  std::vector<std::string> events;
+  std::string status, error;          // the run's outcome attributes
+  bool loaded = false;                // false: no trajectory file (the scenario could not run)
+};
+
+// Reads a result trajectory written by `ampcheck check`; throws naming the file on bad input.
+ScenarioSeries load_series(const std::string& h5_path);
+
+// series[i] belongs to s.scenarios[i].
+std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& series);
+
+// Loads every scenario's trajectory from dir and writes dir/report.html atomically. Returns the path.
+std::string write_html_report(const std::string& dir, const RunSummary& s);
+
+}  // namespace ampcheck::report
