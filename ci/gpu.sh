@@ -14,7 +14,7 @@ export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite bench doctor}
+STAGES=${STAGES:-build tests record suite repeat bench doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -40,7 +40,13 @@ if has suite; then
   refs=references; [ -d "$OUT/references" ] && refs="$OUT/references"
   "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run" > "$OUT/suite.log" 2>&1
   echo "suite rc=$?"; tail -16 "$OUT/suite.log"
-  cp "$OUT/run/summary.md" "$OUT/run/report.html" "$OUT/" 2>/dev/null
+  cp "$OUT/run/summary.md" "$OUT/run/report.html" "$OUT/run/summary.json" "$OUT/" 2>/dev/null
+  if has repeat; then  # the same suite again: `compare` must find no regression between two runs of one setup
+    "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run2" > "$OUT/suite2.log" 2>&1
+    "$BUILD_DIR/ampcheck" compare "$OUT/run" "$OUT/run2" > "$OUT/compare.txt" 2>&1
+    echo "repeat: compare rc=$?"; tail -4 "$OUT/compare.txt"
+    rm -rf "$OUT/run2"
+  fi
   tar czf "$OUT/run.tar.gz" -C "$OUT" run && rm -rf "$OUT/run"
 fi
 if has bench; then
