@@ -10,7 +10,8 @@
 namespace ampcheck::report {
 
 struct CompareThresholds {
-  double max_slowdown = 1.10;       // B's median step time / A's above this is a regression
+  double max_slowdown = 1.10;       // B's median step time / A's above this is a regression, when it also stands
+                                    // out of the noise: B's 10th-percentile step slower than A's 90th
   double max_memory_growth = 1.10;  // B's peak memory / A's above this is a regression
   double max_loss_change = 0.02;    // |B's final loss / A's - 1| above this is a regression
 };
@@ -21,6 +22,7 @@ struct ScenarioComparison {
   bool pass_a = false, pass_b = false;
   double step_time_ratio = NAN, memory_ratio = NAN, final_loss_ratio = NAN;  // B / A
   std::vector<std::string> regressions;  // empty: fine
+  std::vector<std::string> notes;        // beyond a threshold but not a regression (step time within noise)
 };
 
 struct Comparison {

@@ -40,7 +40,8 @@ std::string si(double v, const char* unit) {  // 374000 -> "374k"
 
 std::string bytes(int64_t b) {
   if (b <= 0) return "-";
-  return fmt(static_cast<double>(b) / (1 << 20), 4) + " MiB";
+  const double mib = static_cast<double>(b) / (1 << 20);
+  return mib >= 1024 ? fmt(mib / 1024, 3) + " GiB" : fmt(mib, 3) + " MiB";
 }
 
 std::string anchor(const std::string& name) {
@@ -94,11 +95,14 @@ std::string strategy_comparison(const RunSummary& s) {
     row.strategy = c.strategy;
     row.runs.push_back(&c);
   }
+  std::string timing_method = "-";
+  for (const auto& c : s.scenarios)
+    if (!c.timing_method.empty()) timing_method = c.timing_method;
   std::ostringstream o;
   o << "<h2>Strategy comparison</h2>\n<p class=\"msg\">Per workload, the completed scenarios expected to track their "
        "FP32 reference, grouped by strategy (median over the group; divergence is the group's worst). Speed-up and "
        "memory are relative to the workload's fp32 group. Throughput: median step time after warm-up ("
-    << escape(s.scenarios.empty() ? std::string("-") : s.scenarios.front().timing_method)
+    << escape(timing_method)
     << "); memory: " << (s.device_class == "cpu" ? "peak resident set size of the process" : "peak allocated by the CUDA caching allocator")
     << ".</p>\n";
   if (by_workload.empty()) o << "<p>No completed scenarios to compare.</p>\n";

@@ -146,7 +146,9 @@ TEST(ReportCompare, SameSetupPasses) {
 
 TEST(ReportCompare, SlowerStepMoreMemoryAndChangedVerdictAreRegressions) {
   RunSummary slow = sample();
-  slow.scenarios[0].median_step_ms = 30 * 1.25;
+  slow.scenarios[0].median_step_ms = 30 * 1.25;  // every step slower: p10 and p90 too
+  slow.scenarios[0].p10_step_ms = 29 * 1.25;
+  slow.scenarios[0].p90_step_ms = 33 * 1.25;
   RunSummary fat = sample();
   fat.scenarios[0].peak_memory_bytes = static_cast<int64_t>(1.5 * (1 << 30));
   RunSummary changed = sample();
@@ -312,4 +314,22 @@ TEST(ReportSvg, NiceTicksAndLogAxisDropNonPositiveValues) {
   const std::string out = c.render("k");
   EXPECT_EQ(count(out, "<polyline class=\"series\""), 1u) << "the first two points; 0 and -1 are gaps";
   EXPECT_EQ(count(out, "<circle class=\"series\""), 1u) << "the lone last point";
+}
+
+TEST(ReportCompare, SlowdownWithinTheMeasuredNoiseIsANoteNotARegression) {
+  RunSummary a = sample(), noisy = sample(), steady = sample();
+  a.scenarios[0].median_step_ms = 10, a.scenarios[0].p10_step_ms = 9, a.scenarios[0].p90_step_ms = 13;
+  // x1.4 in the median, but B's fast steps (p10 12 ms) are as fast as A's slow ones (p90 13 ms): run-to-run jitter
+  noisy.scenarios[0].median_step_ms = 14, noisy.scenarios[0].p10_step_ms = 12, noisy.scenarios[0].p90_step_ms = 16;
+  const Comparison n = compare_runs(a, noisy, {});
+  EXPECT_TRUE(n.scenarios[0].regressions.empty());
+  ASSERT_EQ(n.scenarios[0].notes.size(), 1u);
+  EXPECT_NE(n.scenarios[0].notes[0].find("within noise"), std::string::npos);
+  // x1.15 with tight spreads on both sides: a real slowdown
+  a.scenarios[0].p10_step_ms = 9.95, a.scenarios[0].p90_step_ms = 10.05;
+  steady.scenarios[0].median_step_ms = 11.5, steady.scenarios[0].p10_step_ms = 11.45, steady.scenarios[0].p90_step_ms = 11.6;
+  const Comparison r = compare_runs(a, steady, {});
+  ASSERT_EQ(r.scenarios[0].regressions.size(), 1u);
+  EXPECT_NE(r.scenarios[0].regressions[0].find("step time x1.15"), std::string::npos);
+  EXPECT_TRUE(r.regressed());
 }
