@@ -146,4 +146,28 @@ std::string cudnn_version() {
   return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
 }
 
+std::string nvidia_driver_version() {
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Sun ..." -> "580.159.04"
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  const std::string marker = "Kernel Module";
+  const size_t at = line.find(marker);
+  if (at == std::string::npos) return "";
+  std::istringstream rest(line.substr(at + marker.size()));
+  std::string version;
+  rest >> version;
+  return version;
+}
+
+std::string cuda_driver_version() {
+#ifdef AMPCHECK_HAVE_CUDA_HEADERS
+  int v = 0;
+  if (!at::hasCUDA() || cudaDriverGetVersion(&v) != cudaSuccess || v == 0) return "";
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+#else
+  return "";
+#endif
+}
+
 }  // namespace ampcheck::engine

@@ -41,5 +41,9 @@ void synchronize(const at::Device& device);            // SYNC POINT: waits for 
 std::string libtorch_version();
 std::string cuda_runtime_version();  // "" without CUDA
 std::string cudnn_version();         // "" without cuDNN
+// The NVIDIA kernel driver's version ("580.159.04", from /proc/driver/nvidia/version) and the CUDA version the
+// driver supports ("13.0", cudaDriverGetVersion; needs the CUDA headers at build time); "" where unknown.
+std::string nvidia_driver_version();
+std::string cuda_driver_version();
 
 }  // namespace ampcheck::engine

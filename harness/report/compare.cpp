@@ -75,13 +75,13 @@ std::string format_comparison(const RunSummary& a, const RunSummary& b, const Co
      << (a.git_commit.empty() ? "" : ", commit " + a.git_commit) << ", " << a.date << "\n"
      << "B: " << b.device_name << " (" << b.device_class << "), LibTorch " << b.libtorch_version
      << (b.git_commit.empty() ? "" : ", commit " + b.git_commit) << ", " << b.date << "\n\n";
-  os << std::left << std::setw(38) << "scenario" << std::setw(22) << "verdict A -> B" << std::setw(12) << "step B/A"
+  os << std::left << std::setw(38) << "scenario" << std::setw(24) << "verdict A -> B" << std::setw(12) << "step B/A"
      << std::setw(12) << "memory B/A" << std::setw(12) << "loss B/A" << "regressions\n";
   for (const auto& s : c.scenarios) {
     std::string regs;
     for (const auto& r : s.regressions) regs += (regs.empty() ? "" : "; ") + r;
     for (const auto& n : s.notes) regs += (regs.empty() ? "" : "; ") + std::string("note: ") + n;
-    os << std::left << std::setw(38) << s.name << std::setw(22) << (s.verdict_a + " -> " + s.verdict_b) << std::setw(12)
+    os << std::left << std::setw(38) << s.name << std::setw(24) << (s.verdict_a + " -> " + s.verdict_b) << std::setw(12)
        << fmt(s.step_time_ratio) << std::setw(12) << fmt(s.memory_ratio) << std::setw(12) << fmt(s.final_loss_ratio, 5)
        << (regs.empty() ? "-" : regs) << "\n";
   }

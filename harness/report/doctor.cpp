@@ -98,6 +98,8 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
                  {"memory_bytes", info.total_memory_bytes}};
   j["versions"] = {{"ampcheck", AMPCHECK_VERSION},
                    {"libtorch", engine::libtorch_version()},
+                   {"nvidia_driver", device.is_cuda() ? engine::nvidia_driver_version() : ""},
+                   {"cuda_driver", device.is_cuda() ? engine::cuda_driver_version() : ""},
                    {"cuda_runtime", engine::cuda_runtime_version()},
                    {"cudnn", engine::cudnn_version()}};
   const bool bf16 = device.is_cpu() || info.compute_capability_major >= 8;
@@ -154,6 +156,12 @@ std::string format_doctor(const nlohmann::json& j) {
   if (!j["device"]["compute_capability"].get<std::string>().empty())
     line("compute capability", str(j["device"]["compute_capability"]));
   line("libtorch", str(j["versions"]["libtorch"]));
+  auto or_unknown = [&](const char* key) {
+    const auto& v = j["versions"].value(key, std::string());
+    return v.empty() ? std::string("unknown") : v;
+  };
+  if (!j["device"]["compute_capability"].get<std::string>().empty())
+    line("driver", or_unknown("nvidia_driver") + " (supports CUDA " + or_unknown("cuda_driver") + ")");
   line("cuda runtime", j["versions"]["cuda_runtime"].get<std::string>().empty() ? "none" : str(j["versions"]["cuda_runtime"]));
   line("cudnn", j["versions"]["cudnn"].get<std::string>().empty() ? "none" : str(j["versions"]["cudnn"]));
   line("bf16 / fp8 / tf32", std::string(j["support"]["bf16"].get<bool>() ? "yes" : "no") + " / " +
