@@ -12,6 +12,7 @@
 #define AMPCHECK_HAVE_CUDA_HEADERS 1
 #endif
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -147,17 +148,18 @@ std::string cudnn_version() {
 }
 
 std::string nvidia_driver_version() {
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Sun ..." -> "580.159.04"
+  // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..." -> "580.159.04": the
+  // first token after "Kernel Module" that starts with a digit and has a dot
   std::ifstream in("/proc/driver/nvidia/version");
   std::string line;
   if (!std::getline(in, line)) return "";
-  const std::string marker = "Kernel Module";
-  const size_t at = line.find(marker);
+  const size_t at = line.find("Kernel Module");
   if (at == std::string::npos) return "";
-  std::istringstream rest(line.substr(at + marker.size()));
-  std::string version;
-  rest >> version;
-  return version;
+  std::istringstream rest(line.substr(at));
+  std::string token;
+  while (rest >> token)
+    if (std::isdigit(static_cast<unsigned char>(token[0])) && token.find('.') != std::string::npos) return token;
+  return "";
 }
 
 std::string cuda_driver_version() {
