@@ -29,20 +29,7 @@ double get_num(const nlohmann::json& j, const char* key) {
   return j.at(key).get<double>();
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
-    }
-  }
-  return out;
-}
+std::string xml_escape(const std::string& s) { return escape_markup(s); }
 
 std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 }  // namespace

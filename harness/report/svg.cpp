@@ -11,21 +11,7 @@
 
 namespace ampcheck::report::svg {
 
-std::string escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string escape(const std::string& s) { return escape_markup(s); }
 
 std::vector<double> nice_ticks(double lo, double hi, int n) {
   if (!(hi > lo)) return {lo};
