@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   compare->add_option("--max-memory-growth", thresholds.max_memory_growth, "peak memory ratio B/A allowed")->default_val(1.10);
   compare->add_option("--max-loss-change", thresholds.max_loss_change, "|final loss B/A - 1| allowed")->default_val(0.02);
 
-  auto* report = app.add_subcommand("report", "(re)write report.html of a run directory from its summary and trajectories");
+  auto* report = app.add_subcommand("report", "(re)write report.html and summary.md of a run directory from its summary and trajectories");
   std::string report_dir;
   bool report_force = false;
   report->add_option("RUN_DIR", report_dir, "run directory written by `ampcheck check`")->required();

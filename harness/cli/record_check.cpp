@@ -229,11 +229,13 @@ int cmd_check(const RunOptions& opts) {
   return summary.failed() == 0 ? 0 : 1;
 }
 
+// report.html and summary.md again from summary.json and the trajectories (e.g. after an upgrade of ampcheck).
 int cmd_report(const std::string& run_dir, bool force) {
   const auto summary = report::read_summary_json(run_dir + "/summary.json");
   if (exists(run_dir + "/report.html") && !force)
-    throw std::runtime_error(run_dir + "/report.html exists. HINT: --force replaces it");
-  std::cout << report::write_html_report(run_dir, summary) << "\n";
+    throw std::runtime_error(run_dir + "/report.html exists. HINT: --force replaces it (and summary.md)");
+  report::write_markdown(run_dir + "/summary.md", summary);
+  std::cout << report::write_html_report(run_dir, summary) << "\n" << run_dir << "/summary.md\n";
   return 0;
 }
 

@@ -178,14 +178,15 @@ void write_markdown(const std::string& path, const RunSummary& s) {
   m << "### ampcheck: " << s.passed() << " passed, " << s.failed() << " failed"
     << (s.suite.empty() ? "" : " (suite `" + s.suite + "`)") << "\n\n"
     << s.device_name << " (" << s.device_class << "), LibTorch " << s.libtorch_version
-    << (s.cuda_version.empty() ? "" : ", CUDA " + s.cuda_version) << ", " << s.date << "\n\n"
-    << "| scenario | strategy | expect | verdict | loss first → last | from step | max / band | skipped | ms/step | result |\n"
-    << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    << (s.cuda_version.empty() ? "" : ", CUDA " + s.cuda_version) << ", " << s.date
+    << (s.git_commit.empty() ? "" : ", commit " + s.git_commit) << ". Charts: report.html in the run directory.\n\n"
+    << "| scenario | strategy | expect | verdict | loss first → last | from step | max / band | skipped | ms/step | tokens/s | result |\n"
+    << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& c : s.scenarios)
     m << "| " << c.name << " | " << c.strategy << " | " << c.expect << " | " << c.verdict << " | " << fmt(c.first_loss)
       << " → " << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
       << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3) << " | "
-      << (c.pass ? "PASS" : "**FAIL**") << " |\n";
+      << fmt(c.tokens_per_s, 3) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";
   bool any_fail = false;
   for (const auto& c : s.scenarios)
     if (!c.pass) {
