@@ -186,7 +186,7 @@ void write_markdown(const std::string& path, const RunSummary& s) {
     m << "| " << c.name << " | " << c.strategy << " | " << c.expect << " | " << c.verdict << " | " << fmt(c.first_loss)
       << " → " << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
       << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3) << " | "
-      << fmt(c.tokens_per_s, 3) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";
+      << fmt(std::round(c.tokens_per_s), 7) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";
   bool any_fail = false;
   for (const auto& c : s.scenarios)
     if (!c.pass) {
