@@ -92,7 +92,10 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
   r.device_class = device_info(device).device_class;
   r.compute_dtype = compute_dtype(cfg.strategy);
   const std::string timing_method = StepTimer(device).method();
+  // measure this scenario alone: cached blocks of earlier scenarios in the process are returned first, so the
+  // peak reserved is this scenario's (the CUDA caching allocator keeps freed blocks until empty_cache)
   synchronize(device);
+  release_cached_memory(device);
   reset_peak_memory(device);
   try {
     Trainer trainer(cfg, device);

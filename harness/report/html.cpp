@@ -168,14 +168,14 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   svg::LineChart loss("loss vs FP32 reference (trailing mean)", "loss");
   loss.set_min_steps(steps);
   if (!ser.band.empty() && ser.band.size() == ser.reference_smoothed.size()) {
-    svg::Band b{{}, {}, kBandColor, "reference band"};
+    svg::Band b{{}, {}, kBandColor, "band"};
     for (size_t i = 0; i < ser.band.size(); ++i) {
       b.lo.push_back(ser.reference_smoothed[i] - ser.band[i]);
       b.hi.push_back(ser.reference_smoothed[i] + ser.band[i]);
     }
     loss.set_band(b);
   }
-  if (!ser.loss.empty()) loss.add_line({ser.loss, kRawColor, 1.0, "", "run (per step)"});
+  if (!ser.loss.empty()) loss.add_line({ser.loss, kRawColor, 1.0, "", "per step"});
   if (!ser.reference_smoothed.empty()) loss.add_line({ser.reference_smoothed, kRefColor, 1.2, "4 3", "reference"});
   if (!ser.smoothed_loss.empty()) loss.add_line({ser.smoothed_loss, kRunColor, 1.8, "", "run"});
   loss.add_ticks(ser.event_steps, kEventColor, "events");
