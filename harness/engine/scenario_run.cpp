@@ -93,8 +93,10 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
   r.compute_dtype = compute_dtype(cfg.strategy);
   const std::string timing_method = StepTimer(device).method();
   // measure this scenario alone: cached blocks of earlier scenarios in the process are returned first, so the
-  // peak reserved is this scenario's (the CUDA caching allocator keeps freed blocks until empty_cache)
+  // peak reserved is this scenario's (the CUDA caching allocator keeps freed blocks until empty_cache). cuBLAS
+  // workspaces go too: one left in a large segment of an earlier scenario would keep the whole segment reserved.
   synchronize(device);
+  release_library_workspaces(device);
   release_cached_memory(device);
   reset_peak_memory(device);
   try {
