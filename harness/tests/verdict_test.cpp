@@ -94,7 +94,10 @@ TEST(VerdictJudge, StatusOverridesTheCurves) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Sensitivity on real runs against the committed cpu references.
+// Sensitivity on real runs against the committed cpu references: a correct scenario edited into a wrong one must
+// FAIL. The unedited scenarios are the CTest tests cpu.scenario.clip-after-unscale and
+// cpu.scenario.fp16-autocast-underflow-scaled (same files, same references, `tracks`); they are not run again here,
+// where each 200-step fp16 run costs minutes on a CPU without native fp16.
 
 namespace {
 verdict::Verdict check_edited(const std::string& file, const std::function<void(scenario::Scenario&)>& edit) {
@@ -108,8 +111,6 @@ verdict::Verdict check_edited(const std::string& file, const std::function<void(
 }  // namespace
 
 TEST(VerdictSensitivity, RemovingUnscaleBeforeClippingIsCaughtWithStepAndSize) {
-  const auto ok = check_edited("clip-after-unscale.yaml", [](scenario::Scenario&) {});
-  EXPECT_EQ(ok.verdict, "tracks") << ok.message;
   const auto bad = check_edited("clip-after-unscale.yaml", [](scenario::Scenario& s) { s.run.loop.clip_unscale_first = false; });
   EXPECT_NE(bad.verdict, "tracks");
   EXPECT_GE(bad.first_divergence_step, 0);
@@ -119,8 +120,6 @@ TEST(VerdictSensitivity, RemovingUnscaleBeforeClippingIsCaughtWithStepAndSize) {
 }
 
 TEST(VerdictSensitivity, TurningTheScalerOffUnderUnderflowIsCaught) {
-  const auto ok = check_edited("fp16-autocast-underflow-scaled.yaml", [](scenario::Scenario&) {});
-  EXPECT_EQ(ok.verdict, "tracks") << ok.message;
   const auto bad = check_edited("fp16-autocast-underflow-scaled.yaml",
                                 [](scenario::Scenario& s) { s.run.strategy.scaler.kind = engine::ScalerKind::None; });
   EXPECT_EQ(bad.verdict, "stalls") << bad.message;
