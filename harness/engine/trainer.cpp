@@ -346,6 +346,16 @@ void Trainer::run_until(int64_t until) {
   flush();
 }
 
+// A step raised: the run ends with the error; the failed step's partial row and timing are dropped.
+void Trainer::raised(RunOutcome& out, const std::string& error) {
+  out.status = RunOutcome::Status::Error;
+  out.error = error;
+  out.failed_step = next_step_;
+  pending_rows_.clear();
+  pending_host_.clear();
+  timer_.discard();
+}
+
 RunOutcome Trainer::run() {
   RunOutcome out;
   const int64_t flush_every = std::max<int64_t>(1, cfg_.loop.log_every);
@@ -367,19 +377,9 @@ RunOutcome Trainer::run() {
       }
     }
   } catch (const c10::Error& e) {  // ATen's errors: the message as Python shows it, without the C++ backtrace
-    out.status = RunOutcome::Status::Error;
-    out.error = e.what_without_backtrace();
-    out.failed_step = next_step_;
-    pending_rows_.clear();
-    pending_host_.clear();
-    timer_.discard();
+    raised(out, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    out.status = RunOutcome::Status::Error;
-    out.error = e.what();
-    out.failed_step = next_step_;
-    pending_rows_.clear();
-    pending_host_.clear();
-    timer_.discard();
+    raised(out, e.what());
   }
   flush();
   out.steps_run = trajectory_.size();

@@ -74,6 +74,7 @@ class Trainer {
 
  private:
   std::unique_ptr<amp::GradScaler> make_scaler() const;
+  void raised(RunOutcome& out, const std::string& error);  // ends a run on an exception
   at::Tensor forward_backward(int64_t step);         // returns the summed unscaled loss (0-dim, device)
   void master_grads();                                // model grads -> fp32 master grads
   void master_copy_back();                            // fp32 masters -> model params
