@@ -75,26 +75,25 @@ int cmd_record(const RunOptions& opts) {
       continue;
     }
     std::cout << "recording " << path << " for " << sc.run.name << " (" << base.loop.steps << " steps + "
-              << reference::spread_perturbations().size() << " perturbed runs)\n" << std::flush;
+              << reference::noise_perturbations().size() << " noise runs)\n" << std::flush;
     const engine::RunConfig ref_cfg = reference::reference_run_config(base);
     reference::TrajectoryFile tf;
     tf.trajectory = train_reference(ref_cfg, device);
     std::vector<double> spread(tf.trajectory.rows.size(), 0.0);
-    for (double ulps : reference::spread_perturbations()) {
-      engine::RunConfig p = ref_cfg;
-      p.model.init_perturb_ulps = ulps;
-      const auto t = train_reference(p, device);
+    for (const auto& p : reference::noise_perturbations()) {
+      const auto t = train_reference(reference::perturbed(ref_cfg, p), device);
       for (size_t s = 0; s < spread.size(); ++s)
         spread[s] = std::max(spread[s], std::abs(t.rows[s][engine::kLoss] - tf.trajectory.rows[s][engine::kLoss]));
+      tf.noise_runs.push_back({p.label, t});
     }
     tf.series["loss_spread"] = spread;
     tf.attributes = engine::provenance(sc, device);
     tf.attributes["kind"] = "fp32-reference";
     tf.attributes["reference_key"] = key.key;
     tf.attributes["reference_canonical"] = key.canonical;
-    std::string perturb;
-    for (double u : reference::spread_perturbations()) perturb += (perturb.empty() ? "" : ",") + fmt(u);
-    tf.attributes["spread_perturbation_ulps"] = perturb;
+    std::string labels;
+    for (const auto& p : reference::noise_perturbations()) labels += (labels.empty() ? "" : ",") + p.label;
+    tf.attributes["noise_runs"] = labels;
     tf.attributes["status"] = "completed";
     if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) tf.attributes["git_commit"] = commit;
     make_dirs(root + "/" + device_class);
@@ -145,7 +144,7 @@ int cmd_check(const RunOptions& opts) {
       const auto ref = reference::load_reference(root, row.device_class, run, opts.suite);
       auto r = engine::run_scenario(sc, opts.device, opts.steps, engine::terminal_progress(run.loop.steps));
       v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, ref.file.trajectory,
-                         ref.loss_spread, sc.tolerance);
+                         ref.noise, sc.tolerance);
       const int64_t skipped = r.trajectory.skipped_steps();
       const bool skipped_ok = (sc.expect.skipped_min < 0 || skipped >= sc.expect.skipped_min) &&
                               (sc.expect.skipped_max < 0 || skipped <= sc.expect.skipped_max);

@@ -93,7 +93,7 @@ TokenCorpus TokenCorpus::from_shards(const std::vector<std::string>& paths, int6
 
 // ---------------------------------------------------------------------------------------------------------------
 BatchSampler::BatchSampler(const TokenCorpus& corpus, const DataConfig& cfg, at::Device device)
-    : B_(cfg.batch_size), T_(cfg.seq_len), seed_(cfg.seed) {
+    : B_(cfg.batch_size), T_(cfg.seq_len), seed_(cfg.order_seed != 0 ? cfg.order_seed : cfg.seed), eval_seed_(cfg.seed) {
   n_ = corpus.size();
   split_ = static_cast<int64_t>(static_cast<double>(n_) * (1.0 - cfg.eval_fraction));
   if (split_ <= T_ + 1 || (cfg.eval_fraction > 0 && n_ - split_ <= T_ + 1))
@@ -125,7 +125,7 @@ Batch BatchSampler::eval_batch(int64_t i) const {
   std::vector<int64_t> offsets(B_);
   const uint64_t range = static_cast<uint64_t>(n_ - split_ - T_ - 1);
   for (int64_t b = 0; b < B_; ++b)
-    offsets[b] = split_ + static_cast<int64_t>(mix64(mix64(seed_ ^ 0xe7a1ULL) ^ (i * 1000003 + b)) % range);
+    offsets[b] = split_ + static_cast<int64_t>(mix64(mix64(eval_seed_ ^ 0xe7a1ULL) ^ (i * 1000003 + b)) % range);
   return gather(offsets);
 }
 

@@ -18,6 +18,8 @@ struct DataConfig {
   int64_t corpus_tokens = 1 << 20;
   int64_t branching = 4;
   uint64_t seed = 42;              // corpus and sampling seed
+  uint64_t order_seed = 0;         // sampling order only (0 = seed): the references' data-order noise run sets it, so
+                                   // the same corpus is visited in another order; not a scenario field
   // shards: nanoGPT train.bin (raw uint16) or llm.c shards (256 x int32 header, magic 20240520, then uint16)
   std::vector<std::string> paths;
   // batches
@@ -63,7 +65,8 @@ class BatchSampler {
   Batch gather(const std::vector<int64_t>& offsets) const;
   at::Tensor corpus_;  // (N,) int64 on device
   int64_t B_, T_, split_, n_;
-  uint64_t seed_;
+  uint64_t seed_;       // training-batch order
+  uint64_t eval_seed_;  // eval batches (never reordered)
 };
 
 // splitmix64: the stateless hash behind every sampled offset.

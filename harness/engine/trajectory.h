@@ -39,4 +39,10 @@ struct Trajectory {
   int64_t skipped_steps() const;
 };
 
+// A trajectory with a name: a reference's noise runs ("ulp+1", "ulp-1", "seed", "order").
+struct LabelledTrajectory {
+  std::string label;
+  Trajectory trajectory;
+};
+
 }  // namespace ampcheck::engine

@@ -65,7 +65,20 @@ std::string reference_path(const std::string& root, const std::string& device_cl
   return root + "/" + device_class + "/" + key + ".h5";
 }
 
-std::vector<double> spread_perturbations() { return {1.0, -1.0, 2.0}; }
+std::vector<NoisePerturbation> noise_perturbations() {
+  // ulp nudges: how fast this model and optimizer amplify a rounding-sized difference; seed and order: how far an
+  // equally valid FP32 training (other initial weights, other batch order) lies from the reference.
+  return {{"ulp+1", 1.0, 0, 0}, {"ulp-1", -1.0, 0, 0}, {"seed", 0.0, 1, 0}, {"order", 0.0, 0, 0x0dde5eedULL}};
+}
+
+engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoisePerturbation& p) {
+  engine::RunConfig r = reference_run;
+  r.model.init_perturb_ulps = p.init_ulps;
+  r.seed += p.seed_offset;
+  if (p.order_seed != 0) r.data.order_seed = r.data.seed ^ p.order_seed;
+  r.name = reference_run.name + "~" + p.label;
+  return r;
+}
 
 Reference load_reference(const std::string& root, const std::string& device_class, const engine::RunConfig& run,
                          const std::string& suite_hint) {
@@ -92,6 +105,14 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   if (sp == ref.file.series.end() || sp->second.size() != ref.file.trajectory.rows.size())
     throw std::runtime_error(ref.path + ": reference has no loss_spread series of its length" + hint + " --force");
   ref.loss_spread = sp->second;
+  ref.noise = ref.file.noise_runs;
+  if (ref.noise.empty())
+    throw std::runtime_error(ref.path + ": reference has no noise runs (recorded by an ampcheck before verdicts read "
+                             "measured noise)" + hint + " --force");
+  for (const auto& nr : ref.noise)
+    if (nr.trajectory.rows.size() != ref.file.trajectory.rows.size())
+      throw std::runtime_error(ref.path + ": noise run '" + nr.label + "' has " + std::to_string(nr.trajectory.size()) +
+                               " steps, the reference " + std::to_string(ref.file.trajectory.size()) + hint + " --force");
   if (ref.file.trajectory.size() != run.loop.steps)
     throw std::runtime_error(ref.path + ": reference has " + std::to_string(ref.file.trajectory.size()) +
                              " steps, the scenario " + std::to_string(run.loop.steps) + hint + " --force");

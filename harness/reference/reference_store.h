@@ -5,8 +5,10 @@
 // off, deterministic), with its injections removed and its training-loop pitfalls corrected (unscale before
 // clipping, update() called, no unscale per micro-batch). The key is a stable hash (FNV-1a) of the canonical text
 // of exactly those fields, so scenarios that differ only in strategy, injections or pitfalls share one reference.
-// Beside the FP32 trajectory the file holds the noise spread: per step, the largest |loss - reference loss| over a
-// few FP32 runs whose initial weights are moved by ±1 ulp (series/loss_spread).
+// Beside the FP32 trajectory the file holds its noise runs (/noise/<label>/): FP32 runs of the same reference config
+// that differ only by a perturbation — initial weights moved by +1 / -1 ulp, another init seed, another data order.
+// The verdict measures every signal's noise on them (verdict/signals.h). series/loss_spread keeps, per step, the
+// largest |loss - reference loss| over them (for charts).
 #pragma once
 
 #include "engine/run_config.h"
@@ -27,13 +29,21 @@ ReferenceKey reference_key(const engine::RunConfig& run);
 engine::RunConfig reference_run_config(const engine::RunConfig& run);
 std::string reference_path(const std::string& root, const std::string& device_class, const std::string& key);
 
-// The ±ulp perturbations used for the noise spread.
-std::vector<double> spread_perturbations();
+// The perturbations that make the noise runs.
+struct NoisePerturbation {
+  std::string label;       // "ulp+1", "ulp-1", "seed", "order"
+  double init_ulps = 0;    // ModelConfig::init_perturb_ulps
+  uint64_t seed_offset = 0;  // added to the init seed
+  uint64_t order_seed = 0;   // DataConfig::order_seed (0 = unchanged)
+};
+std::vector<NoisePerturbation> noise_perturbations();
+engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoisePerturbation& p);
 
 struct Reference {
   std::string path;
   TrajectoryFile file;                 // the FP32 run; attributes include reference_key, reference_canonical
   std::vector<double> loss_spread;     // per step
+  std::vector<engine::LabelledTrajectory> noise;  // the noise runs
 };
 
 // Loads and validates a reference. Missing, unreadable, foreign (another key's canonical text) or stale (other

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,6 +94,15 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
     hid_t series = checked(H5Gcreate2(f, "series", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group series");
     for (const auto& [name, values] : file.series) write_column(series, name, values);
     H5Gclose(series);
+    if (!file.noise_runs.empty()) {
+      hid_t noise = checked(H5Gcreate2(f, "noise", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group noise");
+      for (const auto& nr : file.noise_runs) {
+        hid_t g = checked(H5Gcreate2(noise, nr.label.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group noise/" + nr.label);
+        for (int c = 0; c < engine::kNumColumns; ++c) write_column(g, engine::column_name(c), nr.trajectory.column(c));
+        H5Gclose(g);
+      }
+      H5Gclose(noise);
+    }
     std::string events;
     for (const auto& e : t.events) events += e + "\n";
     write_string_attr(f, "events", events);
@@ -135,6 +145,24 @@ TrajectoryFile read_trajectory(const std::string& path) {
       H5Gclose(g);
     }
     for (const auto& name : names) out.series[name] = read_column(f, "series/" + name, path);
+    std::vector<std::string> labels;
+    if (H5Lexists(f, "noise", H5P_DEFAULT) > 0) {
+      hid_t g = H5Gopen2(f, "noise", H5P_DEFAULT);
+      hsize_t i = 0;
+      H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &i, collect_name, &labels);
+      H5Gclose(g);
+    }
+    for (const auto& label : labels) {
+      engine::LabelledTrajectory nr{label, {}};
+      std::vector<std::vector<double>> nc(engine::kNumColumns);
+      for (int c = 0; c < engine::kNumColumns; ++c)
+        nc[c] = read_column(f, "noise/" + label + "/" + engine::column_name(c), path);
+      nr.trajectory.rows.resize(nc[0].size());
+      for (size_t i = 0; i < nc[0].size(); ++i)
+        for (int c = 0; c < engine::kNumColumns; ++c)
+          nr.trajectory.rows[i][c] = i < nc[c].size() ? nc[c][i] : std::numeric_limits<double>::quiet_NaN();
+      out.noise_runs.push_back(std::move(nr));
+    }
   } catch (...) {
     H5Fclose(f);
     throw;

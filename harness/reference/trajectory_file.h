@@ -19,6 +19,8 @@ struct TrajectoryFile {
   engine::Trajectory trajectory;
   // Further per-step series (e.g. a reference's loss spread), as float64 datasets under /series/<name>.
   std::map<std::string, std::vector<double>> series;
+  // A reference's noise runs: each one's columns under /noise/<label>/<column> (same columns as /steps/).
+  std::vector<engine::LabelledTrajectory> noise_runs;
 };
 
 void write_trajectory(const std::string& path, const TrajectoryFile& file, bool overwrite);

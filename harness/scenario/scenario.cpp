@@ -337,13 +337,17 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   sc.tolerance = verdict::default_tolerance(sc.run.strategy);
   if (top.has("tolerance")) {
     Fields t = top.map("tolerance");
-    sc.tolerance.abs_floor = t.num("abs_floor", sc.tolerance.abs_floor);
-    sc.tolerance.rel_floor = t.num("rel_floor", sc.tolerance.rel_floor);
     sc.tolerance.k = t.num("k", sc.tolerance.k);
     sc.tolerance.window = t.positive("window", sc.tolerance.window);
-    sc.tolerance.stall_update_ratio = t.num("stall_update_ratio", sc.tolerance.stall_update_ratio);
-    sc.tolerance.stall_progress_ratio = t.num("stall_progress_ratio", sc.tolerance.stall_progress_ratio);
-    if (!(sc.tolerance.abs_floor > 0)) t.fail_key("abs_floor", "must be > 0");
+    sc.tolerance.ratio_floor = t.num("ratio_floor", sc.tolerance.ratio_floor);
+    sc.tolerance.fraction_floor = t.num("fraction_floor", sc.tolerance.fraction_floor);
+    sc.tolerance.max_skipped_fraction = t.num("max_skipped_fraction", sc.tolerance.max_skipped_fraction);
+    if (!(sc.tolerance.k > 0)) t.fail_key("k", "must be > 0");
+    if (!(sc.tolerance.ratio_floor > 1)) t.fail_key("ratio_floor", "must be > 1 (a ratio such as 1.05)");
+    if (!(sc.tolerance.fraction_floor > 0 && sc.tolerance.fraction_floor < 1))
+      t.fail_key("fraction_floor", "must be in (0, 1)");
+    if (!(sc.tolerance.max_skipped_fraction >= 0 && sc.tolerance.max_skipped_fraction <= 1))
+      t.fail_key("max_skipped_fraction", "must be in [0, 1]");
     t.done();
   } else {
     top.raw("tolerance");

@@ -1,4 +1,4 @@
-// Verdict computation.
+// Verdict: the signals (signals.cpp) combined into one verdict and message.
 #include "verdict/verdict.h"
 
 #include <algorithm>
@@ -7,58 +7,25 @@
 
 namespace ampcheck::verdict {
 
-Tolerance default_tolerance(const engine::Strategy& s) {
-  Tolerance t;
-  const bool bf16 = s.param_dtype == at::kBFloat16 || s.autocast == at::kBFloat16;
-  const bool fp16 = s.param_dtype == at::kHalf || s.autocast == at::kHalf;
-  if (bf16) {
-    t.rel_floor = 0.05;  // bf16 keeps 8 bits of mantissa: see docs/TOLERANCE.md
-  } else if (fp16 || s.tf32) {
-    t.rel_floor = 0.02;  // fp16 / TF32 keep 11 bits
-  } else {
-    t.rel_floor = 1e-4;  // fp32 against fp32: same device, same kernels — only the ulp spread is allowed
-    t.abs_floor = 1e-6;
-  }
-  return t;
-}
-
-std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window) {
-  std::vector<double> out(x.size());
-  double sum = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sum += x[i];
-    if (static_cast<int64_t>(i) >= window) sum -= x[i - window];
-    out[i] = sum / static_cast<double>(std::min<int64_t>(i + 1, window));
-  }
-  return out;
-}
+Tolerance default_tolerance(const engine::Strategy&) { return Tolerance{}; }
 
 namespace {
-std::string num(double v, int prec = 4) {
-  std::ostringstream os;
-  os.precision(prec);
-  os << v;
-  return os.str();
-}
-double mean_range(const std::vector<double>& x, size_t from, size_t to) {
+double mean_finite(const std::vector<double>& x, const std::vector<double>& skipped) {
   double s = 0;
   size_t n = 0;
-  for (size_t i = from; i < to && i < x.size(); ++i)
-    if (std::isfinite(x[i])) s += x[i], ++n;
-  return n ? s / n : NAN;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::isfinite(x[i]) && (i >= skipped.size() || skipped[i] < 0.5)) s += x[i], ++n;
+  return n ? s / static_cast<double>(n) : NAN;
 }
 }  // namespace
 
 Verdict judge(const std::string& status, const std::string& error, const engine::Trajectory& run,
-              const engine::Trajectory& reference, const std::vector<double>& loss_spread, const Tolerance& tol) {
+              const engine::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   Verdict v;
   v.skipped_steps = run.skipped_steps();
-  const auto ref_s = trailing_mean(reference.column(engine::kLoss), tol.window);
-  const auto spread_s = trailing_mean(loss_spread, tol.window);
-  v.reference_smoothed = ref_s;
-  for (size_t s = 0; s < ref_s.size(); ++s)
-    v.band.push_back(std::max({tol.abs_floor, tol.rel_floor * std::abs(ref_s[s]),
-                               tol.k * (s < spread_s.size() ? spread_s[s] : 0.0)}));
+  v.reference_smoothed = trailing_mean(reference.column(engine::kLoss), tol.window);
+  const SignalResult loss_only = loss_signal(reference, reference, noise, tol);  // the band around the reference
+  v.band = loss_only.allowed_series;
   if (status == "error") {
     v.verdict = "error";
     v.message = "raised: " + error;
@@ -67,6 +34,8 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
   if (status == "nonfinite") {
     v.verdict = "nonfinite";
     v.message = "non-finite values reached the parameters by step " + std::to_string(run.size() - 1);
+    v.signals.push_back(nonfinite_signal(run));
+    v.signals.push_back(skipped_signal(run, tol));
     return v;
   }
   const size_t n = std::min<size_t>(run.rows.size(), reference.rows.size());
@@ -75,53 +44,56 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
     v.message = "no steps to compare";
     return v;
   }
-  const auto run_s = trailing_mean(run.column(engine::kLoss), tol.window);
-  v.run_smoothed = run_s;
-  double first_dev = 0, first_band = 0;
-  for (size_t s = 0; s < n; ++s) {
-    const double band = v.band[s];
-    const double dev = std::abs(run_s[s] - ref_s[s]);
-    const double bands = std::isfinite(dev) ? dev / band : INFINITY;
-    v.deviation_bands.push_back(bands);
-    if (bands > v.max_deviation_bands) {
-      v.max_deviation_bands = bands;
-      v.max_deviation_step = static_cast<int64_t>(s);
-    }
-    if (bands > 1.0 && v.first_divergence_step < 0) {
-      v.first_divergence_step = static_cast<int64_t>(s);
-      first_dev = run_s[s] - ref_s[s];
-      first_band = band;
-    }
-  }
-  const size_t last = n - 1;
-  v.final_loss_ratio = run_s[last] / ref_s[last];
+  v.signals = all_signals(run, reference, noise, tol);
+  const SignalResult& loss = v.signals.front();
+  v.run_smoothed = trailing_mean(run.column(engine::kLoss), tol.window);
+  v.run_smoothed.resize(n);
+  v.deviation_bands = loss.margin_series;
+  v.band = loss.allowed_series;
+
+  const size_t last = n - 1, w0 = std::min<size_t>(last, static_cast<size_t>(tol.window - 1));
+  v.final_loss_ratio = v.run_smoothed[last] / v.reference_smoothed[last];
   const double pn_run = run.rows[last][engine::kParamNorm], pn_ref = reference.rows[last][engine::kParamNorm];
   v.param_drift = std::abs(pn_run - pn_ref) / pn_ref;
-  const size_t from = v.first_divergence_step >= 0 ? static_cast<size_t>(v.first_divergence_step) : 0;
-  v.update_ratio = mean_range(run.column(engine::kUpdateNorm), from, n) /
-                   mean_range(reference.column(engine::kUpdateNorm), from, n);
+  v.update_ratio = mean_finite(run.column(engine::kUpdateNorm), run.column(engine::kSkipped)) /
+                   mean_finite(reference.column(engine::kUpdateNorm), {});
+  v.progress_ratio = (v.run_smoothed[w0] - v.run_smoothed[last]) /
+                     (v.reference_smoothed[w0] - v.reference_smoothed[last]);
 
-  if (v.first_divergence_step < 0) {
+  std::vector<const SignalResult*> fired;
+  for (const auto& s : v.signals) {
+    if (!s.judged) continue;
+    if (s.max_margin > v.max_deviation_bands || v.max_signal.empty()) {
+      v.max_deviation_bands = s.max_margin;
+      v.max_deviation_step = s.max_step;
+      v.max_signal = s.name;
+    }
+    if (s.fired) fired.push_back(&s);
+  }
+  if (fired.empty()) {
     v.verdict = "tracks";
-    v.message = "within the band at every step (max " + num(v.max_deviation_bands, 3) + " of it, at step " +
-                std::to_string(v.max_deviation_step) + ")";
+    std::ostringstream m;
+    m << "every signal within its allowed deviation; closest: " << v.max_signal << " at "
+      << report_margin(v.max_deviation_bands) << " of it (step " << v.max_deviation_step << ")";
+    v.message = m.str();
     return v;
   }
-  // progress: how much of the reference's loss decrease the run achieved (first window vs last window)
-  const size_t w0 = std::min<size_t>(n - 1, static_cast<size_t>(tol.window - 1));
-  v.progress_ratio = (run_s[w0] - run_s[last]) / (ref_s[w0] - ref_s[last]);
-  const bool worse = run_s[last] > ref_s[last];
-  const bool updates_vanished = v.update_ratio < tol.stall_update_ratio;
-  const bool barely_learned = v.progress_ratio >= 0 && v.progress_ratio < tol.stall_progress_ratio;
-  v.verdict = (worse && (updates_vanished || barely_learned)) ? "stalls" : "diverges";
-  std::ostringstream m;
-  m << "left the band at step " << v.first_divergence_step << " (loss " << num(run_s[from]) << " vs reference "
-    << num(ref_s[from]) << ", off by " << num(first_dev, 3) << " > band " << num(first_band, 3) << "), max "
-    << num(v.max_deviation_bands, 3) << " bands at step " << v.max_deviation_step << ", final loss ratio "
-    << num(v.final_loss_ratio, 4) << ", update norm " << num(v.update_ratio, 3) << "x and loss progress "
-    << num(v.progress_ratio, 3) << "x the reference's";
-  v.message = m.str();
+  std::stable_sort(fired.begin(), fired.end(),
+                   [](const SignalResult* a, const SignalResult* b) { return a->max_margin > b->max_margin; });
+  v.verdict = fired.front()->verdict;
+  v.deciding_signal = fired.front()->name;
+  v.first_divergence_step = fired.front()->first_step;
+  std::string msg;
+  for (const auto* s : fired) msg += (msg.empty() ? "" : "; ") + s->message;
+  v.message = msg;
   return v;
+}
+
+std::string report_margin(double m) {
+  std::ostringstream os;
+  os.precision(2);
+  os << m;
+  return os.str();
 }
 
 }  // namespace ampcheck::verdict

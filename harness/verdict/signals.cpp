@@ -1,0 +1,358 @@
+// Signals: per-step deviations of a run from its FP32 reference, each against the measured noise of the same
+// metric (signals.h has the rules; docs/TOLERANCE.md the calibration).
+#include "verdict/signals.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+namespace ampcheck::verdict {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string num(double v, int prec = 3) {
+  std::ostringstream os;
+  os.precision(prec);
+  os << v;
+  return os.str();
+}
+std::string pct(double f) {  // 0.0012 -> "0.12%"
+  std::ostringstream os;
+  os.precision(f >= 0.1 ? 3 : 2);
+  os << 100.0 * f << "%";
+  return os.str();
+}
+
+// Trailing maximum over `window` steps, NaN entries skipped (NaN where the whole window is NaN).
+std::vector<double> envelope(const std::vector<double>& x, int64_t window) {
+  std::vector<double> out(x.size(), kNaN);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t from = i + 1 >= static_cast<size_t>(window) ? i + 1 - window : 0;
+    for (size_t j = from; j <= i; ++j)
+      if (std::isfinite(x[j])) out[i] = std::isfinite(out[i]) ? std::max(out[i], x[j]) : x[j];
+  }
+  return out;
+}
+
+// The largest of several per-step series (NaN entries skipped).
+std::vector<double> pointwise_max(const std::vector<std::vector<double>>& xs, size_t n) {
+  std::vector<double> out(n, kNaN);
+  for (const auto& x : xs)
+    for (size_t i = 0; i < n && i < x.size(); ++i)
+      if (std::isfinite(x[i])) out[i] = std::isfinite(out[i]) ? std::max(out[i], x[i]) : x[i];
+  return out;
+}
+
+// Per step: the deviation metric of one run against the reference, before smoothing.
+//   aligned(s, j) -> deviation of run step s against reference step j (NaN if either is not measured);
+// the value kept is the one of smallest magnitude over j in [s - K_s, s] (K_s = skips before s; all zero for
+// noise runs, which never skip).
+template <class F>
+std::vector<double> aligned_deviation(size_t n, const std::vector<int64_t>& skipped_before, F aligned) {
+  std::vector<double> out(n, kNaN);
+  for (size_t s = 0; s < n; ++s) {
+    const int64_t k = s < skipped_before.size() ? skipped_before[s] : 0;
+    for (int64_t j = static_cast<int64_t>(s); j >= static_cast<int64_t>(s) - k && j >= 0; --j) {
+      const double d = aligned(s, static_cast<size_t>(j));
+      if (std::isfinite(d) && (!std::isfinite(out[s]) || std::abs(d) < std::abs(out[s]))) out[s] = d;
+    }
+  }
+  return out;
+}
+
+// Fills margins, first/max step and the values at the max step from a smoothed deviation and its allowed series.
+// `magnitude` maps a deviation to the part that counts (|d|, or max(d, 0) for one-sided signals).
+template <class M>
+void judge_series(SignalResult& r, const std::vector<double>& dev, const std::vector<double>& allowed,
+                  const std::vector<double>& noise, M magnitude) {
+  r.margin_series.assign(dev.size(), kNaN);
+  r.allowed_series = allowed;
+  for (size_t s = 0; s < dev.size(); ++s) {
+    if (std::isnan(dev[s]) || !std::isfinite(allowed[s])) continue;
+    const double m = magnitude(dev[s]) / allowed[s];
+    r.margin_series[s] = m;
+    r.judged = true;
+    if (m > r.max_margin || r.max_step < 0) {
+      r.max_margin = m;
+      r.max_step = static_cast<int64_t>(s);
+      r.deviation = dev[s];
+      r.allowed = allowed[s];
+      r.noise = s < noise.size() ? noise[s] : kNaN;
+    }
+    if (m > 1.0 && r.first_step < 0) r.first_step = static_cast<int64_t>(s);
+  }
+  r.fired = r.first_step >= 0;
+}
+
+std::vector<double> smoothed_noise(const std::vector<NoiseRun>& noise, size_t n, int64_t window,
+                                   const std::function<std::vector<double>(const engine::Trajectory&)>& metric) {
+  std::vector<std::vector<double>> per_run;
+  for (const auto& nr : noise) {
+    std::vector<double> d = metric(nr.trajectory);
+    for (auto& v : d) v = std::abs(v);
+    per_run.push_back(std::move(d));
+  }
+  return envelope(pointwise_max(per_run, n), window);
+}
+
+}  // namespace
+
+std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window) {
+  std::vector<double> out(x.size(), kNaN);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t from = i + 1 >= static_cast<size_t>(window) ? i + 1 - window : 0;
+    double sum = 0;
+    int64_t count = 0;
+    for (size_t j = from; j <= i; ++j)
+      if (!std::isnan(x[j])) sum += x[j], ++count;
+    if (count > 0) out[i] = sum / static_cast<double>(count);
+  }
+  return out;
+}
+
+std::vector<int64_t> skipped_before(const engine::Trajectory& run) {
+  std::vector<int64_t> out(run.rows.size(), 0);
+  int64_t k = 0;
+  for (size_t s = 0; s < run.rows.size(); ++s) {
+    out[s] = std::min<int64_t>(k, static_cast<int64_t>(s));
+    if (run.rows[s][engine::kSkipped] > 0.5) ++k;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// loss
+
+SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory& ref,
+                         const std::vector<NoiseRun>& noise, const Tolerance& tol) {
+  SignalResult r;
+  r.name = "loss";
+  r.unit = "nats";
+  const size_t n = std::min(run.rows.size(), ref.rows.size());
+  const auto ref_sm = trailing_mean(ref.column(engine::kLoss), tol.window);
+  auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
+    const auto sm = trailing_mean(t.column(engine::kLoss), tol.window);
+    return aligned_deviation(std::min(n, sm.size()), skips,
+                             [&](size_t s, size_t j) { return sm[s] - ref_sm[j]; });
+  };
+  const auto noise_s = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
+    return metric(t, std::vector<int64_t>(t.rows.size(), 0));
+  });
+  const auto dev = metric(run, skipped_before(run));
+  std::vector<double> allowed(n);
+  for (size_t s = 0; s < n; ++s) allowed[s] = std::isfinite(noise_s[s]) ? std::max(tol.k * noise_s[s], 1e-9) : kNaN;
+  if (n == 0 || noise.empty()) {
+    r.message = noise.empty() ? "loss not judged: the reference has no noise runs" : "loss not judged: no steps";
+    return r;
+  }
+  judge_series(r, dev, allowed, noise_s, [](double d) { return std::abs(d); });
+  const auto run_sm = trailing_mean(run.column(engine::kLoss), tol.window);
+  if (r.max_step >= 0) {
+    r.run_value = run_sm[r.max_step];
+    r.reference_value = r.run_value - r.deviation;
+  }
+  const size_t last = n - 1, w0 = std::min<size_t>(last, static_cast<size_t>(tol.window - 1));
+  const double shed_run = run_sm[w0] - run_sm[last], shed_ref = ref_sm[w0] - ref_sm[last];
+  const double dev_last = dev[last];
+  std::ostringstream m;
+  if (!r.fired) {
+    m << "loss within " << num(r.max_margin, 2) << " of its allowed deviation (step " << r.max_step << ")";
+  } else if (dev_last > 0 && shed_run >= 0) {
+    r.verdict = "stalls";
+    m << "loss ";
+    if (shed_ref > allowed[last]) m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed ("
+                                     << num(shed_run) << " of " << num(shed_ref) << " nats); ";
+    m << num(dev_last) << " nats above the reference at step " << last << ", " << num(dev_last / allowed[last])
+      << "x the allowed " << num(allowed[last]) << " (first out at step " << r.first_step << ")";
+  } else {
+    r.verdict = "diverges";
+    m << "loss " << (r.deviation > 0 ? "above" : "below") << " the reference by " << num(std::abs(r.deviation))
+      << " nats at step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
+      << " (first out at step " << r.first_step << ")";
+  }
+  r.message = m.str();
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// grad norm, update norm: log ratios
+
+SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const engine::Trajectory& ref,
+                               const std::vector<NoiseRun>& noise, const Tolerance& tol) {
+  SignalResult r;
+  const bool updates = column == engine::kUpdateNorm;
+  r.name = updates ? "update_norm" : "grad_norm";
+  r.unit = "log-ratio";
+  const std::string what = updates ? "updates" : "true grad norm";
+  const size_t n = std::min(run.rows.size(), ref.rows.size());
+  const auto ref_v = ref.column(column);
+  auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
+    const auto v = t.column(column);
+    const auto raw = aligned_deviation(std::min(n, v.size()), skips, [&](size_t s, size_t j) {
+      if (updates && t.rows[s][engine::kSkipped] > 0.5) return kNaN;  // a skipped step moves nothing by design
+      if (!std::isfinite(v[s]) || !(ref_v[j] > 0) || !std::isfinite(ref_v[j])) return kNaN;
+      return std::log(std::max(v[s], ref_v[j] * 1e-12) / ref_v[j]);  // an exact 0 counts as 1e-12 x
+    });
+    return trailing_mean(raw, tol.window);
+  };
+  const auto dev = metric(run, skipped_before(run));
+  const auto noise_s = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
+    return metric(t, std::vector<int64_t>(t.rows.size(), 0));
+  });
+  std::vector<double> allowed(n, kNaN);
+  const double floor = std::log(tol.ratio_floor);
+  for (size_t s = 0; s < n; ++s)
+    allowed[s] = std::max(std::isfinite(noise_s[s]) ? tol.k * noise_s[s] : 0.0, floor);
+  judge_series(r, dev, allowed, noise_s, [](double d) { return std::abs(d); });
+  if (!r.judged) {
+    r.message = what + " not judged: not measured in the run or the reference";
+    return r;
+  }
+  r.run_value = std::exp(r.deviation);  // the ratio run / reference at the max step
+  r.reference_value = 1.0;
+  std::ostringstream m;
+  const double lo = std::exp(-r.allowed), hi = std::exp(r.allowed);
+  if (r.fired) {
+    r.verdict = r.deviation < 0 ? "stalls" : "diverges";
+    m << what << " " << num(std::exp(r.deviation)) << "x the reference's at step " << r.max_step << " (allowed "
+      << num(lo) << "x.." << num(hi) << "x; out from step " << r.first_step << ")";
+  } else {
+    m << what << " within " << num(r.max_margin, 2) << " of its allowed deviation (" << num(std::exp(r.deviation))
+      << "x at step " << r.max_step << ")";
+  }
+  r.message = m.str();
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// zero / subnormal grad elements: one-sided excess over the reference
+
+SignalResult fraction_signal(int column, const engine::Trajectory& run, const engine::Trajectory& ref,
+                             const std::vector<NoiseRun>& noise, const Tolerance& tol) {
+  SignalResult r;
+  const bool zero = column == engine::kFracZero;
+  r.name = zero ? "zero_grads" : "subnormal_grads";
+  r.unit = "fraction";
+  const std::string what = zero ? "zero" : "subnormal";
+  const size_t n = std::min(run.rows.size(), ref.rows.size());
+  const auto ref_v = ref.column(column);
+  auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
+    const auto v = t.column(column);
+    const auto raw = aligned_deviation(std::min(n, v.size()), skips, [&](size_t s, size_t j) {
+      return std::isfinite(v[s]) && std::isfinite(ref_v[j]) ? v[s] - ref_v[j] : kNaN;
+    });
+    return trailing_mean(raw, tol.window);
+  };
+  const auto dev = metric(run, skipped_before(run));
+  const auto noise_s = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
+    return metric(t, std::vector<int64_t>(t.rows.size(), 0));
+  });
+  std::vector<double> allowed(n);
+  for (size_t s = 0; s < n; ++s)
+    allowed[s] = std::max(std::isfinite(noise_s[s]) ? tol.k * noise_s[s] : 0.0, tol.fraction_floor);
+  judge_series(r, dev, allowed, noise_s, [](double d) { return std::max(d, 0.0); });
+  if (!r.judged) {
+    r.message = what + " grad elements not judged: not measured in the run or the reference";
+    return r;
+  }
+  const auto run_sm = trailing_mean(run.column(column), tol.window);
+  r.run_value = run_sm[r.max_step];
+  r.reference_value = r.run_value - r.deviation;
+  std::ostringstream m;
+  if (r.fired) {
+    r.verdict = "stalls";
+    m << pct(r.run_value) << " of grad elements " << what << " vs " << pct(r.reference_value) << " in FP32 at step "
+      << r.max_step << " (excess allowed " << pct(r.allowed) << "; out from step " << r.first_step << ")";
+  } else {
+    m << what << " grad elements " << pct(r.run_value) << " vs " << pct(r.reference_value) << " in FP32";
+  }
+  r.message = m.str();
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// non-finite grads, skipped steps
+
+SignalResult nonfinite_signal(const engine::Trajectory& run) {
+  SignalResult r;
+  r.name = "nonfinite_grads";
+  r.unit = "steps";
+  r.judged = true;
+  int64_t with = 0, applied = 0;
+  r.margin_series.assign(run.rows.size(), kNaN);
+  r.allowed_series.assign(run.rows.size(), 0.0);
+  for (size_t s = 0; s < run.rows.size(); ++s) {
+    const double f = run.rows[s][engine::kFracNonfinite];
+    if (!std::isfinite(f)) continue;
+    const bool bad = f > 0, taken = run.rows[s][engine::kSkipped] < 0.5;
+    r.margin_series[s] = bad && taken ? 2.0 : 0.0;  // binary: 2 = a step taken with non-finite grads
+    with += bad;
+    if (bad && taken && applied++ == 0) r.first_step = static_cast<int64_t>(s);
+  }
+  r.fired = applied > 0;
+  r.max_margin = r.fired ? 2.0 : 0.0;
+  r.max_step = r.first_step;
+  r.deviation = static_cast<double>(applied);
+  r.allowed = 0;
+  r.run_value = static_cast<double>(with);
+  r.reference_value = 0;
+  std::ostringstream m;
+  if (r.fired) {
+    r.verdict = "nonfinite";
+    m << "non-finite grads applied by the optimizer at " << applied << " step(s), first at step " << r.first_step;
+  } else if (with > 0) {
+    m << with << " step(s) with non-finite grads, every one skipped";
+  } else {
+    m << "no non-finite grads";
+  }
+  r.message = m.str();
+  return r;
+}
+
+SignalResult skipped_signal(const engine::Trajectory& run, const Tolerance& tol) {
+  SignalResult r;
+  r.name = "skipped";
+  r.unit = "share";
+  r.judged = !run.rows.empty();
+  const int64_t n = run.size();
+  const double allowed_steps = tol.max_skipped_fraction * static_cast<double>(n);
+  int64_t k = 0;
+  r.margin_series.assign(run.rows.size(), kNaN);
+  r.allowed_series.assign(run.rows.size(), tol.max_skipped_fraction);
+  for (int64_t s = 0; s < n; ++s) {
+    k += run.rows[s][engine::kSkipped] > 0.5;
+    r.margin_series[s] = allowed_steps > 0 ? static_cast<double>(k) / allowed_steps : 0.0;
+    if (static_cast<double>(k) > allowed_steps && r.first_step < 0) r.first_step = s;
+  }
+  const double share = n > 0 ? static_cast<double>(k) / static_cast<double>(n) : 0.0;
+  r.max_margin = share / tol.max_skipped_fraction;
+  r.max_step = n - 1;
+  r.deviation = share;
+  r.allowed = tol.max_skipped_fraction;
+  r.run_value = static_cast<double>(k);
+  r.reference_value = 0;
+  r.fired = r.max_margin > 1.0;
+  std::ostringstream m;
+  m << "skipped " << k << " of " << n << " steps (" << pct(share) << "; at most " << pct(tol.max_skipped_fraction)
+    << " allowed)";
+  if (r.fired) r.verdict = "stalls";
+  r.message = m.str();
+  return r;
+}
+
+std::vector<SignalResult> all_signals(const engine::Trajectory& run, const engine::Trajectory& ref,
+                                      const std::vector<NoiseRun>& noise, const Tolerance& tol) {
+  return {loss_signal(run, ref, noise, tol),
+          norm_ratio_signal(engine::kGradNorm, run, ref, noise, tol),
+          norm_ratio_signal(engine::kUpdateNorm, run, ref, noise, tol),
+          fraction_signal(engine::kFracZero, run, ref, noise, tol),
+          fraction_signal(engine::kFracSubnormal, run, ref, noise, tol),
+          nonfinite_signal(run),
+          skipped_signal(run, tol)};
+}
+
+}  // namespace ampcheck::verdict

@@ -1,0 +1,82 @@
+// Signals — what a verdict reads from a trajectory, each compared with the FP32 reference by one documented rule.
+//
+// Every signal turns (run, reference) into a per-step deviation in the signal's own unit (nats of smoothed loss,
+// log of a norm ratio, a fraction of gradient elements, a share of skipped steps). Its allowed deviation comes from
+// measured noise: the same metric applied to the reference's noise runs (FP32 runs that differ from it only by a
+// ±1-ulp nudge of the initial weights, another init seed or another data order), times k — the largest of them,
+// as an envelope over the smoothing window. A few signals have a floor in their own dimensionless unit where FP32
+// noise is exactly zero (element fractions, skipped steps); docs/TOLERANCE.md gives every constant's calibration.
+//
+// Skipped steps: a step a loss scaler skips delays training by one step by design, so a run's step s is compared
+// with the reference at the best of steps s-K..s, K = the steps it skipped before s. Skipping itself is its own
+// signal (a run may skip only a small share of its steps).
+//
+// Signals and their rules (allowed_s = max(k × noise_s, floor)):
+//   loss          |smoothed loss − reference's| ≤ allowed; fired & worse at the end & still learning → stalls
+//                 ("sheds 40% of the loss the reference shed"), otherwise diverges
+//   grad_norm     |log(true grad norm / reference's)|, smoothed: shrunk → stalls, grown → diverges
+//   update_norm   |log(update norm / reference's)| over the steps taken, smoothed: collapsed → stalls, grown → diverges
+//   zero_grads    excess of the zero-element fraction over the reference's, smoothed → stalls (underflow)
+//   subnormal_grads  excess of the subnormal fraction → stalls (grads losing their significand)
+//   nonfinite_grads  non-finite grad elements on a step the optimizer took → nonfinite
+//   skipped       skipped steps / steps ≤ max_skipped_fraction → stalls
+#pragma once
+
+#include "engine/trajectory.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampcheck::verdict {
+
+struct Tolerance {
+  double k = 3.0;                      // allowed deviation = k × the measured FP32 noise of the same metric
+  int64_t window = 10;                 // steps: trailing mean of every per-step metric, and the noise envelope
+  double ratio_floor = 1.05;           // grad/update norm ratios within [1/1.05, 1.05] are never flagged
+  double fraction_floor = 0.01;        // grad element fractions: an excess below 1 percentage point is never flagged
+  double max_skipped_fraction = 0.2;   // a run may skip at most this share of its steps
+};
+
+// One FP32 run that differs from the reference only by a perturbation (its noise), with the perturbation's name.
+using NoiseRun = engine::LabelledTrajectory;
+
+struct SignalResult {
+  std::string name;          // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
+  std::string unit;          // nats | log-ratio | fraction | share
+  bool judged = false;       // false when the run or the reference lacks the column (message says why)
+  bool fired = false;
+  std::string verdict;       // what a firing means: stalls | diverges | nonfinite
+  int64_t first_step = -1;   // first step beyond the allowed deviation
+  double max_margin = 0;     // max over steps of |deviation| / allowed (≤ 1: within; > 1: fired)
+  int64_t max_step = -1;
+  double deviation = NAN;    // at max_step, in the signal's unit (signed)
+  double allowed = NAN;      // at max_step
+  double noise = NAN;        // at max_step: the largest noise-run deviation (before × k)
+  double run_value = NAN;    // at max_step: the run's smoothed value (loss, norm, fraction, share)
+  double reference_value = NAN;
+  std::string message;       // one clause: "updates 0.03x the reference's from step 12 (allowed 0.95x..1.05x)"
+  std::vector<double> margin_series;   // per step: |deviation| / allowed, NaN where not measured
+  std::vector<double> allowed_series;  // per step, in the signal's unit
+};
+
+std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window);  // NaN entries skipped
+
+// The skip-aware comparison index range: for run step s, reference steps [s - K_s, s] with K_s the run's skipped
+// steps before s (capped at s).
+std::vector<int64_t> skipped_before(const engine::Trajectory& run);
+
+SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory& ref,
+                         const std::vector<NoiseRun>& noise, const Tolerance& tol);
+SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const engine::Trajectory& ref,
+                               const std::vector<NoiseRun>& noise, const Tolerance& tol);
+SignalResult fraction_signal(int column, const engine::Trajectory& run, const engine::Trajectory& ref,
+                             const std::vector<NoiseRun>& noise, const Tolerance& tol);
+SignalResult nonfinite_signal(const engine::Trajectory& run);
+SignalResult skipped_signal(const engine::Trajectory& run, const Tolerance& tol);
+
+// All of the above, in report order.
+std::vector<SignalResult> all_signals(const engine::Trajectory& run, const engine::Trajectory& ref,
+                                      const std::vector<NoiseRun>& noise, const Tolerance& tol);
+
+}  // namespace ampcheck::verdict
