@@ -2,6 +2,7 @@
 #pragma once
 
 #include "report/compare.h"
+#include "report/summary.h"
 
 #include <cstdint>
 #include <string>
@@ -17,6 +18,7 @@ struct RunOptions {
   std::string references;  // empty = references_dir()
   int64_t steps = 0;
   bool force = false;
+  int64_t jobs = 0;  // check: scenarios run at once in separate processes (0 = one per core on the CPU, 1 on a GPU)
 };
 
 int cmd_list(const std::string& suite);
@@ -27,6 +29,16 @@ int cmd_compare(const std::string& run_a, const std::string& run_b, const report
 int cmd_report(const std::string& run_dir, bool force);  // report.html from summary.json + trajectories
 int cmd_doctor(const std::string& device, bool json);  // exit 1 if the smoke test fails
 int cmd_default(RunOptions opts);        // check the default suite on the best device
+
+// check's parallel path (parallel_check.cpp): each scenario in its own `ampcheck check` process, at most `jobs` at
+// once, each with cores / jobs intra-op threads; their summaries merged in the files' order, their trajectories
+// moved into opts.out_dir.
+struct ParallelResult {
+  std::vector<report::ScenarioSummary> rows;
+  report::RunSummary header;  // provenance fields from the first scenario that ran
+};
+ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs);
+int64_t default_jobs(const std::string& device);
 
 std::string scenarios_dir();   // $AMPCHECK_SCENARIOS, else <source>/scenarios
 std::string references_dir();  // $AMPCHECK_REFERENCES, else <source>/references

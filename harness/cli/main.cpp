@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
   add_scenario_options(check);
   add_output_options(check);
   check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
+  check->add_option("--jobs,-j", run_opts.jobs,
+                    "scenarios at once, each in its own process (default: one per core on the CPU, 1 on a GPU)");
 
   auto* compare = app.add_subcommand("compare", "two run directories side by side; exit 1 on a regression");
   std::string run_a, run_b;

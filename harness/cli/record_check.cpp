@@ -115,7 +115,17 @@ int cmd_check(const RunOptions& opts) {
   report::RunSummary summary;
   summary.suite = opts.suite;
   std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
-  for (size_t i = 0; i < files.size(); ++i) {
+  const int64_t jobs = std::min<int64_t>(opts.jobs > 0 ? opts.jobs : default_jobs(opts.device),
+                                         static_cast<int64_t>(files.size()));
+  if (jobs > 1) {
+    std::cout << files.size() << " scenarios, " << jobs << " at a time\n" << std::flush;
+    auto par = check_in_processes(files, opts, jobs);
+    const std::string suite = summary.suite;
+    summary = par.header;
+    summary.suite = suite;
+    summary.scenarios = std::move(par.rows);
+  }
+  for (size_t i = 0; jobs <= 1 && i < files.size(); ++i) {
     const auto sc = scenario::load_scenario(files[i]);
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
               << std::flush;
@@ -161,6 +171,11 @@ int cmd_check(const RunOptions& opts) {
       row.steps = r.trajectory.size();
       row.first_divergence_step = v.first_divergence_step;
       row.max_deviation_bands = v.max_deviation_bands;
+      row.deciding_signal = v.deciding_signal;
+      row.max_signal = v.max_signal;
+      for (const auto& g : v.signals)
+        row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.verdict, g.first_step, g.max_step, g.max_margin,
+                               g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
       row.final_loss_ratio = v.final_loss_ratio;
       row.param_drift = v.param_drift;
       row.skipped_steps = skipped;
@@ -200,6 +215,8 @@ int cmd_check(const RunOptions& opts) {
       tf.series["band"] = v.band;
       if (!v.run_smoothed.empty()) tf.series["smoothed_loss"] = v.run_smoothed;
       if (!v.deviation_bands.empty()) tf.series["deviation_bands"] = v.deviation_bands;
+      for (const auto& g : v.signals)
+        if (g.judged) tf.series["margin_" + g.name] = g.margin_series;  // deviation / allowed per step
       const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
       reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, overwrite);
     } catch (const std::exception& e) {
@@ -211,12 +228,13 @@ int cmd_check(const RunOptions& opts) {
   }
   std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
             << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
-            << std::setw(9) << "max/band" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
+            << std::setw(16) << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
             << "skipped" << "result\n";
   for (const auto& r : summary.scenarios) {
     std::cout << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
               << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
               << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
+              << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal)
               << std::setw(9) << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4)
               << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
               << (r.pass ? "PASS" : "FAIL") << "\n";

@@ -66,7 +66,7 @@ table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;paddin
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .pass{color:#fff;background:#2ca02c;border-radius:3px;padding:0 6px}.fail{color:#fff;background:#d62728;border-radius:3px;padding:0 6px}
 .scenario{border:1px solid #ddd;border-radius:6px;padding:10px 12px;margin:12px 0}.charts{display:flex;flex-wrap:wrap;gap:8px}
-.msg{color:#444;margin:2px 0 8px}.meta{color:#555;font-size:12px;margin:6px 0 0}
+.msg{color:#444;margin:2px 0 8px}table.signals{font-size:12px;margin:6px 0 2px}.meta{color:#555;font-size:12px;margin:6px 0 0}
 svg .ct{font-size:12px;font-weight:600;fill:#222}svg .ax{font-size:10px;fill:#555}svg .lg{font-size:10px;fill:#333}
 svg .note{font-size:12px;fill:#d62728}.workload{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
 )";
@@ -129,7 +129,7 @@ std::string strategy_comparison(const RunSummary& s) {
     });
     o << "<h3>" << escape(workload) << "</h3>\n<div class=\"workload\">\n<table class=\"comparison\"><tr><th>strategy</th>"
          "<th>runs</th><th>tokens/s</th><th>speed-up vs fp32</th><th>MFU</th><th>peak memory</th><th>memory saved</th>"
-         "<th>worst divergence (bands)</th></tr>\n";
+         "<th>worst signal (dev / allowed)</th></tr>\n";
     std::vector<svg::Bar> tput, mem;
     for (const auto* r : ordered) {
       const double speedup = fp32 ? r->tokens_per_s / fp32->tokens_per_s : NAN;
@@ -192,14 +192,21 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   else if (!scaler) scale.set_note("no loss scaling (scale 1)");
   o << scale.render("scale");
 
-  // 3. deviation per step in band units
-  svg::LineChart dev("deviation from the reference, in bands", "bands", 10);
+  // 3. every signal's deviation per step, in units of its allowed deviation (1 = the edge)
+  svg::LineChart dev("every signal vs the reference, in allowed deviations", "deviation / allowed", 10);
   dev.set_min_steps(steps);
-  std::vector<double> clipped = ser.deviation_bands;  // a zero deviation is drawn at the axis floor
-  for (double& v : clipped)
-    if (std::isfinite(v)) v = std::max(v, 1e-3);
-  if (!clipped.empty()) dev.add_line({clipped, kDevColor, 1.6, "", "|run - reference| / band"});
-  dev.add_hline(1.0, kSkipColor, "band edge");
+  static const std::vector<std::pair<std::string, const char*>> kSignalColors = {
+      {"loss", kDevColor}, {"grad_norm", "#17becf"}, {"update_norm", "#2ca02c"}, {"zero_grads", "#8c564b"},
+      {"subnormal_grads", "#bcbd22"}};
+  for (const auto& [name, color] : kSignalColors) {
+    auto it = ser.margins.find(name);
+    std::vector<double> clipped = it != ser.margins.end() ? it->second
+                                  : name == "loss" ? ser.deviation_bands : std::vector<double>();
+    for (double& v : clipped)  // a zero deviation is drawn at the axis floor
+      if (std::isfinite(v)) v = std::max(v, 1e-3);
+    if (!clipped.empty()) dev.add_line({clipped, color, name == "loss" ? 1.8 : 1.3, "", name});
+  }
+  dev.add_hline(1.0, kSkipColor, "allowed");
   if (!failed_note.empty()) dev.set_note(failed_note);
   o << dev.render("deviation");
   o << "</div>\n<p class=\"meta\">";
@@ -215,7 +222,18 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
     o << "<br>events: " << escape(ser.events.front());
     if (ser.events.size() > 1) o << " … and " << (ser.events.size() - 1) << " more";
   }
-  o << "</p>\n</section>\n";
+  o << "</p>\n";
+  if (!c.signals.empty()) {
+    o << "<table class=\"signals\"><tr><th>signal</th><th>result</th><th>max deviation / allowed</th><th>at step</th>"
+         "<th>what was compared</th></tr>\n";
+    for (const auto& g : c.signals)
+      o << "<tr data-signal=\"" << escape(g.name) << "\"><td>" << escape(g.name) << "</td><td class=\""
+        << (g.fired ? "fail\">" + escape(g.verdict) : g.judged ? "pass\">within" : "\">not judged") << "</td><td class=\"n\">"
+        << (g.judged ? fmt(g.max_margin, 3) : "-") << "</td><td class=\"n\">"
+        << (g.max_step >= 0 ? std::to_string(g.max_step) : "-") << "</td><td>" << escape(g.message) << "</td></tr>\n";
+    o << "</table>\n";
+  }
+  o << "</section>\n";
   return o.str();
 }
 
@@ -234,6 +252,8 @@ ScenarioSeries load_series(const std::string& h5_path) {
   s.reference_smoothed = series_or_empty(f, "reference_smoothed_loss");
   s.band = series_or_empty(f, "band");
   s.deviation_bands = series_or_empty(f, "deviation_bands");
+  for (const auto& [name, values] : f.series)
+    if (name.rfind("margin_", 0) == 0) s.margins[name.substr(7)] = values;
   s.events = f.trajectory.events;
   for (const auto& e : s.events)  // "step 12: ..."
     if (e.rfind("step ", 0) == 0) {
@@ -260,11 +280,12 @@ std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& 
     << escape(s.ampcheck_version) << (s.git_commit.empty() ? "" : " · commit " + escape(s.git_commit)) << " · "
     << escape(s.date) << "</p>\n";
   o << "<h2>Scenarios</h2>\n<table class=\"summary\"><tr><th>scenario</th><th>strategy</th><th>expect</th><th>verdict</th>"
-       "<th>loss first → last</th><th>from step</th><th>max / band</th><th>skipped</th><th>ms/step</th><th>tokens/s</th>"
+       "<th>signal</th><th>loss first → last</th><th>from step</th><th>max dev / allowed</th><th>skipped</th><th>ms/step</th><th>tokens/s</th>"
        "<th>MFU</th><th>peak memory</th><th>result</th></tr>\n";
   for (const auto& c : s.scenarios)
     o << "<tr><td><a href=\"#" << anchor(c.name) << "\">" << escape(c.name) << "</a></td><td>" << escape(c.strategy)
-      << "</td><td>" << escape(c.expect) << "</td><td>" << escape(c.verdict) << "</td><td class=\"n\">" << fmt(c.first_loss)
+      << "</td><td>" << escape(c.expect) << "</td><td>" << escape(c.verdict) << "</td><td>"
+      << escape(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << "</td><td class=\"n\">" << fmt(c.first_loss)
       << " → " << fmt(c.final_loss) << "</td><td class=\"n\">"
       << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-") << "</td><td class=\"n\">"
       << fmt(c.max_deviation_bands, 3) << "</td><td class=\"n\">" << c.skipped_steps << "</td><td class=\"n\">"
@@ -274,9 +295,11 @@ std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& 
   o << "</table>\n";
   o << strategy_comparison(s);
   o << "<h2>Trajectories</h2>\n<p class=\"msg\">Loss: the run per step (light), its trailing mean (dark) and the FP32 "
-       "reference's trailing mean inside its tolerance band (docs/TOLERANCE.md); orange ticks mark planted events. "
-       "Loss scale on a log2 axis, red ticks at skipped steps. Deviation: |run - reference| of the trailing means "
-       "divided by the band, log axis; above 1 the run has left the band.</p>\n";
+       "reference's trailing mean inside its allowed deviation (k x the FP32 noise runs' deviation, docs/TOLERANCE.md); "
+       "orange ticks mark planted events. Loss scale on a log2 axis, red ticks at skipped steps. Signals: each "
+       "signal's deviation from the reference (loss, true grad norm, update norm per lr, zero and subnormal grad "
+       "elements) divided by its allowed deviation, log axis; above 1 the signal fires. The table under the charts "
+       "gives every signal's comparison, skipped steps and non-finite grads included.</p>\n";
   static const ScenarioSeries kNone;
   for (size_t i = 0; i < s.scenarios.size(); ++i) o << scenario_section(s.scenarios[i], i < series.size() ? series[i] : kNone);
   o << "</body>\n</html>\n";

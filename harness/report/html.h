@@ -12,6 +12,7 @@
 #include "report/summary.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ namespace ampcheck::report {
 struct ScenarioSeries {
   std::vector<double> loss, smoothed_loss, reference_loss, reference_smoothed, band, deviation_bands, loss_scale;
   std::vector<int64_t> skipped_steps;
+  std::map<std::string, std::vector<double>> margins;  // signal name -> per-step deviation / allowed
   std::vector<int64_t> event_steps;   // steps of planted events (injections, restarts)
   std::vector<std::string> events;
   std::string status, error;          // the run's outcome attributes

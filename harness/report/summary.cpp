@@ -79,7 +79,17 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
                               {"mfu", num(c.mfu)},
                               {"peak_memory_bytes", c.peak_memory_bytes},
                               {"peak_reserved_bytes", c.peak_reserved_bytes},
-                              {"trajectory_file", c.trajectory_file}});
+                              {"trajectory_file", c.trajectory_file},
+                              {"deciding_signal", c.deciding_signal},
+                              {"max_signal", c.max_signal}});
+    nlohmann::json sig = nlohmann::json::array();
+    for (const auto& g : c.signals)
+      sig.push_back({{"name", g.name}, {"unit", g.unit}, {"judged", g.judged}, {"fired", g.fired},
+                     {"verdict", g.verdict}, {"first_step", g.first_step}, {"max_step", g.max_step},
+                     {"max_margin", num(g.max_margin)}, {"deviation", num(g.deviation)}, {"allowed", num(g.allowed)},
+                     {"noise", num(g.noise)}, {"run_value", num(g.run_value)},
+                     {"reference_value", num(g.reference_value)}, {"message", g.message}});
+    j["scenarios"].back()["signals"] = sig;
   }
   engine::write_file_atomically(path, j.dump(2) + "\n");
 }
@@ -141,6 +151,27 @@ RunSummary read_summary_json(const std::string& path) {
       x.peak_memory_bytes = c.value("peak_memory_bytes", int64_t{0});
       x.peak_reserved_bytes = c.value("peak_reserved_bytes", int64_t{0});
       x.trajectory_file = c.value("trajectory_file", "");
+      x.deciding_signal = c.value("deciding_signal", "");
+      x.max_signal = c.value("max_signal", "");
+      if (c.contains("signals"))
+        for (const auto& g : c.at("signals")) {
+          SignalSummary y;
+          y.name = g.at("name").get<std::string>();
+          y.unit = g.value("unit", "");
+          y.judged = g.value("judged", false);
+          y.fired = g.value("fired", false);
+          y.verdict = g.value("verdict", "");
+          y.first_step = g.value("first_step", int64_t{-1});
+          y.max_step = g.value("max_step", int64_t{-1});
+          y.max_margin = get_num(g, "max_margin");
+          y.deviation = get_num(g, "deviation");
+          y.allowed = get_num(g, "allowed");
+          y.noise = get_num(g, "noise");
+          y.run_value = get_num(g, "run_value");
+          y.reference_value = get_num(g, "reference_value");
+          y.message = g.value("message", "");
+          x.signals.push_back(y);
+        }
       s.scenarios.push_back(x);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -180,10 +211,11 @@ void write_markdown(const std::string& path, const RunSummary& s) {
     << s.device_name << " (" << s.device_class << "), LibTorch " << s.libtorch_version
     << (s.cuda_version.empty() ? "" : ", CUDA " + s.cuda_version) << ", " << s.date
     << (s.git_commit.empty() ? "" : ", commit " + s.git_commit) << ". Charts: report.html in the run directory.\n\n"
-    << "| scenario | strategy | expect | verdict | loss first → last | from step | max / band | skipped | ms/step | tokens/s | result |\n"
-    << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    << "| scenario | strategy | expect | verdict | signal | loss first → last | from step | max margin | skipped | ms/step | tokens/s | result |\n"
+    << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& c : s.scenarios)
-    m << "| " << c.name << " | " << c.strategy << " | " << c.expect << " | " << c.verdict << " | " << fmt(c.first_loss)
+    m << "| " << c.name << " | " << c.strategy << " | " << c.expect << " | " << c.verdict << " | "
+      << (c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << " | " << fmt(c.first_loss)
       << " → " << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
       << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3) << " | "
       << fmt(std::round(c.tokens_per_s), 7) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";

@@ -12,8 +12,21 @@
 
 namespace ampcheck::report {
 
-// Version 2 added the measurement fields (workload .. peak_reserved_bytes); version-1 files are still read.
-constexpr int kSummaryVersion = 2;
+// Version 2 added the measurement fields (workload .. peak_reserved_bytes); version 3 the per-signal comparisons
+// (signals, deciding_signal, max_signal). Older files are still read.
+constexpr int kSummaryVersion = 3;
+
+// One signal's comparison with the reference (verdict::SignalResult without its per-step series).
+struct SignalSummary {
+  std::string name;              // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
+  std::string unit;              // nats | log-ratio | fraction | steps | share
+  bool judged = false, fired = false;
+  std::string verdict;           // what it means when fired
+  int64_t first_step = -1, max_step = -1;
+  double max_margin = NAN;       // max |deviation| / allowed
+  double deviation = NAN, allowed = NAN, noise = NAN, run_value = NAN, reference_value = NAN;  // at max_step
+  std::string message;
+};
 
 struct ScenarioSummary {
   std::string name, strategy, device_class;
@@ -24,7 +37,10 @@ struct ScenarioSummary {
   int64_t steps = 0;
   int64_t first_divergence_step = -1;
   // NaN where not computed (JSON null)
-  double max_deviation_bands = NAN;
+  double max_deviation_bands = NAN;  // the largest signal margin (deviation / allowed), see max_signal
+  std::string deciding_signal;   // the signal that set a non-tracking verdict ("" otherwise)
+  std::string max_signal;        // the signal with the largest margin
+  std::vector<SignalSummary> signals;
   double final_loss_ratio = NAN;
   double param_drift = NAN;
   int64_t skipped_steps = 0;

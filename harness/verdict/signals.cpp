@@ -166,13 +166,14 @@ SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory
     m << "loss ";
     if (shed_ref > allowed[last]) m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed ("
                                      << num(shed_run) << " of " << num(shed_ref) << " nats); ";
-    m << num(dev_last) << " nats above the reference at step " << last << ", " << num(dev_last / allowed[last])
-      << "x the allowed " << num(allowed[last]) << " (first out at step " << r.first_step << ")";
+    m << "up to " << num(std::abs(r.deviation)) << " nats " << (r.deviation > 0 ? "above" : "below")
+      << " the reference (step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
+      << "; out from step " << r.first_step << ")";
   } else {
     r.verdict = "diverges";
     m << "loss " << (r.deviation > 0 ? "above" : "below") << " the reference by " << num(std::abs(r.deviation))
       << " nats at step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
-      << " (first out at step " << r.first_step << ")";
+      << " (out from step " << r.first_step << ")";
   }
   r.message = m.str();
   return r;
@@ -189,9 +190,20 @@ SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const 
   r.unit = "log-ratio";
   const std::string what = updates ? "updates" : "true grad norm";
   const size_t n = std::min(run.rows.size(), ref.rows.size());
-  const auto ref_v = ref.column(column);
+  // Updates are compared per unit of learning rate: a run delayed by skipped steps takes its k-th optimizer step
+  // at a later point of the lr schedule than the reference took its k-th.
+  auto per_lr = [&](const engine::Trajectory& t) {
+    auto v = t.column(column);
+    if (updates)
+      for (size_t s = 0; s < v.size(); ++s) {
+        const double lr = t.rows[s][engine::kLr];
+        v[s] = std::isfinite(lr) && lr > 0 ? v[s] / lr : v[s];
+      }
+    return v;
+  };
+  const auto ref_v = per_lr(ref);
   auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
-    const auto v = t.column(column);
+    const auto v = per_lr(t);
     const auto raw = aligned_deviation(std::min(n, v.size()), skips, [&](size_t s, size_t j) {
       if (updates && t.rows[s][engine::kSkipped] > 0.5) return kNaN;  // a skipped step moves nothing by design
       if (!std::isfinite(v[s]) || !(ref_v[j] > 0) || !std::isfinite(ref_v[j])) return kNaN;

@@ -15,7 +15,8 @@
 //   loss          |smoothed loss − reference's| ≤ allowed; fired & worse at the end & still learning → stalls
 //                 ("sheds 40% of the loss the reference shed"), otherwise diverges
 //   grad_norm     |log(true grad norm / reference's)|, smoothed: shrunk → stalls, grown → diverges
-//   update_norm   |log(update norm / reference's)| over the steps taken, smoothed: collapsed → stalls, grown → diverges
+//   update_norm   |log((update norm / lr) / reference's)| over the steps taken, smoothed: collapsed → stalls,
+//                 grown → diverges
 //   zero_grads    excess of the zero-element fraction over the reference's, smoothed → stalls (underflow)
 //   subnormal_grads  excess of the subnormal fraction → stalls (grads losing their significand)
 //   nonfinite_grads  non-finite grad elements on a step the optimizer took → nonfinite
