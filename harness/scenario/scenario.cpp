@@ -175,6 +175,10 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
     f.raw("clip");
   }
   l.call_update = f.boolean("call_update", l.call_update);
+  l.divide_loss_by_micro_batches = f.boolean("divide_loss_by_micro_batches", l.divide_loss_by_micro_batches);
+  l.step_through_scaler = f.boolean("step_through_scaler", l.step_through_scaler);
+  l.scale_loss = f.boolean("scale_loss", l.scale_loss);
+  l.zero_grad = f.boolean("zero_grad", l.zero_grad);
   l.eval_every = f.integer("eval_every", l.eval_every);
   l.eval_batches = f.positive("eval_batches", l.eval_batches);
   l.log_every = f.positive("log_every", l.log_every);

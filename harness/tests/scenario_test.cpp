@@ -103,3 +103,22 @@ TEST(ScenarioFiles, EveryShippedScenarioAndSuiteParses) {
       EXPECT_TRUE(std::filesystem::exists(f)) << e.path() << " names a missing scenario " << f;
   }
 }
+
+TEST(ScenarioParse, LoopPitfallKnobsDefaultToTheCorrectLoopAndParse) {
+  const Scenario d = parse_scenario(kBase, "t.yaml");
+  EXPECT_TRUE(d.run.loop.divide_loss_by_micro_batches);
+  EXPECT_TRUE(d.run.loop.step_through_scaler);
+  EXPECT_TRUE(d.run.loop.scale_loss);
+  EXPECT_TRUE(d.run.loop.zero_grad);
+  const Scenario s = parse_scenario(std::string(kBase) +
+                                        "train: {divide_loss_by_micro_batches: false, step_through_scaler: false,"
+                                        " scale_loss: false, zero_grad: false}\n",
+                                    "t.yaml");
+  EXPECT_FALSE(s.run.loop.divide_loss_by_micro_batches);
+  EXPECT_FALSE(s.run.loop.step_through_scaler);
+  EXPECT_FALSE(s.run.loop.scale_loss);
+  EXPECT_FALSE(s.run.loop.zero_grad);
+  const std::string e = error_of(std::string(kBase) + "train: {zero_grad: sometimes}\n");
+  EXPECT_NE(e.find("scenarios/t.yaml:5:20: train.zero_grad: expected true or false, got 'sometimes'"), std::string::npos)
+      << e;
+}
