@@ -84,6 +84,20 @@ Gpt::Gpt(const ModelConfig& cfg) : cfg_(cfg) {
   lnf_b_ = add("ln_f.bias", at::zeros({C}, opts), false);
 }
 
+std::vector<std::string> Gpt::parameter_names(const ModelConfig& resolved) {
+  std::vector<std::string> names = {"wte", "wpe"};
+  for (int64_t l = 0; l < resolved.n_layer; ++l) {
+    const std::string pre = "h." + std::to_string(l) + ".";
+    for (const char* n : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                          "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                          "mlp.c_proj.weight", "mlp.c_proj.bias"})
+      names.push_back(pre + n);
+  }
+  names.push_back("ln_f.weight");
+  names.push_back("ln_f.bias");
+  return names;
+}
+
 double Gpt::training_flops_per_token(int64_t seq_len) const {
   // the position embedding is a lookup, not a matmul weight; the token embedding is (it is the tied LM head)
   const double matmul_weights = static_cast<double>(parameter_count() - parameters()[wpe_].tensor.numel());

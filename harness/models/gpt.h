@@ -18,6 +18,9 @@ class Gpt final : public Model {
   // logits (B, T, V) for inputs (B, T)
   at::Tensor logits(const at::Tensor& inputs, const ForwardOptions& opts = {});
   std::string kind() const override { return "gpt"; }
+  // The parameter names a Gpt of this (resolved) config registers, in order, without building it (scenario
+  // parsing checks injection globs against them; a gpt2-124m would be 500 MB of weights).
+  static std::vector<std::string> parameter_names(const ModelConfig& resolved);
   std::string describe() const override;
   double training_flops_per_token(int64_t seq_len) const override;
   const ModelConfig& config() const { return cfg_; }
