@@ -382,6 +382,10 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
       if (c.block < 0 || c.block >= m.n_layer)
         f.fail_key("block", "expected 0 <= block < the model's " + std::to_string(m.n_layer) + " blocks (n_layer), got " +
                                 std::to_string(c.block));
+      const std::string at = f.choice("at", "residual", {"residual", "mlp_input"});
+      c.at = at == "mlp_input" ? models::ActivationSite::MlpInput : models::ActivationSite::Residual;
+      if (c.at == models::ActivationSite::MlpInput && m.kind != "gpt")
+        f.fail_key("at", "mlp_input is a site of the gpt's blocks; the " + m.kind + " model has only residual");
     }
     f.done();
     out.push_back(c);

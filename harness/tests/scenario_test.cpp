@@ -218,3 +218,21 @@ TEST(ScenarioParse, NonFiniteNumbersAreRefusedWhereAnAmountIsMeant) {
                                    "t.yaml"))
         << v;
 }
+
+TEST(ScenarioParse, ActivationSiteParsesAndIsCheckedAgainstTheModel) {
+  const std::string inj = std::string(kBase) + "inject:\n  - {kind: activation, steps: [1], factor: 1.0e5";
+  EXPECT_EQ(parse_scenario(inj + "}\n", "t").run.injections[0].at, ampcheck::models::ActivationSite::Residual);
+  const Scenario s = parse_scenario(inj + ", at: mlp_input, block: 1}\n", "t");
+  EXPECT_EQ(s.run.injections[0].at, ampcheck::models::ActivationSite::MlpInput);
+  EXPECT_EQ(s.run.injections[0].block, 1);
+  std::string e = error_of(inj + ", at: logits}\n");
+  EXPECT_NE(e.find("inject[0].at: 'logits' is not one of: residual, mlp_input"), std::string::npos) << e;
+  e = error_of(inj + ", block: 2}\n");
+  EXPECT_NE(e.find("inject[0].block: expected 0 <= block < the model's 2 blocks (n_layer), got 2"), std::string::npos)
+      << e;
+  e = error_of("name: t\nwhy: w\nmodel: {kind: mlp, preset: tiny}\nstrategy: fp32\n"
+               "inject:\n  - {kind: activation, steps: [1], factor: 10, at: mlp_input}\n");
+  EXPECT_NE(e.find("inject[0].at: mlp_input is a site of the gpt's blocks; the mlp model has only residual"),
+            std::string::npos)
+      << e;
+}
