@@ -21,6 +21,20 @@ struct LoopConfig {
   double clip_max_norm = 0.0;            // gradient clipping (2-norm); 0 = off
   bool clip_unscale_first = true;        // false = PITFALL: clip the still-scaled grads
   bool call_update = true;               // false = PITFALL: scaler.update() never called
+  // false = PITFALL: gradient accumulation without `loss / micro_batches`: the grads are the SUM over the
+  // micro-batches, micro_batches x too large. The recorded loss stays the true mean loss.
+  bool divide_loss_by_micro_batches = true;
+  // false = PITFALL: `optimizer.step()` called directly instead of `scaler.step(optimizer)`: the still-scaled grads
+  // are applied and inf/nan steps are not skipped. With a dynamic scaler, PyTorch's `scaler.update()` then raises
+  // AssertionError "No inf checks were recorded prior to update." (unless an unscale_ before clipping recorded
+  // them); with call_update: false too, the scaled grads are applied silently.
+  bool step_through_scaler = true;
+  // false = PITFALL: `scaler.scale(loss); loss.backward()` — the scaled loss is computed and dropped, the plain loss
+  // is backpropagated, while unscale_/step/update are kept: the true grads are divided by the scale (and, in fp16,
+  // the unscaled backward underflows). Leaving scaler.scale out altogether is refused by PyTorch at the first step
+  // ("Attempted step but _scale is None. ..."); this is the form that runs.
+  bool scale_loss = true;
+  bool zero_grad = true;                 // false = PITFALL: optimizer.zero_grad() forgotten: grads add up over steps
   int64_t eval_every = 0;                // steps between eval-loss measurements; 0 = never
   int64_t eval_batches = 4;              // batches per eval
   int64_t log_every = 1;                 // trajectory flush (one host sync) every N steps

@@ -144,24 +144,61 @@ at::Tensor Trainer::forward_backward(int64_t step) {
       if (cfg_.strategy.autocast) autocast.emplace(device_.type(), *cfg_.strategy.autocast);
       loss = model_->loss(batch.inputs, batch.targets, fwd);
     }
-    if (M > 1) loss = loss / static_cast<double>(M);
-    loss_sum += loss.detach().to(at::kFloat);
+    // the recorded loss is the true mean; backward gets loss / M (PITFALL divide_loss_by_micro_batches: false: loss)
+    const at::Tensor mean_part = M > 1 ? loss / static_cast<double>(M) : loss;
+    loss_sum += mean_part.detach().to(at::kFloat);
+    if (cfg_.loop.divide_loss_by_micro_batches) loss = mean_part;
     loss = injector_.on_loss(loss, step, micro == 0 ? trajectory_.events : scratch);
     // backward
-    at::Tensor to_backward = scaler_ ? scaler_->scale(loss) : loss;
-    to_backward.backward();
+    backward_target(loss).backward();
     if (cfg_.loop.aux_loss_weight != 0) {  // the second loss, its own (scaled) backward
       at::Tensor aux = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
       for (size_t i : second_group_) aux = aux + model_->parameters()[i].tensor.to(at::kFloat).pow(2).sum();
-      aux = aux * (cfg_.loop.aux_loss_weight / static_cast<double>(M));
-      loss_sum += aux.detach();
-      (scaler_ ? scaler_->scale(aux) : aux).backward();
+      const at::Tensor aux_mean = aux * (cfg_.loop.aux_loss_weight / static_cast<double>(M));
+      loss_sum += aux_mean.detach();
+      aux = cfg_.loop.divide_loss_by_micro_batches ? aux_mean : aux * cfg_.loop.aux_loss_weight;
+      backward_target(aux).backward();
     }
     if (scaler_ && cfg_.loop.unscale_each_micro_batch)
       for (auto& opt : optimizers_) scaler_->unscale_(*opt);  // PITFALL when M > 1
   }
   injector_.after_backward(model_->parameters(), step);
   return loss_sum;
+}
+
+// What backward() runs on: scaler.scale(loss), or the loss itself without a scaler. PITFALL scale_loss: false is
+// `scaler.scale(loss); loss.backward()`: scale() runs (creating the scale, as in PyTorch) and its result is dropped.
+at::Tensor Trainer::backward_target(const at::Tensor& loss) {
+  if (!scaler_) return loss;
+  at::Tensor scaled = scaler_->scale(loss);
+  return cfg_.loop.scale_loss ? scaled : loss;
+}
+
+// step: scaler.step(opt) per optimizer, each stepped or skipped on its own grads' inf check; or opt.step() — without
+// a scaler, or PITFALL step_through_scaler: false (scaled grads applied, nothing skipped). Returns the skipped flag
+// (0-dim float on the device): 1 if any optimizer was skipped.
+at::Tensor Trainer::optimizer_step() {
+  const auto dev_opts = at::TensorOptions().dtype(at::kFloat).device(device_);
+  at::Tensor skipped = at::zeros({}, dev_opts);
+  if (!scaler_ || !cfg_.loop.step_through_scaler) {
+    for (auto& opt : optimizers_) opt->step();
+    return skipped;
+  }
+  for (auto& opt : optimizers_) {
+    const bool stepped = scaler_->step(*opt);  // SYNC POINT inside on the non-fused path (skip decision)
+    at::Tensor s = opt->supports_amp_scaling() ? (scaler_->found_inf(*opt) > 0).to(at::kFloat)
+                                               : at::full({}, stepped ? 0.0 : 1.0, dev_opts);
+    skipped = at::maximum(skipped, s);
+  }
+  return skipped;
+}
+
+// update: a static scale is pinned by update(S); a dynamic one follows update() (never, PITFALL call_update: false).
+// update() without any inf check recorded since the last one (step_through_scaler: false) raises, as PyTorch does.
+void Trainer::update_scale() {
+  if (!scaler_) return;
+  if (cfg_.strategy.scaler.kind == ScalerKind::Static) scaler_->update(cfg_.strategy.scaler.init_scale);
+  else if (cfg_.loop.call_update) scaler_->update();
 }
 
 void Trainer::master_grads() {
@@ -209,12 +246,12 @@ std::vector<at::Tensor> Trainer::grad_stats(const std::vector<at::Tensor>& grads
 void Trainer::train_step(int64_t step) {
   timer_.start();
   const double lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, cfg_.loop.steps);
-  for (auto& opt : optimizers_) {
-    opt->set_lr(lr);
-    opt->zero_grad();
+  for (auto& opt : optimizers_) opt->set_lr(lr);
+  if (cfg_.loop.zero_grad) {  // PITFALL zero_grad: false: backward adds this step's grads to the last step's
+    for (auto& opt : optimizers_) opt->zero_grad();
+    if (!masters_.empty())
+      for (auto& p : model_->parameters()) p.tensor.mutable_grad() = at::Tensor();
   }
-  if (!masters_.empty())
-    for (auto& p : model_->parameters()) p.tensor.mutable_grad() = at::Tensor();
 
   // forward + backward over the micro-batches
   at::Tensor loss = forward_backward(step);
@@ -260,23 +297,9 @@ void Trainer::train_step(int64_t step) {
     clip_grad_norm_(opt_grads, cfg_.loop.clip_max_norm);  // one norm over every parameter, as PyTorch's recipe
   }
 
-  // step (+ update)
-  at::Tensor skipped;
-  if (scaler_) {
-    // each optimizer is stepped or skipped on its own grads' inf check; the row records 1 if any was skipped
-    skipped = at::zeros({}, dev_opts);
-    for (auto& opt : optimizers_) {
-      const bool stepped = scaler_->step(*opt);  // SYNC POINT inside on the non-fused path (skip decision)
-      at::Tensor s = opt->supports_amp_scaling() ? (scaler_->found_inf(*opt) > 0).to(at::kFloat)
-                                                 : at::full({}, stepped ? 0.0 : 1.0, dev_opts);
-      skipped = at::maximum(skipped, s);
-    }
-    if (cfg_.strategy.scaler.kind == ScalerKind::Static) scaler_->update(cfg_.strategy.scaler.init_scale);
-    else if (cfg_.loop.call_update) scaler_->update();
-  } else {
-    for (auto& opt : optimizers_) opt->step();
-    skipped = at::zeros({}, dev_opts);
-  }
+  // step + update
+  const at::Tensor skipped = optimizer_step();
+  update_scale();
   master_copy_back();
 
   // probe: parameters after the step

@@ -76,6 +76,9 @@ class Trainer {
   std::unique_ptr<amp::GradScaler> make_scaler() const;
   void raised(RunOutcome& out, const std::string& error);  // ends a run on an exception
   at::Tensor forward_backward(int64_t step);         // returns the summed unscaled loss (0-dim, device)
+  at::Tensor backward_target(const at::Tensor& loss); // scaler.scale(loss) (or the loss: no scaler / pitfall)
+  at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
+  void update_scale();                                // scaler.update() / update(S)
   void master_grads();                                // model grads -> fp32 master grads
   void master_copy_back();                            // fp32 masters -> model params
   std::vector<at::Tensor> model_grads() const;

@@ -43,8 +43,10 @@ models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::
     if (c.kind != InjectionKind::ActivationScale || !fires(c, step)) continue;
     o.hidden_scale = c.factor;
     o.hidden_scale_block = c.block;
-    events.push_back("step " + std::to_string(step) + ": hidden state after block " + std::to_string(c.block) +
-                     " scaled by " + num(c.factor));
+    o.hidden_scale_at = c.at;
+    events.push_back("step " + std::to_string(step) + ": " +
+                     (c.at == models::ActivationSite::MlpInput ? "MLP input of block " : "hidden state after block ") +
+                     std::to_string(c.block) + " scaled by " + num(c.factor));
   }
   return o;
 }

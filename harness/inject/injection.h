@@ -1,5 +1,11 @@
 // Injections — planted numerical events at chosen steps, applied at defined points of the training step:
-//   forward   activation overflow: the residual stream after a block is multiplied (past fp16's 65504)
+//   forward   activation scaling, at one of two sites of a block (`at:`):
+//               residual  (default) the residual stream after the block is multiplied. Under autocast that stream
+//                         is fp32 and the next LayerNorm normalises it away: fp16 autocast does NOT overflow here
+//                         (an fp32-range event; under .half() params it does overflow)
+//               mlp_input the LayerNorm output feeding the block's MLP is multiplied (gpt only): under fp16
+//                         autocast the MLP's first linear runs in fp16, so values past 65504 are inf and the
+//                         loss and grads are non-finite — a real fp16 activation overflow that GradScaler skips
 //   loss      underflow: the loss is multiplied by a tiny factor before backward (grads fall into / below fp16's
 //             subnormals) and, with `compensate` (default), the grads are multiplied back by 1/factor right after
 //             backward — so only the backward pass's own number format decides what survives, and an FP32 run
@@ -28,7 +34,8 @@ struct InjectionConfig {
   std::string params = "*";            // GradValue: parameter-name glob ("*", "h.0.*", "wte")
   int64_t count = 1;                   // GradValue: elements written per matching grad
   double factor = 1.0;                 // ActivationScale / LossScale: the multiplier
-  int64_t block = 0;                   // ActivationScale: after which block
+  int64_t block = 0;                   // ActivationScale: which block
+  models::ActivationSite at = models::ActivationSite::Residual;  // ActivationScale: residual | mlp_input
   bool compensate = true;              // LossScale: multiply the grads back by 1/factor after backward
 };
 

@@ -84,6 +84,20 @@ Gpt::Gpt(const ModelConfig& cfg) : cfg_(cfg) {
   lnf_b_ = add("ln_f.bias", at::zeros({C}, opts), false);
 }
 
+std::vector<std::string> Gpt::parameter_names(const ModelConfig& resolved) {
+  std::vector<std::string> names = {"wte", "wpe"};
+  for (int64_t l = 0; l < resolved.n_layer; ++l) {
+    const std::string pre = "h." + std::to_string(l) + ".";
+    for (const char* n : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                          "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                          "mlp.c_proj.weight", "mlp.c_proj.bias"})
+      names.push_back(pre + n);
+  }
+  names.push_back("ln_f.weight");
+  names.push_back("ln_f.bias");
+  return names;
+}
+
 double Gpt::training_flops_per_token(int64_t seq_len) const {
   // the position embedding is a lookup, not a matmul weight; the token embedding is (it is the tied LM head)
   const double matmul_weights = static_cast<double>(parameter_count() - parameters()[wpe_].tensor.numel());
@@ -97,7 +111,7 @@ std::string Gpt::describe() const {
   return os.str();
 }
 
-at::Tensor Gpt::block_forward(const Block& b, const at::Tensor& x) {
+at::Tensor Gpt::block_forward(const Block& b, const at::Tensor& x, double mlp_input_scale) {
   const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
   const bool train_dropout = cfg_.dropout > 0.0;
   // attention: x + proj(attn(ln_1(x)))
@@ -116,6 +130,7 @@ at::Tensor Gpt::block_forward(const Block& b, const at::Tensor& x) {
   at::Tensor x1 = x + y;
   // MLP: x + proj(gelu(fc(ln_2(x))))
   at::Tensor m = at::layer_norm(x1, {C}, p(b.ln2_w), p(b.ln2_b));
+  if (mlp_input_scale != 1.0) m = m * mlp_input_scale;  // planted event: overflows the fp16 c_fc matmul
   m = at::gelu(at::linear(m, p(b.fc_w), p(b.fc_b)), "tanh");
   m = at::linear(m, p(b.fc_proj_w), p(b.fc_proj_b));
   if (train_dropout) m = at::dropout(m, cfg_.dropout, true);
@@ -128,8 +143,10 @@ at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {
   at::Tensor pos = at::arange(T, inputs.options());
   at::Tensor x = at::embedding(p(wte_), inputs) + at::embedding(p(wpe_), pos);  // (B, T, C)
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    x = block_forward(blocks_[l], x);
-    if (opts.hidden_scale != 1.0 && static_cast<int64_t>(l) == opts.hidden_scale_block) x = x * opts.hidden_scale;
+    const bool scaled_here = opts.hidden_scale != 1.0 && static_cast<int64_t>(l) == opts.hidden_scale_block;
+    const bool at_mlp_input = scaled_here && opts.hidden_scale_at == ActivationSite::MlpInput;
+    x = block_forward(blocks_[l], x, at_mlp_input ? opts.hidden_scale : 1.0);
+    if (scaled_here && opts.hidden_scale_at == ActivationSite::Residual) x = x * opts.hidden_scale;
   }
   x = at::layer_norm(x, {cfg_.n_embd}, p(lnf_w_), p(lnf_b_));
   return at::linear(x, p(wte_));  // (B, T, V), tied head

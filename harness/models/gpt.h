@@ -18,6 +18,9 @@ class Gpt final : public Model {
   // logits (B, T, V) for inputs (B, T)
   at::Tensor logits(const at::Tensor& inputs, const ForwardOptions& opts = {});
   std::string kind() const override { return "gpt"; }
+  // The parameter names a Gpt of this (resolved) config registers, in order, without building it (scenario
+  // parsing checks injection globs against them; a gpt2-124m would be 500 MB of weights).
+  static std::vector<std::string> parameter_names(const ModelConfig& resolved);
   std::string describe() const override;
   double training_flops_per_token(int64_t seq_len) const override;
   const ModelConfig& config() const { return cfg_; }
@@ -27,7 +30,8 @@ class Gpt final : public Model {
     size_t ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
   };
   const at::Tensor& p(size_t i) { return parameters()[i].tensor; }
-  at::Tensor block_forward(const Block& b, const at::Tensor& x);
+  // mlp_input_scale multiplies the LayerNorm output that feeds the MLP (ActivationSite::MlpInput); 1 = off.
+  at::Tensor block_forward(const Block& b, const at::Tensor& x, double mlp_input_scale = 1.0);
 
   ModelConfig cfg_;
   size_t wte_, wpe_, lnf_w_, lnf_b_;

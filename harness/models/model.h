@@ -18,11 +18,20 @@ struct NamedParameter {
   bool decay;         // AdamW weight decay applies (matrices and embeddings, not biases / norms)
 };
 
+// Where an activation-scale event multiplies the forward pass.
+enum class ActivationSite {
+  Residual,  // the residual stream after block `hidden_scale_block` (mlp: the hidden layer's output). Under
+             // autocast it stays fp32 and the next LayerNorm normalises it away: fp16 autocast does not overflow.
+  MlpInput,  // gpt: the ln_2 output feeding block `hidden_scale_block`'s MLP. Under fp16 autocast (or .half())
+             // that first MLP linear runs in fp16: values past 65504 become inf, the forward really overflows.
+};
+
 // Planted numerical events inside the forward pass (see inject/). Scaling a hidden state past fp16's max is an
 // activation overflow; the default (1.0) does nothing and costs nothing.
 struct ForwardOptions {
-  double hidden_scale = 1.0;      // multiply the residual stream after block `hidden_scale_block`
+  double hidden_scale = 1.0;      // multiply the activation at `hidden_scale_at` of block `hidden_scale_block`
   int64_t hidden_scale_block = 0;
+  ActivationSite hidden_scale_at = ActivationSite::Residual;
 };
 
 class Model {

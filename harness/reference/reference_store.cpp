@@ -27,6 +27,10 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   r.loop.clip_unscale_first = true;
   r.loop.call_update = true;
   r.loop.unscale_each_micro_batch = false;
+  r.loop.divide_loss_by_micro_batches = true;  // these four are corrected, so absent from reference_key's text
+  r.loop.step_through_scaler = true;
+  r.loop.scale_loss = true;
+  r.loop.zero_grad = true;
   r.loop.resume_at = 0;                  // the reference runs uninterrupted
   r.model.attention_query_dtype.clear();
   r.optimizer.fused = false;  // the same kernel either way; without a scaler nothing differs

@@ -2,8 +2,12 @@
 // were read, and at the end rejects the rest by name, with the closest known key as a hint.
 #include "scenario/scenario.h"
 
+#include "inject/injection.h"
+#include "models/gpt.h"
+
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -32,7 +36,11 @@ class Fields {
   }
   [[noreturn]] void fail_key(const std::string& key, const std::string& what) const {
     const YAML::Node n = has(key) ? at(key) : node_;  // a missing key is reported at its mapping
-    throw ScenarioError(where(file_, n) + ": " + sub(key) + ": " + what);
+    fail_at(n, key, what);
+  }
+  // An error at node n (a list element) for the field `field` of this mapping ("steps[1]", "betas[0]").
+  [[noreturn]] void fail_at(const YAML::Node& n, const std::string& field, const std::string& what) const {
+    throw ScenarioError(where(file_, n) + ": " + sub(field) + ": " + what);
   }
   YAML::Node at(const std::string& key) const { return static_cast<const YAML::Node&>(node_)[key]; }
   std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -54,7 +62,29 @@ class Fields {
       fail_key(key, std::string("expected ") + type_name + ", got '" + n.Scalar() + "'");
     }
   }
-  double num(const std::string& key, double d) { return get<double>(key, d, "a number"); }
+  // A finite number: YAML's .inf / .nan are refused wherever a number is an amount (lr, scales, factors, floors).
+  double num(const std::string& key, double d) {
+    const double v = get<double>(key, d, "a number");
+    if (!std::isfinite(v)) fail_key(key, "expected a finite number, got '" + at(key).Scalar() + "'");
+    return v;
+  }
+  // The same for a list element n of field `field` (betas[0]); integer() likewise (steps[2]).
+  double num_at(const YAML::Node& n, const std::string& field) const {
+    double v = 0;
+    if (!n.IsScalar() || !YAML::convert<double>::decode(n, v))
+      fail_at(n, field, "expected a number, got " + describe(n));
+    if (!std::isfinite(v)) fail_at(n, field, "expected a finite number, got '" + n.Scalar() + "'");
+    return v;
+  }
+  int64_t integer_at(const YAML::Node& n, const std::string& field) const {
+    int64_t v = 0;
+    if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
+      fail_at(n, field, "expected an integer, got " + describe(n));
+    return v;
+  }
+  static std::string describe(const YAML::Node& n) {
+    return n.IsScalar() ? "'" + n.Scalar() + "'" : n.IsMap() ? "a mapping" : n.IsSequence() ? "a list" : "nothing";
+  }
   int64_t integer(const std::string& key, int64_t d) { return get<int64_t>(key, d, "an integer"); }
   bool boolean(const std::string& key, bool d) { return get<bool>(key, d, "true or false"); }
   std::string str(const std::string& key, const std::string& d) { return get<std::string>(key, d, "a string"); }
@@ -143,8 +173,11 @@ void parse_optimizer(Fields f, engine::OptimizerConfig& o) {
   YAML::Node betas = f.raw("betas");
   if (betas.IsDefined() && !betas.IsNull()) {
     if (!betas.IsSequence() || betas.size() != 2) f.fail(betas, "optimizer.betas: expected [beta1, beta2]");
-    o.beta1 = betas[0].as<double>();
-    o.beta2 = betas[1].as<double>();
+    o.beta1 = f.num_at(betas[0], "betas[0]");
+    o.beta2 = f.num_at(betas[1], "betas[1]");
+    const double beta[2] = {o.beta1, o.beta2};
+    for (int i : {0, 1})  // torch.optim's own check ("Invalid beta parameter at index i")
+      if (!(beta[i] >= 0 && beta[i] < 1)) f.fail_at(betas[i], "betas[" + std::to_string(i) + "]", "must be in [0, 1)");
   }
   o.eps = f.num("eps", o.eps);
   o.weight_decay = f.num("weight_decay", o.weight_decay);
@@ -175,6 +208,10 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
     f.raw("clip");
   }
   l.call_update = f.boolean("call_update", l.call_update);
+  l.divide_loss_by_micro_batches = f.boolean("divide_loss_by_micro_batches", l.divide_loss_by_micro_batches);
+  l.step_through_scaler = f.boolean("step_through_scaler", l.step_through_scaler);
+  l.scale_loss = f.boolean("scale_loss", l.scale_loss);
+  l.zero_grad = f.boolean("zero_grad", l.zero_grad);
   l.eval_every = f.integer("eval_every", l.eval_every);
   l.eval_batches = f.positive("eval_batches", l.eval_batches);
   l.log_every = f.positive("log_every", l.log_every);
@@ -256,10 +293,37 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
   f.done();
 }
 
-void parse_injections(Fields& top, std::vector<inject::InjectionConfig>& out) {
+// The model's parameter names, to check injection globs against: a GPT's are listed without building it (a
+// gpt2-124m is 500 MB of weights); the MLPs (at most ~0.4M weights) are built.
+std::vector<std::string> model_parameter_names(const models::ModelConfig& m) {
+  const models::ModelConfig resolved = models::resolve_preset(m);
+  if (resolved.kind == "gpt") return models::Gpt::parameter_names(resolved);
+  const std::unique_ptr<models::Model> model = models::make_model(resolved);
+  std::vector<std::string> names;
+  for (const auto& p : model->parameters()) names.push_back(p.name);
+  return names;
+}
+
+// "gpt micro has 28: wte, wpe, h.0.ln_1.weight, ..., ln_f.bias": enough names to write a glob from.
+std::string some_names(const models::ModelConfig& m, const std::vector<std::string>& names) {
+  std::string out = m.kind + " " + m.preset + " has " + std::to_string(names.size()) + ":";
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i == 6 && names.size() > 8) {
+      out += " ...,";
+      i = names.size() - 2;
+    }
+    out += " " + names[i] + (i + 1 < names.size() ? "," : "");
+  }
+  return out;
+}
+
+void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inject::InjectionConfig>& out) {
   YAML::Node list = top.raw("inject");
   if (!list.IsDefined() || list.IsNull()) return;
   if (!list.IsSequence()) top.fail(list, "inject: expected a list of injections");
+  const int64_t steps = run.loop.steps;
+  const std::string step_range = "expected 0 <= step < train.steps (" + std::to_string(steps) + "), got ";
+  std::vector<std::string> param_names;  // computed on the first grad injection
   for (size_t i = 0; i < list.size(); ++i) {
     Fields f(list[i], top.file(), "inject[" + std::to_string(i) + "]");
     inject::InjectionConfig c;
@@ -267,16 +331,26 @@ void parse_injections(Fields& top, std::vector<inject::InjectionConfig>& out) {
     c.kind = kind == "grad" ? inject::InjectionKind::GradValue
              : kind == "activation" ? inject::InjectionKind::ActivationScale
              : kind == "underflow" ? inject::InjectionKind::LossScale : inject::InjectionKind::NanLoss;
-    YAML::Node steps = f.raw("steps");
-    c.from_step = f.integer("from", -1);
-    if (steps.IsDefined() && !steps.IsNull()) {
-      if (!steps.IsSequence()) f.fail(steps, "inject[" + std::to_string(i) + "].steps: expected a list of step numbers");
-      for (const auto& s : steps) c.steps.push_back(s.as<int64_t>());
+    YAML::Node steps_node = f.raw("steps");
+    if (f.has("from")) {
+      c.from_step = f.integer("from", -1);
+      if (c.from_step < 0 || c.from_step >= steps) f.fail_key("from", step_range + std::to_string(c.from_step));
+    } else {
+      f.raw("from");
+    }
+    if (steps_node.IsDefined() && !steps_node.IsNull()) {
+      if (!steps_node.IsSequence()) f.fail_key("steps", "expected a list of step numbers");
+      for (size_t j = 0; j < steps_node.size(); ++j) {
+        const std::string field = "steps[" + std::to_string(j) + "]";
+        const int64_t step = f.integer_at(steps_node[j], field);
+        if (step < 0 || step >= steps) f.fail_at(steps_node[j], field, step_range + std::to_string(step));
+        c.steps.push_back(step);
+      }
     }
     if (c.steps.empty() && c.from_step < 0)
-      f.fail(list[i], "inject[" + std::to_string(i) + "]: needs steps: [..] and/or from: N (every step from N on)");
+      f.fail(list[i], "needs steps: [..] and/or from: N (every step from N on)");
     if (c.kind == inject::InjectionKind::GradValue) {
-      std::string v = f.str("value", "inf");
+      std::string v = f.str("value", "inf");  // the one number that may be non-finite: it is the planted event
       if (v == "inf") c.value = INFINITY;
       else if (v == "-inf") c.value = -INFINITY;
       else if (v == "nan") c.value = NAN;
@@ -288,14 +362,30 @@ void parse_injections(Fields& top, std::vector<inject::InjectionConfig>& out) {
         }
       }
       c.params = f.str("params", "*");
+      if (param_names.empty()) param_names = model_parameter_names(run.model);
+      bool matched = false;
+      for (const auto& name : param_names) matched = matched || inject::glob_match(c.params, name);
+      if (!matched)
+        f.fail_key("params", "'" + c.params + "' matches no parameter of the model (expected a glob over its names; " +
+                                 some_names(models::resolve_preset(run.model), param_names) + ")");
       c.count = f.positive("count", 1);
     }
     if (c.kind == inject::InjectionKind::ActivationScale || c.kind == inject::InjectionKind::LossScale) {
-      if (!f.has("factor")) f.fail(list[i], "inject[" + std::to_string(i) + "].factor: required for kind " + kind);
+      if (!f.has("factor")) f.fail(list[i], "factor: required for kind " + kind);
       c.factor = f.num("factor", 1.0);
-      if (!(c.factor != 0 && std::isfinite(c.factor))) f.fail_key("factor", "must be finite and non-zero");
-      if (c.kind == inject::InjectionKind::ActivationScale) c.block = f.integer("block", 0);
+      if (c.factor == 0) f.fail_key("factor", "must be finite and non-zero");
       if (c.kind == inject::InjectionKind::LossScale) c.compensate = f.boolean("compensate", true);
+    }
+    if (c.kind == inject::InjectionKind::ActivationScale) {
+      const models::ModelConfig m = models::resolve_preset(run.model);
+      c.block = f.integer("block", 0);
+      if (c.block < 0 || c.block >= m.n_layer)
+        f.fail_key("block", "expected 0 <= block < the model's " + std::to_string(m.n_layer) + " blocks (n_layer), got " +
+                                std::to_string(c.block));
+      const std::string at = f.choice("at", "residual", {"residual", "mlp_input"});
+      c.at = at == "mlp_input" ? models::ActivationSite::MlpInput : models::ActivationSite::Residual;
+      if (c.at == models::ActivationSite::MlpInput && m.kind != "gpt")
+        f.fail_key("at", "mlp_input is a site of the gpt's blocks; the " + m.kind + " model has only residual");
     }
     f.done();
     out.push_back(c);
@@ -318,6 +408,13 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   Fields top(root, path, "");
   sc.run.name = top.str("name", "");
   if (sc.run.name.empty()) top.fail(root, "name: required");
+  // the name names the scenario's result files in the run directory (<name>.h5): a plain file name only
+  const bool plain = sc.run.name != "." && sc.run.name != ".." &&
+                     std::none_of(sc.run.name.begin(), sc.run.name.end(),
+                                  [](char ch) { return ch == '/' || ch == '\\' || static_cast<unsigned char>(ch) < 0x20; });
+  if (!plain)
+    top.fail_key("name", "'" + sc.run.name + "' is not a plain file name (expected no '/', '\\' or control "
+                         "characters, not '.' or '..'): it names the scenario's files in the run directory");
   sc.why = top.str("why", "");
   if (sc.why.empty()) top.fail(root, "why: required (one sentence: what this scenario shows)");
   sc.device = top.choice("device", "auto", {"auto", "cpu", "cuda"});
@@ -333,7 +430,7 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   if (top.has("train")) parse_loop(top.map("train"), sc.run.loop);
   else top.raw("train");
   parse_strategy(top, sc.run.strategy);
-  parse_injections(top, sc.run.injections);
+  parse_injections(top, sc.run, sc.run.injections);
   sc.tolerance = verdict::default_tolerance(sc.run.strategy);
   if (top.has("tolerance")) {
     Fields t = top.map("tolerance");

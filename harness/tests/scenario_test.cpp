@@ -1,5 +1,8 @@
 // Scenario parsing is strict: each kind of mistake produces a ScenarioError naming file:line:column and the field
-// path; every scenario shipped under scenarios/ parses, and every suite names existing files.
+// path (unknown keys, wrong types, non-finite amounts, injection steps outside the run, parameter globs matching
+// nothing, names that are not plain file names); every scenario shipped under scenarios/ parses, and every suite
+// names existing files.
+#include "models/gpt.h"
 #include "scenario/scenario.h"
 
 #include <gtest/gtest.h>
@@ -102,4 +105,134 @@ TEST(ScenarioFiles, EveryShippedScenarioAndSuiteParses) {
     for (const auto& f : load_suite(dir, e.path().stem().string()))
       EXPECT_TRUE(std::filesystem::exists(f)) << e.path() << " names a missing scenario " << f;
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// training-loop pitfall knobs, injection sites, and the values refused
+
+TEST(ScenarioParse, LoopPitfallKnobsDefaultToTheCorrectLoopAndParse) {
+  const Scenario d = parse_scenario(kBase, "t.yaml");
+  EXPECT_TRUE(d.run.loop.divide_loss_by_micro_batches);
+  EXPECT_TRUE(d.run.loop.step_through_scaler);
+  EXPECT_TRUE(d.run.loop.scale_loss);
+  EXPECT_TRUE(d.run.loop.zero_grad);
+  const Scenario s = parse_scenario(std::string(kBase) +
+                                        "train: {divide_loss_by_micro_batches: false, step_through_scaler: false,"
+                                        " scale_loss: false, zero_grad: false}\n",
+                                    "t.yaml");
+  EXPECT_FALSE(s.run.loop.divide_loss_by_micro_batches);
+  EXPECT_FALSE(s.run.loop.step_through_scaler);
+  EXPECT_FALSE(s.run.loop.scale_loss);
+  EXPECT_FALSE(s.run.loop.zero_grad);
+  const std::string e = error_of(std::string(kBase) + "train: {zero_grad: sometimes}\n");
+  EXPECT_NE(e.find("scenarios/t.yaml:5:20: train.zero_grad: expected true or false, got 'sometimes'"), std::string::npos)
+      << e;
+}
+
+TEST(ScenarioParse, InjectionStepOutsideTheRunIsAnError) {
+  const std::string train = std::string(kBase) + "train: {steps: 20}\n";
+  std::string e = error_of(train + "inject:\n  - {kind: grad, steps: [3, 20]}\n");
+  EXPECT_NE(e.find("scenarios/t.yaml:7:29: inject[0].steps[1]: expected 0 <= step < train.steps (20), got 20"),
+            std::string::npos)
+      << e;
+  e = error_of(train + "inject:\n  - {kind: grad, steps: [-1]}\n");
+  EXPECT_NE(e.find("inject[0].steps[0]: expected 0 <= step < train.steps (20), got -1"), std::string::npos) << e;
+  e = error_of(train + "inject:\n  - {kind: nan_loss, from: 25}\n");
+  EXPECT_NE(e.find("scenarios/t.yaml:7:28: inject[0].from: expected 0 <= step < train.steps (20), got 25"),
+            std::string::npos)
+      << e;
+  e = error_of(train + "inject:\n  - {kind: grad, steps: [two]}\n");
+  EXPECT_NE(e.find("inject[0].steps[0]: expected an integer, got 'two'"), std::string::npos) << e;
+  // the default train.steps (100) bounds a scenario without a train section
+  EXPECT_NE(error_of(std::string(kBase) + "inject:\n  - {kind: grad, steps: [100]}\n").find("train.steps (100)"),
+            std::string::npos);
+  EXPECT_NO_THROW(parse_scenario(train + "inject:\n  - {kind: grad, steps: [0, 19], from: 19}\n", "t.yaml"));
+}
+
+TEST(ScenarioParse, InjectionGlobMatchingNoParameterListsTheModelsNames) {
+  const std::string e = error_of(std::string(kBase) + "inject:\n  - {kind: grad, steps: [1], params: 'h.2.*'}\n");
+  EXPECT_NE(e.find("scenarios/t.yaml:6:38: inject[0].params: 'h.2.*' matches no parameter of the model"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("gpt micro has 28: wte, wpe, h.0.ln_1.weight,"), std::string::npos) << e;
+  EXPECT_NE(e.find("..., ln_f.weight, ln_f.bias)"), std::string::npos) << e;
+  const std::string mlp = "name: t\nwhy: w\nmodel: {kind: mlp, preset: tiny}\nstrategy: fp32\n";
+  const std::string e2 = error_of(mlp + "inject:\n  - {kind: grad, steps: [1], params: 'h.*'}\n");
+  EXPECT_NE(e2.find("mlp tiny has 5: embed, fc.0.weight, fc.0.bias, head.weight, head.bias)"), std::string::npos) << e2;
+  EXPECT_NO_THROW(parse_scenario(mlp + "inject:\n  - {kind: grad, steps: [1], params: 'fc.*'}\n", "t.yaml"));
+  EXPECT_NO_THROW(parse_scenario(std::string(kBase) + "inject:\n  - {kind: grad, steps: [1], params: 'h.1.*'}\n", "t"));
+}
+
+TEST(ScenarioModel, GptParameterNamesAreTheBuiltModelsNamesInOrder) {
+  for (const char* preset : {"micro", "nano"}) {
+    ampcheck::models::ModelConfig m;
+    m.kind = "gpt";
+    m.preset = preset;
+    m = ampcheck::models::resolve_preset(m);
+    const auto model = ampcheck::models::make_model(m);
+    std::vector<std::string> built;
+    for (const auto& p : model->parameters()) built.push_back(p.name);
+    EXPECT_EQ(ampcheck::models::Gpt::parameter_names(m), built) << "preset " << preset;
+  }
+}
+
+TEST(ScenarioParse, NameMustBeAPlainFileName) {
+  for (const char* bad : {"../x", "a/b", ".", "..", "/abs", "a\\\\b"}) {
+    const std::string e = error_of(std::string("name: \"") + bad + "\"\nwhy: w\nstrategy: fp32\n");
+    EXPECT_NE(e.find("scenarios/t.yaml:1:7: name: '"), std::string::npos) << bad << ": " << e;
+    EXPECT_NE(e.find("is not a plain file name"), std::string::npos) << bad << ": " << e;
+  }
+  EXPECT_NE(error_of("name: \"\"\nwhy: w\nstrategy: fp32\n").find("name: required"), std::string::npos);
+  EXPECT_NO_THROW(parse_scenario("name: fp16-autocast.v2_b\nwhy: w\nstrategy: fp32\n", "t.yaml"));
+}
+
+TEST(ScenarioParse, NonFiniteNumbersAreRefusedWhereAnAmountIsMeant) {
+  const std::string base = "name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"optimizer: {lr: .inf}\nstrategy: fp32\n", "optimizer.lr: expected a finite number, got '.inf'"},
+      {"optimizer: {weight_decay: .nan}\nstrategy: fp32\n", "optimizer.weight_decay: expected a finite number"},
+      {"optimizer: {eps: -.inf}\nstrategy: fp32\n", "optimizer.eps: expected a finite number, got '-.inf'"},
+      {"optimizer: {betas: [.nan, 0.95]}\nstrategy: fp32\n", "optimizer.betas[0]: expected a finite number"},
+      {"optimizer: {betas: [0.9, 1.5]}\nstrategy: fp32\n", "optimizer.betas[1]: must be in [0, 1)"},
+      {"optimizer: {betas: [0.9, x]}\nstrategy: fp32\n", "optimizer.betas[1]: expected a number, got 'x'"},
+      {"schedule: {min_lr_ratio: .nan}\nstrategy: fp32\n", "schedule.min_lr_ratio: expected a finite number"},
+      {"train: {clip: {max_norm: .inf}}\nstrategy: fp32\n", "train.clip.max_norm: expected a finite number"},
+      {"train: {two_optimizers: true, aux_loss_weight: .inf}\nstrategy: fp32\n", "train.aux_loss_weight: expected a finite"},
+      {"strategy: {preset: fp16-autocast, scaler: {init_scale: .inf}}\n", "strategy.scaler.init_scale: expected a finite"},
+      {"strategy: {preset: fp16-autocast, scaler: {growth_factor: .inf}}\n", "strategy.scaler.growth_factor: expected a"},
+      {"strategy: {preset: fp16-autocast, scaler: {backoff_factor: -.inf}}\n", "strategy.scaler.backoff_factor: expected"},
+      {"strategy: fp32\ninject:\n  - {kind: activation, steps: [1], factor: .inf}\n", "inject[0].factor: expected a finite"},
+      {"strategy: fp32\ninject:\n  - {kind: underflow, steps: [1], factor: .nan}\n", "inject[0].factor: expected a finite"},
+      {"strategy: fp32\ntolerance: {k: .inf}\n", "tolerance.k: expected a finite number"},
+      {"strategy: fp32\ntolerance: {rel_floor: .nan}\n", "tolerance.rel_floor: expected a finite number"},
+      {"model: {kind: gpt, preset: micro, dropout: .nan}\nstrategy: fp32\n", "model.dropout: expected a finite number"},
+  };
+  for (const auto& [yaml, want] : cases) {
+    const std::string text = yaml.rfind("model:", 0) == 0 ? "name: t\nwhy: w\n" + yaml : base + yaml;
+    const std::string e = error_of(text);
+    EXPECT_NE(e.find(want), std::string::npos) << "for\n" << text << "want: " << want << "\ngot:  " << e;
+  }
+  // the planted gradient value is the one number that may be non-finite
+  for (const char* v : {"inf", "-inf", "nan"})
+    EXPECT_NO_THROW(parse_scenario(base + "strategy: fp32\ninject:\n  - {kind: grad, steps: [1], value: " + v + "}\n",
+                                   "t.yaml"))
+        << v;
+}
+
+TEST(ScenarioParse, ActivationSiteParsesAndIsCheckedAgainstTheModel) {
+  const std::string inj = std::string(kBase) + "inject:\n  - {kind: activation, steps: [1], factor: 1.0e5";
+  EXPECT_EQ(parse_scenario(inj + "}\n", "t").run.injections[0].at, ampcheck::models::ActivationSite::Residual);
+  const Scenario s = parse_scenario(inj + ", at: mlp_input, block: 1}\n", "t");
+  EXPECT_EQ(s.run.injections[0].at, ampcheck::models::ActivationSite::MlpInput);
+  EXPECT_EQ(s.run.injections[0].block, 1);
+  std::string e = error_of(inj + ", at: logits}\n");
+  EXPECT_NE(e.find("inject[0].at: 'logits' is not one of: residual, mlp_input"), std::string::npos) << e;
+  e = error_of(inj + ", block: 2}\n");
+  EXPECT_NE(e.find("inject[0].block: expected 0 <= block < the model's 2 blocks (n_layer), got 2"), std::string::npos)
+      << e;
+  e = error_of("name: t\nwhy: w\nmodel: {kind: mlp, preset: tiny}\nstrategy: fp32\n"
+               "inject:\n  - {kind: activation, steps: [1], factor: 10, at: mlp_input}\n");
+  EXPECT_NE(e.find("inject[0].at: mlp_input is a site of the gpt's blocks; the mlp model has only residual"),
+            std::string::npos)
+      << e;
 }

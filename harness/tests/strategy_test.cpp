@@ -1,5 +1,6 @@
 // The precision strategies on the CPU, end to end through the Trainer: the seed's crash (model.half() + GradScaler),
-// the fixes training, determinism, skipped steps under injected overflow, poisoned params without a scaler.
+// the fixes training, determinism, skipped steps under injected overflow (planted in the grads, or a real fp16
+// activation overflow at the MLP input), poisoned params without a scaler.
 // CUDA twins (suite Cuda*) run the same checks on the GPU machine and skip where there is no GPU.
 #include "test_support.h"
 
@@ -190,6 +191,64 @@ TEST(StrategyCpu, TwoOptimizersShareOneScalerAndSkipIndependently) {
   }
   EXPECT_EQ(trainer.scaler()->get_scale(), scale * 0.5);
   EXPECT_EQ(trainer.trajectory().rows[3][engine::kSkipped], 1.0);
+}
+
+namespace {
+inject::InjectionConfig activation_injection(int64_t step, double factor, models::ActivationSite at) {
+  inject::InjectionConfig c;
+  c.kind = inject::InjectionKind::ActivationScale;
+  c.steps = {step};
+  c.factor = factor;
+  c.block = 0;
+  c.at = at;
+  return c;
+}
+
+// The injected step's forward overflows: loss non-finite, GradScaler skips it (update norm 0) and backs the scale
+// off by 0.5 (growth_interval 2000: no growth within the run); every other step is finite and steps.
+void expect_overflow_skipped_once(const engine::Trajectory& t, int64_t at_step) {
+  for (int64_t s = 0; s < t.size(); ++s) {
+    const auto& row = t.rows[s];
+    EXPECT_EQ(row[engine::kSkipped], s == at_step ? 1.0 : 0.0) << "step " << s << ", skipped";
+    if (s == at_step) {
+      EXPECT_FALSE(std::isfinite(row[engine::kLoss])) << "step " << s << ": the fp16 forward should overflow, loss "
+                                                      << row[engine::kLoss];
+      EXPECT_EQ(row[engine::kUpdateNorm], 0.0) << "step " << s << ": a skipped step leaves every parameter untouched";
+    } else {
+      EXPECT_TRUE(std::isfinite(row[engine::kLoss])) << "step " << s << ", loss " << row[engine::kLoss];
+      EXPECT_GT(row[engine::kUpdateNorm], 0.0) << "step " << s << ", update_norm";
+    }
+  }
+  EXPECT_EQ(t.rows[at_step + 1][engine::kLossScale], 0.5 * t.rows[at_step][engine::kLossScale]) << "scale after the skip";
+  EXPECT_TRUE(std::isfinite(t.rows.back()[engine::kParamNorm]));
+}
+}  // namespace
+
+TEST(StrategyCpu, ActivationScaledAtTheMlpInputOverflowsFp16AutocastAndTheStepIsSkipped) {
+  // ln_2's output x 1e5 (|x| up to ~3e5 > 65504) feeds c_fc, which autocast runs in fp16: inf in the forward pass.
+  auto cfg = micro_run("fp16-autocast", 8);
+  cfg.injections.push_back(activation_injection(3, 1e5, models::ActivationSite::MlpInput));
+  expect_overflow_skipped_once(train(cfg, at::Device(at::kCPU)), 3);
+}
+
+TEST(StrategyCpu, ActivationScaledAtTheMlpInputOverflowsHalfParamsWithMasterWeights) {
+  auto cfg = micro_run("fp16-master", 8);
+  // 2^16 itself is past fp16's 65504: the default scale makes the fp16 loss's own gradient inf and skips step 0
+  cfg.strategy.scaler.init_scale = 1024;
+  cfg.injections.push_back(activation_injection(3, 1e5, models::ActivationSite::MlpInput));
+  expect_overflow_skipped_once(train(cfg, at::Device(at::kCPU)), 3);
+}
+
+TEST(StrategyCpu, ActivationScaledOnTheResidualStreamDoesNotOverflowFp16Autocast) {
+  // The same factor on the residual stream: autocast keeps that add in fp32 and the next LayerNorm normalises it,
+  // so no fp16 tensor ever holds the large values: nothing is skipped (why `at: mlp_input` exists).
+  auto cfg = micro_run("fp16-autocast", 6);
+  cfg.injections.push_back(activation_injection(3, 1e5, models::ActivationSite::Residual));
+  const auto t = train(cfg, at::Device(at::kCPU));
+  for (int64_t s = 0; s < t.size(); ++s) {
+    EXPECT_EQ(t.rows[s][engine::kSkipped], 0.0) << "step " << s;
+    EXPECT_TRUE(std::isfinite(t.rows[s][engine::kLoss])) << "step " << s;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
