@@ -3,6 +3,7 @@
 # /opt/torch/.venv, HDF5, GoogleTest, Google Benchmark, yaml-cpp, CLI11, nlohmann-json): build, every CTest test
 # (gpu label included), the gpu suite, the throughput benchmark against PyTorch-Python and `doctor`.
 # Results go to $OUT (default out/gpu): tests.log, suite.log, summary.md + report.html (of the suite's run),
+# margins.txt (the margin table of every run of the suite; REPEATS runs, default 3),
 # bench.jsonl, bench.md, doctor.txt + doctor.json, run.tar.gz (the whole run directory),
 # references.tar.gz (the cuda references recorded here), logs.tar.gz (build log, benchmark stderr).
 set -uo pipefail
@@ -39,15 +40,23 @@ fi
 if has suite; then
   refs=references; [ -d "$OUT/references" ] && refs="$OUT/references"
   "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run" > "$OUT/suite.log" 2>&1
-  echo "suite rc=$?"; tail -16 "$OUT/suite.log"
+  echo "suite rc=$?"; tail -40 "$OUT/suite.log"
   cp "$OUT/run/summary.md" "$OUT/run/report.html" "$OUT/run/summary.json" "$OUT/" 2>/dev/null
-  if has repeat; then  # the same suite again: `compare` must find no regression between two runs of one setup
-    "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run2" > "$OUT/suite2.log" 2>&1
+  runs=("$OUT/run")
+  if has repeat; then  # the suite again, REPEATS-1 times: the same verdicts, and `compare` finds no regression
+    for r in $(seq 2 "${REPEATS:-3}"); do
+      "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run$r" > "$OUT/suite$r.log" 2>&1
+      echo "repeat $r rc=$?"
+      runs+=("$OUT/run$r")
+    done
     "$BUILD_DIR/ampcheck" compare "$OUT/run" "$OUT/run2" > "$OUT/compare.txt" 2>&1
     echo "repeat: compare rc=$?"; tail -4 "$OUT/compare.txt"
-    rm -rf "$OUT/run2"
   fi
-  tar czf "$OUT/run.tar.gz" -C "$OUT" run && rm -rf "$OUT/run"
+  # the margin table of every run (docs/TOLERANCE.md), and each run's summary.json
+  python3 scenarios/sensitivity/margins.py "${runs[@]}" > "$OUT/margins.txt" 2>&1; echo "margins rc=$?"
+  for r in "${runs[@]}"; do cp "$r/summary.json" "$OUT/summary-$(basename "$r").json"; done
+  tar czf "$OUT/run.tar.gz" -C "$OUT" $(cd "$OUT" && ls -d run run[0-9]* summary-run*.json suite*.log 2>/dev/null) &&
+    rm -rf "$OUT"/run "$OUT"/run[0-9]* "$OUT"/summary-run*.json "$OUT"/suite[0-9]*.log
 fi
 if has bench; then
   B="$BUILD_DIR/harness/bench/ampcheck_bench_train"

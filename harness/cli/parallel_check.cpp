@@ -9,7 +9,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <iostream>
 #include <map>
 #include <stdexcept>
@@ -20,6 +21,8 @@
 
 namespace ampcheck::cli {
 
+void make_dirs(const std::string& path);  // commands.cpp
+
 int64_t default_jobs(const std::string& device) {
   if (device.rfind("cuda", 0) == 0) return 1;  // one GPU: scenarios would contend for it and spoil its timings
   if (device.empty() || device == "auto")
@@ -29,7 +32,22 @@ int64_t default_jobs(const std::string& device) {
 
 namespace {
 
-namespace fs = std::filesystem;
+// POSIX file helpers: std::filesystem is not used here, because the libtorch.so the harness links exports
+// std::filesystem symbols of its own build that shadow libstdc++'s (a call through them crashed).
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+void remove_tree(const std::string& p) {
+  if (exists(p)) ::nftw(p.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+std::string stem(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const size_t dot = name.find_last_of('.');
+  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+}
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& log, int threads) {
   const pid_t pid = ::fork();
@@ -63,8 +81,8 @@ std::string tail_of(const std::string& path, size_t max_chars) {
 
 ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs) {
   const std::string parts = opts.out_dir + "/.parts";
-  fs::remove_all(parts);
-  fs::create_directories(parts);
+  remove_tree(parts);
+  make_dirs(parts);
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max<int>(1, cores / static_cast<int>(jobs));
   std::map<pid_t, size_t> running;
@@ -77,7 +95,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
       if (!opts.device.empty()) args.insert(args.end(), {"--device", opts.device});
       if (!opts.references.empty()) args.insert(args.end(), {"--references", opts.references});
       if (opts.steps > 0) args.insert(args.end(), {"--steps", std::to_string(opts.steps)});
-      fs::create_directories(part_dir(next));
+      make_dirs(part_dir(next));
       running[spawn(args, part_dir(next) + "/log.txt", threads)] = next;
       ++next;
     }
@@ -90,7 +108,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
     running.erase(it);
     status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     ++done;
-    std::cout << "[" << done << "/" << files.size() << "] " << fs::path(files[i]).stem().string()
+    std::cout << "[" << done << "/" << files.size() << "] " << stem(files[i])
               << (status[i] == 0 ? "" : status[i] == 1 ? "  (FAIL)" : "  (exit " + std::to_string(status[i]) + ")")
               << "\n" << std::flush;
   }
@@ -99,9 +117,9 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
   const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string summary = part_dir(i) + "/summary.json";
-    if (!fs::exists(summary)) {  // the child died before writing its summary: keep its output in the message
+    if (!exists(summary)) {  // the child died before writing its summary: keep its output in the message
       report::ScenarioSummary row;
-      row.name = fs::path(files[i]).stem().string();
+      row.name = stem(files[i]);
       row.verdict = "-";
       row.message = "the scenario's process ended with exit code " + std::to_string(status[i]) +
                     " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + "/log.txt", 2000);
@@ -113,17 +131,18 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
     for (auto row : part.scenarios) {
       if (!row.trajectory_file.empty()) {
         const std::string from = part_dir(i) + "/" + row.trajectory_file, to = opts.out_dir + "/" + row.trajectory_file;
-        if (fs::exists(to) && !overwrite) {
+        if (exists(to) && !overwrite) {
           row.pass = false;
           row.message = to + ": exists; refusing to overwrite. HINT: pass --force to replace it";
-        } else if (fs::exists(from)) {
-          fs::rename(from, to);
+        } else if (exists(from) && std::rename(from.c_str(), to.c_str()) != 0) {
+          row.pass = false;
+          row.message = to + ": could not move the trajectory there from " + from;
         }
       }
       out.rows.push_back(row);
     }
   }
-  fs::remove_all(parts);
+  remove_tree(parts);
   out.header.scenarios.clear();
   return out;
 }

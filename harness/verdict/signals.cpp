@@ -27,12 +27,15 @@ std::string pct(double f) {  // 0.0012 -> "0.12%"
   return os.str();
 }
 
-// Trailing maximum over `window` steps, NaN entries skipped (NaN where the whole window is NaN).
+// Maximum over a centred window (steps s-window+1 .. s+window-1), NaN entries skipped (NaN where the whole window
+// is NaN). The noise at one step is a small sample — four runs, which may cross the reference by chance — so it is
+// read from the steps around it too.
 std::vector<double> envelope(const std::vector<double>& x, int64_t window) {
   std::vector<double> out(x.size(), kNaN);
+  const size_t w = static_cast<size_t>(std::max<int64_t>(window, 1));
   for (size_t i = 0; i < x.size(); ++i) {
-    const size_t from = i + 1 >= static_cast<size_t>(window) ? i + 1 - window : 0;
-    for (size_t j = from; j <= i; ++j)
+    const size_t from = i + 1 >= w ? i + 1 - w : 0, to = std::min(x.size() - 1, i + w - 1);
+    for (size_t j = from; j <= to; ++j)
       if (std::isfinite(x[j])) out[i] = std::isfinite(out[i]) ? std::max(out[i], x[j]) : x[j];
   }
   return out;
@@ -107,8 +110,8 @@ std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window) 
     const size_t from = i + 1 >= static_cast<size_t>(window) ? i + 1 - window : 0;
     double sum = 0;
     int64_t count = 0;
-    for (size_t j = from; j <= i; ++j)
-      if (!std::isnan(x[j])) sum += x[j], ++count;
+    for (size_t j = from; j <= i; ++j)  // a non-finite loss (an overflowing forward a scaler skipped) is no sample
+      if (std::isfinite(x[j])) sum += x[j], ++count;
     if (count > 0) out[i] = sum / static_cast<double>(count);
   }
   return out;
