@@ -2,8 +2,8 @@
 # The GPU run recipe, for a machine with no network that has what ../shared/GPU.md lists (torch under
 # /opt/torch/.venv, HDF5, GoogleTest, Google Benchmark, yaml-cpp, CLI11, nlohmann-json): build, every CTest test
 # (gpu label included), the gpu suite, the throughput benchmark against PyTorch-Python and `doctor`.
-# Results go to $OUT (default out/gpu): tests.log, suite.log, summary.md + report.html (of the suite's run),
-# margins.txt (the margin table of every run of the suite; REPEATS runs, default 3),
+# Results go to $OUT (default out/gpu): tests.log, run<N>.tar.gz (each run of the gpu suite: trajectories,
+# summary.json/md, report.html, log), margins.txt (the margin table of every run), compare.txt,
 # bench.jsonl, bench.md, doctor.txt + doctor.json, run.tar.gz (the whole run directory),
 # references.tar.gz (the cuda references recorded here), logs.tar.gz (build log, benchmark stderr).
 set -uo pipefail
@@ -15,7 +15,7 @@ export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite repeat bench doctor}
+STAGES=${STAGES:-build tests record suite bench doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -32,31 +32,34 @@ if has tests; then
   echo "ampcheck_amp_tests Cuda* rc=$?"
   grep -E "^\[ +(OK|FAILED|SKIPPED) +\] Cuda" "$OUT/tests.log" | sort | uniq -c | head -20
 fi
+WORK=${WORK:-/tmp/ampcheck-gpu}; mkdir -p "$WORK"
 if has record; then
-  # record into a fresh folder, so what comes back is exactly this machine's references
-  "$BUILD_DIR/ampcheck" record --suite gpu --device cuda --references "$OUT/references" --force > "$OUT/record.log" 2>&1
-  echo "record rc=$?"; tail -4 "$OUT/record.log"
+  # record into a fresh folder, so what comes back ($OUT/references.tar.gz, right away) is exactly this machine's
+  # references; RECORD_SCENARIOS (files) limits it to some scenarios' references
+  what=(--suite gpu); [ -n "${RECORD_SCENARIOS:-}" ] && what=($RECORD_SCENARIOS)
+  rm -rf "$WORK/references"
+  ( time "$BUILD_DIR/ampcheck" record "${what[@]}" --device cuda --references "$WORK/references" --force ) > "$WORK/record.log" 2>&1
+  echo "record rc=$?"; tail -8 "$WORK/record.log"
+  tar czf "$OUT/references.tar.gz" -C "$WORK" references record.log
 fi
 if has suite; then
-  refs=references; [ -d "$OUT/references" ] && refs="$OUT/references"
-  "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run" > "$OUT/suite.log" 2>&1
-  echo "suite rc=$?"; tail -40 "$OUT/suite.log"
-  cp "$OUT/run/summary.md" "$OUT/run/report.html" "$OUT/run/summary.json" "$OUT/" 2>/dev/null
-  runs=("$OUT/run")
-  if has repeat; then  # the suite again, REPEATS-1 times: the same verdicts, and `compare` finds no regression
-    for r in $(seq 2 "${REPEATS:-3}"); do
-      "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --references "$refs" --out "$OUT/run$r" > "$OUT/suite$r.log" 2>&1
-      echo "repeat $r rc=$?"
-      runs+=("$OUT/run$r")
-    done
-    "$BUILD_DIR/ampcheck" compare "$OUT/run" "$OUT/run2" > "$OUT/compare.txt" 2>&1
-    echo "repeat: compare rc=$?"; tail -4 "$OUT/compare.txt"
+  # RUNS (default "1 2 3"): the suite checked once per entry, into $WORK/run<N>; each run leaves $OUT/run<N>.tar.gz
+  # (trajectories, summary.json/md, report.html, the log) as soon as it ends, so a call cut short keeps what ran.
+  # Then the margin table of every run there (docs/TOLERANCE.md) and `compare` of the first two.
+  refs=${REFERENCES:-references}; [ -d "$WORK/references" ] && refs="$WORK/references"
+  for r in ${RUNS:-1 2 3}; do
+    "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --jobs "${CHECK_JOBS:-1}" --references "$refs" \
+      --out "$WORK/run$r" --force > "$WORK/suite$r.log" 2>&1
+    echo "suite run $r rc=$?"; tail -32 "$WORK/suite$r.log"
+    cp "$WORK/suite$r.log" "$WORK/run$r/suite.log"
+    tar czf "$OUT/run$r.tar.gz" -C "$WORK" "run$r"
+  done
+  runs=$(cd "$WORK" && ls -d run[0-9]* | sed "s|^|$WORK/|")
+  python3 scenarios/sensitivity/margins.py $runs > "$OUT/margins.txt" 2>&1; echo "margins rc=$?"; tail -3 "$OUT/margins.txt"
+  set -- $runs
+  if [ $# -ge 2 ]; then
+    "$BUILD_DIR/ampcheck" compare "$1" "$2" > "$OUT/compare.txt" 2>&1; echo "compare rc=$?"; tail -4 "$OUT/compare.txt"
   fi
-  # the margin table of every run (docs/TOLERANCE.md), and each run's summary.json
-  python3 scenarios/sensitivity/margins.py "${runs[@]}" > "$OUT/margins.txt" 2>&1; echo "margins rc=$?"
-  for r in "${runs[@]}"; do cp "$r/summary.json" "$OUT/summary-$(basename "$r").json"; done
-  tar czf "$OUT/run.tar.gz" -C "$OUT" $(cd "$OUT" && ls -d run run[0-9]* summary-run*.json suite*.log 2>/dev/null) &&
-    rm -rf "$OUT"/run "$OUT"/run[0-9]* "$OUT"/summary-run*.json "$OUT"/suite[0-9]*.log
 fi
 if has bench; then
   B="$BUILD_DIR/harness/bench/ampcheck_bench_train"
@@ -73,5 +76,4 @@ if has doctor; then
   "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
   "$BUILD_DIR/ampcheck" doctor --json > "$OUT/doctor.json" 2>&1
 fi
-[ -d "$OUT/references" ] && tar czf "$OUT/references.tar.gz" -C "$OUT" references record.log && rm -rf "$OUT/references" "$OUT/record.log"
 tar czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls build.log bench.err 2>/dev/null) && rm -f "$OUT/build.log" "$OUT/bench.err"

@@ -204,7 +204,7 @@ TEST(ScenarioParse, NonFiniteNumbersAreRefusedWhereAnAmountIsMeant) {
       {"strategy: fp32\ninject:\n  - {kind: activation, steps: [1], factor: .inf}\n", "inject[0].factor: expected a finite"},
       {"strategy: fp32\ninject:\n  - {kind: underflow, steps: [1], factor: .nan}\n", "inject[0].factor: expected a finite"},
       {"strategy: fp32\ntolerance: {k: .inf}\n", "tolerance.k: expected a finite number"},
-      {"strategy: fp32\ntolerance: {rel_floor: .nan}\n", "tolerance.rel_floor: expected a finite number"},
+      {"strategy: fp32\ntolerance: {ratio_floor: .nan}\n", "tolerance.ratio_floor: expected a finite number"},
       {"model: {kind: gpt, preset: micro, dropout: .nan}\nstrategy: fp32\n", "model.dropout: expected a finite number"},
   };
   for (const auto& [yaml, want] : cases) {

@@ -304,12 +304,12 @@ SignalResult nonfinite_signal(const engine::Trajectory& run) {
     const double f = run.rows[s][engine::kFracNonfinite];
     if (!std::isfinite(f)) continue;
     const bool bad = f > 0, taken = run.rows[s][engine::kSkipped] < 0.5;
-    r.margin_series[s] = bad && taken ? 2.0 : 0.0;  // binary: 2 = a step taken with non-finite grads
+    r.margin_series[s] = bad && taken ? INFINITY : 0.0;  // binary: any step taken with non-finite grads
     with += bad;
     if (bad && taken && applied++ == 0) r.first_step = static_cast<int64_t>(s);
   }
   r.fired = applied > 0;
-  r.max_margin = r.fired ? 2.0 : 0.0;
+  r.max_margin = r.fired ? INFINITY : 0.0;  // nothing is allowed: no margin to measure
   r.max_step = r.first_step;
   r.deviation = static_cast<double>(applied);
   r.allowed = 0;
