@@ -174,7 +174,7 @@ int cmd_check(const RunOptions& opts) {
       row.deciding_signal = v.deciding_signal;
       row.max_signal = v.max_signal;
       for (const auto& g : v.signals)
-        row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.verdict, g.first_step, g.max_step, g.max_margin,
+        row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.decides, g.verdict, g.first_step, g.max_step, g.max_margin,
                                g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
       row.final_loss_ratio = v.final_loss_ratio;
       row.param_drift = v.param_drift;

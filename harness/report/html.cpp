@@ -228,7 +228,8 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
          "<th>what was compared</th></tr>\n";
     for (const auto& g : c.signals)
       o << "<tr data-signal=\"" << escape(g.name) << "\"><td>" << escape(g.name) << "</td><td class=\""
-        << (g.fired ? "fail\">" + escape(g.verdict) : g.judged ? "pass\">within" : "\">not judged") << "</td><td class=\"n\">"
+        << (g.fired && !g.decides ? "\">note" : g.fired ? "fail\">" + escape(g.verdict) : g.judged ? "pass\">within" : "\">not judged")
+        << "</td><td class=\"n\">"
         << (g.judged ? fmt(g.max_margin, 3) : "-") << "</td><td class=\"n\">"
         << (g.max_step >= 0 ? std::to_string(g.max_step) : "-") << "</td><td>" << escape(g.message) << "</td></tr>\n";
     o << "</table>\n";

@@ -84,7 +84,7 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
                               {"max_signal", c.max_signal}});
     nlohmann::json sig = nlohmann::json::array();
     for (const auto& g : c.signals)
-      sig.push_back({{"name", g.name}, {"unit", g.unit}, {"judged", g.judged}, {"fired", g.fired},
+      sig.push_back({{"name", g.name}, {"unit", g.unit}, {"judged", g.judged}, {"fired", g.fired}, {"decides", g.decides},
                      {"verdict", g.verdict}, {"first_step", g.first_step}, {"max_step", g.max_step},
                      {"max_margin", num(g.max_margin)}, {"deviation", num(g.deviation)}, {"allowed", num(g.allowed)},
                      {"noise", num(g.noise)}, {"run_value", num(g.run_value)},
@@ -160,6 +160,7 @@ RunSummary read_summary_json(const std::string& path) {
           y.unit = g.value("unit", "");
           y.judged = g.value("judged", false);
           y.fired = g.value("fired", false);
+          y.decides = g.value("decides", true);
           y.verdict = g.value("verdict", "");
           y.first_step = g.value("first_step", int64_t{-1});
           y.max_step = g.value("max_step", int64_t{-1});

@@ -20,7 +20,7 @@ constexpr int kSummaryVersion = 3;
 struct SignalSummary {
   std::string name;              // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
   std::string unit;              // nats | log-ratio | fraction | steps | share
-  bool judged = false, fired = false;
+  bool judged = false, fired = false, decides = true;
   std::string verdict;           // what it means when fired
   int64_t first_step = -1, max_step = -1;
   double max_margin = NAN;       // max |deviation| / allowed

@@ -277,8 +277,12 @@ SignalResult fraction_signal(int column, const engine::Trajectory& run, const en
   const auto run_sm = trailing_mean(run.column(column), tol.window);
   r.run_value = run_sm[r.max_step];
   r.reference_value = r.run_value - r.deviation;
+  r.decides = zero;
   std::ostringstream m;
-  if (r.fired) {
+  if (r.fired && !zero) {
+    m << "note: " << pct(r.run_value) << " of grad elements subnormal vs " << pct(r.reference_value)
+      << " in FP32 at step " << r.max_step << " (kept at reduced precision; reported, not judged)";
+  } else if (r.fired) {
     r.verdict = "stalls";
     m << pct(r.run_value) << " of grad elements " << what << " vs " << pct(r.reference_value) << " in FP32 at step "
       << r.max_step << " (excess allowed " << pct(r.allowed) << "; out from step " << r.first_step << ")";

@@ -19,7 +19,8 @@
 //   update_norm   |log((update norm / lr) / reference's)| over the steps taken, smoothed: collapsed → stalls,
 //                 grown → diverges
 //   zero_grads    excess of the zero-element fraction over the reference's, smoothed → stalls (underflow)
-//   subnormal_grads  excess of the subnormal fraction → stalls (grads losing their significand)
+//   subnormal_grads  excess of the subnormal fraction: reported, never decides (a subnormal keeps its value at
+//                 reduced precision; a correct fp16 master-weights GPT-2 run has 8% — flushed grads are zero_grads)
 //   nonfinite_grads  non-finite grad elements on a step the optimizer took → nonfinite
 //   skipped       skipped steps / steps ≤ max_skipped_fraction → stalls
 #pragma once
@@ -33,11 +34,11 @@
 namespace ampcheck::verdict {
 
 struct Tolerance {
-  double k = 4.0;                      // allowed deviation = k × the measured FP32 noise of the same metric
+  double k = 6.0;                      // allowed deviation = k × the measured FP32 noise of the same metric
   int64_t window = 10;                 // steps: trailing mean of every per-step metric, and the noise envelope
   double ratio_floor = 1.1;            // grad/update norm ratios within [1/1.1, 1.1] are never flagged
-  double fraction_floor = 0.02;        // grad element fractions: an excess below 2 percentage points is never flagged
-  double max_skipped_fraction = 0.2;   // a run may skip at most this share of its steps
+  double fraction_floor = 0.03;        // grad element fractions: an excess below 3 percentage points is never flagged
+  double max_skipped_fraction = 0.25;  // a run may skip at most this share of its steps
 };
 
 // One FP32 run that differs from the reference only by a perturbation (its noise), with the perturbation's name.
@@ -48,6 +49,7 @@ struct SignalResult {
   std::string unit;          // nats | log-ratio | fraction | share
   bool judged = false;       // false when the run or the reference lacks the column (message says why)
   bool fired = false;
+  bool decides = true;       // false: reported (and shown when beyond its allowance) but never sets the verdict
   std::string verdict;       // what a firing means: stalls | diverges | nonfinite
   int64_t first_step = -1;   // first step beyond the allowed deviation
   double max_margin = 0;     // max over steps of |deviation| / allowed (≤ 1: within; > 1: fired)

@@ -61,8 +61,13 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
                      (v.reference_smoothed[w0] - v.reference_smoothed[last]);
 
   std::vector<const SignalResult*> fired;
+  std::string notes;
   for (const auto& s : v.signals) {
     if (!s.judged) continue;
+    if (!s.decides) {
+      if (s.fired) notes += "; " + s.message;
+      continue;
+    }
     if (s.max_margin > v.max_deviation_bands || v.max_signal.empty()) {
       v.max_deviation_bands = s.max_margin;
       v.max_deviation_step = s.max_step;
@@ -74,7 +79,7 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
     v.verdict = "tracks";
     std::ostringstream m;
     m << "every signal within its allowed deviation; closest: " << v.max_signal << " at "
-      << report_margin(v.max_deviation_bands) << " of it (step " << v.max_deviation_step << ")";
+      << report_margin(v.max_deviation_bands) << " of it (step " << v.max_deviation_step << ")" << notes;
     v.message = m.str();
     return v;
   }
@@ -85,7 +90,7 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
   v.first_divergence_step = fired.front()->first_step;
   std::string msg;
   for (const auto* s : fired) msg += (msg.empty() ? "" : "; ") + s->message;
-  v.message = msg;
+  v.message = msg + notes;
   return v;
 }
 
