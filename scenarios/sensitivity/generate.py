@@ -60,6 +60,8 @@ SCALES = {
                                                "1e-5 injection the scale 65536 no longer rescues them and a third "
                                                "flush to zero (H200, 2026-12-03)"),
             "fp16-autocast-underflow-no-scaler": ("stalls", "the flushed grads stall SGD; nothing blows up"),
+            "resume-with-scaler-state": ({"skipped": [0, 2]}, "fp16-master-weights-gpt2 skips 2 steps at the start "
+                                         "(the scale 65536 overflows its fp16 grads); the resume adds none"),
             "fp16-autocast-activation-overflow": ({"skipped": [2, 5]}, "the dynamic scale 65536 also overflows "
                                                   "GPT-2's fp16 grads in its first steps (3 skips without any "
                                                   "injection)"),
