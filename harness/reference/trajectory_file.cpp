@@ -60,6 +60,18 @@ herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* op_data) {
   return 0;
 }
 
+// The names in a group of the file (none if the group does not exist).
+std::vector<std::string> group_members(hid_t file, const char* group) {
+  std::vector<std::string> names;
+  if (H5Lexists(file, group, H5P_DEFAULT) > 0) {
+    hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
+    hsize_t i = 0;
+    H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &i, collect_name, &names);
+    H5Gclose(g);
+  }
+  return names;
+}
+
 herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* op_data) {
   auto* out = static_cast<std::map<std::string, std::string>*>(op_data);
   hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
@@ -137,22 +149,8 @@ TrajectoryFile read_trajectory(const std::string& path) {
   std::vector<std::vector<double>> cols(engine::kNumColumns);
   try {
     for (int c = 0; c < engine::kNumColumns; ++c) cols[c] = read_column(f, std::string("steps/") + engine::column_name(c), path);
-    std::vector<std::string> names;
-    if (H5Lexists(f, "series", H5P_DEFAULT) > 0) {
-      hid_t g = H5Gopen2(f, "series", H5P_DEFAULT);
-      hsize_t i = 0;
-      H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &i, collect_name, &names);
-      H5Gclose(g);
-    }
-    for (const auto& name : names) out.series[name] = read_column(f, "series/" + name, path);
-    std::vector<std::string> labels;
-    if (H5Lexists(f, "noise", H5P_DEFAULT) > 0) {
-      hid_t g = H5Gopen2(f, "noise", H5P_DEFAULT);
-      hsize_t i = 0;
-      H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &i, collect_name, &labels);
-      H5Gclose(g);
-    }
-    for (const auto& label : labels) {
+    for (const auto& name : group_members(f, "series")) out.series[name] = read_column(f, "series/" + name, path);
+    for (const auto& label : group_members(f, "noise")) {
       engine::LabelledTrajectory nr{label, {}};
       std::vector<std::vector<double>> nc(engine::kNumColumns);
       for (int c = 0; c < engine::kNumColumns; ++c)

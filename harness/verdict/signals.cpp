@@ -102,6 +102,15 @@ std::vector<double> smoothed_noise(const std::vector<NoiseRun>& noise, size_t n,
   return envelope(pointwise_max(per_run, n), window);
 }
 
+// A metric applied to the run (skip-aligned) and to every noise run (no skips), and the allowance
+// max(k × noise, floor) per step.
+struct Measured {
+  std::vector<double> deviation, noise, allowed;
+};
+template <class Metric>
+Measured measure(const Metric& metric, const engine::Trajectory& run, const std::vector<NoiseRun>& noise, size_t n,
+                 const Tolerance& tol, double floor);
+
 }  // namespace
 
 std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window) {
@@ -126,6 +135,21 @@ std::vector<int64_t> skipped_before(const engine::Trajectory& run) {
   }
   return out;
 }
+
+namespace {
+template <class Metric>
+Measured measure(const Metric& metric, const engine::Trajectory& run, const std::vector<NoiseRun>& noise, size_t n,
+                 const Tolerance& tol, double floor) {
+  Measured m;
+  m.deviation = metric(run, skipped_before(run));
+  m.noise = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
+    return metric(t, std::vector<int64_t>(t.rows.size(), 0));
+  });
+  m.allowed.assign(n, kNaN);
+  for (size_t s = 0; s < n; ++s) m.allowed[s] = std::max(std::isfinite(m.noise[s]) ? tol.k * m.noise[s] : 0.0, floor);
+  return m;
+}
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
 // loss
@@ -214,15 +238,8 @@ SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const 
     });
     return trailing_mean(raw, tol.window);
   };
-  const auto dev = metric(run, skipped_before(run));
-  const auto noise_s = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
-    return metric(t, std::vector<int64_t>(t.rows.size(), 0));
-  });
-  std::vector<double> allowed(n, kNaN);
-  const double floor = std::log(tol.ratio_floor);
-  for (size_t s = 0; s < n; ++s)
-    allowed[s] = std::max(std::isfinite(noise_s[s]) ? tol.k * noise_s[s] : 0.0, floor);
-  judge_series(r, dev, allowed, noise_s, [](double d) { return std::abs(d); });
+  const Measured measured = measure(metric, run, noise, n, tol, std::log(tol.ratio_floor));
+  judge_series(r, measured.deviation, measured.allowed, measured.noise, [](double d) { return std::abs(d); });
   if (!r.judged) {
     r.message = what + " not judged: not measured in the run or the reference";
     return r;
@@ -262,14 +279,8 @@ SignalResult fraction_signal(int column, const engine::Trajectory& run, const en
     });
     return trailing_mean(raw, tol.window);
   };
-  const auto dev = metric(run, skipped_before(run));
-  const auto noise_s = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
-    return metric(t, std::vector<int64_t>(t.rows.size(), 0));
-  });
-  std::vector<double> allowed(n);
-  for (size_t s = 0; s < n; ++s)
-    allowed[s] = std::max(std::isfinite(noise_s[s]) ? tol.k * noise_s[s] : 0.0, tol.fraction_floor);
-  judge_series(r, dev, allowed, noise_s, [](double d) { return std::max(d, 0.0); });
+  const Measured measured = measure(metric, run, noise, n, tol, tol.fraction_floor);
+  judge_series(r, measured.deviation, measured.allowed, measured.noise, [](double d) { return std::max(d, 0.0); });
   if (!r.judged) {
     r.message = what + " grad elements not judged: not measured in the run or the reference";
     return r;
