@@ -87,7 +87,19 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
   ScenarioResult r;
   r.name = sc.run.name;
   RunConfig cfg = sc.run;
-  if (steps_override > 0) cfg.loop.steps = steps_override;
+  if (steps_override > 0) {
+    cfg.loop.steps = steps_override;
+    // the scenario's own steps were checked at parse time; a shorter run must not drop a planted event silently
+    for (size_t i = 0; i < cfg.injections.size(); ++i) {
+      const auto& inj = cfg.injections[i];
+      int64_t last = inj.from_step;
+      for (int64_t st : inj.steps) last = std::max(last, st);
+      if (last >= steps_override)
+        throw std::invalid_argument(sc.path + ": inject[" + std::to_string(i) + "] fires at step " + std::to_string(last) +
+                                    ", outside a run of --steps " + std::to_string(steps_override) +
+                                    ". HINT: use at least " + std::to_string(last + 1) + " steps");
+    }
+  }
   const at::Device device = resolve_device(device_spec.empty() ? sc.device : device_spec);
   r.device_class = device_info(device).device_class;
   r.compute_dtype = compute_dtype(cfg.strategy);

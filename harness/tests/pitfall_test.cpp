@@ -4,6 +4,7 @@
 // EnginePitfall* / EngineReferenceKey* so that `unit.engine` runs them.
 #include "test_support.h"
 
+#include "engine/scenario_run.h"
 #include "reference/reference_store.h"
 #include "reference/trajectory_file.h"
 #include "scenario/scenario.h"
@@ -237,4 +238,17 @@ TEST(EngineReferenceKey, CommittedReferencesStillMatchTheKeysOfTheScenariosThatR
     }
   }
   EXPECT_GT(n, 0) << "no committed reference found under " << root;
+}
+
+// `--steps N` shorter than the scenario must not drop a planted event silently (the scenario's own steps were
+// checked when it was parsed).
+TEST(EngineScenarioRun, StepsOverrideShorterThanAnInjectionIsAnError) {
+  const auto sc = ampcheck::scenario::load_scenario(std::string(AMPCHECK_SOURCE_DIR) + "/scenarios/fp16-autocast-overflow.yaml");
+  try {
+    ampcheck::engine::run_scenario(sc, "cpu", 10);
+    FAIL() << "a run of 10 steps cannot hold the injection at step 40";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("inject[0] fires at step 40, outside a run of --steps 10"), std::string::npos)
+        << e.what();
+  }
 }
