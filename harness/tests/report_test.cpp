@@ -64,6 +64,12 @@ RunSummary sample() {
   b.pass = false;
   b.message = "expected stalls, got diverges: left the band at step 10 <&>";
   b.first_divergence_step = 10;
+  b.deciding_signal = "update_norm";
+  b.max_signal = "update_norm";
+  b.signals = {{"loss", "nats", true, false, true, "", -1, 12, 0.4, 0.01, 0.025, 0.004, 3.2, 3.19, "loss within"},
+               {"update_norm", "log-ratio", true, true, true, "stalls", 10, 30, 7.4, -0.7, 0.095, 0.01, 0.49, 1.0,
+                "updates 0.49x the reference's"},
+               {"subnormal_grads", "fraction", true, true, false, "", 3, 5, 2.0, 0.06, 0.03, 0, 0.06, 0, "note: ..."}};
   s.scenarios = {a, b};
   return s;
 }
@@ -104,6 +110,18 @@ TEST(ReportSummary, JsonRoundTripsEveryField) {
   EXPECT_EQ(back.scenarios[0].peak_reserved_bytes, int64_t{3} << 29);
   EXPECT_TRUE(std::isnan(back.scenarios[1].final_loss_ratio));
   EXPECT_EQ(back.scenarios[1].first_divergence_step, 10);
+  EXPECT_EQ(back.scenarios[1].deciding_signal, "update_norm");
+  ASSERT_EQ(back.scenarios[1].signals.size(), 3u);
+  const auto& u = back.scenarios[1].signals[1];
+  EXPECT_EQ(u.name, "update_norm");
+  EXPECT_TRUE(u.fired && u.decides && u.judged);
+  EXPECT_EQ(u.verdict, "stalls");
+  EXPECT_EQ(u.first_step, 10);
+  EXPECT_EQ(u.max_margin, 7.4);
+  EXPECT_EQ(u.deviation, -0.7);
+  EXPECT_EQ(u.allowed, 0.095);
+  EXPECT_EQ(u.run_value, 0.49);
+  EXPECT_FALSE(back.scenarios[1].signals[2].decides);
   EXPECT_EQ(back.passed(), 1);
   EXPECT_EQ(back.failed(), 1);
 }
@@ -281,6 +299,11 @@ TEST(ReportHtml, ASectionWithThreeChartsPerScenarioAndNothingExternal) {
   EXPECT_NE(html.find("odd &lt;name&gt; &amp; &quot;quotes&quot;"), std::string::npos);
   EXPECT_EQ(html.find("odd <name>"), std::string::npos) << "scenario names must be escaped";
   EXPECT_NE(html.find("raised at step 0"), std::string::npos);
+  // every signal's comparison: a table row per signal, the deciding one marked with its verdict, a reported-only
+  // signal beyond its allowance as a note
+  EXPECT_EQ(count(html, "<tr data-signal="), 3u);
+  EXPECT_NE(html.find("data-signal=\"update_norm\"><td>update_norm</td><td class=\"fail\">stalls"), std::string::npos);
+  EXPECT_NE(html.find("data-signal=\"subnormal_grads\"><td>subnormal_grads</td><td class=\"\">note"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg")) << "no URL but the SVG namespace";
 }
