@@ -3,8 +3,9 @@
 //   - the run's header (device, versions, pass/fail) and a table of every scenario,
 //   - per workload (model and batch shape), a strategy comparison: speed-up over fp32, memory saved, worst
 //     divergence, with throughput and peak-memory bars,
-//   - per scenario three charts: loss against the FP32 reference band, loss scale with skipped steps, and the
-//     deviation per step in band units.
+//   - per scenario three charts — loss against the FP32 reference and its allowed deviation, loss scale with
+//     skipped steps, every signal's deviation per step in units of its allowed deviation — and the table of every
+//     signal's comparison with the reference.
 // It is written by `ampcheck check` next to summary.json and can be rebuilt from a run directory with
 // `ampcheck report RUN_DIR`.
 #pragma once
