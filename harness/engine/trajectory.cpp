@@ -27,7 +27,7 @@ bool Trajectory::any_nonfinite_loss() const {
 
 int64_t Trajectory::skipped_steps() const {
   int64_t n = 0;
-  for (const auto& r : rows) n += r[kSkipped] != 0;
+  for (const auto& r : rows) n += r[kSkipped] > 0.5;  // NaN (not recorded) is no skip
   return n;
 }
 

@@ -81,6 +81,16 @@ herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* op_dat
     H5Aread(attr, type, buf.data());
     buf.resize(strnlen(buf.c_str(), buf.size()));
     (*out)[name] = buf;
+  } else if (H5Tget_class(type) == H5T_STRING) {  // variable-length (what h5py writes for a Python str)
+    hid_t mem = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mem, H5T_VARIABLE);
+    H5Tset_cset(mem, H5Tget_cset(type));
+    char* buf = nullptr;
+    if (H5Aread(attr, mem, &buf) >= 0 && buf) {
+      (*out)[name] = buf;
+      H5free_memory(buf);
+    }
+    H5Tclose(mem);
   }
   H5Tclose(type);
   H5Aclose(attr);
@@ -130,7 +140,7 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
   }
 }
 
-TrajectoryFile read_trajectory(const std::string& path) {
+TrajectoryFile read_trajectory(const std::string& path, Columns required) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) throw std::runtime_error(path + ": cannot open as HDF5. HINT: re-run to regenerate it");
@@ -148,7 +158,22 @@ TrajectoryFile read_trajectory(const std::string& path) {
   }
   std::vector<std::vector<double>> cols(engine::kNumColumns);
   try {
-    for (int c = 0; c < engine::kNumColumns; ++c) cols[c] = read_column(f, std::string("steps/") + engine::column_name(c), path);
+    for (int c = 0; c < engine::kNumColumns; ++c) {
+      const std::string name = std::string("steps/") + engine::column_name(c);
+      if (required == Columns::LossRequired && c != engine::kLoss && H5Lexists(f, "steps", H5P_DEFAULT) > 0 &&
+          H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0)
+        continue;  // optional column, absent: NaN below
+      if (c == engine::kLoss && (H5Lexists(f, "steps", H5P_DEFAULT) <= 0 || H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0))
+        throw std::runtime_error(path + ": column /steps/loss is missing: `loss` (one float64 value per step) is required");
+      cols[c] = read_column(f, name, path);
+      out.columns_present.push_back(engine::column_name(c));
+      if (cols[c].size() != cols[engine::kLoss].size())
+        throw std::runtime_error(path + ": column /steps/" + engine::column_name(c) + " has " +
+                                 std::to_string(cols[c].size()) + " values, expected one per step like /steps/loss (" +
+                                 std::to_string(cols[engine::kLoss].size()) + ")");
+    }
+    for (int c = 0; c < engine::kNumColumns; ++c)
+      if (cols[c].empty()) cols[c].assign(cols[engine::kLoss].size(), std::numeric_limits<double>::quiet_NaN());
     for (const auto& name : group_members(f, "series")) out.series[name] = read_column(f, "series/" + name, path);
     for (const auto& label : group_members(f, "noise")) {
       engine::LabelledTrajectory nr{label, {}};

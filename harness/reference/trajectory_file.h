@@ -21,9 +21,15 @@ struct TrajectoryFile {
   std::map<std::string, std::vector<double>> series;
   // A reference's noise runs: each one's columns under /noise/<label>/<column> (same columns as /steps/).
   std::vector<engine::LabelledTrajectory> noise_runs;
+  std::vector<std::string> columns_present;  // as read: the /steps/ columns the file holds
 };
 
+// Which /steps/ columns a reader insists on: every one (files ampcheck writes), or only `loss` (runs written by
+// other training loops, docs/TRAJECTORY_FORMAT.md): a missing column then reads as NaN at every step.
+enum class Columns { AllRequired, LossRequired };
+
 void write_trajectory(const std::string& path, const TrajectoryFile& file, bool overwrite);
-TrajectoryFile read_trajectory(const std::string& path);
+// Throws naming the file and, for a bad column, the column and what was expected (present, as long as `loss`).
+TrajectoryFile read_trajectory(const std::string& path, Columns required = Columns::AllRequired);
 
 }  // namespace ampcheck::reference

@@ -247,7 +247,7 @@ ScenarioSeries load_series(const std::string& h5_path) {
   s.loss = f.trajectory.column(engine::kLoss);
   s.loss_scale = f.trajectory.column(engine::kLossScale);
   for (int64_t i = 0; i < f.trajectory.size(); ++i)
-    if (f.trajectory.rows[i][engine::kSkipped] != 0) s.skipped_steps.push_back(i);
+    if (f.trajectory.rows[i][engine::kSkipped] > 0.5) s.skipped_steps.push_back(i);
   s.smoothed_loss = series_or_empty(f, "smoothed_loss");
   s.reference_loss = series_or_empty(f, "reference_loss");
   s.reference_smoothed = series_or_empty(f, "reference_smoothed_loss");

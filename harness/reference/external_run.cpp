@@ -1,0 +1,100 @@
+// External runs: the JSON-lines reader and the choice by extension (external_run.h).
+#include "reference/external_run.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+namespace ampcheck::reference {
+
+namespace {
+std::string known_columns() {
+  std::string s;
+  for (int c = 0; c < engine::kNumColumns; ++c) s += (c ? ", " : "") + std::string(engine::column_name(c));
+  return s;
+}
+int column_index(const std::string& name) {
+  for (int c = 0; c < engine::kNumColumns; ++c)
+    if (name == engine::column_name(c)) return c;
+  return -1;
+}
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+}  // namespace
+
+TrajectoryFile read_jsonl_trajectory(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  TrajectoryFile out;
+  std::set<std::string> present;
+  std::string text;
+  int64_t line_no = 0;
+  bool header_allowed = true;
+  while (std::getline(in, text)) {
+    ++line_no;
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(where + "not JSON (" + e.what() + "); expected one object per line");
+    }
+    if (!j.is_object()) throw std::runtime_error(where + "expected a JSON object, got " + j.dump());
+    if (j.contains("format")) {  // the header
+      if (!header_allowed) throw std::runtime_error(where + "a header object is only allowed on the first line");
+      if (j["format"] != kTrajectoryFormatName)
+        throw std::runtime_error(where + "'format' is " + j["format"].dump() + ", expected \"" + kTrajectoryFormatName + "\"");
+      if (!j.contains("format_version") || j["format_version"] != kTrajectoryFormatVersion)
+        throw std::runtime_error(where + "'format_version' is " + j.value("format_version", nlohmann::json()).dump() +
+                                 ", expected " + std::to_string(kTrajectoryFormatVersion));
+      if (j.contains("attributes")) {
+        if (!j["attributes"].is_object()) throw std::runtime_error(where + "'attributes' must be an object of strings");
+        for (auto& [k, v] : j["attributes"].items()) {
+          if (!v.is_string()) throw std::runtime_error(where + "attributes." + k + " must be a string, got " + v.dump());
+          out.attributes[k] = v.get<std::string>();
+        }
+      }
+      header_allowed = false;
+      continue;
+    }
+    header_allowed = false;
+    const int64_t step = out.trajectory.size();
+    std::array<double, engine::kNumColumns> row;
+    row.fill(std::numeric_limits<double>::quiet_NaN());
+    for (auto& [key, v] : j.items()) {
+      if (key == "step") {
+        if (!v.is_number_integer() || v.get<int64_t>() != step)
+          throw std::runtime_error(where + "'step' is " + v.dump() + ", expected " + std::to_string(step) +
+                                   " (one line per step, in order from 0)");
+        continue;
+      }
+      const int c = column_index(key);
+      if (c < 0) throw std::runtime_error(where + "unknown column '" + key + "' (known: step, " + known_columns() + ")");
+      if (v.is_null()) continue;  // NaN: not measured at this step (or non-finite, which JSON cannot spell)
+      if (!v.is_number()) throw std::runtime_error(where + "'" + key + "' must be a number or null, got " + v.dump());
+      row[c] = v.get<double>();
+      present.insert(key);
+    }
+    if (!j.contains("loss")) throw std::runtime_error(where + "'loss' is required on every step (a number, or null)");
+    out.trajectory.rows.push_back(row);
+  }
+  if (out.trajectory.rows.empty()) throw std::runtime_error(path + ": no steps (expected one JSON object per step)");
+  for (int c = 0; c < engine::kNumColumns; ++c)
+    if (c == engine::kLoss || present.count(engine::column_name(c))) out.columns_present.push_back(engine::column_name(c));
+  out.attributes.emplace("format", kTrajectoryFormatName);
+  out.attributes.emplace("format_version", std::to_string(kTrajectoryFormatVersion));
+  return out;
+}
+
+TrajectoryFile read_external_run(const std::string& path) {
+  if (ends_with(path, ".jsonl")) return read_jsonl_trajectory(path);
+  return read_trajectory(path, Columns::LossRequired);
+}
+
+}  // namespace ampcheck::reference

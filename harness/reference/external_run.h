@@ -1,0 +1,24 @@
+// External runs — trajectories written by a training loop other than ampcheck's engine (a user's PyTorch-Python
+// loop through a recorder, or any writer) in the format docs/TRAJECTORY_FORMAT.md describes:
+//   *.h5 / *.hdf5  ampcheck's own HDF5 layout (root attributes format = "ampcheck-trajectory", format_version = 1,
+//                  one float64 dataset per column under /steps/), with `loss` the only required column;
+//   *.jsonl        JSON lines: an optional header object {"format": "ampcheck-trajectory", "format_version": 1,
+//                  "attributes": {...}}, then one object per step {"step": s, "loss": ..., "grad_norm": ...}.
+// A column a file lacks reads as NaN at every step (the verdict then says the signal was not judged); null in
+// JSON is NaN. Anything else that does not follow the format is an error naming the file, the line or column and
+// what was expected.
+#pragma once
+
+#include "reference/trajectory_file.h"
+
+#include <string>
+
+namespace ampcheck::reference {
+
+constexpr const char* kTrajectoryFormatName = "ampcheck-trajectory";
+
+TrajectoryFile read_jsonl_trajectory(const std::string& path);
+// By the file's extension: .jsonl → read_jsonl_trajectory, anything else → HDF5 with only `loss` required.
+TrajectoryFile read_external_run(const std::string& path);
+
+}  // namespace ampcheck::reference
