@@ -39,6 +39,13 @@ std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
 
 void make_dirs(const std::string& path) { fs::create_directories(path); }
 
+std::string file_stem(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const size_t dot = name.find_last_of('.');
+  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+}
+
 namespace {
 std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 }  // namespace

@@ -29,6 +29,11 @@ int cmd_compare(const std::string& run_a, const std::string& run_b, const report
 int cmd_report(const std::string& run_dir, bool force);  // report.html from summary.json + trajectories
 int cmd_doctor(const std::string& device, bool json);  // exit 1 if the smoke test fails
 int cmd_default(RunOptions opts);        // check the default suite on the best device
+// External runs (judge.cpp): a reference from the user's FP32 run + noise runs; verdicts for runs of other loops.
+int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_runs, const std::string& out,
+                  bool force);
+int cmd_judge(const std::vector<std::string>& runs, const std::string& reference_path, const std::string& expect,
+              const RunOptions& opts);  // opts: out_dir, force
 
 // check's parallel path (parallel_check.cpp): each scenario in its own `ampcheck check` process, at most `jobs` at
 // once, each with cores / jobs intra-op threads; their summaries merged in the files' order, their trajectories
@@ -39,6 +44,8 @@ struct ParallelResult {
 };
 ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs);
 int64_t default_jobs(const std::string& device);
+
+std::string file_stem(const std::string& path);  // "dir/run.h5" -> "run"
 
 std::string scenarios_dir();   // $AMPCHECK_SCENARIOS, else <source>/scenarios
 std::string references_dir();  // $AMPCHECK_REFERENCES, else <source>/references

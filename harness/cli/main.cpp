@@ -66,6 +66,25 @@ int main(int argc, char** argv) {
   doctor->add_option("--device", doctor_device, "auto | cpu | cuda");
   doctor->add_flag("--json", doctor_json, "machine-readable output");
 
+  auto* judge = app.add_subcommand("judge", "verdicts for runs of your own training loop (docs/TRAJECTORY_FORMAT.md) against a reference");
+  std::vector<std::string> judge_runs;
+  std::string judge_reference, judge_expect;
+  judge->add_option("RUN", judge_runs, "trajectory files (.h5 or .jsonl)")->required();
+  judge->add_option("--reference", judge_reference, "reference file (from `ampcheck reference` or `ampcheck record`)")->required();
+  judge->add_option("--expect", judge_expect, "the expected verdict (default: the run's 'expect' attribute, else tracks)")
+      ->check(CLI::IsMember({"tracks", "diverges", "stalls", "nonfinite", "error"}));
+  add_output_options(judge);
+
+  auto* ref_cmd = app.add_subcommand("reference", "a reference from your own FP32 run and a few more FP32 runs that give the noise");
+  std::string ref_run, ref_out;
+  std::vector<std::string> ref_spread;
+  bool ref_force = false;
+  ref_cmd->add_option("FP32_RUN", ref_run, "the FP32 run (.h5 or .jsonl)")->required();
+  ref_cmd->add_option("--spread", ref_spread, "FP32 runs with another seed, ulp-nudged weights or another data order")
+      ->required();
+  ref_cmd->add_option("--out", ref_out, "the reference file to write")->required();
+  ref_cmd->add_flag("--force", ref_force, "replace an existing reference file");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*list) return ampcheck::cli::cmd_list(list_suite);
@@ -75,6 +94,8 @@ int main(int argc, char** argv) {
     if (*compare) return ampcheck::cli::cmd_compare(run_a, run_b, thresholds);
     if (*report) return ampcheck::cli::cmd_report(report_dir, report_force);
     if (*doctor) return ampcheck::cli::cmd_doctor(doctor_device, doctor_json);
+    if (*judge) return ampcheck::cli::cmd_judge(judge_runs, judge_reference, judge_expect, run_opts);
+    if (*ref_cmd) return ampcheck::cli::cmd_reference(ref_run, ref_spread, ref_out, ref_force);
     return ampcheck::cli::cmd_default(run_opts);
   } catch (const std::exception& e) {
     std::cerr << "ampcheck: " << e.what() << "\n";

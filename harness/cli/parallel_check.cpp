@@ -42,12 +42,6 @@ int remove_entry(const char* path, const struct stat*, int, struct FTW*) { retur
 void remove_tree(const std::string& p) {
   if (exists(p)) ::nftw(p.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
-std::string stem(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  const size_t dot = name.find_last_of('.');
-  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
-}
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& log, int threads) {
   const pid_t pid = ::fork();
@@ -108,7 +102,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
     running.erase(it);
     status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     ++done;
-    std::cout << "[" << done << "/" << files.size() << "] " << stem(files[i])
+    std::cout << "[" << done << "/" << files.size() << "] " << file_stem(files[i])
               << (status[i] == 0 ? "" : status[i] == 1 ? "  (FAIL)" : "  (exit " + std::to_string(status[i]) + ")")
               << "\n" << std::flush;
   }
@@ -119,7 +113,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
     const std::string summary = part_dir(i) + "/summary.json";
     if (!exists(summary)) {  // the child died before writing its summary: keep its output in the message
       report::ScenarioSummary row;
-      row.name = stem(files[i]);
+      row.name = file_stem(files[i]);
       row.verdict = "-";
       row.message = "the scenario's process ended with exit code " + std::to_string(status[i]) +
                     " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + "/log.txt", 2000);

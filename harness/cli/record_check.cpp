@@ -2,6 +2,7 @@
 // judged against its reference.
 #include "report/format.h"
 #include "cli/commands.h"
+#include "cli/verdict_rows.h"
 
 #include "engine/device.h"
 #include "engine/scenario_run.h"
@@ -169,15 +170,7 @@ int cmd_check(const RunOptions& opts) {
                                    (sc.expect.error.empty() ? "" : " ('" + sc.expect.error + "')") + ", got " +
                                    v.verdict + ": " + v.message;
       row.steps = r.trajectory.size();
-      row.first_divergence_step = v.first_divergence_step;
-      row.max_deviation_bands = v.max_deviation_bands;
-      row.deciding_signal = v.deciding_signal;
-      row.max_signal = v.max_signal;
-      for (const auto& g : v.signals)
-        row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.decides, g.verdict, g.first_step, g.max_step, g.max_margin,
-                               g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
-      row.final_loss_ratio = v.final_loss_ratio;
-      row.param_drift = v.param_drift;
+      fill_verdict_fields(row, v);
       row.skipped_steps = skipped;
       row.first_loss = r.first_loss;
       row.final_loss = r.final_loss;
@@ -209,14 +202,7 @@ int cmd_check(const RunOptions& opts) {
       tf.attributes["verdict_message"] = v.message;
       tf.attributes["reference"] = ref.path;
       tf.trajectory = r.trajectory;
-      tf.series["reference_loss"] = ref.file.trajectory.column(engine::kLoss);
-      tf.series["reference_loss_spread"] = ref.loss_spread;
-      tf.series["reference_smoothed_loss"] = v.reference_smoothed;
-      tf.series["band"] = v.band;
-      if (!v.run_smoothed.empty()) tf.series["smoothed_loss"] = v.run_smoothed;
-      if (!v.deviation_bands.empty()) tf.series["deviation_bands"] = v.deviation_bands;
-      for (const auto& g : v.signals)
-        if (g.judged) tf.series["margin_" + g.name] = g.margin_series;  // deviation / allowed per step
+      add_verdict_series(tf, v, ref.file.trajectory, ref.loss_spread);
       const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
       reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, overwrite);
     } catch (const std::exception& e) {
@@ -226,19 +212,7 @@ int cmd_check(const RunOptions& opts) {
     if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
     summary.scenarios.push_back(row);
   }
-  std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
-            << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
-            << std::setw(16) << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
-            << "skipped" << "result\n";
-  for (const auto& r : summary.scenarios) {
-    std::cout << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
-              << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
-              << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
-              << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal)
-              << std::setw(9) << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4)
-              << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
-              << (r.pass ? "PASS" : "FAIL") << "\n";
-  }
+  print_result_table(summary);
   report::write_run_reports(opts.out_dir, summary);
   report::write_html_report(opts.out_dir, summary);
   std::cout << "reports: " << opts.out_dir << "/{summary.json,junit.xml,summary.md,report.html}\n";
@@ -254,6 +228,47 @@ int cmd_report(const std::string& run_dir, bool force) {
   report::write_markdown(run_dir + "/summary.md", summary);
   std::cout << report::write_html_report(run_dir, summary) << "\n" << run_dir << "/summary.md\n";
   return 0;
+}
+
+
+void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v) {
+  row.first_divergence_step = v.first_divergence_step;
+  row.max_deviation_bands = v.max_deviation_bands;
+  row.deciding_signal = v.deciding_signal;
+  row.max_signal = v.max_signal;
+  for (const auto& g : v.signals)
+    row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.decides, g.verdict, g.first_step, g.max_step, g.max_margin,
+                           g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
+  row.final_loss_ratio = v.final_loss_ratio;
+  row.param_drift = v.param_drift;
+}
+
+void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v, const engine::Trajectory& reference,
+                        const std::vector<double>& loss_spread) {
+  tf.series["reference_loss"] = reference.column(engine::kLoss);
+  tf.series["reference_loss_spread"] = loss_spread;
+  tf.series["reference_smoothed_loss"] = v.reference_smoothed;
+  tf.series["band"] = v.band;
+  if (!v.run_smoothed.empty()) tf.series["smoothed_loss"] = v.run_smoothed;
+  if (!v.deviation_bands.empty()) tf.series["deviation_bands"] = v.deviation_bands;
+  for (const auto& g : v.signals)
+    if (g.judged) tf.series["margin_" + g.name] = g.margin_series;  // deviation / allowed per step
+}
+
+void print_result_table(const report::RunSummary& summary) {
+  std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
+            << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
+            << std::setw(16) << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
+            << "skipped" << "result\n";
+  for (const auto& r : summary.scenarios) {
+    std::cout << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
+              << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
+              << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
+              << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal)
+              << std::setw(9) << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4)
+              << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
+              << (r.pass ? "PASS" : "FAIL") << "\n";
+  }
 }
 
 }  // namespace ampcheck::cli

@@ -12,11 +12,16 @@
 
 namespace ampcheck::engine {
 
-std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device) {
-  const DeviceInfo info = device_info(device);
+std::string utc_now() {
   char date[64];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return date;
+}
+
+std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device) {
+  const DeviceInfo info = device_info(device);
+  const std::string date = utc_now();
   return {{"ampcheck_version", AMPCHECK_VERSION},
           {"libtorch_version", libtorch_version()},
           {"cuda_version", cuda_runtime_version()},

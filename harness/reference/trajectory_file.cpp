@@ -108,7 +108,8 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
   try {
     write_string_attr(f, "format", "ampcheck-trajectory");
     write_string_attr(f, "format_version", std::to_string(kTrajectoryFormatVersion));
-    for (const auto& [k, v] : file.attributes) write_string_attr(f, k, v);
+    for (const auto& [k, v] : file.attributes)  // a file read back carries these three; this writer sets them
+      if (k != "format" && k != "format_version" && k != "events") write_string_attr(f, k, v);
     hid_t steps = checked(H5Gcreate2(f, "steps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group steps");
     const auto& t = file.trajectory;
     for (int c = 0; c < engine::kNumColumns; ++c) write_column(steps, engine::column_name(c), t.column(c));

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `ampcheck reference` + `ampcheck judge` end to end on runs written outside `check`: three FP32 runs of the micro
+# GPT (seeds 1337, 1338, 1339) make a reference; the correct fp16 autocast + GradScaler run tracks it (also as JSON
+# lines holding only loss and grad norm, which says what it could not judge); a forgotten zero_grad fails with the
+# signal that fired; a run of another length and an existing reference without --force are refused.
+set -euo pipefail
+ampcheck=$1; src=$2; python=${3:-python3}
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+for seed in 1338 1339; do
+  sed "s/^name: fp32$/name: fp32-seed$seed/; s/^seed: 1337$/seed: $seed/" "$src/scenarios/fp32.yaml" > "$work/fp32-seed$seed.yaml"
+  grep -q "seed: $seed" "$work/fp32-seed$seed.yaml"
+done
+"$ampcheck" run "$src/scenarios/fp32.yaml" "$work/fp32-seed1338.yaml" "$work/fp32-seed1339.yaml" \
+  "$src/scenarios/fp16-autocast-scaler.yaml" "$src/scenarios/zero-grad-forgotten.yaml" --device cpu --out "$work/runs" > "$work/run.log"
+"$ampcheck" run "$src/scenarios/fp16-autocast-scaler.yaml" --steps 30 --device cpu --out "$work/short" > /dev/null
+r=$work/runs
+"$ampcheck" reference "$r/fp32.h5" --spread "$r/fp32-seed1338.h5" "$r/fp32-seed1339.h5" --out "$work/ref.h5"
+sum_before=$(md5sum "$work/ref.h5")
+if "$ampcheck" reference "$r/fp32.h5" --spread "$r/fp32-seed1338.h5" --out "$work/ref.h5" 2> "$work/err.txt"; then
+  echo "FAIL: an existing reference was replaced without --force"; exit 1
+fi
+grep -q "refusing to overwrite" "$work/err.txt" || { cat "$work/err.txt"; echo "FAIL: no clear error"; exit 1; }
+[ "$(md5sum "$work/ref.h5")" = "$sum_before" ] || { echo "FAIL: the reference changed"; exit 1; }
+# JSON lines with only loss and grad_norm, as a minimal recorder would write them
+"$python" - "$r/fp16-autocast-scaler.h5" "$work/fp16-minimal.jsonl" <<'PY'
+import h5py, json, sys
+f = h5py.File(sys.argv[1])
+with open(sys.argv[2], "w") as out:
+    out.write(json.dumps({"format": "ampcheck-trajectory", "format_version": 1}) + "\n")
+    for s, (l, g) in enumerate(zip(f["steps/loss"][:], f["steps/grad_norm"][:])):
+        out.write(json.dumps({"step": s, "loss": float(l), "grad_norm": float(g)}) + "\n")
+PY
+"$ampcheck" judge "$r/fp16-autocast-scaler.h5" "$work/fp16-minimal.jsonl" --reference "$work/ref.h5" --out "$work/ok" \
+  > "$work/ok.log" || { cat "$work/ok.log"; echo "FAIL: the correct fp16 run did not track"; exit 1; }
+grep -q "not recorded, not judged: .*update_norm" "$work/ok/summary.json" || { cat "$work/ok/summary.json"; echo "FAIL: unjudged columns not named"; exit 1; }
+if "$ampcheck" judge "$r/zero-grad-forgotten.h5" "$work/short/fp16-autocast-scaler.h5" --reference "$work/ref.h5" \
+     --out "$work/bad" > "$work/bad.log"; then
+  cat "$work/bad.log"; echo "FAIL: a forgotten zero_grad and a short run passed"; exit 1
+fi
+"$python" - "$work/bad/summary.json" <<'PY'
+import json, sys
+s = {c["name"]: c for c in json.load(open(sys.argv[1]))["scenarios"]}
+z, short = s["zero-grad-forgotten"], s["fp16-autocast-scaler"]
+assert z["verdict"] != "tracks" and not z["pass"] and z["deciding_signal"], z
+assert "30 steps, the reference" in short["message"], short["message"]
+print("zero_grad forgotten:", z["verdict"], "by", z["deciding_signal"], "| short run:", short["message"][:90])
+PY
+[ -f "$work/ok/report.html" ] && [ -f "$work/ok/junit.xml" ] || { echo "FAIL: reports missing"; exit 1; }
+echo "judge: reference built, correct runs track, bugs and bad input refused"
