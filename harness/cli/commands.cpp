@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sys/stat.h>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -38,6 +39,11 @@ std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
 }
 
 void make_dirs(const std::string& path) { fs::create_directories(path); }
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 std::string file_stem(const std::string& path) {
   const size_t slash = path.find_last_of('/');

@@ -46,6 +46,8 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
 int64_t default_jobs(const std::string& device);
 
 std::string file_stem(const std::string& path);  // "dir/run.h5" -> "run"
+void make_dirs(const std::string& path);         // mkdir -p
+bool file_exists(const std::string& path);
 
 std::string scenarios_dir();   // $AMPCHECK_SCENARIOS, else <source>/scenarios
 std::string references_dir();  // $AMPCHECK_REFERENCES, else <source>/references

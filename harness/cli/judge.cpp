@@ -15,7 +15,6 @@
 
 namespace ampcheck::cli {
 
-void make_dirs(const std::string& path);  // commands.cpp
 
 namespace {
 std::string attr(const reference::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "") {

@@ -21,7 +21,6 @@
 
 namespace ampcheck::cli {
 
-void make_dirs(const std::string& path);  // commands.cpp
 
 int64_t default_jobs(const std::string& device) {
   if (device.rfind("cuda", 0) == 0) return 1;  // one GPU: scenarios would contend for it and spoil its timings
@@ -32,15 +31,11 @@ int64_t default_jobs(const std::string& device) {
 
 namespace {
 
-// POSIX file helpers: std::filesystem is not used here, because the libtorch.so the harness links exports
+// remove_tree with POSIX nftw: std::filesystem is not used here, because the libtorch.so the harness links exports
 // std::filesystem symbols of its own build that shadow libstdc++'s (a call through them crashed).
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 void remove_tree(const std::string& p) {
-  if (exists(p)) ::nftw(p.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (file_exists(p)) ::nftw(p.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& log, int threads) {
@@ -111,7 +106,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
   const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string summary = part_dir(i) + "/summary.json";
-    if (!exists(summary)) {  // the child died before writing its summary: keep its output in the message
+    if (!file_exists(summary)) {  // the child died before writing its summary: keep its output in the message
       report::ScenarioSummary row;
       row.name = file_stem(files[i]);
       row.verdict = "-";
@@ -125,10 +120,10 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
     for (auto row : part.scenarios) {
       if (!row.trajectory_file.empty()) {
         const std::string from = part_dir(i) + "/" + row.trajectory_file, to = opts.out_dir + "/" + row.trajectory_file;
-        if (exists(to) && !overwrite) {
+        if (file_exists(to) && !overwrite) {
           row.pass = false;
           row.message = to + ": exists; refusing to overwrite. HINT: pass --force to replace it";
-        } else if (exists(from) && std::rename(from.c_str(), to.c_str()) != 0) {
+        } else if (file_exists(from) && std::rename(from.c_str(), to.c_str()) != 0) {
           row.pass = false;
           row.message = to + ": could not move the trajectory there from " + from;
         }

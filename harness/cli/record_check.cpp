@@ -33,14 +33,9 @@ std::string references_dir() {
 }
 
 std::vector<std::string> resolve_scenario_files(const RunOptions& opts);  // commands.cpp
-void make_dirs(const std::string& path);                                  // commands.cpp
 
 namespace {
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 
@@ -70,7 +65,7 @@ int cmd_record(const RunOptions& opts) {
     const auto key = reference::reference_key(base);
     const std::string path = reference::reference_path(root, device_class, key.key);
     if (!done.insert(path).second) continue;  // another scenario of the list shares this reference
-    if (exists(path) && !opts.force) {
+    if (file_exists(path) && !opts.force) {
       std::cout << "kept      " << path << " (exists; --force re-records it)\n";
       ++kept;
       continue;
@@ -223,7 +218,7 @@ int cmd_check(const RunOptions& opts) {
 // report.html and summary.md again from summary.json and the trajectories (e.g. after an upgrade of ampcheck).
 int cmd_report(const std::string& run_dir, bool force) {
   const auto summary = report::read_summary_json(run_dir + "/summary.json");
-  if (exists(run_dir + "/report.html") && !force)
+  if (file_exists(run_dir + "/report.html") && !force)
     throw std::runtime_error(run_dir + "/report.html exists. HINT: --force replaces it (and summary.md)");
   report::write_markdown(run_dir + "/summary.md", summary);
   std::cout << report::write_html_report(run_dir, summary) << "\n" << run_dir << "/summary.md\n";
