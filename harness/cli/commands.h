@@ -33,6 +33,7 @@ int cmd_default(RunOptions opts);        // check the default suite on the best 
 int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_runs, const std::string& out,
                   bool force);
 int cmd_judge(const std::vector<std::string>& runs, const std::string& reference_path, const std::string& expect,
+              const std::string& strategy,
               const RunOptions& opts);  // opts: out_dir, force
 
 // check's parallel path (parallel_check.cpp): each scenario in its own `ampcheck check` process, at most `jobs` at

@@ -43,6 +43,7 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
   std::vector<double> spread(ref.trajectory.rows.size(), 0.0);
   for (const auto& path : spread_runs) {
     const auto run = reference::read_external_run(path);
+    reference::check_same_training(run, path, ref, fp32_run);
     check_run(run, path, ref.trajectory.size());
     for (size_t s = 0; s < spread.size(); ++s)
       spread[s] = std::max(spread[s], std::abs(run.trajectory.rows[s][engine::kLoss] - ref.trajectory.rows[s][engine::kLoss]));
@@ -62,11 +63,53 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
 }
 
 int cmd_judge(const std::vector<std::string>& runs, const std::string& reference_path, const std::string& expect,
-              const RunOptions& opts) {
+              const std::string& strategy, const RunOptions& opts) {
+  // 1. read and check every input before anything is written: a file that does not follow the format, a run of
+  //    another training (provenance, step count) or existing reports without --force end the command here.
   reference::TrajectoryFile ref = reference::read_trajectory(reference_path);
   if (ref.noise_runs.empty())
     throw std::runtime_error(reference_path + ": the reference has no noise runs. HINT: build it with `ampcheck "
                              "reference FP32_RUN --spread RUN...` (or `ampcheck record` for ampcheck's own scenarios)");
+  struct Input {
+    std::string path, status;
+    reference::TrajectoryFile file;
+  };
+  std::vector<Input> inputs;
+  for (const auto& path : runs) {
+    Input in{path, "", reference::read_external_run(path)};
+    in.status = attr(in.file, "status", "completed");
+    if (in.status != "completed" && in.status != "nonfinite" && in.status != "error")
+      throw std::runtime_error(path + ": attribute 'status' is '" + in.status + "', expected completed, nonfinite or error");
+    if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
+        !std::isfinite(in.file.trajectory.rows.back()[engine::kLoss]))
+      in.status = "nonfinite";
+    reference::check_same_training(in.file, path, ref, reference_path);
+    if (in.status == "completed" && in.file.trajectory.size() != ref.trajectory.size())
+      throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, the reference " +
+                               reference_path + " has " + std::to_string(ref.trajectory.size()) +
+                               ". HINT: judge runs against a reference of the same training (steps, model, data)");
+    if (in.status != "completed" && in.file.trajectory.size() > ref.trajectory.size())
+      throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, more than the " +
+                               std::to_string(ref.trajectory.size()) + " of the reference " + reference_path);
+    for (const auto& other : inputs)
+      if (file_stem(other.path) == file_stem(path))
+        throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
+                                 file_stem(path) + ".h5 in the output directory");
+    inputs.push_back(std::move(in));
+  }
+  const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
+  if (!overwrite) {
+    for (const char* f : {"summary.json", "junit.xml", "summary.md", "report.html"})
+      if (file_exists(opts.out_dir + "/" + f))
+        throw std::runtime_error(opts.out_dir + "/" + f + ": exists; refusing to overwrite. HINT: pass --force to "
+                                 "replace it, or another --out");
+    for (const auto& in : inputs)
+      if (file_exists(opts.out_dir + "/" + file_stem(in.path) + ".h5"))
+        throw std::runtime_error(opts.out_dir + "/" + file_stem(in.path) + ".h5: exists; refusing to overwrite. "
+                                 "HINT: pass --force to replace it, or another --out");
+  }
+
+  // 2. judge each run and write its annotated trajectory, then the reports
   const auto spread_it = ref.series.find("loss_spread");
   const std::vector<double> spread =
       spread_it != ref.series.end() ? spread_it->second : std::vector<double>(ref.trajectory.rows.size(), 0.0);
@@ -76,63 +119,47 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   summary.device_name = attr(ref, "device_name", "external");
   summary.device_class = attr(ref, "device_class", "external");
   summary.date = engine::utc_now();
-  const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
-  for (const auto& path : runs) {
+  for (const auto& in : inputs) {
+    const reference::TrajectoryFile& run = in.file;
     report::ScenarioSummary row;
-    row.name = file_stem(path);
-    row.verdict = "-";
-    try {
-      const reference::TrajectoryFile run = reference::read_external_run(path);
-      row.strategy = attr(run, "strategy", "-");
-      row.device_class = attr(run, "device_class", summary.device_class);
-      row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
-      std::string status = attr(run, "status", "completed");
-      if (status != "completed" && status != "nonfinite" && status != "error")
-        throw std::runtime_error(path + ": attribute 'status' is '" + status + "', expected completed, nonfinite or error");
-      if (status == "completed" && !run.trajectory.rows.empty() &&
-          !std::isfinite(run.trajectory.rows.back()[engine::kLoss]))
-        status = "nonfinite";
-      if (status == "completed" && run.trajectory.size() != ref.trajectory.size())
-        throw std::runtime_error(path + ": " + std::to_string(run.trajectory.size()) + " steps, the reference " +
-                                 reference_path + " has " + std::to_string(ref.trajectory.size()) +
-                                 ". HINT: judge runs against a reference of the same training (steps, model, data)");
-      const verdict::Verdict v = verdict::judge(status, attr(run, "error"), run.trajectory, ref.trajectory,
-                                                ref.noise_runs, verdict::Tolerance{});
-      row.pass = v.verdict == row.expect;
-      row.verdict = v.verdict;
-      row.message = row.pass ? v.message : "expected " + row.expect + ", got " + v.verdict + ": " + v.message;
-      std::vector<std::string> missing;
-      for (int c = 0; c < engine::kNumColumns; ++c) {
-        bool present = false;
-        for (const auto& p : run.columns_present) present |= p == engine::column_name(c);
-        if (!present) missing.push_back(engine::column_name(c));
-      }
-      if (!missing.empty() && status == "completed") {
-        std::string m;
-        for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
-        row.message += " (not recorded, not judged: " + m + ")";
-      }
-      fill_verdict_fields(row, v);
-      row.steps = run.trajectory.size();
-      row.skipped_steps = run.trajectory.skipped_steps();
-      if (!run.trajectory.rows.empty()) {
-        row.first_loss = run.trajectory.rows.front()[engine::kLoss];
-        row.final_loss = run.trajectory.rows.back()[engine::kLoss];
-      }
-      row.trajectory_file = row.name + ".h5";
-      reference::TrajectoryFile tf = run;
-      tf.attributes["status"] = status;
-      tf.attributes["verdict"] = v.verdict;
-      tf.attributes["verdict_message"] = v.message;
-      tf.attributes["reference"] = reference_path;
-      tf.noise_runs.clear();
-      add_verdict_series(tf, v, ref.trajectory, spread);
-      reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, overwrite);
-    } catch (const std::exception& e) {
-      row.pass = false;
-      row.message = e.what();
-      row.trajectory_file.clear();
+    row.name = file_stem(in.path);
+    row.strategy = !strategy.empty() ? strategy : attr(run, "strategy", "-");
+    row.device_class = attr(run, "device_class", summary.device_class);
+    row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
+    const verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref.trajectory,
+                                              ref.noise_runs, verdict::Tolerance{});
+    row.pass = v.verdict == row.expect;
+    row.verdict = v.verdict;
+    row.message = row.pass ? v.message : "expected " + row.expect + ", got " + v.verdict + ": " + v.message;
+    std::vector<std::string> missing;
+    // the columns the signals read (param_norm, loss_scale, step_time_ms and eval_loss are reported, not judged)
+    for (int c : {engine::kGradNorm, engine::kUpdateNorm, engine::kLr, engine::kSkipped, engine::kFracZero,
+                  engine::kFracSubnormal, engine::kFracNonfinite}) {
+      bool present = false;
+      for (const auto& p : run.columns_present) present |= p == engine::column_name(c);
+      if (!present) missing.push_back(engine::column_name(c));
     }
+    if (!missing.empty() && in.status == "completed") {
+      std::string m;
+      for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
+      row.message += " (not recorded, not judged: " + m + ")";
+    }
+    fill_verdict_fields(row, v);
+    row.steps = run.trajectory.size();
+    row.skipped_steps = run.trajectory.skipped_steps();
+    if (!run.trajectory.rows.empty()) {
+      row.first_loss = run.trajectory.rows.front()[engine::kLoss];
+      row.final_loss = run.trajectory.rows.back()[engine::kLoss];
+    }
+    row.trajectory_file = row.name + ".h5";
+    reference::TrajectoryFile tf = run;
+    tf.attributes["status"] = in.status;
+    tf.attributes["verdict"] = v.verdict;
+    tf.attributes["verdict_message"] = v.message;
+    tf.attributes["reference"] = reference_path;
+    tf.noise_runs.clear();
+    add_verdict_series(tf, v, ref.trajectory, spread);
+    reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, true);
     if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
     summary.scenarios.push_back(row);
   }

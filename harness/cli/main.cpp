@@ -68,11 +68,13 @@ int main(int argc, char** argv) {
 
   auto* judge = app.add_subcommand("judge", "verdicts for runs of your own training loop (docs/TRAJECTORY_FORMAT.md) against a reference");
   std::vector<std::string> judge_runs;
-  std::string judge_reference, judge_expect;
+  std::string judge_reference, judge_expect, judge_strategy;
   judge->add_option("RUN", judge_runs, "trajectory files (.h5 or .jsonl)")->required();
   judge->add_option("--reference", judge_reference, "reference file (from `ampcheck reference` or `ampcheck record`)")->required();
   judge->add_option("--expect", judge_expect, "the expected verdict (default: the run's 'expect' attribute, else tracks)")
       ->check(CLI::IsMember({"tracks", "diverges", "stalls", "nonfinite", "error"}));
+  judge->add_option("--strategy", judge_strategy, "the strategy family shown for every run (default: the run's "
+                                                  "'strategy' attribute)");
   add_output_options(judge);
 
   auto* ref_cmd = app.add_subcommand("reference", "a reference from your own FP32 run and a few more FP32 runs that give the noise");
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
     if (*compare) return ampcheck::cli::cmd_compare(run_a, run_b, thresholds);
     if (*report) return ampcheck::cli::cmd_report(report_dir, report_force);
     if (*doctor) return ampcheck::cli::cmd_doctor(doctor_device, doctor_json);
-    if (*judge) return ampcheck::cli::cmd_judge(judge_runs, judge_reference, judge_expect, run_opts);
+    if (*judge) return ampcheck::cli::cmd_judge(judge_runs, judge_reference, judge_expect, judge_strategy, run_opts);
     if (*ref_cmd) return ampcheck::cli::cmd_reference(ref_run, ref_spread, ref_out, ref_force);
     return ampcheck::cli::cmd_default(run_opts);
   } catch (const std::exception& e) {

@@ -92,6 +92,18 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
   return out;
 }
 
+void check_same_training(const TrajectoryFile& run, const std::string& run_path, const TrajectoryFile& ref,
+                         const std::string& ref_path) {
+  for (const char* key : {"run_key", "model", "model_parameters", "dataset", "reference_key"}) {
+    const auto a = run.attributes.find(key), b = ref.attributes.find(key);
+    if (a == run.attributes.end() || b == ref.attributes.end() || a->second.empty() || b->second.empty()) continue;
+    if (a->second != b->second)
+      throw std::runtime_error(run_path + ": attribute '" + key + "' is '" + a->second + "', " + ref_path +
+                               " has '" + b->second + "': not the same training (mismatched provenance). HINT: judge "
+                               "a run against a reference built from FP32 runs of the same model, data and steps");
+  }
+}
+
 TrajectoryFile read_external_run(const std::string& path) {
   if (ends_with(path, ".jsonl")) return read_jsonl_trajectory(path);
   return read_trajectory(path, Columns::LossRequired);

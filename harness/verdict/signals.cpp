@@ -219,9 +219,12 @@ SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const 
   const size_t n = std::min(run.rows.size(), ref.rows.size());
   // Updates are compared per unit of learning rate: a run delayed by skipped steps takes its k-th optimizer step
   // at a later point of the lr schedule than the reference took its k-th.
+  // (a run that did not record its lr is compared without this alignment, on both sides)
+  bool run_has_lr = false;
+  for (const auto& row : run.rows) run_has_lr |= std::isfinite(row[engine::kLr]);
   auto per_lr = [&](const engine::Trajectory& t) {
     auto v = t.column(column);
-    if (updates)
+    if (updates && run_has_lr)
       for (size_t s = 0; s < v.size(); ++s) {
         const double lr = t.rows[s][engine::kLr];
         v[s] = std::isfinite(lr) && lr > 0 ? v[s] / lr : v[s];
