@@ -28,17 +28,18 @@ fi
 
 PY=${PYTHON:-python3}
 have=$($PY -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+# Debian's own python3 refuses system-wide pip installs (PEP 668); a pyenv/venv python does not need the flag.
+extra=()
+if $PY -m pip install --help 2>/dev/null | grep -q -- --break-system-packages && \
+   [ -e "$($PY -c 'import sysconfig;print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+  extra+=(--break-system-packages)
+fi
 if [ "$have" != "$TORCH_VERSION" ]; then
   echo "[setup] pip install torch==$TORCH_VERSION (LibTorch comes with it)"
-  # Debian's own python3 refuses system-wide pip installs (PEP 668); a pyenv/venv python does not need the flag.
-  extra=()
-  if $PY -m pip install --help 2>/dev/null | grep -q -- --break-system-packages && \
-     [ -e "$($PY -c 'import sysconfig;print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
-    extra+=(--break-system-packages)
-  fi
-  $PY -m pip install -q "${extra[@]}" "torch==$TORCH_VERSION" numpy h5py
+  $PY -m pip install -q "${extra[@]}" "torch==$TORCH_VERSION" numpy h5py pyyaml
 else
   echo "[setup] torch $have present"
 fi
-$PY -c 'import numpy, h5py' 2>/dev/null || $PY -m pip install -q numpy h5py
+# h5py: the recorder, the tests' HDF5 checks; pyyaml: scenarios/sensitivity/generate.py, the CI recipe's test
+$PY -c 'import numpy, h5py, yaml' 2>/dev/null || $PY -m pip install -q "${extra[@]}" numpy h5py pyyaml
 echo "[setup] done: torch $($PY -c 'import torch; print(torch.__version__)') at $($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')"

@@ -30,7 +30,7 @@ What is recorded per step (the columns of ampcheck's own engine):
                          divided by the scale), else as step() finds them (after unscale_ and any clipping)
   update_norm            2-norm of the parameters' change by the optimizer step (a parameter snapshot is taken in an
                          optimizer step pre-hook on probe steps; 0 on a skipped step)
-  param_norm             2-norm of the parameters after the step
+  param_norm             2-norm of the parameters after the step (probe steps and the last step)
   step_time_ms           wall time from the previous step() (the first: from the Recorder's creation); on CUDA
                          measured with CUDA events, read at flush time
   eval_loss              step(loss, eval_loss=...) where given
@@ -65,6 +65,7 @@ _DEVICE_COLUMNS = ("loss", "grad_norm", "param_norm", "update_norm", "loss_scale
 
 _open_recorders = weakref.WeakSet()
 _uncaught = []
+_atexit_registered = False
 
 
 def _excepthook(exc_type, exc, tb):  # remember an uncaught exception for the recorders still open at exit
@@ -76,8 +77,7 @@ _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
 
 
-@atexit.register
-def _close_open_recorders():
+def _close_open_recorders():  # registered on the first Recorder, after h5py's own exit handler (atexit is LIFO)
     for rec in list(_open_recorders):
         exc = _uncaught[-1] if _uncaught else None
         rec._finish(exc if exc is not None else RuntimeError("the process exited before Recorder.close()"))
@@ -116,6 +116,8 @@ class Recorder:
         self._snapshot = None
         self._lr = math.nan
         self._hooks = []
+        self._param_list = None
+        self._buffers = None    # the parameter snapshot, reused from probe to probe
         if optimizer is not None:
             self._hooks.append(optimizer.register_step_pre_hook(self._pre_step))
             self._measured.update(("lr", "skipped"))
@@ -127,6 +129,10 @@ class Recorder:
                     self._measured.add("update_norm")
         if self._scaler_on():
             self._measured.add("loss_scale")
+        global _atexit_registered
+        if not _atexit_registered:
+            atexit.register(_close_open_recorders)
+            _atexit_registered = True
         _open_recorders.add(self)
 
     # -- the loop's calls -----------------------------------------------------------------------------------------
@@ -142,40 +148,42 @@ class Recorder:
         """Once per optimizer step, after optimizer.step() / scaler.step() + scaler.update()."""
         if self._closed:
             raise RuntimeError(f"{self.path}: the recorder is closed")
-        loss_t = loss.detach().reshape(()).to(torch.float64) if torch.is_tensor(loss) else torch.tensor(float(loss), dtype=torch.float64)
+        loss_t = loss.detach().reshape(()) if torch.is_tensor(loss) else torch.tensor(float(loss), dtype=torch.float64)
         dev = loss_t.device
         if self._cuda is None:
             self._cuda = dev.type == "cuda"
-        nan = torch.full((), math.nan, dtype=torch.float64, device=dev)
-        row = dict.fromkeys(_DEVICE_COLUMNS, nan)
-        row["loss"] = loss_t
-        scale = self._scale_used if self._scale_used is not None else self._next_scale
+        lr = self._lr if self._stepped else (float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else math.nan)
+        host = dict.fromkeys(_DEVICE_COLUMNS, math.nan)  # host values; device values are listed in `cols`/`vals`
+        host.update(lr=lr, eval_loss=float(eval_loss) if eval_loss is not None else math.nan)
+        cols, vals = ["loss"], [loss_t.to(torch.float64)]
         if self._scaler_on():
-            row["loss_scale"] = scale.to(dev, torch.float64)
+            scale = self._scale_used if self._scale_used is not None else self._next_scale
+            cols.append("loss_scale")
+            vals.append(scale.to(dev, torch.float64).reshape(()))
         if self.optimizer is not None:
             if self._found_inf is not None:  # a fused optimizer: GradScaler calls step() and the kernel skips
-                row["skipped"] = (self._found_inf.to(dev, torch.float64).reshape(()) > 0).double()
+                cols.append("skipped")
+                vals.append((self._found_inf.to(dev, torch.float64).reshape(()) > 0).double())
             else:
-                row["skipped"] = torch.tensor(0.0 if self._stepped else 1.0, dtype=torch.float64, device=dev)
-        if self.model is not None:
+                host["skipped"] = 0.0 if self._stepped else 1.0
+        if self.model is not None and self._probe_step():  # grads, update and parameter norms
             params = self._params()
             with torch.no_grad():
-                if self._probe_step():
-                    stats = self._grad_probe if self._grad_probe is not None else self._grad_stats(None)
-                    for k, v in stats.items():
-                        row[k] = v.to(dev)
-                    if self.optimizer is not None:
-                        if self._snapshot is not None:
-                            row["update_norm"] = _norm(torch._foreach_sub(params, self._snapshot)).to(dev)
-                        elif not self._stepped:
-                            row["update_norm"] = torch.zeros((), dtype=torch.float64, device=dev)
-                row["param_norm"] = _norm(params).to(dev)
-        lr = self._lr if self._stepped else (float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else math.nan)
-        host = {"lr": lr,
-                "eval_loss": float(eval_loss) if eval_loss is not None else math.nan}
+                stats = self._grad_probe if self._grad_probe is not None else self._grad_stats(None)
+                for k, v in stats.items():
+                    cols.append(k)
+                    vals.append(v.to(dev, torch.float64).reshape(()))
+                if self.optimizer is not None:
+                    if self._snapshot is not None:
+                        cols.append("update_norm")
+                        vals.append(_norm(torch._foreach_sub(params, self._snapshot)).to(dev))
+                    elif not self._stepped:
+                        host["update_norm"] = 0.0
+                cols.append("param_norm")
+                vals.append(_norm(params).to(dev))
         if eval_loss is not None:
             self._measured.add("eval_loss")
-        self._pending.append((torch.stack([row[c].reshape(()) for c in _DEVICE_COLUMNS]), host, self._mark()))
+        self._pending.append((cols, torch.stack(vals), host, self._mark()))
         self._step += 1
         self._grad_probe, self._scale_used, self._snapshot, self._stepped, self._lr = None, None, None, False, math.nan
         self._found_inf = None
@@ -187,10 +195,12 @@ class Recorder:
         """Copy the pending steps to the host (one device->host copy; the only sync the recorder makes)."""
         if not self._pending:
             return
-        values = torch.stack([p[0] for p in self._pending]).cpu().tolist()
-        for vals, (_, host, mark) in zip(values, self._pending):
-            r = dict(zip(_DEVICE_COLUMNS, vals))
-            r.update(host)
+        values = torch.cat([p[1] for p in self._pending]).cpu().tolist()
+        i = 0
+        for cols, _, host, mark in self._pending:
+            r = dict(host)
+            r.update(zip(cols, values[i:i + len(cols)]))
+            i += len(cols)
             r["step_time_ms"] = self._elapsed_ms(self._last_mark, mark)
             self._last_mark = mark
             self.rows.append(r)
@@ -219,7 +229,9 @@ class Recorder:
         return self.probe_every > 0 and self._step % self.probe_every == 0
 
     def _params(self):
-        return [p.detach() for p in self.model.parameters()]
+        if self._param_list is None:  # the Parameter objects stay the same through .to() / .half()
+            self._param_list = list(self.model.parameters())
+        return [p.detach() for p in self._param_list]
 
     def _current_scale(self):
         if not self._scaler_on():
@@ -232,14 +244,22 @@ class Recorder:
     def _pre_step(self, optimizer, args, kwargs):  # optimizer step pre-hook: the step is taken (not skipped)
         self._stepped = True
         self._lr = float(optimizer.param_groups[0]["lr"])
-        if kwargs.get("found_inf") is not None:
-            self._found_inf = kwargs["found_inf"].detach().clone()
+        found_inf = getattr(optimizer, "found_inf", None)  # GradScaler.step sets it for a fused optimizer
+        if torch.is_tensor(found_inf):
+            self._found_inf = found_inf.detach().clone()
         if self.model is not None and self._probe_step():
             with torch.no_grad():
-                self._snapshot = [p.clone() for p in self._params()]
+                params = self._params()
+                if self._buffers is None or any(b.shape != p.shape or b.dtype != p.dtype or b.device != p.device
+                                                for b, p in zip(self._buffers, params)):
+                    self._buffers = [p.clone() for p in params]
+                else:
+                    torch._foreach_copy_(self._buffers, params)
+                self._snapshot = self._buffers
 
     def _grad_stats(self, scale):
-        grads = [p.grad.detach() for p in self.model.parameters() if p.grad is not None]
+        self._params()
+        grads = [p.grad.detach() for p in self._param_list if p.grad is not None]
         if not grads:
             nan = torch.full((), math.nan, dtype=torch.float64)
             return {k: nan for k in ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")}
@@ -253,14 +273,15 @@ class Recorder:
             for g in grads:
                 by_dtype.setdefault(g.dtype, []).append(g.reshape(-1))
             n = 0
-            for dtype, flats in by_dtype.items():
-                mag = (flats[0] if len(flats) == 1 else torch.cat(flats)).abs()
+            for dtype, flats in by_dtype.items():  # one vector per dtype, three counting passes
+                flat = flats[0] if len(flats) == 1 else torch.cat(flats)
                 info = torch.finfo(dtype)
-                n_zero = (mag == 0).sum()
+                n_zero = flat.numel() - torch.count_nonzero(flat)  # NaN is non-zero
+                mag = flat.abs()
                 zero = zero + n_zero
-                sub = sub + (mag < info.tiny).sum() - n_zero
-                nonfinite = nonfinite + (mag.numel() - (mag <= info.max).sum())  # NaN fails every comparison
-                n += mag.numel()
+                sub = sub + torch.count_nonzero(mag < info.tiny) - n_zero
+                nonfinite = nonfinite + (flat.numel() - torch.count_nonzero(mag <= info.max))  # NaN fails <=
+                n += flat.numel()
         n = max(n, 1)
         return {"grad_norm": norm, "frac_zero_grad": zero / n, "frac_subnormal_grad": sub / n,
                 "frac_nonfinite_grad": nonfinite / n}
@@ -298,6 +319,9 @@ class Recorder:
             self._pending.clear()
         if exc is not None:
             self._pending.clear()
+        elif self.model is not None and self.rows and math.isnan(self.rows[-1]["param_norm"]):
+            with torch.no_grad():  # the final parameters, whatever probe_every
+                self.rows[-1]["param_norm"] = float(_norm(self._params()))
         attrs = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "recorder": "ampcheck_recorder 1",
             "status": "error" if exc is not None else "completed",

@@ -3,17 +3,19 @@
 
 A small causal transformer (2 layers, width 64, ~0.1M parameters) learns a synthetic first-order Markov language
 (no downloads) with AdamW, warmup + cosine, gradient clipping at 1.0 — the loop of the PyTorch AMP recipe. Each
---variant is one way to train it:
+run is one way to train it:
 
-  fp32                   the FP32 run a reference is built from (--noise ulp+1 / ulp-1 / seed / order: the noise runs)
+  fp32                   the FP32 run a reference is built from; fp32-ulp+1, fp32-ulp-1, fp32-seed, fp32-order:
+                         its noise runs (every initial weight one ulp up / down, init seed + 1, another batch order)
   fp16-autocast-scaler   correct: fp16 autocast over fp32 parameters + GradScaler, unscale_ before clipping
   bf16-autocast          correct: bf16 autocast, no scaler
   half-gradscaler        model.half() + GradScaler: PyTorch raises 'Attempting to unscale FP16 gradients.'
   clip-before-unscale    clip_grad_norm_ on the scaled grads, then scaler.step: the clip shrinks every step
-  update-forgotten       scaler.update() never called: PyTorch raises on the second scaler.step
+  update-forgotten       scaler.update() never called: on the second step PyTorch raises
+                         'unscale_() is being called after step().'
 
-    python3 examples/pytorch/train_amp.py --variant fp32 --out runs/fp32.h5
-    python3 examples/pytorch/train_amp.py --all --out runs/         # every variant + the noise runs
+    python3 examples/pytorch/train_amp.py --out runs/                      # every run: runs/<run>.h5
+    python3 examples/pytorch/train_amp.py --out runs/ fp32 fp32-seed fp16-autocast-scaler
     ampcheck reference runs/fp32.h5 --spread runs/fp32-ulp+1.h5 runs/fp32-ulp-1.h5 runs/fp32-seed.h5 \\
         runs/fp32-order.h5 --out runs/reference.h5
     ampcheck judge runs/fp16-autocast-scaler.h5 --reference runs/reference.h5 --out report/
@@ -38,6 +40,7 @@ from ampcheck_recorder import Recorder  # noqa: E402
 VARIANTS = ("fp32", "fp16-autocast-scaler", "bf16-autocast", "half-gradscaler", "clip-before-unscale",
             "update-forgotten")
 NOISE = ("ulp+1", "ulp-1", "seed", "order")
+RUNS = ("fp32",) + tuple(f"fp32-{n}" for n in NOISE) + VARIANTS[1:]
 RUN_KEY = "example-tinylm-v1"
 
 
@@ -105,7 +108,7 @@ def lr_at(step, steps, lr, warmup=10, min_ratio=0.1):
 
 
 def train(variant, out_path, steps=100, batch=8, seq=32, lr=3e-3, noise=None, device="cpu", record=True,
-          overwrite=False, expect="tracks", quiet=False):
+          overwrite=False, expect="tracks", quiet=False, probe_every=1):
     """Train one variant and record it to out_path (record=False: the same loop without the recorder)."""
     seed = 1337 + (1 if noise == "seed" else 0)
     torch.manual_seed(seed)
@@ -126,9 +129,10 @@ def train(variant, out_path, steps=100, batch=8, seq=32, lr=3e-3, noise=None, de
         autocast_dtype = None
     attributes = {"strategy": variant if noise is None else f"fp32 ({noise})", "expect": expect,
                   "run_key": RUN_KEY, "dataset": "markov-64x65536-seed7", "steps": steps}
+    rec = (Recorder(out_path, model, optimizer, scaler, attributes=attributes, overwrite=overwrite,
+                    probe_every=probe_every) if record else None)
     try:
-        with (Recorder(out_path, model, optimizer, scaler, attributes=attributes, overwrite=overwrite)
-              if record else contextlib.nullcontext()) as rec:
+        with rec or contextlib.nullcontext():
             for step in range(steps):
                 for group in optimizer.param_groups:
                     group["lr"] = lr_at(step, steps, lr)
@@ -160,27 +164,26 @@ def train(variant, out_path, steps=100, batch=8, seq=32, lr=3e-3, noise=None, de
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--variant", choices=VARIANTS, default="fp16-autocast-scaler")
-    ap.add_argument("--noise", choices=NOISE, help="an FP32 noise run (with --variant fp32)")
-    ap.add_argument("--all", action="store_true", help="every variant and the FP32 noise runs into the --out directory")
-    ap.add_argument("--out", required=True, help="the trajectory file (.h5 / .jsonl), or a directory with --all")
+    ap.add_argument("runs", nargs="*", metavar="RUN",
+                    help=f"runs to train (default: all): {', '.join(RUNS)}")
+    ap.add_argument("--out", required=True, help="an existing directory: one trajectory RUN.h5 per run")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--keep", action="store_true", help="skip runs whose file exists")
     ap.add_argument("--force", action="store_true", help="replace existing trajectory files")
     a = ap.parse_args()
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
-    if a.all:
-        if not os.path.isdir(a.out):
-            sys.exit(f"--out {a.out}: not a directory (with --all, --out names an existing directory)")
-        runs = [("fp32", None)] + [("fp32", n) for n in NOISE] + [(v, None) for v in VARIANTS if v != "fp32"]
-        for variant, noise in runs:
-            name = variant if noise is None else f"fp32-{noise}"
-            train(variant, os.path.join(a.out, name + ".h5"), steps=a.steps, noise=noise, device=a.device,
-                  overwrite=a.force)
-        return
-    if a.noise and a.variant != "fp32":
-        sys.exit("--noise: only FP32 runs are noise runs (--variant fp32)")
-    train(a.variant, a.out, steps=a.steps, noise=a.noise, device=a.device, overwrite=a.force)
+    if not os.path.isdir(a.out):
+        sys.exit(f"--out {a.out}: not a directory")
+    for name in a.runs or RUNS:
+        if name not in RUNS:
+            sys.exit(f"{name}: not a run of this example (known: {', '.join(RUNS)})")
+        path = os.path.join(a.out, name + ".h5")
+        if a.keep and os.path.exists(path):
+            print(f"{path}: kept")
+            continue
+        noise = name[len("fp32-"):] if name.startswith("fp32-") else None
+        train("fp32" if noise else name, path, steps=a.steps, noise=noise, device=a.device, overwrite=a.force)
 
 
 if __name__ == "__main__":
