@@ -133,6 +133,8 @@ void GradScaler::unscale_(ScalableOptimizer& optimizer) {
   at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   at::Tensor found_inf = at::full({}, 0.0, scale_.options().dtype(at::kFloat));
   state.found_inf_per_device = unscale_grads(optimizer, inv_scale, found_inf, /*allow_fp16=*/false);
+  if (found_inf_reducer_)
+    for (auto& kv : state.found_inf_per_device) found_inf_reducer_(kv.second);
   state.stage = Stage::UNSCALED;
 }
 
@@ -141,8 +143,10 @@ void GradScaler::check_inf_per_device(ScalableOptimizer& optimizer) {
   check_scale_growth_tracker("_check_inf_per_device");
   at::Tensor dummy_inv_scale = at::full({}, 1.0, scale_.options().dtype(at::kFloat));
   at::Tensor found_inf = at::full({}, 0.0, scale_.options().dtype(at::kFloat));
-  per_optimizer_states_[&optimizer].found_inf_per_device =
-      unscale_grads(optimizer, dummy_inv_scale, found_inf, /*allow_fp16=*/true);
+  auto& state = per_optimizer_states_[&optimizer];
+  state.found_inf_per_device = unscale_grads(optimizer, dummy_inv_scale, found_inf, /*allow_fp16=*/true);
+  if (found_inf_reducer_)
+    for (auto& kv : state.found_inf_per_device) found_inf_reducer_(kv.second);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Subcommand implementations: list, run, doctor and the default job.
 #include "report/format.h"
 #include "cli/commands.h"
+#include "dist/launcher.h"
 
 #include "engine/device.h"
 #include "engine/precision.h"
@@ -73,6 +74,29 @@ int cmd_list(const std::string& suite) {
   return 0;
 }
 
+engine::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
+                                        engine::Trainer::ProgressFn progress) {
+  if (writes_results) *writes_results = true;
+  if (sc.run.distributed.enabled) return dist::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
+  return engine::run_scenario(sc, opts.device, opts.steps, std::move(progress));
+}
+
+void fill_distributed(report::ScenarioSummary& row, const engine::ScenarioResult& r) {
+  const auto& d = r.distributed;
+  auto& o = row.distributed;
+  o.world_size = d.world_size;
+  o.backend = d.backend;
+  o.sharding = d.sharding;
+  o.reduce_dtype = d.reduce_dtype;
+  o.launch = d.launch;
+  o.rank_files = d.rank_files;
+  o.rank_median_step_ms = d.rank_median_step_ms;
+  o.rank_collective_share = d.rank_collective_share;
+  o.consistency_checks = d.consistency_checks;
+  o.diverged_step = d.diverged_step;
+  o.consistency = d.consistency;
+}
+
 int cmd_run(const RunOptions& opts) {
   const auto files = resolve_scenario_files(opts);
   if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
@@ -86,8 +110,14 @@ int cmd_run(const RunOptions& opts) {
     const auto sc = scenario::load_scenario(files[i]);
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
               << std::flush;
-    auto r = engine::run_scenario(sc, opts.device, opts.steps,
-                                  engine::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
+    bool writes = true;
+    auto r = run_any_scenario(sc, opts, &writes,
+                              engine::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
+    if (!writes) continue;  // a joined rank other than 0: rank 0 writes the run directory
+    if (r.distributed.world_size > 0)
+      std::cout << "  " << r.distributed.world_size << " ranks (" << r.distributed.backend << "): "
+                << (r.distributed.consistency.empty() ? "ranks agreed at every check" : r.distributed.consistency)
+                << "\n";
     if (!r.trajectory.rows.empty() || r.outcome.status == engine::RunOutcome::Status::Error) {
       reference::TrajectoryFile tf;
       tf.attributes = engine::provenance(sc, engine::resolve_device(opts.device.empty() ? sc.device : opts.device));

@@ -1,8 +1,10 @@
 // The ampcheck subcommands.
 #pragma once
 
+#include "engine/scenario_run.h"
 #include "report/compare.h"
 #include "report/summary.h"
+#include "scenario/scenario.h"
 
 #include <cstdint>
 #include <string>
@@ -32,6 +34,13 @@ int cmd_default(RunOptions opts);        // check the default suite on the best 
 // External runs (judge.cpp): a reference from the user's FP32 run + noise runs; verdicts for runs of other loops.
 int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_runs, const std::string& out,
                   bool force);
+// Runs one scenario: in this process, or (distributed:) over its ranks (harness/dist/launcher.h). writes_results is
+// false on a joined rank other than 0, which must not write the run directory.
+engine::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
+                                        engine::Trainer::ProgressFn progress);
+// The data-parallel part of a result for the reports.
+void fill_distributed(report::ScenarioSummary& row, const engine::ScenarioResult& r);
+
 int cmd_judge(const std::vector<std::string>& runs, const std::string& reference_path, const std::string& expect,
               const std::string& strategy,
               const RunOptions& opts);  // opts: out_dir, force

@@ -1,6 +1,7 @@
 // ampcheck — command-line entry point. With no subcommand it runs the default suite on the best device
 // (the GPU when there is one, else the CPU) and ends with a result table.
 #include "cli/commands.h"
+#include "dist/launcher.h"
 
 #include <CLI/CLI.hpp>
 
@@ -87,7 +88,17 @@ int main(int argc, char** argv) {
   ref_cmd->add_option("--out", ref_out, "the reference file to write")->required();
   ref_cmd->add_flag("--force", ref_force, "replace an existing reference file");
 
+  // one rank of a data-parallel run started by ampcheck itself (harness/dist/launcher.h); not for users
+  auto* rank_cmd = app.add_subcommand("_rank", "")->group("");
+  std::string rank_scenario, rank_out, rank_device;
+  int64_t rank_steps = 0;
+  rank_cmd->add_option("SCENARIO", rank_scenario)->required();
+  rank_cmd->add_option("--out", rank_out)->required();
+  rank_cmd->add_option("--device", rank_device);
+  rank_cmd->add_option("--steps", rank_steps);
+
   CLI11_PARSE(app, argc, argv);
+  if (*rank_cmd) return ampcheck::dist::rank_main(rank_scenario, rank_device, rank_steps, rank_out);
   try {
     if (*list) return ampcheck::cli::cmd_list(list_suite);
     if (*run) return ampcheck::cli::cmd_run(run_opts);

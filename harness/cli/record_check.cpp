@@ -148,9 +148,13 @@ int cmd_check(const RunOptions& opts) {
     try {
       // load the reference first: a missing one is reported before minutes of training
       const auto ref = reference::load_reference(root, row.device_class, run, opts.suite);
-      auto r = engine::run_scenario(sc, opts.device, opts.steps, engine::terminal_progress(run.loop.steps));
+      bool writes = true;
+      auto r = run_any_scenario(sc, opts, &writes, engine::terminal_progress(run.loop.steps));
+      if (!writes) continue;  // a joined rank other than 0: rank 0 judges and reports
       v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, ref.file.trajectory,
                          ref.noise, sc.tolerance);
+      verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
+      fill_distributed(row, r);
       const int64_t skipped = r.trajectory.skipped_steps();
       const bool skipped_ok = (sc.expect.skipped_min < 0 || skipped >= sc.expect.skipped_min) &&
                               (sc.expect.skipped_max < 0 || skipped <= sc.expect.skipped_max);

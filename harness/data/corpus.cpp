@@ -109,15 +109,25 @@ Batch BatchSampler::gather(const std::vector<int64_t>& offsets) const {
   // CUDA: pinned memory + non_blocking keeps this copy from becoming a host-device sync point every step.
   if (corpus_.is_cuda()) off = off.pin_memory().to(corpus_.device(), /*non_blocking=*/true);
   at::Tensor idx = off.unsqueeze(1) + at::arange(T_ + 1, corpus_.options());  // (B, T+1)
-  at::Tensor window = corpus_.index_select(0, idx.reshape({-1})).view({B_, T_ + 1});
+  at::Tensor window = corpus_.index_select(0, idx.reshape({-1})).view({static_cast<int64_t>(offsets.size()), T_ + 1});
   return {window.slice(1, 0, T_).contiguous(), window.slice(1, 1, T_ + 1).contiguous()};
 }
 
+void BatchSampler::set_shard(int64_t rank, int64_t count) {
+  if (count < 1 || rank < 0 || rank >= count || B_ % count != 0)
+    throw std::invalid_argument("batch of " + std::to_string(B_) + " rows cannot be split into " + std::to_string(count) +
+                                " equal slices (rank " + std::to_string(rank) + ")");
+  shard_rank_ = rank;
+  shard_count_ = count;
+}
+
 Batch BatchSampler::train_batch(int64_t step, int64_t micro) const {
-  std::vector<int64_t> offsets(B_);
+  const int64_t local = B_ / shard_count_, first = shard_rank_ * local;
+  std::vector<int64_t> offsets(local);
   const uint64_t range = static_cast<uint64_t>(split_ - T_ - 1);
-  for (int64_t b = 0; b < B_; ++b)
-    offsets[b] = static_cast<int64_t>(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ (micro * 7919 + b)) % range);
+  for (int64_t b = first; b < first + local; ++b)
+    offsets[b - first] =
+        static_cast<int64_t>(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ (micro * 7919 + b)) % range);
   return gather(offsets);
 }
 

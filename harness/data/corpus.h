@@ -59,6 +59,8 @@ class BatchSampler {
   // The i-th fixed eval batch.
   Batch eval_batch(int64_t i) const;
   int64_t batch_size() const { return B_; }
+  // Data parallel: train_batch returns rows [rank*B/count, (rank+1)*B/count) of the global batch of B rows.
+  void set_shard(int64_t rank, int64_t count);
   int64_t seq_len() const { return T_; }
 
  private:
@@ -67,6 +69,7 @@ class BatchSampler {
   int64_t B_, T_, split_, n_;
   uint64_t seed_;       // training-batch order
   uint64_t eval_seed_;  // eval batches (never reordered)
+  int64_t shard_rank_ = 0, shard_count_ = 1;
 };
 
 // splitmix64: the stateless hash behind every sampled offset.

@@ -51,6 +51,22 @@ struct LoopConfig {
                                          // they cost a few passes over grads and params: NaN on other steps)
 };
 
+// Data-parallel training (harness/dist/): `distributed:` in a scenario. Ranks are processes; each reads its slice
+// of the global batch (data.batch_size is the global batch), and gradients are averaged across ranks at the trainer's
+// gradient-sync point.
+struct DistributedConfig {
+  bool enabled = false;                  // a `distributed:` section is present
+  int64_t world_size = 1;                // ranks (processes) ampcheck starts, or WORLD_SIZE of a torchrun/srun job
+  std::string backend = "gloo";          // gloo (CPU) | nccl (CUDA)
+  at::ScalarType reduce_dtype = at::kFloat;  // the dtype the gradient all-reduce runs in: fp32 | bf16 | fp16
+  std::string sharding = "none";         // none (plain data parallel) | zero1 (optimizer state sharded)
+  bool found_inf_agreement = true;       // zero1: all-reduce the GradScaler's found_inf (false = PITFALL)
+  std::vector<int64_t> restore_scaler_ranks;  // with train.resume: ranks that restore the scaler (empty = all)
+  int64_t check_every = 1;               // cross-rank consistency check every N steps
+  double timeout_s = 300;                // a rank that fails or hangs ends the run within this time
+  double bucket_mb = 25;                 // gradient all-reduce bucket size (MiB of the reduce dtype)
+};
+
 struct RunConfig {
   std::string name = "unnamed";
   uint64_t seed = 1337;                  // model init seed (data has its own)
@@ -61,6 +77,7 @@ struct RunConfig {
   LoopConfig loop;
   Strategy strategy;
   std::vector<inject::InjectionConfig> injections;
+  DistributedConfig distributed;
 };
 
 }  // namespace ampcheck::engine

@@ -88,7 +88,7 @@ std::string compute_dtype(const Strategy& s) {
 }
 
 ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override,
-                            Trainer::ProgressFn progress) {
+                            Trainer::ProgressFn progress, GradientSync* sync) {
   ScenarioResult r;
   r.name = sc.run.name;
   RunConfig cfg = sc.run;
@@ -117,7 +117,7 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
   release_cached_memory(device);
   reset_peak_memory(device);
   try {
-    Trainer trainer(cfg, device);
+    Trainer trainer(cfg, device, sync);
     if (progress) trainer.set_progress(progress);
     r.model_description = trainer.model().describe();
     const auto& d = trainer.config().data;

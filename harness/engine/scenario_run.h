@@ -22,6 +22,18 @@ StepTiming step_timing(const Trajectory& t, const std::string& method);
 // parameter dtype, with fp32 reported as tf32 when TF32 is on.
 std::string compute_dtype(const Strategy& s);
 
+// A data-parallel run (harness/dist/): what the ranks did, for the reports.
+struct DistributedSummary {
+  int64_t world_size = 0;           // 0: not a data-parallel run
+  std::string backend, sharding, reduce_dtype, launch;  // launch: "ampcheck" (started its ranks) | "environment"
+  std::vector<double> rank_median_step_ms;  // per rank, after warm-up
+  std::vector<double> rank_collective_share;  // per rank: time waiting on collectives / total step time
+  int64_t consistency_checks = 0;
+  int64_t diverged_step = -1;       // first step the ranks disagreed (-1: never)
+  std::string consistency;          // the message ("ranks diverged at step 12: rank 1 skipped, rank 0 stepped")
+  std::string rank_files;           // the directory with every rank's trajectory
+};
+
 struct ScenarioResult {
   std::string name;
   std::string device_class;
@@ -36,14 +48,16 @@ struct ScenarioResult {
   double flops_per_step = 0;        // model FLOPs of one training step (Model::training_flops_per_token)
   int64_t peak_memory_bytes = 0;    // CUDA: peak allocated by the caching allocator; CPU: peak RSS of the process
   int64_t peak_reserved_bytes = 0;  // CUDA: peak reserved; CPU: peak RSS
+  DistributedSummary distributed;
   bool expectation_met = false;     // against expect: for error / nonfinite decidable now; tracks etc. need references
   std::string expectation_note;
 };
 
 // Runs the scenario. device_spec: auto | cpu | cuda (overrides the scenario's device unless empty).
 // steps_override > 0 replaces train.steps.
+// sync: a data-parallel rank's GradientSync (harness/dist/ passes it; nullptr: one process).
 ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override = 0,
-                            Trainer::ProgressFn progress = nullptr);
+                            Trainer::ProgressFn progress = nullptr, GradientSync* sync = nullptr);
 
 // A progress printer for long runs: on a terminal one line rewritten in place (step, loss, scale, ETA); otherwise a
 // plain line every 10% of the steps.

@@ -2,6 +2,8 @@
 // trajectory flush (every loop.log_every steps) and GradScaler's own skip decision on the non-fused path.
 #include "engine/trainer.h"
 
+#include <algorithm>
+
 #include "engine/checkpoint.h"
 #include "engine/device.h"
 
@@ -56,8 +58,14 @@ at::Tensor total_norm(const std::vector<at::Tensor>& ts, const at::Device& devic
 }
 }  // namespace
 
-Trainer::Trainer(RunConfig cfg, at::Device device)
-    : cfg_(std::move(cfg)), device_(device), injector_(cfg_.injections), timer_(device) {
+Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
+    : cfg_(std::move(cfg)), device_(device), injector_(cfg_.injections), grad_sync_(sync), timer_(device) {
+  if (grad_sync_) {  // planted events of other ranks are not this rank's
+    std::vector<inject::InjectionConfig> mine;
+    for (const auto& inj : cfg_.injections)
+      if (inj.rank < 0 || inj.rank == grad_sync_->rank()) mine.push_back(inj);
+    injector_ = inject::Injector(mine);
+  }
   check_supported(cfg_.strategy, device_);
   numerics_ = std::make_unique<NumericsGuard>(cfg_.strategy);
 
@@ -83,6 +91,7 @@ Trainer::Trainer(RunConfig cfg, at::Device device)
                                        ? data::TokenCorpus::from_shards(dc.paths, mc.vocab_size)
                                        : data::TokenCorpus::synthetic(dc.vocab_size, dc.corpus_tokens, dc.branching, dc.seed);
   sampler_ = std::make_unique<data::BatchSampler>(corpus, dc, device_);
+  if (grad_sync_) sampler_->set_shard(grad_sync_->rank(), grad_sync_->world_size());
 
   // optimizer(s) over the model's params, or over fp32 master copies of them
   std::vector<at::Tensor> opt_params[2];
@@ -97,6 +106,7 @@ Trainer::Trainer(RunConfig cfg, at::Device device)
     }
     const int group = (cfg_.loop.two_optimizers && ps[i].name.rfind("h.", 0) != 0) ? 1 : 0;
     if (group == 1) second_group_.push_back(i);
+    if (grad_sync_ && !grad_sync_->owns_parameter(i)) continue;  // ZeRO-1: another rank steps it
     opt_params[group].push_back(target);
     decay[group].push_back(ps[i].decay);
   }
@@ -117,7 +127,9 @@ std::unique_ptr<amp::GradScaler> Trainer::make_scaler() const {
   o.growth_factor = sc.growth_factor;
   o.backoff_factor = sc.backoff_factor;
   o.growth_interval = sc.growth_interval;
-  return std::make_unique<amp::GradScaler>(device_.type(), o);
+  auto scaler = std::make_unique<amp::GradScaler>(device_.type(), o);
+  if (grad_sync_) scaler->set_found_inf_reducer(grad_sync_->found_inf_reducer());
+  return scaler;
 }
 
 std::vector<at::Tensor> Trainer::model_grads() const {
@@ -249,18 +261,19 @@ void Trainer::train_step(int64_t step) {
   for (auto& opt : optimizers_) opt->set_lr(lr);
   if (cfg_.loop.zero_grad) {  // PITFALL zero_grad: false: backward adds this step's grads to the last step's
     for (auto& opt : optimizers_) opt->zero_grad();
-    if (!masters_.empty())
+    // the model's grads too where the optimizers do not hold every model parameter (masters, a ZeRO-1 shard)
+    if (!masters_.empty() || grad_sync_)
       for (auto& p : model_->parameters()) p.tensor.mutable_grad() = at::Tensor();
   }
 
   // forward + backward over the micro-batches
   at::Tensor loss = forward_backward(step);
 
+  // planted gradient events (what this rank's backward produced)
+  injector_.on_grads(model_->parameters(), step, trajectory_.events);
+
   // data-parallel all-reduce point (none in a single process)
   if (grad_sync_) grad_sync_->all_reduce(model_grads());
-
-  // planted gradient events
-  injector_.on_grads(model_->parameters(), step, trajectory_.events);
 
   // probe: gradient as backward produced it (scaled), true norm = scaled norm / scale
   const auto dev_opts = at::TensorOptions().dtype(at::kFloat).device(device_);
@@ -301,6 +314,12 @@ void Trainer::train_step(int64_t step) {
   const at::Tensor skipped = optimizer_step();
   update_scale();
   master_copy_back();
+
+  // data parallel: a sharded optimizer's parameters gathered, ranks compared, the loss averaged over the ranks
+  if (grad_sync_) {
+    at::Tensor scale_now = scaler_ && scaler_->scale_tensor().defined() ? scaler_->scale_tensor() : at::ones({}, dev_opts);
+    loss = grad_sync_->after_step(step, model_->parameter_tensors(), loss, scale_now, skipped);
+  }
 
   // probe: parameters after the step
   at::Tensor param_norm, update_norm;
@@ -386,7 +405,11 @@ RunOutcome Trainer::run() {
     while (next_step_ < cfg_.loop.steps) {
       if (cfg_.loop.resume_at > 0 && next_step_ == cfg_.loop.resume_at) {
         flush();
-        restart_from_checkpoint(cfg_.loop.resume_restore_scaler);
+        bool restore = cfg_.loop.resume_restore_scaler;
+        const auto& only = cfg_.distributed.restore_scaler_ranks;  // PITFALL: some ranks restore it, others not
+        if (grad_sync_ && !only.empty())
+          restore = restore && std::find(only.begin(), only.end(), grad_sync_->rank()) != only.end();
+        restart_from_checkpoint(restore);
       }
       train_step(next_step_);
       if (next_step_ % flush_every == 0 || next_step_ == cfg_.loop.steps) {

@@ -1,6 +1,6 @@
 // Trainer — the training engine. One optimizer step reads as named phases:
-//   zero_grad -> [forward -> backward] x micro-batches -> grad_sync -> inject -> probe -> master_grads
-//   -> unscale -> clip -> step -> update -> master_copy_back -> probe
+//   zero_grad -> [forward -> backward] x micro-batches -> inject -> grad_sync -> probe -> master_grads
+//   -> unscale -> clip -> step -> update -> master_copy_back -> after_step (data parallel) -> probe
 // Precision handling (casts, autocast, loss scaling, master weights) is the strategy's, applied here, never in models.
 #pragma once
 
@@ -22,11 +22,23 @@
 
 namespace ampcheck::engine {
 
-// Where a data-parallel all-reduce of the gradients goes: after backward, before unscale/clip/step.
+// The data-parallel side of a step (harness/dist/ implements it; a single process has none). The trainer calls it at
+// fixed points and knows nothing of ranks or collectives:
+//   construction: data_shard (which slice of the global batch), owns_parameter (ZeRO-1: what this rank's
+//                 optimizer steps), found_inf_reducer (ZeRO-1: GradScaler's inf check agreed across ranks)
+//   grad_sync:    all_reduce — after backward (and planted events), before probes, unscale, clip and step
+//   after_step:   all-gather a sharded optimizer's parameters, the cross-rank consistency check; returns the loss
+//                 averaged over the ranks (what the trajectory records)
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
+  virtual int64_t rank() const = 0;
+  virtual int64_t world_size() const = 0;
   virtual void all_reduce(const std::vector<at::Tensor>& grads) = 0;
+  virtual bool owns_parameter(size_t /*index*/) const { return true; }
+  virtual std::function<void(at::Tensor&)> found_inf_reducer() { return nullptr; }
+  virtual at::Tensor after_step(int64_t step, const std::vector<at::Tensor>& params, const at::Tensor& loss,
+                                const at::Tensor& loss_scale, const at::Tensor& skipped) = 0;
 };
 
 struct RunOutcome {
@@ -40,7 +52,8 @@ const char* status_name(RunOutcome::Status s);
 
 class Trainer {
  public:
-  Trainer(RunConfig cfg, at::Device device);
+  // sync: the data-parallel side (nullptr: one process); it must outlive the trainer.
+  Trainer(RunConfig cfg, at::Device device, GradientSync* sync = nullptr);
   ~Trainer();
 
   // Runs steps [start_step(), cfg.loop.steps). Exceptions from the step (e.g. GradScaler's) end the run as Error.
@@ -66,7 +79,6 @@ class Trainer {
   amp::GradScaler* scaler() { return scaler_.get(); }
   const Trajectory& trajectory() const { return trajectory_; }
   const at::Device& device() const { return device_; }
-  void set_gradient_sync(GradientSync* sync) { grad_sync_ = sync; }
   // Called after every flush with the last recorded step (0-based) and the trajectory so far.
   using ProgressFn = std::function<void(int64_t step, const Trajectory& trajectory)>;
   void set_progress(ProgressFn fn) { progress_ = std::move(fn); }

@@ -37,6 +37,7 @@ struct InjectionConfig {
   int64_t block = 0;                   // ActivationScale: which block
   models::ActivationSite at = models::ActivationSite::Residual;  // ActivationScale: residual | mlp_input
   bool compensate = true;              // LossScale: multiply the grads back by 1/factor after backward
+  int64_t rank = -1;                   // data-parallel: only on this rank (-1: every rank)
 };
 
 class Injector {

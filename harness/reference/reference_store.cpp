@@ -32,6 +32,7 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   r.loop.scale_loss = true;
   r.loop.zero_grad = true;
   r.loop.resume_at = 0;                  // the reference runs uninterrupted
+  r.distributed = engine::DistributedConfig{};  // one process over the global batch: what N ranks must reproduce
   r.model.attention_query_dtype.clear();
   r.optimizer.fused = false;  // the same kernel either way; without a scaler nothing differs
   r.loop.probe_every = 1;

@@ -270,6 +270,35 @@ ScenarioSeries load_series(const std::string& h5_path) {
   return s;
 }
 
+// Data-parallel scenarios: world size, backend, per-rank step times, the share of the step spent waiting on
+// collectives, and whether the ranks agreed.
+std::string data_parallel_table(const RunSummary& s) {
+  std::ostringstream o;
+  bool any = false;
+  for (const auto& c : s.scenarios) any |= c.distributed.world_size > 0;
+  if (!any) return "";
+  o << "<h2>Data parallel</h2>\n<p class=\"msg\">Per rank: median step time after warm-up, and the share of the step "
+       "spent waiting on collectives (gradient all-reduce, parameter all-gather, inf-check and consistency all-reduces; "
+       "wall clock). Consistency: every rank's loss scale, skipped flag and parameter checksum compared after each "
+       "checked step.</p>\n<table class=\"summary\"><tr><th>scenario</th><th>ranks</th><th>backend</th><th>sharding</th>"
+       "<th>reduce dtype</th><th>ms/step per rank</th><th>collective share per rank</th><th>consistency</th></tr>\n";
+  for (const auto& c : s.scenarios) {
+    const auto& d = c.distributed;
+    if (d.world_size == 0) continue;
+    std::string ms, share;
+    for (double v : d.rank_median_step_ms) ms += (ms.empty() ? "" : " / ") + fmt(v, 4);
+    for (double v : d.rank_collective_share) share += (share.empty() ? "" : " / ") + (std::isfinite(v) ? fmt(100 * v, 3) + "%" : "-");
+    o << "<tr><td><a href=\"#" << anchor(c.name) << "\">" << escape(c.name) << "</a></td><td class=\"n\">" << d.world_size
+      << "</td><td>" << escape(d.backend) << "</td><td>" << escape(d.sharding) << "</td><td>" << escape(d.reduce_dtype)
+      << "</td><td class=\"n\">" << ms << "</td><td class=\"n\">" << share << "</td><td>"
+      << (d.consistency.empty() ? "ranks agreed at " + std::to_string(d.consistency_checks) + " checks"
+                                : "<span class=\"fail\">" + escape(d.consistency) + "</span>")
+      << "</td></tr>\n";
+  }
+  o << "</table>\n";
+  return o.str();
+}
+
 std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& series) {
   std::ostringstream o;
   const std::string title = "ampcheck report" + (s.suite.empty() ? std::string() : " — suite " + s.suite) + " on " + s.device_name;
@@ -294,6 +323,7 @@ std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& 
       << (std::isfinite(c.mfu) ? fmt(100 * c.mfu, 3) + "%" : "-") << "</td><td class=\"n\">" << bytes(c.peak_memory_bytes)
       << "</td><td><span class=\"" << (c.pass ? "pass" : "fail") << "\">" << (c.pass ? "PASS" : "FAIL") << "</span></td></tr>\n";
   o << "</table>\n";
+  o << data_parallel_table(s);
   o << strategy_comparison(s);
   o << "<h2>Trajectories</h2>\n<p class=\"msg\">Loss: the run per step (light), its trailing mean (dark) and the FP32 "
        "reference's trailing mean inside its allowed deviation (k x the FP32 noise runs' deviation, docs/TOLERANCE.md); "

@@ -90,6 +90,18 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
                      {"noise", num(g.noise)}, {"run_value", num(g.run_value)},
                      {"reference_value", num(g.reference_value)}, {"message", g.message}});
     j["scenarios"].back()["signals"] = sig;
+    if (c.distributed.world_size > 0) {
+      const auto& d = c.distributed;
+      nlohmann::json ms = nlohmann::json::array(), share = nlohmann::json::array();
+      for (double v : d.rank_median_step_ms) ms.push_back(num(v));
+      for (double v : d.rank_collective_share) share.push_back(num(v));
+      j["scenarios"].back()["distributed"] = {
+          {"world_size", d.world_size}, {"backend", d.backend}, {"sharding", d.sharding},
+          {"reduce_dtype", d.reduce_dtype}, {"launch", d.launch}, {"rank_files", d.rank_files},
+          {"rank_median_step_ms", ms}, {"rank_collective_share", share},
+          {"consistency_checks", d.consistency_checks}, {"diverged_step", d.diverged_step},
+          {"consistency", d.consistency}};
+    }
   }
   engine::write_file_atomically(path, j.dump(2) + "\n");
 }
@@ -153,6 +165,23 @@ RunSummary read_summary_json(const std::string& path) {
       x.trajectory_file = c.value("trajectory_file", "");
       x.deciding_signal = c.value("deciding_signal", "");
       x.max_signal = c.value("max_signal", "");
+      if (c.contains("distributed")) {
+        const auto& dj = c.at("distributed");
+        auto& d = x.distributed;
+        d.world_size = dj.value("world_size", int64_t{0});
+        d.backend = dj.value("backend", "");
+        d.sharding = dj.value("sharding", "");
+        d.reduce_dtype = dj.value("reduce_dtype", "");
+        d.launch = dj.value("launch", "");
+        d.rank_files = dj.value("rank_files", "");
+        for (const auto& v : dj.value("rank_median_step_ms", nlohmann::json::array()))
+          d.rank_median_step_ms.push_back(v.is_number() ? v.get<double>() : NAN);
+        for (const auto& v : dj.value("rank_collective_share", nlohmann::json::array()))
+          d.rank_collective_share.push_back(v.is_number() ? v.get<double>() : NAN);
+        d.consistency_checks = dj.value("consistency_checks", int64_t{0});
+        d.diverged_step = dj.value("diverged_step", int64_t{-1});
+        d.consistency = dj.value("consistency", "");
+      }
       if (c.contains("signals"))
         for (const auto& g : c.at("signals")) {
           SignalSummary y;

@@ -60,6 +60,14 @@ struct ScenarioSummary {
   int64_t peak_memory_bytes = 0; // CUDA: peak allocated; CPU: peak RSS of the process during the scenario
   int64_t peak_reserved_bytes = 0; // CUDA: peak reserved by the caching allocator; CPU: as peak_memory_bytes
   std::string trajectory_file;   // relative to the run directory
+  // data parallel (world_size 0: a single-process run; JSON: the "distributed" object, absent then)
+  struct Distributed {
+    int64_t world_size = 0;
+    std::string backend, sharding, reduce_dtype, launch, rank_files;
+    std::vector<double> rank_median_step_ms, rank_collective_share;
+    int64_t consistency_checks = 0, diverged_step = -1;
+    std::string consistency;     // "" when the ranks agreed at every check
+  } distributed;
 };
 
 struct RunSummary {

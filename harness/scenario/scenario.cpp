@@ -387,9 +387,51 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
       if (c.at == models::ActivationSite::MlpInput && m.kind != "gpt")
         f.fail_key("at", "mlp_input is a site of the gpt's blocks; the " + m.kind + " model has only residual");
     }
+    c.rank = f.integer("rank", -1);
+    if (c.rank >= 0 && !run.distributed.enabled) f.fail_key("rank", "only for a data-parallel scenario (distributed:)");
+    if (c.rank < -1 || c.rank >= run.distributed.world_size)
+      f.fail_key("rank", "expected 0 <= rank < distributed.world_size (" + std::to_string(run.distributed.world_size) +
+                             "), got " + std::to_string(c.rank));
     f.done();
     out.push_back(c);
   }
+}
+
+void parse_distributed(Fields f, engine::RunConfig& run) {
+  auto& d = run.distributed;
+  d.enabled = true;
+  d.world_size = f.positive("world_size", 2);
+  d.backend = f.choice("backend", "gloo", {"gloo", "nccl"});
+  const std::string rd = f.choice("reduce_dtype", "fp32", {"fp32", "bf16", "fp16"});
+  d.reduce_dtype = rd == "bf16" ? at::kBFloat16 : rd == "fp16" ? at::kHalf : at::kFloat;
+  d.sharding = f.choice("sharding", "none", {"none", "zero1"});
+  d.found_inf_agreement = f.boolean("found_inf_agreement", true);
+  if (!d.found_inf_agreement && d.sharding != "zero1")
+    f.fail_key("found_inf_agreement", "only zero1 shards the inf check (plain data parallel all-reduces the grads, "
+                                      "so every rank sees every inf)");
+  YAML::Node ranks = f.raw("restore_scaler_ranks");
+  if (ranks.IsDefined() && !ranks.IsNull()) {
+    if (!ranks.IsSequence()) f.fail_key("restore_scaler_ranks", "expected a list of ranks");
+    if (run.loop.resume_at <= 0) f.fail_key("restore_scaler_ranks", "needs train.resume (the restart it applies to)");
+    for (size_t j = 0; j < ranks.size(); ++j) {
+      const std::string field = "restore_scaler_ranks[" + std::to_string(j) + "]";
+      const int64_t r = f.integer_at(ranks[j], field);
+      if (r < 0 || r >= d.world_size) f.fail_at(ranks[j], field, "expected 0 <= rank < world_size, got " + std::to_string(r));
+      d.restore_scaler_ranks.push_back(r);
+    }
+  }
+  d.check_every = f.positive("check_every", 1);
+  d.timeout_s = f.num("timeout_s", 300);
+  if (!(d.timeout_s > 0)) f.fail_key("timeout_s", "must be > 0 seconds");
+  d.bucket_mb = f.num("bucket_mb", 25);
+  if (!(d.bucket_mb > 0)) f.fail_key("bucket_mb", "must be > 0 MiB");
+  if (run.data.batch_size % d.world_size != 0)
+    f.fail_key("world_size", "data.batch_size (" + std::to_string(run.data.batch_size) + ", the global batch) must be "
+                             "divisible by world_size (" + std::to_string(d.world_size) + "): each rank reads an equal slice");
+  if (d.sharding == "zero1" && (run.strategy.master_weights || run.loop.two_optimizers))
+    f.fail_key("sharding", "zero1 shards one optimizer over the model's own parameters: not with master_weights or "
+                           "two_optimizers");
+  f.done();
 }
 
 }  // namespace
@@ -430,6 +472,8 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   if (top.has("train")) parse_loop(top.map("train"), sc.run.loop);
   else top.raw("train");
   parse_strategy(top, sc.run.strategy);
+  if (top.has("distributed")) parse_distributed(top.map("distributed"), sc.run);
+  else top.raw("distributed");
   parse_injections(top, sc.run, sc.run.injections);
   sc.tolerance = verdict::default_tolerance(sc.run.strategy);
   if (top.has("tolerance")) {

@@ -101,4 +101,12 @@ std::string report_margin(double m) {
   return os.str();
 }
 
+void apply_rank_consistency(Verdict& v, int64_t diverged_step, const std::string& message) {
+  if (diverged_step < 0 || v.verdict == "error") return;
+  v.verdict = "diverges";
+  v.deciding_signal = "ranks";
+  v.first_divergence_step = diverged_step;
+  v.message = message + (v.message.empty() ? "" : "; " + v.message);
+}
+
 }  // namespace ampcheck::verdict

@@ -50,4 +50,9 @@ std::string report_margin(double m);  // a margin as two significant digits
 Verdict judge(const std::string& status, const std::string& error, const engine::Trajectory& run,
               const engine::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol);
 
+// Data parallel: ranks that disagreed at a cross-rank check (harness/dist/) make the verdict `diverges`, with the
+// check's message first, whatever rank 0's own signals say: a run whose ranks hold different models or scales is
+// not one training run any more.
+void apply_rank_consistency(Verdict& v, int64_t diverged_step, const std::string& message);
+
 }  // namespace ampcheck::verdict

@@ -18,6 +18,7 @@
 #include <c10/core/DeviceType.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -90,6 +91,11 @@ class GradScaler {
   // Sum of the inf checks recorded for an optimizer since the last update (0-dim float32; undefined if none).
   at::Tensor found_inf(const ScalableOptimizer& optimizer) const;
 
+  // A sharded optimizer's inf check agreed across ranks, as PyTorch's ShardedGradScaler does: called on each
+  // per-device found_inf right after it is computed (unscale_, or the fused path's check), e.g. an all-reduce (MAX/SUM)
+  // over the ranks. None by default (GradScaler's own behaviour).
+  void set_found_inf_reducer(std::function<void(at::Tensor&)> reducer) { found_inf_reducer_ = std::move(reducer); }
+
   GradScalerStateDict state_dict() const;
   void load_state_dict(const GradScalerStateDict& state);
 
@@ -105,6 +111,7 @@ class GradScaler {
                                                   const at::Tensor& found_inf, bool allow_fp16);
   void check_inf_per_device(ScalableOptimizer& optimizer);
 
+  std::function<void(at::Tensor&)> found_inf_reducer_;
   c10::DeviceType device_;
   bool enabled_;
   double init_scale_;

@@ -1,0 +1,377 @@
+// Launching and joining data-parallel runs (launcher.h).
+#include "dist/launcher.h"
+
+#include "dist/data_parallel.h"
+#include "dist/process_group.h"
+#include "reference/trajectory_file.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <optional>
+#include <cmath>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ampcheck::dist {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+void mkdirs(const std::string& path) {  // mkdir -p (POSIX: std::filesystem is avoided next to libtorch)
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      throw std::runtime_error(cur + ": cannot create directory: " + std::strerror(errno));
+  }
+}
+
+std::string tail(const std::string& path, size_t max_lines = 12) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string l;
+  while (std::getline(in, l)) lines.push_back(l);
+  std::string out;
+  for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i) out += "\n    " + lines[i];
+  return out;
+}
+
+std::string attr(const reference::TrajectoryFile& f, const std::string& k, const std::string& d = "") {
+  auto it = f.attributes.find(k);
+  return it == f.attributes.end() ? d : it->second;
+}
+double attr_num(const reference::TrajectoryFile& f, const std::string& k) {
+  const std::string v = attr(f, k);
+  return v.empty() ? NAN : std::stod(v);
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+const char* dtype_label(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : t == at::kHalf ? "fp16" : "fp32"; }
+
+engine::RunOutcome::Status status_from(const std::string& s) {
+  if (s == "error") return engine::RunOutcome::Status::Error;
+  if (s == "nonfinite") return engine::RunOutcome::Status::NonFinite;
+  return engine::RunOutcome::Status::Completed;
+}
+
+// One rank's run -> its file.
+void write_rank_file(const std::string& path, const scenario::Scenario& sc, const engine::ScenarioResult& r,
+                     const DataParallel* dp, const RankEnv& env, const std::string& device_spec) {
+  reference::TrajectoryFile tf;
+  tf.attributes = engine::provenance(sc, engine::resolve_device(device_spec));
+  tf.attributes["status"] = engine::status_name(r.outcome.status);
+  tf.attributes["error"] = r.outcome.error;
+  tf.attributes["failed_step"] = std::to_string(r.outcome.failed_step);
+  tf.attributes["rank"] = std::to_string(env.rank);
+  tf.attributes["world_size"] = std::to_string(env.world_size);
+  tf.attributes["model_description"] = r.model_description;
+  tf.attributes["workload"] = r.workload;
+  tf.attributes["compute_dtype"] = r.compute_dtype;
+  tf.attributes["timing_method"] = r.timing.method;
+  tf.attributes["tokens_per_step"] = num(r.tokens_per_step);
+  tf.attributes["samples_per_step"] = num(r.samples_per_step);
+  tf.attributes["flops_per_step"] = num(r.flops_per_step);
+  tf.attributes["peak_memory_bytes"] = std::to_string(r.peak_memory_bytes);
+  tf.attributes["peak_reserved_bytes"] = std::to_string(r.peak_reserved_bytes);
+  tf.attributes["expectation_met"] = r.expectation_met ? "1" : "0";
+  tf.attributes["expectation_note"] = r.expectation_note;
+  if (dp) {
+    tf.attributes["collective_ms"] = num(dp->collective_ms());
+    tf.attributes["consistency_checks"] = std::to_string(dp->consistency().checks);
+    tf.attributes["diverged_step"] = std::to_string(dp->consistency().diverged_step);
+    tf.attributes["consistency"] = dp->consistency().message;
+  }
+  tf.trajectory = r.trajectory;
+  reference::write_trajectory(path, tf, /*overwrite=*/true);
+}
+
+// Runs this process as one rank: process group from the environment, training, its file.
+engine::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
+                                const std::string& out_file, const RankEnv& env, DataParallel** keep = nullptr) {
+  const auto& d = sc.run.distributed;
+  if (env.world_size != d.world_size)
+    throw std::runtime_error(sc.path + ": distributed.world_size is " + std::to_string(d.world_size) +
+                             ", the environment has WORLD_SIZE=" + std::to_string(env.world_size));
+  std::string dev = device_spec.empty() ? sc.device : device_spec;
+  if (dev == "auto") dev = at::hasCUDA() ? "cuda" : "cpu";
+  if (dev == "cuda") dev = "cuda:" + std::to_string(env.local_rank);  // one GPU per local rank
+  if (d.backend == "nccl" && dev.rfind("cuda", 0) != 0)
+    throw std::runtime_error(sc.path + ": distributed.backend nccl needs a CUDA device (--device cuda), not " + dev);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeout_s * 1000));
+  auto store = make_store(env, timeout);
+  auto backend = make_backend(d.backend, store, env, timeout);
+  static std::unique_ptr<DataParallel> dp;  // outlives the result for the joined path's barrier
+  dp = std::make_unique<DataParallel>(backend, d, env.rank, env.world_size);
+  engine::ScenarioResult r = engine::run_scenario(sc, dev, steps, nullptr, dp.get());
+  write_rank_file(out_file, sc, r, dp.get(), env, dev);
+  if (keep) *keep = dp.get();
+  return r;
+}
+
+// The merged result from the ranks' files.
+engine::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, int64_t world, const std::string& launch) {
+  std::vector<reference::TrajectoryFile> files;
+  for (int64_t k = 0; k < world; ++k) files.push_back(reference::read_trajectory(dir + "/rank" + std::to_string(k) + ".h5"));
+  const auto& f0 = files[0];
+  engine::ScenarioResult r;
+  r.name = sc.run.name;
+  r.device_class = attr(f0, "device_class");
+  r.trajectory = f0.trajectory;
+  r.model_description = attr(f0, "model_description");
+  r.workload = attr(f0, "workload") + ", " + std::to_string(world) + " ranks";
+  r.compute_dtype = attr(f0, "compute_dtype");
+  r.tokens_per_step = attr_num(f0, "tokens_per_step");
+  r.samples_per_step = attr_num(f0, "samples_per_step");
+  r.flops_per_step = attr_num(f0, "flops_per_step");
+  r.peak_memory_bytes = static_cast<int64_t>(attr_num(f0, "peak_memory_bytes"));
+  r.peak_reserved_bytes = static_cast<int64_t>(attr_num(f0, "peak_reserved_bytes"));
+  r.expectation_met = attr(f0, "expectation_met") == "1";
+  r.expectation_note = attr(f0, "expectation_note");
+  r.outcome.status = status_from(attr(f0, "status"));
+  r.outcome.error = attr(f0, "error");
+  r.outcome.failed_step = static_cast<int64_t>(attr_num(f0, "failed_step"));
+  r.outcome.steps_run = r.trajectory.size();
+  for (int64_t k = 1; k < world; ++k)  // a rank that raised alone: its error, named
+    if (attr(files[k], "status") == "error" && (r.outcome.status != engine::RunOutcome::Status::Error)) {
+      r.outcome.status = engine::RunOutcome::Status::Error;
+      r.outcome.error = "rank " + std::to_string(k) + ": " + attr(files[k], "error");
+      r.expectation_met = sc.expect.verdict == "error" && attr(files[k], "error") == sc.expect.error;
+    }
+  const auto& rows = r.trajectory.rows;
+  if (!rows.empty()) {
+    r.first_loss = rows.front()[engine::kLoss];
+    r.final_loss = rows.back()[engine::kLoss];
+    r.min_loss = r.first_loss;
+    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[engine::kLoss]);
+    r.timing = engine::step_timing(r.trajectory, attr(f0, "timing_method"));
+  }
+  auto& ds = r.distributed;
+  const auto& d = sc.run.distributed;
+  ds.world_size = world;
+  ds.backend = d.backend;
+  ds.sharding = d.sharding;
+  ds.reduce_dtype = dtype_label(d.reduce_dtype);
+  ds.launch = launch;
+  ds.rank_files = dir;
+  for (const auto& f : files) {
+    ds.rank_median_step_ms.push_back(engine::step_timing(f.trajectory, attr(f0, "timing_method")).median_ms);
+    double total = 0;
+    for (const auto& row : f.trajectory.rows)
+      if (std::isfinite(row[engine::kStepTimeMs])) total += row[engine::kStepTimeMs];
+    ds.rank_collective_share.push_back(total > 0 ? attr_num(f, "collective_ms") / total : NAN);
+  }
+  ds.consistency_checks = static_cast<int64_t>(attr_num(f0, "consistency_checks"));
+  ds.diverged_step = static_cast<int64_t>(attr_num(f0, "diverged_step"));
+  ds.consistency = attr(f0, "consistency");
+  return r;
+}
+
+const char* signal_name(int s) {
+  switch (s) {
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGINT: return "SIGINT";
+    case SIGBUS: return "SIGBUS";
+    default: return "a signal";
+  }
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw std::runtime_error("cannot find this program's path (/proc/self/exe)");
+  buf[n] = '\0';
+  return buf;
+}
+
+// Starts the ranks, watches them, and returns when all ended; throws naming the rank that failed or hung. No rank
+// outlives this function.
+void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps, const std::string& dir) {
+  const auto& d = sc.run.distributed;
+  const int64_t world = d.world_size;
+  // the store lives here, so a rank that dies cannot take it with it
+  c10d::TCPStoreOptions so;
+  so.port = 0;
+  so.isServer = true;
+  so.waitWorkers = false;
+  so.timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeout_s * 1000));
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  const std::string port = std::to_string(store->getPort());
+  const std::string exe = self_exe();
+  std::vector<pid_t> pids(world, -1);
+  std::ofstream pid_file(dir + "/pids");
+  for (int64_t k = 0; k < world; ++k) {
+    const std::string log = dir + "/rank" + std::to_string(k) + ".log";
+    const std::string out = dir + "/rank" + std::to_string(k) + ".h5";
+    std::vector<std::string> args = {exe, "_rank", sc.path, "--out", out};
+    if (!device_spec.empty()) args.insert(args.end(), {"--device", device_spec});
+    if (steps > 0) args.insert(args.end(), {"--steps", std::to_string(steps)});
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+    if (pid == 0) {  // the rank: dies with the launcher, output to its log
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() == 1) ::_exit(4);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+        ::close(fd);
+      }
+      ::setenv("RANK", std::to_string(k).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(k).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv("AMPCHECK_STORE_HOSTED", "1", 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(exe.c_str(), argv.data());
+      ::_exit(127);
+    }
+    pids[k] = pid;
+    pid_file << k << " " << pid << "\n";
+    std::cout << "  rank " << k << ": pid " << pid << ", log " << log << "\n";
+  }
+  pid_file.close();
+  std::cout << std::flush;
+
+  std::vector<bool> running(world, true);
+  auto kill_all = [&]() {
+    for (int64_t k = 0; k < world; ++k)
+      if (running[k]) ::kill(pids[k], SIGTERM);
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (Clock::now() < until) {
+      bool any = false;
+      for (int64_t k = 0; k < world; ++k)
+        if (running[k]) {
+          if (::waitpid(pids[k], nullptr, WNOHANG) == pids[k]) running[k] = false;
+          else any = true;
+        }
+      if (!any) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (int64_t k = 0; k < world; ++k)
+      if (running[k]) {
+        ::kill(pids[k], SIGKILL);
+        ::waitpid(pids[k], nullptr, 0);
+        running[k] = false;
+      }
+  };
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(d.timeout_s * 1000));
+  std::optional<Clock::time_point> first_done;
+  int64_t first_done_rank = -1;
+  const auto grace = std::chrono::seconds(15);
+  try {
+    for (;;) {
+      bool any = false;
+      for (int64_t k = 0; k < world; ++k) {
+        if (!running[k]) continue;
+        int status = 0;
+        const pid_t w = ::waitpid(pids[k], &status, WNOHANG);
+        if (w == 0) {
+          any = true;
+          continue;
+        }
+        running[k] = false;
+        const double t = std::chrono::duration<double>(Clock::now() - start).count();
+        std::ostringstream why;
+        if (WIFSIGNALED(status)) {
+          why << "rank " << k << " (pid " << pids[k] << ") was killed by " << signal_name(WTERMSIG(status)) << " after "
+              << std::fixed << std::setprecision(1) << t << " s";
+        } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+          why << "rank " << k << " (pid " << pids[k] << ") exited with code " << WEXITSTATUS(status) << " after "
+              << std::fixed << std::setprecision(1) << t << " s";
+        } else {
+          if (!first_done) first_done = Clock::now(), first_done_rank = k;
+          continue;
+        }
+        throw std::runtime_error(why.str() + "; the other ranks were stopped. Its log (" + dir + "/rank" +
+                                 std::to_string(k) + ".log):" + tail(dir + "/rank" + std::to_string(k) + ".log"));
+      }
+      if (!any) return;
+      if (Clock::now() > deadline || (first_done && Clock::now() > *first_done + grace)) {
+        std::string late;
+        for (int64_t k = 0; k < world; ++k)
+          if (running[k]) late += (late.empty() ? "" : ", ") + std::to_string(k);
+        throw std::runtime_error(
+            "rank(s) " + late + " still running " +
+            (Clock::now() > deadline ? "after distributed.timeout_s (" + num(d.timeout_s) + " s)"
+                                     : "15 s after rank " + std::to_string(first_done_rank) + " finished") +
+            ": stopped (a hang in a collective?). Logs in " + dir);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (...) {
+    kill_all();
+    throw;
+  }
+}
+}  // namespace
+
+engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
+                                       const std::string& out_dir, bool* writes_results) {
+  const std::string dir = out_dir + "/" + sc.run.name + ".ranks";
+  mkdirs(dir);
+  if (writes_results) *writes_results = true;
+  if (in_distributed_environment()) {  // started by torchrun / srun: this process is one rank
+    const RankEnv env = rank_env_from_environment();
+    DataParallel* dp = nullptr;
+    run_rank(sc, device_spec, steps, dir + "/rank" + std::to_string(env.rank) + ".h5", env, &dp);
+    dp->barrier();  // every rank's file is written (a shared directory is assumed, as for the run directory)
+    if (env.rank != 0) {
+      if (writes_results) *writes_results = false;
+      return {};
+    }
+    return merge(sc, dir, env.world_size, "environment");
+  }
+  if (!backend_available(sc.run.distributed.backend))
+    throw std::runtime_error(sc.path + ": distributed.backend '" + sc.run.distributed.backend +
+                             "' is not available here (compiled in: " + backends_compiled() + ")");
+  launch_and_wait(sc, device_spec, steps, dir);
+  return merge(sc, dir, sc.run.distributed.world_size, "ampcheck");
+}
+
+int rank_main(const std::string& scenario_path, const std::string& device_spec, int64_t steps, const std::string& out_file) {
+  try {
+    const scenario::Scenario sc = scenario::load_scenario(scenario_path);
+    const RankEnv env = rank_env_from_environment();
+    const auto r = run_rank(sc, device_spec, steps, out_file, env);
+    std::cout << "rank " << env.rank << ": " << engine::status_name(r.outcome.status) << ", " << r.trajectory.size()
+              << " steps\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ampcheck _rank: " << e.what() << "\n";
+    return 3;
+  }
+}
+
+}  // namespace ampcheck::dist
