@@ -105,6 +105,7 @@ int cmd_run(const RunOptions& opts) {
   }
   make_dirs(opts.out_dir);
   int failures = 0;
+  bool follower = false;
   std::vector<engine::ScenarioResult> results;
   for (size_t i = 0; i < files.size(); ++i) {
     const auto sc = scenario::load_scenario(files[i]);
@@ -113,7 +114,10 @@ int cmd_run(const RunOptions& opts) {
     bool writes = true;
     auto r = run_any_scenario(sc, opts, &writes,
                               engine::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
-    if (!writes) continue;  // a joined rank other than 0: rank 0 writes the run directory
+    if (!writes) {  // a joined rank other than 0: rank 0 writes the run directory
+      follower = true;
+      continue;
+    }
     if (r.distributed.world_size > 0)
       std::cout << "  " << r.distributed.world_size << " ranks (" << r.distributed.backend << "): "
                 << (r.distributed.consistency.empty() ? "ranks agreed at every check" : r.distributed.consistency)
@@ -131,6 +135,7 @@ int cmd_run(const RunOptions& opts) {
     failures += !r.expectation_met;
     results.push_back(std::move(r));
   }
+  if (follower && results.empty()) return 0;
   std::cout << "\n"
             << std::left << std::setw(30) << "scenario" << std::setw(11) << "device" << std::setw(11) << "status"
             << std::setw(8) << "steps" << std::setw(10) << "loss0" << std::setw(10) << "loss_end" << std::setw(9)

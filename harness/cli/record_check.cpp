@@ -2,6 +2,7 @@
 // judged against its reference.
 #include "report/format.h"
 #include "cli/commands.h"
+#include "dist/process_group.h"
 #include "cli/verdict_rows.h"
 
 #include "engine/device.h"
@@ -111,8 +112,14 @@ int cmd_check(const RunOptions& opts) {
   report::RunSummary summary;
   summary.suite = opts.suite;
   std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
-  const int64_t jobs = std::min<int64_t>(opts.jobs > 0 ? opts.jobs : default_jobs(opts.device),
-                                         static_cast<int64_t>(files.size()));
+  // a rank of a torchrun / srun job runs its scenarios in this process, in the job's order
+  const int64_t jobs = dist::in_distributed_environment()
+                           ? 1
+                           : std::min<int64_t>(opts.jobs > 0 ? opts.jobs : default_jobs(opts.device),
+                                               static_cast<int64_t>(files.size()));
+  // a joined rank other than 0 (RANK set by torchrun / srun): rank 0 judges and writes the reports
+  const char* rank_env = std::getenv("RANK");
+  bool follower = dist::in_distributed_environment() && rank_env && std::string(rank_env) != "0";
   if (jobs > 1) {
     std::cout << files.size() << " scenarios, " << jobs << " at a time\n" << std::flush;
     auto par = check_in_processes(files, opts, jobs);
@@ -150,7 +157,10 @@ int cmd_check(const RunOptions& opts) {
       const auto ref = reference::load_reference(root, row.device_class, run, opts.suite);
       bool writes = true;
       auto r = run_any_scenario(sc, opts, &writes, engine::terminal_progress(run.loop.steps));
-      if (!writes) continue;  // a joined rank other than 0: rank 0 judges and reports
+      if (!writes) {
+        follower = true;
+        continue;
+      }
       v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, ref.file.trajectory,
                          ref.noise, sc.tolerance);
       verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
@@ -211,6 +221,7 @@ int cmd_check(const RunOptions& opts) {
     if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
     summary.scenarios.push_back(row);
   }
+  if (follower) return 0;
   print_result_table(summary);
   report::write_run_reports(opts.out_dir, summary);
   report::write_html_report(opts.out_dir, summary);

@@ -286,10 +286,9 @@ void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spe
       }
   };
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(d.timeout_s * 1000));
   std::optional<Clock::time_point> first_done;
   int64_t first_done_rank = -1;
-  const auto grace = std::chrono::seconds(15);
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(std::min(15.0, d.timeout_s) * 1000));
   try {
     for (;;) {
       bool any = false;
@@ -318,15 +317,14 @@ void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spe
                                  std::to_string(k) + ".log):" + tail(dir + "/rank" + std::to_string(k) + ".log"));
       }
       if (!any) return;
-      if (Clock::now() > deadline || (first_done && Clock::now() > *first_done + grace)) {
+      if (first_done && Clock::now() > *first_done + grace) {
         std::string late;
         for (int64_t k = 0; k < world; ++k)
           if (running[k]) late += (late.empty() ? "" : ", ") + std::to_string(k);
-        throw std::runtime_error(
-            "rank(s) " + late + " still running " +
-            (Clock::now() > deadline ? "after distributed.timeout_s (" + num(d.timeout_s) + " s)"
-                                     : "15 s after rank " + std::to_string(first_done_rank) + " finished") +
-            ": stopped (a hang in a collective?). Logs in " + dir);
+        throw std::runtime_error("rank " + late + " still running " + num(std::min(15.0, d.timeout_s)) +
+                                 " s after rank " + std::to_string(first_done_rank) + " finished: stopped (hung?). " +
+                                 "Rank " + std::to_string(first_done_rank) + "'s log:" +
+                                 tail(dir + "/rank" + std::to_string(first_done_rank) + ".log", 4));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -344,13 +342,11 @@ engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::
   if (writes_results) *writes_results = true;
   if (in_distributed_environment()) {  // started by torchrun / srun: this process is one rank
     const RankEnv env = rank_env_from_environment();
+    if (writes_results) *writes_results = env.rank == 0;  // set first: a rank that fails writes nothing either
     DataParallel* dp = nullptr;
     run_rank(sc, device_spec, steps, dir + "/rank" + std::to_string(env.rank) + ".h5", env, &dp);
     dp->barrier();  // every rank's file is written (a shared directory is assumed, as for the run directory)
-    if (env.rank != 0) {
-      if (writes_results) *writes_results = false;
-      return {};
-    }
+    if (env.rank != 0) return {};
     return merge(sc, dir, env.world_size, "environment");
   }
   if (!backend_available(sc.run.distributed.backend))

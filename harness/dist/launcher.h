@@ -6,8 +6,10 @@
 // the ranks' step times, collective shares and cross-rank consistency.
 //
 // A rank that exits with an error or a signal ends the run at once: the others get SIGTERM, then SIGKILL after 2 s,
-// and the error names the rank and the tail of its log. A rank still running `distributed.timeout_s` after the start,
-// or 15 s after another rank finished, is killed the same way. Ranks die with the launcher (PR_SET_PDEATHSIG).
+// and the error names the rank and the tail of its log. A rank that hangs makes its peers' collectives time out after
+// `distributed.timeout_s` (the process group's timeout); they end with that error, and a rank still running
+// min(15 s, timeout_s) after another finished is stopped the same way and named. Ranks die with the launcher
+// (PR_SET_PDEATHSIG).
 #pragma once
 
 #include "engine/scenario_run.h"

@@ -63,7 +63,7 @@ struct DistributedConfig {
   bool found_inf_agreement = true;       // zero1: all-reduce the GradScaler's found_inf (false = PITFALL)
   std::vector<int64_t> restore_scaler_ranks;  // with train.resume: ranks that restore the scaler (empty = all)
   int64_t check_every = 1;               // cross-rank consistency check every N steps
-  double timeout_s = 300;                // a rank that fails or hangs ends the run within this time
+  double timeout_s = 300;                // collective timeout: a hung rank ends the run within about this time
   double bucket_mb = 25;                 // gradient all-reduce bucket size (MiB of the reduce dtype)
 };
 
