@@ -15,7 +15,7 @@ export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite bench doctor}
+STAGES=${STAGES:-build tests record suite dist bench doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -41,6 +41,19 @@ if has record; then
   ( time "$BUILD_DIR/ampcheck" record "${what[@]}" --device cuda --references "$WORK/references" --force ) > "$WORK/record.log" 2>&1
   echo "record rc=$?"; tail -8 "$WORK/record.log"
   tar czf "$OUT/references.tar.gz" -C "$WORK" references record.log
+fi
+if has dist; then
+  # the data-parallel path on CUDA: NCCL at world size 1 (the dist-gpu suite), against FP32 references recorded here
+  grep -E "ampcheck: (c10d|NCCL|no gloo)" "$OUT/build.log" 2>/dev/null
+  rm -rf "$WORK/dist-references" "$WORK/dist"
+  "$BUILD_DIR/ampcheck" record --suite dist-gpu --device cuda --references "$WORK/dist-references" > "$WORK/dist-record.log" 2>&1
+  echo "dist record rc=$?"; tail -3 "$WORK/dist-record.log"
+  "$BUILD_DIR/ampcheck" check --suite dist-gpu --device cuda --jobs 1 --references "$WORK/dist-references" \
+    --out "$WORK/dist" --force > "$WORK/dist.log" 2>&1
+  echo "dist check rc=$?"; tail -12 "$WORK/dist.log"
+  cp "$WORK/dist.log" "$WORK/dist-record.log" "$WORK/dist/" 2>/dev/null
+  cp -r "$WORK/dist-references" "$WORK/dist/references" 2>/dev/null
+  tar czf "$OUT/dist.tar.gz" -C "$WORK" dist
 fi
 if has suite; then
   # RUNS (default "1 2 3"): the suite checked once per entry, into $WORK/run<N>; each run leaves $OUT/run<N>.tar.gz

@@ -106,6 +106,15 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   const bool fp8 = device.is_cuda() && (info.compute_capability_major > 8 ||
                                         (info.compute_capability_major == 8 && info.compute_capability_minor >= 9));
   j["support"] = {{"bf16", bf16}, {"fp8_e4m3_matmul", fp8}, {"tf32", device.is_cuda() && info.compute_capability_major >= 8}};
+  // the c10d backends this build compiled in (harness/dist: Gloo where gloo's headers were found, NCCL where nccl.h was)
+  nlohmann::json backends = nlohmann::json::array();
+#ifdef AMPCHECK_HAVE_GLOO
+  backends.push_back("gloo");
+#endif
+#ifdef AMPCHECK_HAVE_NCCL
+  if (device.is_cuda()) backends.push_back("nccl");
+#endif
+  j["support"]["c10d_backends"] = backends;
   j["flags"] = {{"tf32_cublas", ctx.allowTF32CuBLAS()},
                 {"tf32_cudnn", ctx.allowTF32CuDNN()},
                 {"deterministic_algorithms", ctx.deterministicAlgorithms()},
@@ -164,6 +173,11 @@ std::string format_doctor(const nlohmann::json& j) {
     line("driver", or_unknown("nvidia_driver") + " (supports CUDA " + or_unknown("cuda_driver") + ")");
   line("cuda runtime", j["versions"]["cuda_runtime"].get<std::string>().empty() ? "none" : str(j["versions"]["cuda_runtime"]));
   line("cudnn", j["versions"]["cudnn"].get<std::string>().empty() ? "none" : str(j["versions"]["cudnn"]));
+  {
+    std::string b;
+    for (const auto& x : j["support"]["c10d_backends"]) b += (b.empty() ? "" : ", ") + x.get<std::string>();
+    line("c10d backends", b.empty() ? "none (data-parallel scenarios unavailable)" : b);
+  }
   line("bf16 / fp8 / tf32", std::string(j["support"]["bf16"].get<bool>() ? "yes" : "no") + " / " +
                                 (j["support"]["fp8_e4m3_matmul"].get<bool>() ? "yes" : "no") + " / " +
                                 (j["support"]["tf32"].get<bool>() ? "yes" : "no"));
