@@ -236,3 +236,36 @@ TEST(ScenarioParse, ActivationSiteParsesAndIsCheckedAgainstTheModel) {
             std::string::npos)
       << e;
 }
+
+TEST(ScenarioParse, DistributedSectionIsParsedAndChecked) {
+  Scenario s = parse_scenario(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 4, sharding: zero1, "
+                                                   "reduce_dtype: bf16, found_inf_agreement: false}\n",
+                              "t.yaml");
+  EXPECT_TRUE(s.run.distributed.enabled);
+  EXPECT_EQ(s.run.distributed.world_size, 4);
+  EXPECT_EQ(s.run.distributed.backend, "gloo");
+  EXPECT_EQ(s.run.distributed.reduce_dtype, at::kBFloat16);
+  EXPECT_FALSE(s.run.distributed.found_inf_agreement);
+  EXPECT_FALSE(parse_scenario(kBase, "t.yaml").run.distributed.enabled);
+  // the global batch splits evenly over the ranks
+  EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 6}\ndistributed: {world_size: 4}\n")
+                .find("t.yaml:6:27: distributed.world_size: data.batch_size (6, the global batch) must be divisible by world_size (4)"),
+            std::string::npos)
+      << error_of(std::string(kBase) + "data: {batch_size: 6}\ndistributed: {world_size: 4}\n");
+  EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2, found_inf_agreement: false}\n")
+                .find("distributed.found_inf_agreement: only zero1 shards the inf check"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2, backend: mpi}\n")
+                .find("distributed.backend: 'mpi' is not one of: gloo, nccl"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2, restore_scaler_ranks: [0]}\n")
+                .find("restore_scaler_ranks: needs train.resume"),
+            std::string::npos);
+  // a rank-local injection: only in a data-parallel scenario, and on an existing rank
+  const std::string inj = "inject:\n  - {kind: grad, steps: [1], rank: 2}\n";
+  EXPECT_NE(error_of(std::string(kBase) + inj).find("inject[0].rank: only for a data-parallel scenario"), std::string::npos)
+      << error_of(std::string(kBase) + inj);
+  EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2}\n" + inj)
+                .find("inject[0].rank: expected 0 <= rank < distributed.world_size (2), got 2"),
+            std::string::npos);
+}

@@ -442,5 +442,32 @@ TEST(GradScaler, ScaleOfAListMultipliesEachOutputKeepingItsDtype) {
   EXPECT_EQ(scaled[1].scalar_type(), at::kBFloat16) << "a 0-dim float32 scale does not promote a bfloat16 output";
 }
 
+// ShardedGradScaler's rule: the found_inf of a sharded optimizer is reduced across ranks before step() decides. A
+// reducer standing in for the all-reduce (MAX over "another rank" that found an inf) makes a rank whose own grads are
+// finite skip, on the plain and on the fused path; without a reducer the same rank steps.
+TEST(GradScaler, FoundInfReducerMakesAFiniteShardSkip) {
+  int calls = 0;
+  auto other_rank_found_inf = [&](at::Tensor& found_inf) {
+    ++calls;
+    found_inf.fill_(1.0);
+  };
+  for (bool reduce : {false, true}) {
+    GradScaler scaler(c10::DeviceType::CPU, Options(1024.0));
+    if (reduce) scaler.set_found_inf_reducer(other_rank_found_inf);
+    at::Tensor p = Param(at::full({2}, 1.0, kF32));
+    Sgd opt({p}, 0.1);
+    scaler.scale(at::ones({}, kF32));
+    EXPECT_EQ(scaler.step(opt), !reduce);
+    scaler.update();
+    EXPECT_EQ(scaler.get_scale(), reduce ? 512.0 : 1024.0);
+    EXPECT_EQ(p[0].item<float>() == 0.0f, reduce);  // skipped: untouched
+    RecordingFusedOptimizer fused({Param(at::full({2}, 1.0, kF32))});
+    scaler.scale(at::ones({}, kF32));
+    scaler.step(fused);
+    EXPECT_EQ(fused.found_inf_.item<float>(), reduce ? 1.0f : 0.0f);
+  }
+  EXPECT_EQ(calls, 2);  // once per inf check: unscale_ on the plain path, the check on the fused one
+}
+
 }  // namespace
 }  // namespace ampcheck::amp
