@@ -47,6 +47,7 @@ class DataParallel final : public engine::GradientSync {
   const Consistency& consistency() const { return consistency_; }
   double collective_ms() const { return collective_ms_; }
   void barrier();
+  void shutdown() { backend_->shutdown(); }  // what destroy_process_group() does (NCCL: communicators released)
 
  private:
   void reduce(std::vector<at::Tensor>& tensors, c10d::ReduceOp op, const char* what);

@@ -346,6 +346,7 @@ engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::
     DataParallel* dp = nullptr;
     run_rank(sc, device_spec, steps, dir + "/rank" + std::to_string(env.rank) + ".h5", env, &dp);
     dp->barrier();  // every rank's file is written (a shared directory is assumed, as for the run directory)
+    dp->shutdown();
     if (env.rank != 0) return {};
     return merge(sc, dir, env.world_size, "environment");
   }
@@ -360,7 +361,9 @@ int rank_main(const std::string& scenario_path, const std::string& device_spec, 
   try {
     const scenario::Scenario sc = scenario::load_scenario(scenario_path);
     const RankEnv env = rank_env_from_environment();
-    const auto r = run_rank(sc, device_spec, steps, out_file, env);
+    DataParallel* dp = nullptr;
+    const auto r = run_rank(sc, device_spec, steps, out_file, env, &dp);
+    dp->shutdown();
     std::cout << "rank " << env.rank << ": " << engine::status_name(r.outcome.status) << ", " << r.trajectory.size()
               << " steps\n";
     return 0;
