@@ -123,7 +123,7 @@ engine::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string&
   if (d.backend == "nccl" && dev.rfind("cuda", 0) != 0)
     throw std::runtime_error(sc.path + ": distributed.backend nccl needs a CUDA device (--device cuda), not " + dev);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeout_s * 1000));
-  auto store = make_store(env, timeout);
+  auto store = make_store(env, timeout, sc.run.name);
   auto backend = make_backend(d.backend, store, env, timeout);
   static std::unique_ptr<DataParallel> dp;  // outlives the result for the joined path's barrier
   dp = std::make_unique<DataParallel>(backend, d, env.rank, env.world_size);

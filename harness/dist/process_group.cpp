@@ -78,15 +78,17 @@ bool backend_available(const std::string& backend) {
   return false;
 }
 
-c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& e, std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& e, std::chrono::milliseconds timeout, const std::string& prefix) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(e.master_port);
   o.isServer = e.store_server;
   o.numWorkers = std::nullopt;
   o.waitWorkers = false;
   o.timeout = timeout;
-  auto tcp = c10::make_intrusive<c10d::TCPStore>(e.master_addr, o);
-  return c10::make_intrusive<c10d::PrefixStore>("ampcheck", tcp);
+  // one connection (and, on the hosting rank, one server on MASTER_PORT) per process, shared by every group
+  static c10::intrusive_ptr<c10d::TCPStore> tcp;
+  if (!tcp) tcp = c10::make_intrusive<c10d::TCPStore>(e.master_addr, o);
+  return c10::make_intrusive<c10d::PrefixStore>("ampcheck/" + prefix, tcp);
 }
 
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,

@@ -29,7 +29,9 @@ RankEnv rank_env_from_environment();
 bool backend_available(const std::string& backend);  // "gloo" / "nccl": compiled in (and, for nccl, a GPU)
 std::string backends_compiled();                     // e.g. "gloo, nccl"
 
-c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& env, std::chrono::milliseconds timeout);
+// prefix: the keys of one process group (a joined job running several scenarios builds one group per scenario on
+// the same store; each gets its own key space).
+c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& env, std::chrono::milliseconds timeout, const std::string& prefix);
 // The backend for `backend` on this rank. Errors name the backend and why it cannot be used here.
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
                                                const RankEnv& env, std::chrono::milliseconds timeout);

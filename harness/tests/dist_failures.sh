@@ -2,7 +2,8 @@
 # Data-parallel failures: (1) rank 1 killed with SIGKILL mid-run: the run ends with an error naming rank 1 and the
 # signal, and no rank process is left; (2) rank 1 stopped (SIGSTOP: a hang): rank 0's collective times out after
 # distributed.timeout_s, and the run ends with an error naming rank 1 as the one still running; no process is left.
-# (3) joined: torchrun starts 2 processes of `ampcheck check`, each one rank; rank 0 judges and writes the reports.
+# (3) joined: torchrun starts 2 processes of `ampcheck check` over two scenarios, each process one rank; rank 0
+# judges and writes the reports.
 set -euo pipefail
 ampcheck=$1; src=$2; python=${3:-python3}
 work=$(mktemp -d); trap 'pkill -KILL -f "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -38,13 +39,14 @@ for case in kill hang; do
 done
 port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$port" --no-python "$ampcheck" check \
-  "$src/scenarios/dist-fp32-2ranks.yaml" --device cpu --out "$work/torchrun" > "$work/torchrun.log" 2>&1 \
+  "$src/scenarios/dist-fp32-2ranks.yaml" "$src/scenarios/dist-reduce-bf16.yaml" --device cpu --out "$work/torchrun" \
+  > "$work/torchrun.log" 2>&1 \
   || { cat "$work/torchrun.log"; echo "FAIL: the torchrun job failed"; exit 1; }
 "$python" - "$work/torchrun/summary.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["scenarios"]
-assert len(c) == 1 and c[0]["pass"] and c[0]["distributed"]["launch"] == "environment", c
-assert c[0]["distributed"]["world_size"] == 2 and c[0]["distributed"]["consistency"] == "", c
-print("torchrun: 2 joined ranks,", c[0]["verdict"], c[0]["message"][:80])
+assert len(c) == 2 and all(x["pass"] and x["distributed"]["launch"] == "environment" for x in c), c
+assert all(x["distributed"]["world_size"] == 2 and x["distributed"]["consistency"] == "" for x in c), c
+print("torchrun: 2 joined ranks, 2 scenarios in one job:", [(x["name"], x["verdict"]) for x in c])
 PY
 echo "dist failures: a killed rank and a hung rank end the run naming rank 1, no process left; a torchrun job joined"
