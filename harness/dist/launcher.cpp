@@ -250,6 +250,9 @@ void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spe
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", port.c_str(), 1);
       ::setenv("AMPCHECK_STORE_HOSTED", "1", 1);
+      // the ranks share this machine's cores (as torchrun does, unless the user set it)
+      const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+      ::setenv("OMP_NUM_THREADS", std::to_string(std::max<long>(1, cores / world)).c_str(), 0);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);

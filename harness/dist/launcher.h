@@ -1,6 +1,6 @@
 // Running a data-parallel scenario (`distributed:`): ampcheck starts the ranks itself — one process per rank, the
 // same binary's hidden `_rank` command, with RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT set and the
-// TCPStore hosted by the launching process — or, started by torchrun / srun (those variables already set), the
+// TCPStore hosted by the launching process, OMP_NUM_THREADS = cores / ranks unless set — or, started by torchrun / srun (those variables already set), the
 // process is itself one rank. Every rank writes its trajectory to <out>/<name>.ranks/rank<k>.h5 (with its log,
 // rank<k>.log, when ampcheck started it); the result is rank 0's trajectory (the loss averaged over the ranks) with
 // the ranks' step times, collective shares and cross-rank consistency.
