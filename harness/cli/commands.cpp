@@ -2,6 +2,7 @@
 #include "report/format.h"
 #include "cli/commands.h"
 #include "dist/launcher.h"
+#include "engine/checkpoint.h"
 
 #include "engine/device.h"
 #include "engine/precision.h"
@@ -39,7 +40,7 @@ std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
   return files;
 }
 
-void make_dirs(const std::string& path) { fs::create_directories(path); }
+void make_dirs(const std::string& path) { engine::make_dirs(path); }
 
 bool file_exists(const std::string& path) {
   struct stat st;

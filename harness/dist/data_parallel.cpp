@@ -88,16 +88,21 @@ at::Tensor DataParallel::after_step(int64_t step, const std::vector<at::Tensor>&
   at::NoGradGuard no_grad;
   if (cfg_.sharding == "zero1") gather_parameters(params);
   const auto opts = loss.options().dtype(at::kDouble);
-  // the checksum weighs each parameter's sum by its position, so swapped or shifted values show too
-  std::vector<at::Tensor> sums;
-  for (const auto& p : params) sums.push_back(p.to(at::kDouble).sum());
-  at::Tensor weights = at::arange(1, static_cast<int64_t>(sums.size()) + 1, opts);
-  at::Tensor checksum = (at::stack(sums).to(opts.device()) * weights).sum();
+  const bool check = step % cfg_.check_every == 0;  // the same on every rank: the collective keeps its shape
+  // the checksum (check steps only) weighs each parameter's float64 sum by its position, so swapped or shifted
+  // values show too
+  at::Tensor checksum = at::zeros({}, opts);
+  if (check) {
+    std::vector<at::Tensor> sums;
+    for (const auto& p : params) sums.push_back(p.sum(at::kDouble));
+    at::Tensor weights = at::arange(1, static_cast<int64_t>(sums.size()) + 1, opts);
+    checksum = (at::stack(sums).to(opts.device()) * weights).sum();
+  }
   at::Tensor rows = at::zeros({world_, 4}, opts);
   rows[rank_] = at::stack({loss.to(opts), checksum, loss_scale.to(opts).reshape({}), skipped.to(opts).reshape({})});
   std::vector<at::Tensor> t = {rows};
   reduce(t, c10d::ReduceOp::SUM, "consistency all-reduce");
-  if (step % cfg_.check_every == 0) {
+  if (check) {
     ++consistency_.checks;
     if (consistency_.diverged_step < 0) {
       const at::Tensor host = rows.cpu();  // SYNC POINT (every check_every steps)

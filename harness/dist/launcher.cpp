@@ -3,6 +3,7 @@
 
 #include "dist/data_parallel.h"
 #include "dist/process_group.h"
+#include "engine/checkpoint.h"
 #include "reference/trajectory_file.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -31,19 +32,6 @@ namespace ampcheck::dist {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-void mkdirs(const std::string& path) {  // mkdir -p (POSIX: std::filesystem is avoided next to libtorch)
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') cur = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += part + "/";
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-      throw std::runtime_error(cur + ": cannot create directory: " + std::strerror(errno));
-  }
-}
 
 std::string tail(const std::string& path, size_t max_lines = 12) {
   std::ifstream in(path);
@@ -341,7 +329,7 @@ void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spe
 engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
                                        const std::string& out_dir, bool* writes_results) {
   const std::string dir = out_dir + "/" + sc.run.name + ".ranks";
-  mkdirs(dir);
+  engine::make_dirs(dir);
   if (writes_results) *writes_results = true;
   if (in_distributed_environment()) {  // started by torchrun / srun: this process is one rank
     const RankEnv env = rank_env_from_environment();

@@ -1,6 +1,7 @@
 // Checkpoint reader/writer.
 #include "engine/checkpoint.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -35,6 +36,18 @@ at::ScalarType dtype_from_tag(const std::string& s, const std::string& path) {
   throw std::runtime_error(path + ": unknown dtype '" + s + "' in checkpoint header");
 }
 }  // namespace
+
+void make_dirs(const std::string& path) {
+  std::string cur = !path.empty() && path[0] == '/' ? "/" : "";
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      throw std::runtime_error(cur + ": cannot create directory: " + std::strerror(errno));
+  }
+}
 
 void write_file_atomically(const std::string& path, const std::string& bytes, bool overwrite) {
   struct stat st;

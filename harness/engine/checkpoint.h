@@ -25,5 +25,7 @@ Checkpoint read_checkpoint(const std::string& path);
 // Writes `bytes` to path atomically: path.tmp.<pid> then rename(2). Refuses to replace an existing file unless
 // overwrite is true (the error names the file and says --force).
 void write_file_atomically(const std::string& path, const std::string& bytes, bool overwrite = true);
+// mkdir -p with POSIX calls (std::filesystem's remove_all is unsafe next to libtorch; this keeps to POSIX too).
+void make_dirs(const std::string& path);
 
 }  // namespace ampcheck::engine
