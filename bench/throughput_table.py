@@ -11,16 +11,20 @@ for path in sys.argv[1:]:
         if line.startswith("{"):
             rows.append(json.loads(line))
 
+rows = [r for r in rows if "tokens_per_s" in r]  # (the FP8 breakdown line is not a throughput row)
 base = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-eager"}
-print("| implementation | strategy | full probes | tokens/s | TFLOP/s | median ms/step (min-max) | peak GiB | vs Python |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+engine_bf16 = {r.get("probe_every"): r for r in rows if r["impl"] == "ampcheck-cpp" and r["strategy"] == "bf16-autocast"}
+print("| implementation | strategy | full probes | tokens/s | TFLOP/s | median ms/step (min-max) | peak GiB | vs Python | vs engine bf16 |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
     b = base.get(r["strategy"])
     ratio = f'{r["tokens_per_s"] / b["tokens_per_s"]:.3f}' if b else "-"
+    e = engine_bf16.get(r.get("probe_every")) if r["impl"] == "ampcheck-cpp" else None
+    vs_bf16 = f'{r["tokens_per_s"] / e["tokens_per_s"]:.3f}' if e else "-"
     pe = r.get("probe_every")
     probes = "-" if pe is None else ("never" if pe == 0 else "every step" if pe == 1 else f"every {pe}")
     print(f'| {r["impl"]} | {r["strategy"]} | {probes} | {r["tokens_per_s"] / 1e3:.1f}k | {r["tflops"]:.0f} | '
-          f'{r["median_step_ms"]:.2f} ({r["min_step_ms"]:.2f}-{r["max_step_ms"]:.2f}) | {r["peak_memory_gib"]:.1f} | {ratio} |')
+          f'{r["median_step_ms"]:.2f} ({r["min_step_ms"]:.2f}-{r["max_step_ms"]:.2f}) | {r["peak_memory_gib"]:.1f} | {ratio} | {vs_bf16} |')
 if rows:
     r = rows[0]
     print(f'\n{r["device"]}, {r["preset"]} ({r["params"] / 1e6:.1f}M params), batch {r["batch"]} x {r["seq"]} tokens.')

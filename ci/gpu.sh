@@ -15,7 +15,7 @@ export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite dist bench doctor}
+STAGES=${STAGES:-build tests record suite dist fp8 bench doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -55,6 +55,23 @@ if has dist; then
   cp -r "$WORK/dist-references" "$WORK/dist/references" 2>/dev/null
   tar czf "$OUT/dist.tar.gz" -C "$WORK" dist
 fi
+if has fp8; then
+  # the fp8 suite (FP8 recipes and planted failures, GPT-2 124M and mini): the GPT-2 scenarios share the committed
+  # references/cuda-sm90 FP32 reference of the gpu suite's workload; the mini one is recorded here into a copy, so what
+  # comes back ($OUT/fp8.tar.gz) holds exactly the new reference beside the run directory
+  rm -rf "$WORK/fp8-references" "$WORK/fp8"
+  cp -r references "$WORK/fp8-references"
+  ( time "$BUILD_DIR/ampcheck" record scenarios/fp8/mini/fp8-mini.yaml --device cuda --references "$WORK/fp8-references" ) \
+    > "$WORK/fp8-record.log" 2>&1
+  echo "fp8 record rc=$?"; tail -3 "$WORK/fp8-record.log"
+  ( time "$BUILD_DIR/ampcheck" check --suite fp8 --device cuda --jobs 1 --references "$WORK/fp8-references" \
+    --out "$WORK/fp8" --force ) > "$WORK/fp8.log" 2>&1
+  echo "fp8 check rc=$?"; tail -26 "$WORK/fp8.log"
+  mkdir -p "$WORK/fp8/references"
+  cp "$WORK/fp8.log" "$WORK/fp8-record.log" "$WORK/fp8/" 2>/dev/null
+  find "$WORK/fp8-references" -name 'gpt-mini-*.h5' -exec cp {} "$WORK/fp8/references/" \;
+  tar czf "$OUT/fp8.tar.gz" -C "$WORK" fp8
+fi
 if has suite; then
   # RUNS (default "1 2 3"): the suite checked once per entry, into $WORK/run<N>; each run leaves $OUT/run<N>.tar.gz
   # (trajectories, summary.json/md, report.html, the log) as soon as it ends, so a call cut short keeps what ran.
@@ -77,13 +94,15 @@ fi
 if has bench; then
   B="$BUILD_DIR/harness/bench/ampcheck_bench_train"
   : > "$OUT/bench.jsonl"
-  for s in bf16-autocast fp16-autocast; do
-    python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+  for s in bf16-autocast fp16-autocast fp8; do
+    [ "$s" != fp8 ] && python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
     for pe in 1 0; do
       "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 30 --probe-every $pe >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
     done
   done
   python3 bench/throughput_table.py "$OUT/bench.jsonl" > "$OUT/bench.md"; cat "$OUT/bench.md"; tail -5 "$OUT/bench.err" 2>/dev/null
+  # where an FP8 Linear's time goes against bf16 (one GPT-2 c_fc layer at batch 16 x 1024)
+  "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err"; cat "$OUT/fp8_breakdown.json"
 fi
 if has doctor; then
   "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"

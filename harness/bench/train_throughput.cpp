@@ -4,24 +4,90 @@
 // windows of `--window` steps (one flush = one sync per window), so host-device overlap is kept inside a window.
 //
 //   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --seq 1024 --steps 30
+//   ampcheck_bench_train --fp8-breakdown --batch 16 --seq 1024     (one FP8 Linear's time, part by part, vs bf16)
 #include "engine/device.h"
+#include "engine/fp8.h"
 #include "engine/trainer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 using namespace ampcheck;
 
+namespace {
+// Where an FP8 Linear's time goes: one GPT-2 c_fc-shaped layer (M = batch x seq rows, K = 768, N = 3072), forward +
+// backward, in bf16 (at::linear under autocast, the bf16 strategy's path) against the fp8 path's parts, each timed
+// alone over `reps` device-synchronised repetitions: the amax reduction, the scale + saturating cast of x, w and the
+// gradient, the FP8 transposes backward needs, and the three _scaled_mm products. Prints one JSON line.
+nlohmann::json fp8_breakdown(const at::Device& device, int64_t M, int64_t K, int64_t N, int reps) {
+  at::NoGradGuard no_grad;
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+  at::Tensor x = at::randn({M, K}, f32).to(at::kBFloat16), w = at::randn({N, K}, f32) * 0.02;
+  at::Tensor g = (at::randn({M, N}, f32) * 1e-6).to(at::kBFloat16);
+  engine::Fp8Config cfg;
+  engine::Fp8Matmuls fp8(cfg, {"h.0.mlp.c_fc"}, device);
+  fp8.begin_step(false);
+  auto time_ms = [&](const std::function<void()>& f) {
+    for (int i = 0; i < 3; ++i) f();
+    engine::synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) f();
+    engine::synchronize(device);  // SYNC POINT: timing
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+  };
+  const at::Tensor wb = w.to(at::kBFloat16);
+  nlohmann::json j = {{"impl", "fp8-breakdown"}, {"M", M}, {"K", K}, {"N", N}};
+  // bf16: forward (weight cast + linear), dgrad, wgrad
+  j["bf16_ms"] = {{"weight_cast", time_ms([&] { (void)w.to(at::kBFloat16); })},
+                  {"forward_mm", time_ms([&] { (void)at::linear(x, wb); })},
+                  {"dgrad_mm", time_ms([&] { (void)at::mm(g, wb); })},
+                  {"wgrad_mm", time_ms([&] { (void)at::mm(g.t(), x); })}};
+  const int xi = fp8.cast_index(0, engine::Fp8Matmuls::kInput), wi = fp8.cast_index(0, engine::Fp8Matmuls::kWeight),
+            gi = fp8.cast_index(0, engine::Fp8Matmuls::kGrad);
+  const auto qx = fp8.quantize(xi, x), qw = fp8.quantize(wi, w), qg = fp8.quantize(gi, g);
+  j["fp8_ms"] = {
+      {"amax_x", time_ms([&] { (void)at::linalg_vector_norm(x.to(at::kFloat), INFINITY); })},
+      {"quantize_x", time_ms([&] { (void)fp8.quantize(xi, x); })},
+      {"quantize_w", time_ms([&] { (void)fp8.quantize(wi, w); })},
+      {"quantize_grad", time_ms([&] { (void)fp8.quantize(gi, g); })},
+      {"transposes", time_ms([&] {
+         (void)qw.data.t().contiguous();
+         (void)qg.data.t().contiguous();
+         (void)qx.data.t().contiguous();
+       })},
+      {"forward_mm", time_ms([&] {
+         (void)at::_scaled_mm(qx.data, qw.data.t(), qx.inv_scale, qw.inv_scale, {}, {}, at::kBFloat16, true);
+       })},
+      {"dgrad_mm", time_ms([&] {
+         (void)at::_scaled_mm(qg.data, qw.data.t().contiguous().t(), qg.inv_scale, qw.inv_scale, {}, {}, at::kBFloat16, false);
+       })},
+      {"wgrad_mm", time_ms([&] {
+         (void)at::_scaled_mm(qg.data.t().contiguous(), qx.data.t().contiguous().t(), qg.inv_scale, qx.inv_scale, {}, {},
+                              at::kBFloat16, false);
+       })}};
+  fp8.begin_step(true);
+  j["fp8_ms"]["quantize_x_probed"] = time_ms([&] { (void)fp8.quantize(xi, x); });
+  double bf16 = 0, f8 = 0;
+  for (const auto& [k, v] : j["bf16_ms"].items()) bf16 += v.get<double>();
+  for (const char* k : {"quantize_x", "quantize_w", "quantize_grad", "transposes", "forward_mm", "dgrad_mm", "wgrad_mm"})
+    f8 += j["fp8_ms"][k].get<double>();
+  j["bf16_total_ms"] = bf16;
+  j["fp8_total_ms"] = f8;
+  return j;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string preset = "nano", strategy = "bf16-autocast", device_spec = "auto";
   int64_t batch = 8, seq = 0, steps = 20, warmup = 5, window = 10;
   int64_t probe_every = 1;
-  bool fused = true;
+  bool fused = true, breakdown = false;
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) {
@@ -41,10 +107,17 @@ int main(int argc, char** argv) {
     else if (a == "--window") window = std::stoll(next());
     else if (a == "--probe-every") probe_every = std::stoll(next());
     else if (a == "--unfused") fused = false;
+    else if (a == "--fp8-breakdown") breakdown = true;
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;
     }
+  }
+  if (breakdown) {
+    const at::Device device = engine::resolve_device(device_spec);
+    const int64_t rows = batch * (seq > 0 ? seq : 1024);
+    std::cout << fp8_breakdown(device, rows, 768, 3072, device.is_cuda() ? 50 : 2).dump() << std::endl;
+    return 0;
   }
   engine::RunConfig cfg;
   cfg.name = "bench";

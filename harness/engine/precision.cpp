@@ -28,6 +28,27 @@ at::ScalarType parse_dtype(const std::string& s) {
   throw std::invalid_argument("unknown dtype '" + s + "' (expected fp32, fp16 or bf16)");
 }
 
+const char* fp8_scaling_name(Fp8Scaling s) {
+  switch (s) {
+    case Fp8Scaling::Current: return "current";
+    case Fp8Scaling::Delayed: return "delayed";
+    case Fp8Scaling::None: return "none";
+  }
+  return "?";
+}
+
+std::string Fp8Config::describe() const {
+  std::ostringstream os;
+  os << "FP8 matmuls (" << layers << "): e4m3 activations/weights, " << (hybrid ? "e5m2" : "e4m3") << " grads, ";
+  switch (scaling) {
+    case Fp8Scaling::Current: os << "scale from the current amax"; break;
+    case Fp8Scaling::Delayed: os << "delayed scaling (amax history " << history << ")"; break;
+    case Fp8Scaling::None: os << "NO scaling"; break;
+  }
+  if (margin != 0) os << ", margin " << margin;
+  return os.str();
+}
+
 std::string Strategy::describe() const {
   std::ostringstream os;
   os << "params " << dtype_name(param_dtype);
@@ -39,6 +60,7 @@ std::string Strategy::describe() const {
     case ScalerKind::Dynamic: os << ", GradScaler(init_scale=" << scaler.init_scale << ")"; break;
   }
   if (master_weights) os << ", fp32 master weights";
+  if (fp8) os << ", " << fp8->describe();
   os << (tf32 ? ", TF32 on" : ", TF32 off");
   if (deterministic) os << ", deterministic";
   return os.str();
@@ -63,6 +85,8 @@ const Preset kPresets[] = {
     {"bf16-autocast", at::kFloat, at::kBFloat16, ScalerKind::None, false, false},
     {"bf16-pure", at::kBFloat16, std::nullopt, ScalerKind::None, false, false},        // model.to(bfloat16)
     {"fp16-master", at::kHalf, std::nullopt, ScalerKind::Dynamic, true, false},        // Apex O2 style
+    {"fp8", at::kFloat, at::kBFloat16, ScalerKind::None, false, false},                // + FP8 matmuls (below)
+    {"fp8-delayed", at::kFloat, at::kBFloat16, ScalerKind::None, false, false},
 };
 }  // namespace
 
@@ -84,6 +108,10 @@ Strategy strategy_preset(const std::string& name) {
     s.master_weights = p.master;
     s.tf32 = p.tf32;
     s.deterministic = true;
+    if (s.name.rfind("fp8", 0) == 0) {
+      s.fp8 = Fp8Config{};
+      if (s.name == "fp8-delayed") s.fp8->scaling = Fp8Scaling::Delayed;
+    }
     return s;
   }
   std::string known;
@@ -104,9 +132,21 @@ void check_supported(const Strategy& s, const at::Device& device) {
       throw std::runtime_error("unsupported here: TF32 needs compute capability >= 8.0, " + info.name + " has " +
                                std::to_string(info.compute_capability_major) + "." +
                                std::to_string(info.compute_capability_minor));
+    if (s.fp8 && (info.compute_capability_major * 10 + info.compute_capability_minor) < 89)
+      throw std::runtime_error("unsupported here: strategy '" + s.name + "' needs FP8 tensor cores (compute capability "
+                               ">= 8.9, Ada or Hopper); " + info.name + " has " +
+                               std::to_string(info.compute_capability_major) + "." +
+                               std::to_string(info.compute_capability_minor) + ". ampcheck does not fall back to bf16");
   } else if (!device.is_cpu()) {
     throw std::runtime_error(std::string("unsupported here: device ") + device.str() + " (ampcheck runs on cpu or cuda)");
+  } else if (s.fp8 && !s.fp8->emulate_on_cpu) {
+    throw std::runtime_error("unsupported here: strategy '" + s.name + "' needs FP8 tensor cores (a CUDA GPU of compute "
+                             "capability >= 8.9, Ada or Hopper); the CPU has none. ampcheck does not fall back to bf16");
   }
+  if (s.fp8 && s.autocast != at::kBFloat16)
+    throw std::invalid_argument("strategy '" + s.name + "': FP8 matmuls run beside bf16 autocast (autocast: bf16)");
+  if (s.fp8 && s.param_dtype != at::kFloat)
+    throw std::invalid_argument("strategy '" + s.name + "': FP8 keeps fp32 parameters as the master weights (params: fp32)");
   if (s.master_weights && s.param_dtype == at::kFloat)
     throw std::invalid_argument("strategy '" + s.name + "': master_weights needs fp16 or bf16 params (they are the fp32 copy)");
   if (s.param_dtype == at::kHalf && s.autocast == at::kBFloat16)

@@ -23,6 +23,27 @@ struct ScalerConfig {
   int64_t growth_interval = 2000;
 };
 
+// FP8 matmuls (engine/fp8): the Linear layers of the transformer blocks (and optionally the LM head and the
+// embeddings) computed by at::_scaled_mm with a per-tensor scale per cast; everything else stays under the strategy's
+// bf16 autocast, and the optimizer steps the fp32 parameters (the master weights).
+enum class Fp8Scaling {
+  Current,  // scale = format max / amax of the tensor being cast (one amax reduction per cast)
+  Delayed,  // scale = format max / max of the last `history` amaxes of this cast (Transformer Engine's delayed
+            // scaling); the first cast of a tensor uses its own amax
+  None,     // PITFALL: cast without a scale (x.to(float8)): small values flush to zero, e4m3 overflows to NaN
+};
+struct Fp8Config {
+  Fp8Scaling scaling = Fp8Scaling::Current;
+  bool hybrid = true;           // output gradients in e5m2 (more range, 2 mantissa bits); false: e4m3 throughout
+  int64_t history = 16;         // delayed: amax history length (casts of that tensor)
+  int64_t margin = 0;           // scale divided by 2^margin (headroom against growth)
+  std::string layers = "blocks";  // blocks | blocks+head (also the tied LM head) | all (also the embedding lookups)
+  bool emulate_on_cpu = false;  // tests only, not a scenario field: run torch's CPU _scaled_mm (numerics, no speed)
+
+  std::string describe() const;
+};
+const char* fp8_scaling_name(Fp8Scaling s);  // current | delayed | none
+
 struct Strategy {
   std::string name = "fp32";
   at::ScalarType param_dtype = at::kFloat;            // dtype of the model's parameters
@@ -31,17 +52,18 @@ struct Strategy {
   bool master_weights = false;                        // fp32 master copy stepped by the optimizer
   bool tf32 = false;                                  // TF32 matmuls / convolutions (CUDA)
   bool deterministic = true;                          // deterministic algorithms (fp32 references must be)
+  std::optional<Fp8Config> fp8;                       // FP8 matmuls (engine/fp8); nullopt = none
 
   std::string describe() const;   // one line, PyTorch-Python terms
 };
 
 // The presets: fp32, tf32, fp16-pure-scaler, fp16-pure, fp16-autocast, fp16-static, bf16-autocast, bf16-pure,
-// fp16-master. Throws std::invalid_argument naming the known ones.
+// fp16-master, fp8 (current scaling, hybrid formats, blocks), fp8-delayed (amax history 16). Throws std::invalid_argument naming the known ones.
 Strategy strategy_preset(const std::string& name);
 std::vector<std::string> strategy_preset_names();
 
 // Throws std::runtime_error("unsupported here: ...") when the device cannot run the strategy (bf16 on a GPU
-// without bf16, TF32 below sm80, CUDA requested with no CUDA).
+// without bf16, TF32 below sm80, CUDA requested with no CUDA, FP8 on the CPU or below sm89).
 void check_supported(const Strategy& s, const at::Device& device);
 
 // RAII: TF32 (cuBLAS + cuDNN), deterministic algorithms, cuDNN benchmark/determinism; restores all on exit.

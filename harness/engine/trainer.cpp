@@ -75,6 +75,10 @@ Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
   model_ = models::make_model(mc);
   mc = models::resolve_preset(mc);
   model_->to(device_, cfg_.strategy.param_dtype);
+  if (cfg_.strategy.fp8) {  // the strategy's FP8 matmuls replace the model's Linear layers at the chosen sites
+    fp8_ = std::make_unique<Fp8Matmuls>(*cfg_.strategy.fp8, model_->matmul_sites(), device_);
+    model_->set_matmul_override(fp8_.get());
+  }
 
   // data
   data::DataConfig dc = cfg_.data;
@@ -267,7 +271,10 @@ void Trainer::train_step(int64_t step) {
   }
 
   // forward + backward over the micro-batches
+  const bool full_probe = cfg_.loop.probe_every > 0 && step % cfg_.loop.probe_every == 0;
+  if (fp8_) fp8_->begin_step(full_probe);
   at::Tensor loss = forward_backward(step);
+  if (fp8_) fp8_->end_step();
 
   // planted gradient events (what this rank's backward produced)
   injector_.on_grads(model_->parameters(), step, trajectory_.events);
@@ -282,7 +289,6 @@ void Trainer::train_step(int64_t step) {
                                                                          : at::ones({}, dev_opts);
   at::Tensor grad_norm = total_norm(grads, device_) / scale_used;
   std::vector<at::Tensor> stats;
-  const bool full_probe = cfg_.loop.probe_every > 0 && step % cfg_.loop.probe_every == 0;
   if (full_probe) {
     stats = grad_stats(grads);
     at::NoGradGuard no_grad;
@@ -365,6 +371,7 @@ void Trainer::flush() {
   }
   pending_rows_.clear();
   pending_host_.clear();
+  if (fp8_) fp8_->flush_into(trajectory_.fp8);
   if (progress_) progress_(trajectory_.size() - 1, trajectory_);
 }
 
@@ -395,6 +402,7 @@ void Trainer::raised(RunOutcome& out, const std::string& error) {
   out.failed_step = next_step_;
   pending_rows_.clear();
   pending_host_.clear();
+  if (fp8_) fp8_->discard();
   timer_.discard();
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "data/corpus.h"
+#include "engine/fp8.h"
 #include "engine/optimizer.h"
 #include "engine/precision.h"
 #include "engine/run_config.h"
@@ -105,6 +106,7 @@ class Trainer {
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // one, or two sharing the scaler (loop.two_optimizers)
   std::vector<size_t> second_group_;                    // model parameter indices of the second group
   std::unique_ptr<amp::GradScaler> scaler_;
+  std::unique_ptr<Fp8Matmuls> fp8_;                    // the model's FP8 matmuls (fp8 strategies), else null
   inject::Injector injector_;
   GradientSync* grad_sync_ = nullptr;
   ProgressFn progress_;

@@ -29,8 +29,18 @@ constexpr int kNumDeviceColumns = kFracNonfinite + 1;
 
 const char* column_name(int c);  // "loss", "grad_norm", ...
 
+// FP8 casts of an fp8 strategy (engine/fp8): per step and per cast ("h.3.mlp.c_fc.x", ".w", ".grad"), the fraction
+// of the tensor's elements saturated (at or past the format's max) and flushed to zero by the cast, and the scale
+// used (the largest of the step's micro-batches). Fractions are NaN on steps not probed (loop.probe_every).
+struct Fp8Probes {
+  std::vector<std::string> casts;
+  std::vector<std::vector<double>> saturated, flushed, scale;  // [step][cast]
+  bool empty() const { return casts.empty(); }
+};
+
 struct Trajectory {
   std::vector<std::array<double, kNumColumns>> rows;
+  Fp8Probes fp8;                    // empty unless the strategy has FP8 matmuls
   std::vector<std::string> events;  // "step 12: injected inf into h.0.attn.c_attn.weight grad", ...
 
   int64_t size() const { return static_cast<int64_t>(rows.size()); }

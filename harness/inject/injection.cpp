@@ -44,9 +44,11 @@ models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::
     o.hidden_scale = c.factor;
     o.hidden_scale_block = c.block;
     o.hidden_scale_at = c.at;
-    events.push_back("step " + std::to_string(step) + ": " +
-                     (c.at == models::ActivationSite::MlpInput ? "MLP input of block " : "hidden state after block ") +
-                     std::to_string(c.block) + " scaled by " + num(c.factor));
+    const char* where = c.at == models::ActivationSite::MlpInput        ? "MLP input of block "
+                        : c.at == models::ActivationSite::MlpInputSpike ? "c_fc matmul input (output divided back) of block "
+                                                                        : "hidden state after block ";
+    events.push_back("step " + std::to_string(step) + ": " + where + std::to_string(c.block) + " scaled by " +
+                     num(c.factor));
   }
   return o;
 }

@@ -6,6 +6,9 @@
 //               mlp_input the LayerNorm output feeding the block's MLP is multiplied (gpt only): under fp16
 //                         autocast the MLP's first linear runs in fp16, so values past 65504 are inf and the
 //                         loss and grads are non-finite — a real fp16 activation overflow that GradScaler skips
+//               mlp_input_spike  the c_fc matmul's input is multiplied and its output divided back (gpt only):
+//                         exact in FP32 and bf16 for a power of two, so it changes nothing but the magnitude an
+//                         FP8 cast must fit — an activation spike that a stale FP8 scale saturates on
 //   loss      underflow: the loss is multiplied by a tiny factor before backward (grads fall into / below fp16's
 //             subnormals) and, with `compensate` (default), the grads are multiplied back by 1/factor right after
 //             backward — so only the backward pass's own number format decides what survives, and an FP32 run
@@ -35,7 +38,7 @@ struct InjectionConfig {
   int64_t count = 1;                   // GradValue: elements written per matching grad
   double factor = 1.0;                 // ActivationScale / LossScale: the multiplier
   int64_t block = 0;                   // ActivationScale: which block
-  models::ActivationSite at = models::ActivationSite::Residual;  // ActivationScale: residual | mlp_input
+  models::ActivationSite at = models::ActivationSite::Residual;  // ActivationScale: residual | mlp_input | mlp_input_spike
   bool compensate = true;              // LossScale: multiply the grads back by 1/factor after backward
   int64_t rank = -1;                   // data-parallel: only on this rank (-1: every rank)
 };

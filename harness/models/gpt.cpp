@@ -111,12 +111,35 @@ std::string Gpt::describe() const {
   return os.str();
 }
 
-at::Tensor Gpt::block_forward(const Block& b, const at::Tensor& x, double mlp_input_scale) {
+std::vector<std::string> Gpt::matmul_sites() const {
+  std::vector<std::string> sites;
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    for (const char* n : {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"})
+      sites.push_back("h." + std::to_string(l) + "." + n);
+  sites.insert(sites.end(), {"lm_head", "wte", "wpe"});
+  return sites;
+}
+
+at::Tensor Gpt::linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (MatmulOverride* o = matmul_override())
+    if (at::Tensor y = o->linear(site, x, w, b); y.defined()) return y;
+  return at::linear(x, w, b);
+}
+
+at::Tensor Gpt::embedding(int site, const at::Tensor& w, const at::Tensor& indices) {
+  if (MatmulOverride* o = matmul_override())
+    if (at::Tensor y = o->embedding(site, w, indices); y.defined()) return y;
+  return at::embedding(w, indices);
+}
+
+at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_scale, double mlp_spike) {
+  const Block& b = blocks_[l];
+  const int site = static_cast<int>(4 * l);
   const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
   const bool train_dropout = cfg_.dropout > 0.0;
   // attention: x + proj(attn(ln_1(x)))
   at::Tensor h = at::layer_norm(x, {C}, p(b.ln1_w), p(b.ln1_b));
-  at::Tensor qkv = at::linear(h, p(b.attn_w), p(b.attn_b));  // (B, T, 3C)
+  at::Tensor qkv = linear(site + 0, h, p(b.attn_w), p(b.attn_b));  // (B, T, 3C)
   auto parts = qkv.split(C, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
   at::Tensor q = heads(parts[0]);
@@ -125,14 +148,18 @@ at::Tensor Gpt::block_forward(const Block& b, const at::Tensor& x, double mlp_in
   at::Tensor y = at::scaled_dot_product_attention(q, heads(parts[1]), heads(parts[2]), {},
                                                   train_dropout ? cfg_.dropout : 0.0, /*is_causal=*/true);
   y = y.transpose(1, 2).contiguous().view({B, T, C});
-  y = at::linear(y, p(b.attn_proj_w), p(b.attn_proj_b));
+  y = linear(site + 1, y, p(b.attn_proj_w), p(b.attn_proj_b));
   if (train_dropout) y = at::dropout(y, cfg_.dropout, true);
   at::Tensor x1 = x + y;
   // MLP: x + proj(gelu(fc(ln_2(x))))
   at::Tensor m = at::layer_norm(x1, {C}, p(b.ln2_w), p(b.ln2_b));
   if (mlp_input_scale != 1.0) m = m * mlp_input_scale;  // planted event: overflows the fp16 c_fc matmul
-  m = at::gelu(at::linear(m, p(b.fc_w), p(b.fc_b)), "tanh");
-  m = at::linear(m, p(b.fc_proj_w), p(b.fc_proj_b));
+  if (mlp_spike != 1.0)  // planted spike: (K m) W^T + K b, divided by K — exact for a power of two
+    m = linear(site + 2, m * mlp_spike, p(b.fc_w), p(b.fc_b) * mlp_spike) / mlp_spike;
+  else
+    m = linear(site + 2, m, p(b.fc_w), p(b.fc_b));
+  m = at::gelu(m, "tanh");
+  m = linear(site + 3, m, p(b.fc_proj_w), p(b.fc_proj_b));
   if (train_dropout) m = at::dropout(m, cfg_.dropout, true);
   return x1 + m;
 }
@@ -141,15 +168,17 @@ at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {
   const int64_t T = inputs.size(1);
   TORCH_CHECK(T <= cfg_.block_size, "gpt: sequence length ", T, " exceeds block_size ", cfg_.block_size);
   at::Tensor pos = at::arange(T, inputs.options());
-  at::Tensor x = at::embedding(p(wte_), inputs) + at::embedding(p(wpe_), pos);  // (B, T, C)
+  const int head = lm_head_site();
+  at::Tensor x = embedding(head + 1, p(wte_), inputs) + embedding(head + 2, p(wpe_), pos);  // (B, T, C)
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const bool scaled_here = opts.hidden_scale != 1.0 && static_cast<int64_t>(l) == opts.hidden_scale_block;
     const bool at_mlp_input = scaled_here && opts.hidden_scale_at == ActivationSite::MlpInput;
-    x = block_forward(blocks_[l], x, at_mlp_input ? opts.hidden_scale : 1.0);
+    const bool spike = scaled_here && opts.hidden_scale_at == ActivationSite::MlpInputSpike;
+    x = block_forward(l, x, at_mlp_input ? opts.hidden_scale : 1.0, spike ? opts.hidden_scale : 1.0);
     if (scaled_here && opts.hidden_scale_at == ActivationSite::Residual) x = x * opts.hidden_scale;
   }
   x = at::layer_norm(x, {cfg_.n_embd}, p(lnf_w_), p(lnf_b_));
-  return at::linear(x, p(wte_));  // (B, T, V), tied head
+  return linear(head, x, p(wte_));  // (B, T, V), tied head
 }
 
 at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts) {

@@ -24,6 +24,8 @@ class Gpt final : public Model {
   std::string describe() const override;
   double training_flops_per_token(int64_t seq_len) const override;
   const ModelConfig& config() const { return cfg_; }
+  // Site i of block l is 4*l + {0: attn.c_attn, 1: attn.c_proj, 2: mlp.c_fc, 3: mlp.c_proj}; then lm_head, wte, wpe.
+  std::vector<std::string> matmul_sites() const override;
 
  private:
   struct Block {  // indices into parameters()
@@ -31,7 +33,11 @@ class Gpt final : public Model {
   };
   const at::Tensor& p(size_t i) { return parameters()[i].tensor; }
   // mlp_input_scale multiplies the LayerNorm output that feeds the MLP (ActivationSite::MlpInput); 1 = off.
-  at::Tensor block_forward(const Block& b, const at::Tensor& x, double mlp_input_scale = 1.0);
+  // mlp_spike multiplies c_fc's input and divides its output (ActivationSite::MlpInputSpike); 1 = off.
+  at::Tensor block_forward(size_t l, const at::Tensor& x, double mlp_input_scale = 1.0, double mlp_spike = 1.0);
+  at::Tensor linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+  at::Tensor embedding(int site, const at::Tensor& w, const at::Tensor& indices);
+  int lm_head_site() const { return static_cast<int>(4 * blocks_.size()); }
 
   ModelConfig cfg_;
   size_t wte_, wpe_, lnf_w_, lnf_b_;

@@ -24,6 +24,9 @@ enum class ActivationSite {
              // autocast it stays fp32 and the next LayerNorm normalises it away: fp16 autocast does not overflow.
   MlpInput,  // gpt: the ln_2 output feeding block `hidden_scale_block`'s MLP. Under fp16 autocast (or .half())
              // that first MLP linear runs in fp16: values past 65504 become inf, the forward really overflows.
+  MlpInputSpike,  // gpt: the input of block `hidden_scale_block`'s c_fc matmul is multiplied by the factor and its
+                  // output (bias included) divided by it: exact in FP32 for a power of two, so only a number format
+                  // that must fit the spike into its range (FP8 with a stale scale) changes the result.
 };
 
 // Planted numerical events inside the forward pass (see inject/). Scaling a hidden state past fp16's max is an
@@ -32,6 +35,19 @@ struct ForwardOptions {
   double hidden_scale = 1.0;      // multiply the activation at `hidden_scale_at` of block `hidden_scale_block`
   int64_t hidden_scale_block = 0;
   ActivationSite hidden_scale_at = ActivationSite::Residual;
+};
+
+// Who computes a model's matmuls and embedding lookups. A model names each site (gpt: "h.<l>.attn.c_attn",
+// "h.<l>.attn.c_proj", "h.<l>.mlp.c_fc", "h.<l>.mlp.c_proj", "lm_head", and the lookups "wte", "wpe") and, by default,
+// computes them with at::linear / at::embedding. A strategy that changes how matmuls are computed (engine/fp8: FP8
+// through at::_scaled_mm) installs an override; the model never sees a number format. Returning an undefined tensor
+// leaves that site to the default.
+class MatmulOverride {
+ public:
+  virtual ~MatmulOverride() = default;
+  // x @ w^T + b (b may be undefined); x is (..., K), w (N, K)
+  virtual at::Tensor linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) = 0;
+  virtual at::Tensor embedding(int site, const at::Tensor& w, const at::Tensor& indices) = 0;
 };
 
 class Model {
@@ -54,6 +70,11 @@ class Model {
   at::Device device() const { return params_.front().tensor.device(); }
   at::ScalarType dtype() const { return params_.front().tensor.scalar_type(); }
 
+  // The model's matmul and lookup sites, by index (see MatmulOverride); empty when it has none to override.
+  virtual std::vector<std::string> matmul_sites() const { return {}; }
+  // Installs (or, with nullptr, removes) the override; it must outlive its use.
+  void set_matmul_override(MatmulOverride* o) { matmul_override_ = o; }
+
   // Moves / casts every parameter in place (what Python's model.to(device, dtype) / model.half() do): the new
   // tensors are fresh leaves that require grad. Existing grads are dropped.
   void to(at::Device device, at::ScalarType dtype);
@@ -61,8 +82,10 @@ class Model {
  protected:
   // Registers a parameter initialised on the CPU in fp32 (so CPU and GPU runs start from identical weights).
   at::Tensor& add_parameter(std::string name, at::Tensor init_fp32_cpu, bool decay);
+  MatmulOverride* matmul_override() const { return matmul_override_; }
 
  private:
+  MatmulOverride* matmul_override_ = nullptr;
   std::vector<NamedParameter> params_;
 };
 

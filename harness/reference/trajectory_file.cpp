@@ -55,6 +55,45 @@ std::vector<double> read_column(hid_t file, const std::string& name, const std::
   return out;
 }
 
+// A (steps x casts) matrix of the FP8 probes as one 2-D float64 dataset.
+void write_matrix(hid_t group, const std::string& name, const std::vector<std::vector<double>>& rows, size_t cols) {
+  hsize_t dims[2] = {rows.size(), cols};
+  std::vector<double> flat;
+  flat.reserve(rows.size() * cols);
+  for (const auto& r : rows) {
+    if (r.size() != cols) throw std::runtime_error("HDF5: fp8/" + name + ": ragged rows");
+    flat.insert(flat.end(), r.begin(), r.end());
+  }
+  hid_t space = checked(H5Screate_simple(2, dims, nullptr), "dataspace");
+  hid_t ds = checked(H5Dcreate2(group, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                     "dataset fp8/" + name);
+  if (!flat.empty()) check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "write fp8/" + name);
+  H5Dclose(ds);
+  H5Sclose(space);
+}
+
+std::vector<std::vector<double>> read_matrix(hid_t file, const std::string& name, size_t cols, const std::string& path) {
+  hid_t ds = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  if (ds < 0) throw std::runtime_error(path + ": missing dataset /" + name);
+  hid_t space = H5Dget_space(ds);
+  hsize_t dims[2] = {0, 0};
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank == 2) H5Sget_simple_extent_dims(space, dims, nullptr);
+  if (rank != 2 || dims[1] != cols) {
+    H5Sclose(space);
+    H5Dclose(ds);
+    throw std::runtime_error(path + ": dataset /" + name + " must be (steps x " + std::to_string(cols) +
+                             ") float64, one column per name in /fp8 attribute 'casts'");
+  }
+  std::vector<double> flat(dims[0] * dims[1]);
+  if (!flat.empty()) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data());
+  H5Sclose(space);
+  H5Dclose(ds);
+  std::vector<std::vector<double>> rows(dims[0]);
+  for (hsize_t i = 0; i < dims[0]; ++i) rows[i].assign(flat.begin() + i * cols, flat.begin() + (i + 1) * cols);
+  return rows;
+}
+
 herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* op_data) {
   static_cast<std::vector<std::string>*>(op_data)->push_back(name);
   return 0;
@@ -126,6 +165,16 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
       }
       H5Gclose(noise);
     }
+    if (!t.fp8.empty()) {  // /fp8: attribute casts (names, one per line) + saturated / flushed / scale (steps x casts)
+      hid_t g = checked(H5Gcreate2(f, "fp8", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group fp8");
+      std::string names;
+      for (const auto& c : t.fp8.casts) names += c + "\n";
+      write_string_attr(g, "casts", names);
+      write_matrix(g, "saturated", t.fp8.saturated, t.fp8.casts.size());
+      write_matrix(g, "flushed", t.fp8.flushed, t.fp8.casts.size());
+      write_matrix(g, "scale", t.fp8.scale, t.fp8.casts.size());
+      H5Gclose(g);
+    }
     std::string events;
     for (const auto& e : t.events) events += e + "\n";
     write_string_attr(f, "events", events);
@@ -176,6 +225,26 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
     for (int c = 0; c < engine::kNumColumns; ++c)
       if (cols[c].empty()) cols[c].assign(cols[engine::kLoss].size(), std::numeric_limits<double>::quiet_NaN());
     for (const auto& name : group_members(f, "series")) out.series[name] = read_column(f, "series/" + name, path);
+    if (H5Lexists(f, "fp8", H5P_DEFAULT) > 0) {
+      hid_t g = H5Gopen2(f, "fp8", H5P_DEFAULT);
+      std::map<std::string, std::string> attrs;
+      hsize_t ai = 0;
+      H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_NATIVE, &ai, collect_attr, &attrs);
+      H5Gclose(g);
+      std::string names = attrs["casts"];
+      for (size_t pos; (pos = names.find('\n')) != std::string::npos; names.erase(0, pos + 1))
+        out.trajectory.fp8.casts.push_back(names.substr(0, pos));
+      if (out.trajectory.fp8.casts.empty()) throw std::runtime_error(path + ": group /fp8 has no attribute 'casts'");
+      const size_t nc = out.trajectory.fp8.casts.size();
+      out.trajectory.fp8.saturated = read_matrix(f, "fp8/saturated", nc, path);
+      out.trajectory.fp8.flushed = read_matrix(f, "fp8/flushed", nc, path);
+      out.trajectory.fp8.scale = read_matrix(f, "fp8/scale", nc, path);
+      const size_t steps = cols[engine::kLoss].size();
+      for (const auto* m : {&out.trajectory.fp8.saturated, &out.trajectory.fp8.flushed, &out.trajectory.fp8.scale})
+        if (m->size() != steps)
+          throw std::runtime_error(path + ": /fp8 datasets have " + std::to_string(m->size()) + " rows, expected one per step (" +
+                                   std::to_string(steps) + ")");
+    }
     for (const auto& label : group_members(f, "noise")) {
       engine::LabelledTrajectory nr{label, {}};
       std::vector<std::vector<double>> nc(engine::kNumColumns);

@@ -2,6 +2,7 @@
 #include "report/doctor.h"
 
 #include "engine/device.h"
+#include "engine/fp8.h"
 #include "engine/precision.h"
 #include "engine/trainer.h"
 
@@ -41,6 +42,49 @@ double matmul_tflops(const at::Device& device, at::ScalarType dtype, int64_t n) 
   return best;
 }
 
+}  // namespace
+
+Fp8Check fp8_numerical_check(const at::Device& device, int64_t n) {
+  at::NoGradGuard no_grad;
+  engine::Fp8Config cfg;
+  cfg.emulate_on_cpu = device.is_cpu();
+  engine::Fp8Matmuls fp8(cfg, {"h.0.doctor"}, device);
+  fp8.begin_step(false);
+  at::manual_seed(0);
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  at::Tensor x = at::randn({n, n}, opts), w = at::randn({n, n}, opts);
+  const auto qx = fp8.quantize(fp8.cast_index(0, engine::Fp8Matmuls::kInput), x);
+  const auto qw = fp8.quantize(fp8.cast_index(0, engine::Fp8Matmuls::kWeight), w);
+  at::Tensor y8 = at::_scaled_mm(qx.data, qw.data.t(), qx.inv_scale, qw.inv_scale, {}, {}, at::kBFloat16, true);
+  at::Tensor ybf = at::mm(x.to(at::kBFloat16), w.to(at::kBFloat16).t());
+  at::Tensor y64 = at::mm(x.to(at::kDouble), w.to(at::kDouble).t());
+  auto rel = [&](const at::Tensor& y) { return ((y.to(at::kDouble) - y64).norm() / y64.norm()).item<double>(); };  // SYNC POINT
+  Fp8Check c;
+  c.fp8_rel_error = rel(y8);
+  c.bf16_rel_error = rel(ybf);
+  c.ok = c.fp8_rel_error < std::ldexp(1.0, -4) && c.fp8_rel_error > 4 * c.bf16_rel_error;
+  return c;
+}
+
+double fp8_matmul_tflops(const at::Device& device, int64_t n) {
+  at::NoGradGuard no_grad;
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  at::Tensor a = at::randn({n, n}, opts).to(at::kFloat8_e4m3fn), b = at::randn({n, n}, opts).to(at::kFloat8_e4m3fn);
+  at::Tensor one = at::ones({}, opts);
+  const int reps = device.is_cuda() ? 20 : 1;
+  std::vector<double> seconds;
+  for (int i = 0; i < 7; ++i) {
+    engine::synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) at::_scaled_mm(a, b.t(), one, one, {}, {}, at::kBFloat16, true);
+    engine::synchronize(device);  // SYNC POINT: timing
+    if (i >= 2) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return 2.0 * n * n * n / seconds[seconds.size() / 2] / 1e12;
+}
+
+namespace {
 // Trains `micro` for 12 steps with a strategy; returns the final loss, or NaN with the error in `error`.
 double smoke_train(const at::Device& device, const std::string& strategy, std::string& error, int64_t* skipped = nullptr,
                    double* scale = nullptr, bool plant_inf = false) {
@@ -133,7 +177,15 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   }
   rates["fp16_tflops"] = matmul_tflops(device, at::kHalf, n);
   if (bf16) rates["bf16_tflops"] = matmul_tflops(device, at::kBFloat16, n);
+  if (fp8) rates["fp8_e4m3_tflops"] = fp8_matmul_tflops(device, n);
   j["matmul"] = rates;
+  bool fp8_ok = true;
+  if (fp8) {  // the FP8 numerical check (only where FP8 matmuls exist: the strategy is refused elsewhere)
+    const Fp8Check c = fp8_numerical_check(device, 4096);
+    j["fp8_check"] = {{"size", 4096}, {"fp8_rel_error", c.fp8_rel_error}, {"bf16_rel_error", c.bf16_rel_error},
+                      {"bound", std::ldexp(1.0, -4)}, {"ok", c.ok}};
+    fp8_ok = c.ok;
+  }
   // numerical smoke test
   nlohmann::json smoke;
   std::string err32, err16, errbf, errinf;
@@ -152,7 +204,7 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   smoke["bf16_autocast_loss"] = std::isfinite(lbf) ? nlohmann::json(lbf) : nlohmann::json(errbf);
   smoke["gradscaler_inf_skipped_steps"] = skipped;
   smoke["gradscaler_scale_after"] = scale;
-  smoke["ok"] = std::isfinite(l32) && ok16 && okbf && okinf;
+  smoke["ok"] = std::isfinite(l32) && ok16 && okbf && okinf && fp8_ok;
   j["smoke_test"] = smoke;
   return j;
 }
@@ -186,9 +238,21 @@ std::string format_doctor(const nlohmann::json& j) {
   line("deterministic", j["flags"]["deterministic_algorithms"].get<bool>() ? "on" : "off");
   line("intra-op threads", str(j["flags"]["intra_op_threads"]));
   std::ostringstream rates;
-  for (const char* k : {"fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops"})
-    if (j["matmul"].contains(k)) rates << std::string(k).substr(0, 4) << " " << std::setprecision(3) << j["matmul"][k].get<double>() << "  ";
+  for (const char* k : {"fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_e4m3_tflops"})
+    if (j["matmul"].contains(k))
+      rates << std::string(k).substr(0, std::string(k).find("_tflops")) << " " << std::setprecision(3)
+            << j["matmul"][k].get<double>() << "  ";
   line("matmul TFLOP/s", rates.str() + "(n=" + str(j["matmul"]["size"]) + ")");
+  if (j.contains("fp8_check")) {
+    const auto& c = j["fp8_check"];
+    std::ostringstream m;
+    m << std::setprecision(3) << (c["ok"].get<bool>() ? "OK" : "FAILED") << ": e4m3 scaled matmul (n="
+      << c["size"].get<int64_t>() << ") relative error " << 100 * c["fp8_rel_error"].get<double>() << "% vs fp64 (bound "
+      << 100 * c["bound"].get<double>() << "%; bf16 " << 100 * c["bf16_rel_error"].get<double>() << "%)";
+    line("fp8 check", m.str());
+  } else {
+    line("fp8 check", "not run: no FP8 matmuls on this device (the fp8 strategies are unsupported here)");
+  }
   const auto& s = j["smoke_test"];
   line("smoke test", std::string(s["ok"].get<bool>() ? "OK" : "FAILED") + ": loss after 12 steps fp32 " +
                          str(s["fp32_loss"]) + ", fp16 autocast " + str(s["fp16_autocast_loss"]) + ", bf16 autocast " +

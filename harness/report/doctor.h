@@ -4,7 +4,10 @@
 // back-off, fp16 and bf16 autocast training steps against fp32).
 #pragma once
 
+#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+
+#include <cmath>
 
 #include <string>
 
@@ -18,5 +21,17 @@ std::string format_doctor(const nlohmann::json& report);
 // The measured matmul rate of the device in a compute dtype (fp32 | tf32 | fp16 | bf16), TFLOP/s: the median of
 // timed square matmuls of size n (0 = 8192 on a GPU, 512 on a CPU) — the peak MFU is quoted against.
 double measured_matmul_tflops(const std::string& device_spec, const std::string& compute_dtype, int64_t n = 0);
+
+// The FP8 numerical check: an (n x n) @ (n x n)^T product of N(0, 1) matrices through the fp8 strategy's own casts
+// (engine/fp8, current scaling, e4m3) and at::_scaled_mm, against the product in fp64. Each operand element is rounded
+// to e4m3's 3 mantissa bits (relative error at most 2^-4), so the product's relative (Frobenius) error must stay below
+// 2^-4; and it must exceed 4x bf16's error on the same operands, or the product was not computed in FP8.
+struct Fp8Check {
+  double fp8_rel_error = NAN, bf16_rel_error = NAN;
+  bool ok = false;
+};
+Fp8Check fp8_numerical_check(const at::Device& device, int64_t n);
+// e4m3 x e4m3 -> bf16 rate of at::_scaled_mm (n x n x n), TFLOP/s, median of timed repetitions.
+double fp8_matmul_tflops(const at::Device& device, int64_t n);
 
 }  // namespace ampcheck::report

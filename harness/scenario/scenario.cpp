@@ -286,10 +286,30 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
   } else {
     f.raw("scaler");
   }
+  if (f.has("fp8")) {
+    Fields e = f.map("fp8");
+    engine::Fp8Config c = s.fp8.value_or(engine::Fp8Config{});
+    const std::string scaling = e.choice("scaling", engine::fp8_scaling_name(c.scaling), {"current", "delayed", "none"});
+    c.scaling = scaling == "delayed" ? engine::Fp8Scaling::Delayed
+                : scaling == "none"  ? engine::Fp8Scaling::None
+                                     : engine::Fp8Scaling::Current;
+    c.hybrid = e.choice("grads", c.hybrid ? "e5m2" : "e4m3", {"e5m2", "e4m3"}) == "e5m2";
+    c.history = e.positive("history", c.history);
+    c.margin = e.integer("margin", c.margin);
+    if (c.margin < 0 || c.margin > 16) e.fail_key("margin", "expected 0..16 (the scale is divided by 2^margin)");
+    c.layers = e.choice("layers", c.layers, {"blocks", "blocks+head", "all"});
+    e.done();
+    s.fp8 = c;
+    if (!s.autocast) s.autocast = at::kBFloat16;
+  } else {
+    f.raw("fp8");
+  }
   s.master_weights = f.boolean("master_weights", s.master_weights);
   s.tf32 = f.boolean("tf32", s.tf32);
   s.deterministic = f.boolean("deterministic", s.deterministic);
   if (s.master_weights && s.param_dtype == at::kFloat) f.fail_key("master_weights", "needs params fp16 or bf16");
+  if (s.fp8 && s.autocast != at::kBFloat16) f.fail_key("autocast", "FP8 matmuls run beside bf16 autocast: expected bf16");
+  if (s.fp8 && s.param_dtype != at::kFloat) f.fail_key("params", "FP8 keeps fp32 parameters as the master weights: expected fp32");
   f.done();
 }
 
@@ -382,10 +402,12 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
       if (c.block < 0 || c.block >= m.n_layer)
         f.fail_key("block", "expected 0 <= block < the model's " + std::to_string(m.n_layer) + " blocks (n_layer), got " +
                                 std::to_string(c.block));
-      const std::string at = f.choice("at", "residual", {"residual", "mlp_input"});
-      c.at = at == "mlp_input" ? models::ActivationSite::MlpInput : models::ActivationSite::Residual;
-      if (c.at == models::ActivationSite::MlpInput && m.kind != "gpt")
-        f.fail_key("at", "mlp_input is a site of the gpt's blocks; the " + m.kind + " model has only residual");
+      const std::string at = f.choice("at", "residual", {"residual", "mlp_input", "mlp_input_spike"});
+      c.at = at == "mlp_input"         ? models::ActivationSite::MlpInput
+             : at == "mlp_input_spike" ? models::ActivationSite::MlpInputSpike
+                                       : models::ActivationSite::Residual;
+      if (c.at != models::ActivationSite::Residual && m.kind != "gpt")
+        f.fail_key("at", at + " is a site of the gpt's blocks; the " + m.kind + " model has only residual");
     }
     c.rank = f.integer("rank", -1);
     if (c.rank >= 0 && !run.distributed.enabled) f.fail_key("rank", "only for a data-parallel scenario (distributed:)");
@@ -483,6 +505,12 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
     sc.tolerance.ratio_floor = t.num("ratio_floor", sc.tolerance.ratio_floor);
     sc.tolerance.fraction_floor = t.num("fraction_floor", sc.tolerance.fraction_floor);
     sc.tolerance.max_skipped_fraction = t.num("max_skipped_fraction", sc.tolerance.max_skipped_fraction);
+    sc.tolerance.fp8_saturated_floor = t.num("fp8_saturated_floor", sc.tolerance.fp8_saturated_floor);
+    sc.tolerance.fp8_flushed_floor = t.num("fp8_flushed_floor", sc.tolerance.fp8_flushed_floor);
+    if (!(sc.tolerance.fp8_saturated_floor > 0 && sc.tolerance.fp8_saturated_floor < 1))
+      t.fail_key("fp8_saturated_floor", "must be in (0, 1)");
+    if (!(sc.tolerance.fp8_flushed_floor > 0 && sc.tolerance.fp8_flushed_floor < 1))
+      t.fail_key("fp8_flushed_floor", "must be in (0, 1)");
     if (!(sc.tolerance.k > 0)) t.fail_key("k", "must be > 0");
     if (!(sc.tolerance.ratio_floor > 1)) t.fail_key("ratio_floor", "must be > 1 (a ratio such as 1.05)");
     if (!(sc.tolerance.fraction_floor > 0 && sc.tolerance.fraction_floor < 1))
@@ -513,6 +541,17 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   if (sc.run.loop.unscale_each_micro_batch && sc.run.strategy.scaler.kind == engine::ScalerKind::None)
     top.fail(root, "train.unscale_each_micro_batch: needs a loss scaler (strategy.scaler)");
   if (sc.run.optimizer.fused && sc.run.optimizer.kind != "adamw") top.fail(root, "optimizer.fused: only adamw");
+  if (sc.run.strategy.fp8) {  // at::_scaled_mm: every matmul dimension a multiple of 16
+    const models::ModelConfig m = models::resolve_preset(sc.run.model);
+    if (m.kind != "gpt") top.fail(root, "strategy.fp8: FP8 matmuls are sites of the gpt model; the " + m.kind + " has none");
+    const int64_t seq = sc.run.data.seq_len > 0 ? sc.run.data.seq_len : m.block_size;
+    const int64_t rows = sc.run.data.batch_size * seq / std::max<int64_t>(1, sc.run.distributed.world_size);
+    const bool head = sc.run.strategy.fp8->layers != "blocks";
+    if (m.n_embd % 16 != 0 || rows % 16 != 0 || (head && m.vocab_size % 16 != 0))
+      top.fail(root, "strategy.fp8: at::_scaled_mm needs every matmul dimension to be a multiple of 16: n_embd " +
+                         std::to_string(m.n_embd) + ", batch x seq_len per rank " + std::to_string(rows) +
+                         (head ? ", vocab " + std::to_string(m.vocab_size) : std::string()));
+  }
   top.done();
   return sc;
 }

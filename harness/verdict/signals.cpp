@@ -377,6 +377,56 @@ SignalResult skipped_signal(const engine::Trajectory& run, const Tolerance& tol)
   return r;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// FP8 casts
+
+SignalResult fp8_signal(bool saturated, const engine::Trajectory& run, const Tolerance& tol) {
+  SignalResult r;
+  r.name = saturated ? "fp8_saturated" : "fp8_flushed";
+  r.unit = "fraction";
+  const auto& p = run.fp8;
+  if (p.empty()) {
+    r.message = "no FP8 casts";
+    return r;
+  }
+  const auto& m = saturated ? p.saturated : p.flushed;
+  const size_t n = std::min(m.size(), run.rows.size()), nc = p.casts.size();
+  // per cast: its per-step series (smoothed for flushed); per step: the worst cast
+  std::vector<double> worst(n, kNaN);
+  std::vector<int64_t> worst_cast(n, -1);
+  for (size_t c = 0; c < nc; ++c) {
+    std::vector<double> x(n);
+    for (size_t s = 0; s < n; ++s) x[s] = m[s][c];
+    if (!saturated) x = trailing_mean(x, tol.window);
+    for (size_t s = 0; s < n; ++s)
+      if (std::isfinite(x[s]) && (!std::isfinite(worst[s]) || x[s] > worst[s])) worst[s] = x[s], worst_cast[s] = c;
+  }
+  const double floor = saturated ? tol.fp8_saturated_floor : tol.fp8_flushed_floor;
+  const std::vector<double> allowed(n, floor), none(n, kNaN);
+  judge_series(r, worst, allowed, none, [](double d) { return std::max(d, 0.0); });
+  if (!r.judged) {
+    r.message = std::string("FP8 ") + (saturated ? "saturation" : "flushing") + " not measured (no probed step)";
+    return r;
+  }
+  r.run_value = worst[r.max_step];
+  r.reference_value = 0;
+  const int64_t c = worst_cast[r.max_step];
+  const std::string cast = c >= 0 ? p.casts[c] : "?";
+  const double scale = c >= 0 && r.max_step < static_cast<int64_t>(p.scale.size()) ? p.scale[r.max_step][c] : kNaN;
+  std::ostringstream msg;
+  if (r.fired) {
+    r.verdict = saturated ? "diverges" : "stalls";
+    msg << "FP8: " << pct(r.run_value) << " of " << cast << (saturated ? " saturated" : " flushed to zero")
+        << (saturated ? " at step " : " (trailing mean) at step ") << r.max_step << " (scale " << num(scale)
+        << "; allowed " << pct(floor) << ", out from step " << r.first_step << ")";
+  } else {
+    msg << "FP8 casts " << (saturated ? "saturated" : "flushed") << " at most " << pct(r.run_value) << " (" << cast
+        << ", step " << r.max_step << ")";
+  }
+  r.message = msg.str();
+  return r;
+}
+
 std::vector<SignalResult> all_signals(const engine::Trajectory& run, const engine::Trajectory& ref,
                                       const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   return {loss_signal(run, ref, noise, tol),
@@ -385,7 +435,9 @@ std::vector<SignalResult> all_signals(const engine::Trajectory& run, const engin
           fraction_signal(engine::kFracZero, run, ref, noise, tol),
           fraction_signal(engine::kFracSubnormal, run, ref, noise, tol),
           nonfinite_signal(run),
-          skipped_signal(run, tol)};
+          skipped_signal(run, tol),
+          fp8_signal(true, run, tol),
+          fp8_signal(false, run, tol)};
 }
 
 }  // namespace ampcheck::verdict

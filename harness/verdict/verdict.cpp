@@ -36,6 +36,10 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
     v.message = "non-finite values reached the parameters by step " + std::to_string(run.size() - 1);
     v.signals.push_back(nonfinite_signal(run));
     v.signals.push_back(skipped_signal(run, tol));
+    for (bool saturated : {true, false}) {  // an FP8 cast that overflowed to NaN says where the NaN came from
+      v.signals.push_back(fp8_signal(saturated, run, tol));
+      if (v.signals.back().fired) v.message += "; " + v.signals.back().message;
+    }
     return v;
   }
   const size_t n = std::min<size_t>(run.rows.size(), reference.rows.size());
