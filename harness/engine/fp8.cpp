@@ -12,8 +12,8 @@
 namespace ampcheck::engine {
 
 Fp8Format fp8_format(at::ScalarType dtype) {
-  if (dtype == at::kFloat8_e4m3fn) return {dtype, 448.0, std::ldexp(1.0, -9), "e4m3"};
-  if (dtype == at::kFloat8_e5m2) return {dtype, 57344.0, std::ldexp(1.0, -16), "e5m2"};
+  if (dtype == at::kFloat8_e4m3fn) return {dtype, 448.0, 464.0, std::ldexp(1.0, -9), "e4m3"};      // ulp 32 at 448
+  if (dtype == at::kFloat8_e5m2) return {dtype, 57344.0, 61440.0, std::ldexp(1.0, -16), "e5m2"};   // ulp 8192
   throw std::invalid_argument(std::string("fp8_format: not an FP8 dtype: ") + c10::toString(dtype));
 }
 
@@ -132,8 +132,10 @@ Fp8Matmuls::Quantized Fp8Matmuls::quantize(int index, const at::Tensor& x) {
   if (probe_) {
     at::Tensor mag = scaled.abs();
     const double n = static_cast<double>(std::max<int64_t>(1, x.numel()));
-    // saturated: at or past the format's max (NaN counts: it failed the cast too); flushed: non-zero, rounds to 0
-    at::Tensor sat = (static_cast<double>(x.numel()) - (mag < f.max).sum()).to(at::kFloat) / n;
+    // saturated: beyond what rounds to the format's max — clipped by the saturating cast, NaN / inf from a plain one
+    // (a NaN input counts too: it failed the cast as well). Elements that round to the max are representable: with
+    // the current amax the tensor's largest elements land there by design. flushed: non-zero, rounds to 0.
+    at::Tensor sat = (static_cast<double>(x.numel()) - (mag < f.overflow).sum()).to(at::kFloat) / n;
     at::Tensor flushed = ((mag <= f.smallest_subnormal / 2).sum() - (mag == 0).sum()).to(at::kFloat) / n;
     at::Tensor row = at::stack({sat, flushed, scale.to(at::kFloat)});
     slot.copy_(at::maximum(slot, row));  // several casts of a tensor in a step (micro-batches): the worst

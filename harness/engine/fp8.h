@@ -25,6 +25,8 @@ namespace ampcheck::engine {
 struct Fp8Format {
   at::ScalarType dtype;
   double max;                // largest finite value
+  double overflow;           // max + half its ulp: from here a plain cast overflows (NaN / inf) and a saturating cast
+                             // clips — the elements counted as saturated (464 for e4m3, 61440 for e5m2)
   double smallest_subnormal; // 2^-9 (e4m3), 2^-16 (e5m2); values at or below half of it round to zero
   const char* name;
 };

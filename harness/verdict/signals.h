@@ -23,9 +23,9 @@
 //                 reduced precision; a correct fp16 master-weights GPT-2 run has 8% — flushed grads are zero_grads)
 //   nonfinite_grads  non-finite grad elements on a step the optimizer took → nonfinite
 //   skipped       skipped steps / steps ≤ max_skipped_fraction → stalls
-//   fp8_saturated (fp8 strategies) per step, the largest fraction of one FP8 cast's elements saturated at the
-//                 format's max (or past it: NaN/inf without a scale) ≤ fp8_saturated_floor, not smoothed — one
-//                 step whose activations were clipped computed a wrong forward → diverges
+//   fp8_saturated (fp8 strategies) per step, the largest fraction of one FP8 cast's elements beyond the format's
+//                 range (clipped to its max; NaN/inf without a scale) ≤ fp8_saturated_floor, not smoothed — a step
+//                 that clipped a large share of a tensor computed a wrong forward or backward → diverges
 //   fp8_flushed   (fp8 strategies) the largest fraction of one cast's elements flushed to zero, smoothed like the
 //                 other fractions, ≤ fp8_flushed_floor → stalls (the information never reached the matmul)
 //                 FP32 has no FP8 casts: these two are absolute floors, calibrated on correct and broken FP8
@@ -46,8 +46,8 @@ struct Tolerance {
   double ratio_floor = 1.1;            // grad/update norm ratios within [1/1.1, 1.1] are never flagged
   double fraction_floor = 0.03;        // grad element fractions: an excess below 3 percentage points is never flagged
   double max_skipped_fraction = 0.25;  // a run may skip at most this share of its steps
-  double fp8_saturated_floor = 0.001;  // fp8: a cast may saturate at most this fraction of its elements on a step
-  double fp8_flushed_floor = 0.01;     // fp8: a cast may flush at most this fraction (trailing mean) to zero
+  double fp8_saturated_floor = 0.25;   // fp8: a cast may clip at most this fraction of its elements on a step
+  double fp8_flushed_floor = 0.2;      // fp8: a cast may flush at most this fraction (trailing mean) to zero
 };
 
 // One FP32 run that differs from the reference only by a perturbation (its noise), with the perturbation's name.

@@ -48,9 +48,13 @@ CASES = [
     ("fp8-no-scaling", "{preset: fp8, fp8: {scaling: none}}", False, "stalls",
      "FP8 casts without a scale (x.to(float8)): the gradients (~1e-6) are far below e5m2's smallest subnormal "
      "(1.5e-5) and flush to zero, so the blocks stop learning."),
-    ("fp8-embedding-head", "{preset: fp8, fp8: {layers: all}}", False, "diverges",
+    ("fp8-embedding-head", "{preset: fp8, fp8: {layers: all}}", False, "tracks",
      "FP8 also in the token / position embedding lookups and the tied LM head, which recipes keep in higher "
-     "precision: the logits and their gradients lose precision."),
+     "precision. Measured (H200, 2026-12-03): with e5m2 gradients and per-tensor current scaling it tracks FP32 at "
+     "both scales over 60 steps (no cast clips or flushes), so ampcheck does not call it a failure here."),
+    ("fp8-head-e4m3-grads", "{preset: fp8, fp8: {layers: blocks+head, grads: e4m3}}", False, "stalls",
+     "FP8 in the tied LM head with e4m3 gradients: the logits' gradient spans (1 - p)/N for the target down to "
+     "p/N for the ~V improbable tokens, more range than e4m3 holds under one scale, so most of it flushes to zero."),
 ]
 
 BASELINES = [  # the same workload in other strategies, for the strategy comparison
