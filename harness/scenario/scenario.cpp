@@ -301,6 +301,15 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
     e.done();
     s.fp8 = c;
     if (!s.autocast) s.autocast = at::kBFloat16;
+    // the variant names itself, so reports group runs by what they ran (fp8-delayed-h16-e4m3grads, ...)
+    std::string name = c.scaling == engine::Fp8Scaling::Delayed ? "fp8-delayed"
+                       : c.scaling == engine::Fp8Scaling::None  ? "fp8-unscaled"
+                                                                 : "fp8";
+    if (c.scaling == engine::Fp8Scaling::Delayed && c.history != 16) name += "-h" + std::to_string(c.history);
+    if (c.margin != 0) name += "-m" + std::to_string(c.margin);
+    if (!c.hybrid) name += "-e4m3grads";
+    if (c.layers != "blocks") name += c.layers == "all" ? "-all" : "-head";
+    s.name = name;
   } else {
     f.raw("fp8");
   }
