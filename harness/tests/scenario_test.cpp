@@ -43,15 +43,35 @@ TEST(ScenarioParse, UnknownKeyNamesFileLineAndField) {
   EXPECT_NE(e.find("optimizer.lrr: unknown key"), std::string::npos) << e;
 }
 
+// FP8 variants: fields parsed, the strategy named after them; bad values and impossible shapes refused with the field.
+TEST(ScenarioParse, Fp8VariantsAndTheirErrors) {
+  const std::string base = "name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\ndata: {batch_size: 8, seq_len: 32}\n";
+  const auto sc = parse_scenario(
+      base + "strategy: {preset: fp8, fp8: {scaling: delayed, history: 32, grads: e4m3, layers: all}}\n", "scenarios/t.yaml");
+  ASSERT_TRUE(sc.run.strategy.fp8.has_value());
+  EXPECT_EQ(sc.run.strategy.fp8->scaling, ampcheck::engine::Fp8Scaling::Delayed);
+  EXPECT_EQ(sc.run.strategy.fp8->history, 32);
+  EXPECT_FALSE(sc.run.strategy.fp8->hybrid);
+  EXPECT_EQ(sc.run.strategy.name, "fp8-delayed-h32-e4m3grads-all");
+  EXPECT_EQ(sc.run.strategy.autocast, at::kBFloat16);
+  EXPECT_NE(error_of(base + "strategy: {preset: fp8, fp8: {scaling: stale}}\n").find("strategy.fp8.scaling"), std::string::npos);
+  EXPECT_NE(error_of(base + "strategy: {preset: fp8, autocast: fp16}\n").find("strategy.autocast: FP8 matmuls run beside bf16 autocast"),
+            std::string::npos) << error_of(base + "strategy: {preset: fp8, autocast: fp16}\n");
+  // at::_scaled_mm: batch x seq_len must be a multiple of 16
+  const std::string odd = "name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\ndata: {batch_size: 3, seq_len: 31}\nstrategy: fp8\n";
+  EXPECT_NE(error_of(odd).find("multiple of 16: n_embd 32, batch x seq_len per rank 93"), std::string::npos) << error_of(odd);
+}
+
 TEST(ScenarioParse, WrongTypeNamesTheFieldAndTheValue) {
   const std::string e = error_of(std::string(kBase) + "optimizer:\n  lr: fast\n");
   EXPECT_NE(e.find("scenarios/t.yaml:6:7: optimizer.lr: expected a number, got 'fast'"), std::string::npos) << e;
 }
 
 TEST(ScenarioParse, UnknownStrategyListsTheKnownOnes) {
-  const std::string e = error_of("name: t\nwhy: w\nstrategy: fp8\n");
-  EXPECT_NE(e.find("scenarios/t.yaml:3:11: strategy: unknown strategy 'fp8'"), std::string::npos) << e;
+  const std::string e = error_of("name: t\nwhy: w\nstrategy: fp4\n");
+  EXPECT_NE(e.find("scenarios/t.yaml:3:11: strategy: unknown strategy 'fp4'"), std::string::npos) << e;
   EXPECT_NE(e.find("bf16-autocast"), std::string::npos) << e;
+  EXPECT_NE(e.find("fp8-delayed"), std::string::npos) << e;
 }
 
 TEST(ScenarioParse, ImpossibleCombinationsAreRefused) {

@@ -429,15 +429,18 @@ SignalResult fp8_signal(bool saturated, const engine::Trajectory& run, const Tol
 
 std::vector<SignalResult> all_signals(const engine::Trajectory& run, const engine::Trajectory& ref,
                                       const std::vector<NoiseRun>& noise, const Tolerance& tol) {
-  return {loss_signal(run, ref, noise, tol),
-          norm_ratio_signal(engine::kGradNorm, run, ref, noise, tol),
-          norm_ratio_signal(engine::kUpdateNorm, run, ref, noise, tol),
-          fraction_signal(engine::kFracZero, run, ref, noise, tol),
-          fraction_signal(engine::kFracSubnormal, run, ref, noise, tol),
-          nonfinite_signal(run),
-          skipped_signal(run, tol),
-          fp8_signal(true, run, tol),
-          fp8_signal(false, run, tol)};
+  std::vector<SignalResult> out = {loss_signal(run, ref, noise, tol),
+                                   norm_ratio_signal(engine::kGradNorm, run, ref, noise, tol),
+                                   norm_ratio_signal(engine::kUpdateNorm, run, ref, noise, tol),
+                                   fraction_signal(engine::kFracZero, run, ref, noise, tol),
+                                   fraction_signal(engine::kFracSubnormal, run, ref, noise, tol),
+                                   nonfinite_signal(run),
+                                   skipped_signal(run, tol)};
+  if (!run.fp8.empty()) {  // FP8 runs only
+    out.push_back(fp8_signal(true, run, tol));
+    out.push_back(fp8_signal(false, run, tol));
+  }
+  return out;
 }
 
 }  // namespace ampcheck::verdict

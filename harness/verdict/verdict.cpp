@@ -37,6 +37,7 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
     v.signals.push_back(nonfinite_signal(run));
     v.signals.push_back(skipped_signal(run, tol));
     for (bool saturated : {true, false}) {  // an FP8 cast that overflowed to NaN says where the NaN came from
+      if (run.fp8.empty()) break;
       v.signals.push_back(fp8_signal(saturated, run, tol));
       if (v.signals.back().fired) v.message += "; " + v.signals.back().message;
     }

@@ -52,9 +52,11 @@ CASES = [
      "FP8 also in the token / position embedding lookups and the tied LM head, which recipes keep in higher "
      "precision. Measured (H200, 2026-12-03): with e5m2 gradients and per-tensor current scaling it tracks FP32 at "
      "both scales over 60 steps (no cast clips or flushes), so ampcheck does not call it a failure here."),
-    ("fp8-head-e4m3-grads", "{preset: fp8, fp8: {layers: blocks+head, grads: e4m3}}", False, "stalls",
-     "FP8 in the tied LM head with e4m3 gradients: the logits' gradient spans (1 - p)/N for the target down to "
-     "p/N for the ~V improbable tokens, more range than e4m3 holds under one scale, so most of it flushes to zero."),
+    ("fp8-head-e4m3-grads", "{preset: fp8, fp8: {layers: blocks+head, grads: e4m3}}", False, "tracks",
+     "FP8 in the tied LM head with e4m3 gradients, where the logits' gradient spans (1 - p)/N for the target down "
+     "to p/N for the improbable tokens. Measured (H200, 2026-12-03): it still tracks FP32 at both scales over 60 "
+     "steps (the LM head's gradient flushes at most 11% at one step on GPT-2, none on mini), so ampcheck does not call "
+     "it a failure here."),
 ]
 
 BASELINES = [  # the same workload in other strategies, for the strategy comparison
