@@ -15,7 +15,7 @@ export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite dist fp8 bench doctor}
+STAGES=${STAGES:-build tests record suite dist fp8 bench profile doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -107,8 +107,23 @@ if has bench; then
   # where an FP8 Linear's time goes against bf16 (one GPT-2 c_fc layer at batch 16 x 1024)
   "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err"; cat "$OUT/fp8_breakdown.json"
 fi
+if has profile; then
+  # where one GPT-2 step's GPU time goes (batch 16 x 1024), by kernel category (bench/kernel_categories.json): the
+  # engine (bf16, fp16 + GradScaler, fp8; probes off) against the PyTorch-Python baseline eager and torch.compile
+  B="$BUILD_DIR/harness/bench/ampcheck_bench_train"
+  : > "$OUT/profile.jsonl"
+  for s in bf16-autocast fp16-autocast fp8; do
+    "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
+  done
+  for s in bf16-autocast fp16-autocast; do
+    python3 bench/profile_step.py --strategy $s --batch 16 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
+    python3 bench/profile_step.py --strategy $s --batch 16 --compile >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
+  done
+  python3 bench/breakdown_table.py "$OUT/profile.jsonl" > "$OUT/profile.md"; cat "$OUT/profile.md"
+  grep -v "^\[W\|^W1\|DeviceProperties" "$OUT/profile.err" | tail -5
+fi
 if has doctor; then
   "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
   "$BUILD_DIR/ampcheck" doctor --json > "$OUT/doctor.json" 2>&1
 fi
-tar czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls build.log bench.err 2>/dev/null) && rm -f "$OUT/build.log" "$OUT/bench.err"
+tar czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls build.log bench.err profile.err 2>/dev/null) && rm -f "$OUT/build.log" "$OUT/bench.err" "$OUT/profile.err"

@@ -5,6 +5,7 @@
 //
 //   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --seq 1024 --steps 30
 //   ampcheck_bench_train --fp8-breakdown --batch 16 --seq 1024     (one FP8 Linear's time, part by part, vs bf16)
+//   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --profile 5   (GPU time by category)
 #include "engine/device.h"
 #include "engine/fp8.h"
 #include "engine/trainer.h"
@@ -14,6 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <fstream>
+#include <regex>
+
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -81,6 +86,62 @@ nlohmann::json fp8_breakdown(const at::Device& device, int64_t M, int64_t K, int
   j["fp8_total_ms"] = f8;
   return j;
 }
+// Where one training step's GPU time goes: the Kineto profiler (LibTorch's, as torch.profiler) over `steps` steps,
+// every CUDA kernel put in a category by bench/kernel_categories.json (first matching pattern, case-insensitive; the
+// same table bench/profile_step.py uses for PyTorch-Python), per step: kernel ms per category, GPU busy time (union of
+// the kernel intervals), the idle time inside the step (host gaps), wall time.
+nlohmann::json profile_steps(engine::Trainer& trainer, const at::Device& device, int64_t steps,
+                             const std::string& categories_path) {
+  std::ifstream in(categories_path);
+  if (!in) throw std::runtime_error(categories_path + ": cannot open (the kernel categories)");
+  const nlohmann::json cats = nlohmann::json::parse(in)["categories"];
+  std::vector<std::pair<std::string, std::regex>> rx;
+  for (const auto& c : cats) {
+    std::string alt;
+    for (const auto& p : c[1]) alt += (alt.empty() ? "" : "|") + p.get<std::string>();
+    rx.emplace_back(c[0].get<std::string>(), std::regex(alt, std::regex::icase));
+  }
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  const std::set<ActivityType> activities = {ActivityType::CPU, ActivityType::CUDA};
+  prof::prepareProfiler(config, activities);
+  engine::synchronize(device);
+  prof::enableProfiler(config, activities);
+  const auto t0 = std::chrono::steady_clock::now();
+  trainer.run_until(trainer.next_step() + steps);  // ends with a flush: SYNC POINT
+  engine::synchronize(device);
+  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
+  const auto result = prof::disableProfiler();
+  std::map<std::string, double> per;
+  std::vector<std::pair<uint64_t, uint64_t>> ivs;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    const std::string name = e.name();
+    std::string cat = "other";
+    for (const auto& [c, r] : rx)
+      if (std::regex_search(name, r)) {
+        cat = c;
+        break;
+      }
+    per[cat] += e.durationNs() / 1e6;
+    ivs.emplace_back(e.startNs(), e.endNs());
+  }
+  std::sort(ivs.begin(), ivs.end());
+  double busy = 0;
+  for (size_t i = 0; i < ivs.size();) {
+    uint64_t s = ivs[i].first, e = ivs[i].second;
+    for (++i; i < ivs.size() && ivs[i].first <= e; ++i) e = std::max(e, ivs[i].second);
+    busy += (e - s) / 1e6;
+  }
+  nlohmann::json km = nlohmann::json::object();
+  for (const auto& [c, ms] : per) km[c] = ms / steps;
+  return {{"kernel_ms", km},
+          {"kernels_per_step", static_cast<double>(ivs.size()) / steps},
+          {"busy_ms", busy / steps},
+          {"wall_ms", wall},
+          {"idle_ms", std::max(0.0, wall - busy / steps)}};
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,6 +149,8 @@ int main(int argc, char** argv) {
   int64_t batch = 8, seq = 0, steps = 20, warmup = 5, window = 10;
   int64_t probe_every = 1;
   bool fused = true, breakdown = false;
+  int64_t profile = 0;
+  std::string categories = std::string(AMPCHECK_SOURCE_DIR) + "/bench/kernel_categories.json";
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) {
@@ -108,6 +171,8 @@ int main(int argc, char** argv) {
     else if (a == "--probe-every") probe_every = std::stoll(next());
     else if (a == "--unfused") fused = false;
     else if (a == "--fp8-breakdown") breakdown = true;
+    else if (a == "--profile") profile = std::stoll(next());
+    else if (a == "--categories") categories = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;
@@ -140,6 +205,14 @@ int main(int argc, char** argv) {
   engine::Trainer trainer(cfg, device);
   trainer.run_until(warmup);  // warm-up: allocator, autocast cache, cuBLAS heuristics (excluded)
   engine::reset_peak_memory(device);
+  if (profile > 0) {  // the per-category breakdown instead of the throughput windows
+    nlohmann::json out = {{"impl", "ampcheck-cpp"}, {"preset", preset}, {"strategy", strategy}, {"batch", batch},
+                          {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every}};
+    out.update(profile_steps(trainer, device, profile, categories));
+    out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
   std::vector<double> window_ms;
   for (int64_t s = 0; s < steps; s += window) {
     const int64_t n = std::min(window, steps - s);
