@@ -15,7 +15,7 @@ export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite dist fp8 bench profile doctor}
+STAGES=${STAGES:-build tests record suite dist fp8 bench profile components doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -99,7 +99,7 @@ if has bench; then
   : > "$OUT/bench.jsonl"
   for s in bf16-autocast fp16-autocast fp8; do
     [ "$s" != fp8 ] && python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
-    for pe in 1 0; do
+    for pe in 1 10 0; do
       "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 30 --probe-every $pe >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
     done
   done
@@ -121,6 +121,13 @@ if has profile; then
   done
   python3 bench/breakdown_table.py "$OUT/profile.jsonl" > "$OUT/profile.md"; cat "$OUT/profile.md"
   grep -v "^\[W\|^W1\|DeviceProperties" "$OUT/profile.err" | tail -5
+fi
+if has components; then
+  # the harness's own machinery per GPT-2 step (Google Benchmark): GradScaler paths, probes, trajectory write, verdict;
+  # and PyTorch-Python's GradScaler on the same model's grads
+  "$BUILD_DIR/harness/bench/ampcheck_bench_components" --benchmark_min_time=0.5 > "$OUT/components.txt" 2>>"$OUT/profile.err"
+  echo "components rc=$?"; cat "$OUT/components.txt" | tail -16
+  python3 bench/gradscaler_python.py --preset gpt2-124m >> "$OUT/components.txt" 2>>"$OUT/profile.err"; tail -1 "$OUT/components.txt"
 fi
 if has doctor; then
   "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"

@@ -1,0 +1,163 @@
+// Component micro-benchmarks (Google Benchmark): what the harness's own machinery costs per training step.
+//   GradScaler: unscale_ + step + update on a GPT's grads, non-fused (host-side skip decision) and fused (grad_scale /
+//               found_inf handed to the fused AdamW kernel, no sync); the optimizer step alone as the baseline
+//   Probes:     a training step with every probe (grad-element fractions, update norm, FP8 casts' counts) against
+//               one without (train.probe_every 0)
+//   Trajectory: flush (device rows to the host) and the HDF5 write of a trajectory
+//   Verdict:    verdict::judge of a run against a reference with four noise runs
+// The model comes from AMPCHECK_BENCH_PRESET (default nano on the CPU, gpt2-124m on a GPU) and the device from
+// AMPCHECK_BENCH_DEVICE (auto). In CI: `ampcheck_bench_components --benchmark_min_time=0.01s` as a smoke run
+// (CTest bench.components_smoke); figures come from the H200.
+#include "engine/device.h"
+#include "engine/optimizer.h"
+#include "engine/trainer.h"
+#include "reference/trajectory_file.h"
+#include "verdict/verdict.h"
+
+#include <ampcheck/amp/grad_scaler.h>
+
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <unistd.h>
+
+using namespace ampcheck;
+
+namespace {
+
+at::Device bench_device() {
+  const char* d = std::getenv("AMPCHECK_BENCH_DEVICE");
+  return engine::resolve_device(d ? d : "auto");
+}
+std::string bench_preset(const at::Device& device) {
+  const char* p = std::getenv("AMPCHECK_BENCH_PRESET");
+  return p ? p : (device.is_cuda() ? "gpt2-124m" : "nano");
+}
+
+engine::RunConfig run_config(const std::string& strategy, int64_t probe_every) {
+  const at::Device device = bench_device();
+  engine::RunConfig cfg;
+  cfg.name = "bench";
+  cfg.model.preset = bench_preset(device);
+  const auto mc = models::resolve_preset(cfg.model);
+  cfg.data.batch_size = device.is_cuda() ? 8 : 2;
+  cfg.data.seq_len = std::min<int64_t>(mc.block_size, device.is_cuda() ? 1024 : 64);
+  cfg.data.corpus_tokens = 1 << 20;
+  cfg.loop.steps = 1 << 20;
+  cfg.loop.log_every = 10;
+  cfg.loop.probe_every = probe_every;
+  cfg.optimizer.fused = true;
+  cfg.strategy = engine::strategy_preset(strategy);
+  cfg.strategy.deterministic = false;
+  return cfg;
+}
+
+// The model's parameters with fixed grads (fp32), an AdamW over them and a GradScaler whose scale stays 1 (so
+// unscale_ leaves the grads as they are from one iteration to the next).
+struct ScalerRig {
+  std::vector<at::Tensor> params;
+  std::unique_ptr<engine::Optimizer> opt;
+  std::unique_ptr<amp::GradScaler> scaler;
+  explicit ScalerRig(bool fused) {
+    const at::Device device = bench_device();
+    engine::RunConfig cfg = run_config("fp32", 0);
+    auto model = models::make_model(cfg.model);
+    model->to(device, at::kFloat);
+    std::vector<bool> decay;
+    for (auto& p : model->parameters()) {
+      params.push_back(p.tensor);
+      p.tensor.mutable_grad() = at::randn_like(p.tensor) * 1e-3;
+      decay.push_back(p.decay);
+    }
+    cfg.optimizer.fused = fused;
+    opt = engine::make_optimizer(params, decay, cfg.optimizer);
+    amp::GradScalerOptions o;
+    o.init_scale = 1.0;
+    scaler = std::make_unique<amp::GradScaler>(device.type(), o);
+    scaler->scale(at::ones({}, at::TensorOptions().device(device)));  // creates the scale, as scaler.scale(loss) does
+  }
+};
+
+void BM_OptimizerStepAlone(benchmark::State& state) {
+  ScalerRig rig(/*fused=*/true);
+  const at::Device device = bench_device();
+  for (auto _ : state) {
+    rig.opt->step();
+    engine::synchronize(device);
+  }
+}
+BENCHMARK(BM_OptimizerStepAlone)->Unit(benchmark::kMillisecond);
+
+void BM_GradScalerStep(benchmark::State& state) {
+  const bool fused = state.range(0) != 0;
+  ScalerRig rig(fused);
+  const at::Device device = bench_device();
+  for (auto _ : state) {
+    rig.scaler->unscale_(*rig.opt);
+    rig.scaler->step(*rig.opt);
+    rig.scaler->update();
+    engine::synchronize(device);
+  }
+  state.SetLabel(fused ? "fused AdamW: found_inf to the kernel" : "non-fused: host-side skip decision");
+}
+BENCHMARK(BM_GradScalerStep)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// One training step with every probe (arg 1) or none (arg 0): the harness's instrumentation cost.
+void BM_TrainStep(benchmark::State& state, const std::string& strategy) {
+  const at::Device device = bench_device();
+  if (strategy.rfind("fp8", 0) == 0 && !device.is_cuda()) {
+    state.SkipWithError("fp8 needs an FP8 GPU");
+    return;
+  }
+  engine::Trainer trainer(run_config(strategy, state.range(0)), device);
+  trainer.run_until(3);
+  for (auto _ : state) {
+    trainer.train_step(trainer.next_step());
+    trainer.flush();  // SYNC POINT: one step timed whole
+  }
+  state.SetLabel(state.range(0) ? "probes every step" : "no probes");
+}
+BENCHMARK_CAPTURE(BM_TrainStep, bf16, std::string("bf16-autocast"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, fp16_scaler, std::string("fp16-autocast"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, fp8, std::string("fp8"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+engine::Trajectory synthetic_trajectory(int64_t steps, double offset) {
+  engine::Trajectory t;
+  for (int64_t s = 0; s < steps; ++s) {
+    std::array<double, engine::kNumColumns> r{};
+    r[engine::kLoss] = 5.0 * std::exp(-0.01 * s) + offset;
+    r[engine::kGradNorm] = 1.0 + 0.1 * std::sin(s);
+    r[engine::kParamNorm] = 100.0 + 0.01 * s;
+    r[engine::kUpdateNorm] = 0.01;
+    r[engine::kLossScale] = 1.0;
+    r[engine::kLr] = 1e-3;
+    r[engine::kStepTimeMs] = 10.0;
+    r[engine::kEvalLoss] = NAN;
+    t.rows.push_back(r);
+  }
+  return t;
+}
+
+void BM_TrajectoryWrite(benchmark::State& state) {
+  reference::TrajectoryFile f;
+  f.trajectory = synthetic_trajectory(state.range(0), 0.0);
+  const std::string path = "/tmp/ampcheck-bench-" + std::to_string(::getpid()) + ".h5";
+  for (auto _ : state) reference::write_trajectory(path, f, /*overwrite=*/true);
+  std::remove(path.c_str());
+  state.SetLabel("HDF5, atomic (temporary file + rename)");
+}
+BENCHMARK(BM_TrajectoryWrite)->Arg(60)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+void BM_Verdict(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const auto ref = synthetic_trajectory(n, 0.0), run = synthetic_trajectory(n, 0.001);
+  std::vector<verdict::NoiseRun> noise;
+  for (int i = 0; i < 4; ++i) noise.push_back({"n" + std::to_string(i), synthetic_trajectory(n, 0.002 * (i - 1.5))});
+  for (auto _ : state) benchmark::DoNotOptimize(verdict::judge("completed", "", run, ref, noise, verdict::Tolerance{}));
+}
+BENCHMARK(BM_Verdict)->Arg(60)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
