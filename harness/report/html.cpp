@@ -329,7 +329,8 @@ std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& 
        "reference's trailing mean inside its allowed deviation (k x the FP32 noise runs' deviation, docs/TOLERANCE.md); "
        "orange ticks mark planted events. Loss scale on a log2 axis, red ticks at skipped steps. Signals: each "
        "signal's deviation from the reference (loss, true grad norm, update norm per lr, zero and subnormal grad "
-       "elements) divided by its allowed deviation, log axis; above 1 the signal fires. The table under the charts "
+       "elements; for FP8 runs also the worst cast's clipped and flushed fractions, against absolute floors) divided "
+       "by its allowed deviation, log axis; above 1 the signal fires. The table under the charts "
        "gives every signal's comparison, skipped steps and non-finite grads included.</p>\n";
   static const ScenarioSeries kNone;
   for (size_t i = 0; i < s.scenarios.size(); ++i) o << scenario_section(s.scenarios[i], i < series.size() ? series[i] : kNone);
