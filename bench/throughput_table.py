@@ -13,7 +13,8 @@ for path in sys.argv[1:]:
 
 rows = [r for r in rows if "tokens_per_s" in r]  # (the FP8 breakdown line is not a throughput row)
 base = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-eager"}
-engine_bf16 = {r.get("probe_every"): r for r in rows if r["impl"] == "ampcheck-cpp" and r["strategy"] == "bf16-autocast"}
+engine_bf16 = {r.get("probe_every"): r for r in rows if r["impl"] == "ampcheck-cpp" and r["strategy"] == "bf16-autocast"
+               and r.get("head_loss", "stock") == "stock"}
 print("| implementation | strategy | full probes | tokens/s | TFLOP/s | median ms/step (min-max) | peak GiB | vs Python | vs engine bf16 |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
@@ -23,7 +24,8 @@ for r in rows:
     vs_bf16 = f'{r["tokens_per_s"] / e["tokens_per_s"]:.3f}' if e else "-"
     pe = r.get("probe_every")
     probes = "-" if pe is None else ("never" if pe == 0 else "every step" if pe == 1 else f"every {pe}")
-    print(f'| {r["impl"]} | {r["strategy"]} | {probes} | {r["tokens_per_s"] / 1e3:.1f}k | {r["tflops"]:.0f} | '
+    strategy = r["strategy"] + (" (chunked head)" if r.get("head_loss", "stock") != "stock" else "")
+    print(f'| {r["impl"]} | {strategy} | {probes} | {r["tokens_per_s"] / 1e3:.1f}k | {r["tflops"]:.0f} | '
           f'{r["median_step_ms"]:.2f} ({r["min_step_ms"]:.2f}-{r["max_step_ms"]:.2f}) | {r["peak_memory_gib"]:.1f} | {ratio} | {vs_bf16} |')
 if rows:
     r = rows[0]

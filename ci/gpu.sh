@@ -103,6 +103,8 @@ if has bench; then
       "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 30 --probe-every $pe >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
     done
   done
+  # the engine option head_loss: chunked (the logits never held whole): its speed and peak memory against the stock head
+  "$B" --preset gpt2-124m --strategy bf16-autocast --batch 16 --steps 30 --probe-every 0 --head-loss chunked >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
   python3 bench/throughput_table.py "$OUT/bench.jsonl" > "$OUT/bench.md"; cat "$OUT/bench.md"; tail -5 "$OUT/bench.err" 2>/dev/null
   # where an FP8 Linear's time goes against bf16 (one GPT-2 c_fc layer at batch 16 x 1024)
   "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err"; cat "$OUT/fp8_breakdown.json"

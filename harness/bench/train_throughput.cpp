@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
   int64_t probe_every = 1;
   bool fused = true, breakdown = false;
   int64_t profile = 0;
+  std::string head_loss = "stock";
   std::string categories = std::string(AMPCHECK_SOURCE_DIR) + "/bench/kernel_categories.json";
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
@@ -173,6 +174,7 @@ int main(int argc, char** argv) {
     else if (a == "--unfused") fused = false;
     else if (a == "--fp8-breakdown") breakdown = true;
     else if (a == "--profile") profile = std::stoll(next());
+    else if (a == "--head-loss") head_loss = next();
     else if (a == "--categories") categories = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
   cfg.name = "bench";
   cfg.model.kind = "gpt";
   cfg.model.preset = preset;
+  cfg.model.head_loss = head_loss;  // engine option: stock | chunked (models/head_loss.h)
   const auto mc = models::resolve_preset(cfg.model);
   cfg.data.batch_size = batch;
   cfg.data.seq_len = seq > 0 ? seq : mc.block_size;
@@ -233,6 +236,7 @@ int main(int argc, char** argv) {
   nlohmann::json out = {{"impl", "ampcheck-cpp"},
                         {"preset", preset},
                         {"strategy", strategy},
+                        {"head_loss", head_loss},
                         {"device", engine::device_info(device).name},
                         {"batch", batch},
                         {"seq", cfg.data.seq_len},

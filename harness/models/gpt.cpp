@@ -2,6 +2,8 @@
 // weights, residual projections scaled by 1/sqrt(2 n_layer); all drawn from one CPU generator seeded by cfg.seed.
 #include "models/gpt.h"
 
+#include "models/head_loss.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -164,7 +166,7 @@ at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_sc
   return x1 + m;
 }
 
-at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {
+at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {
   const int64_t T = inputs.size(1);
   TORCH_CHECK(T <= cfg_.block_size, "gpt: sequence length ", T, " exceeds block_size ", cfg_.block_size);
   at::Tensor pos = at::arange(T, inputs.options());
@@ -177,11 +179,18 @@ at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {
     x = block_forward(l, x, at_mlp_input ? opts.hidden_scale : 1.0, spike ? opts.hidden_scale : 1.0);
     if (scaled_here && opts.hidden_scale_at == ActivationSite::Residual) x = x * opts.hidden_scale;
   }
-  x = at::layer_norm(x, {cfg_.n_embd}, p(lnf_w_), p(lnf_b_));
-  return linear(head, x, p(wte_));  // (B, T, V), tied head
+  return at::layer_norm(x, {cfg_.n_embd}, p(lnf_w_), p(lnf_b_));
+}
+
+at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {
+  return linear(lm_head_site(), hidden(inputs, opts), p(wte_));  // (B, T, V), tied head
 }
 
 at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts) {
+  if (cfg_.head_loss == "chunked") {  // engine option: the tied head fused with cross-entropy in chunks of rows
+    at::Tensor h = hidden(inputs, opts);
+    return chunked_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows);
+  }
   at::Tensor lg = logits(inputs, opts);
   return at::cross_entropy_loss(lg.view({-1, lg.size(-1)}), targets.reshape({-1}));
 }

@@ -17,6 +17,8 @@ class Gpt final : public Model {
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts = {}) override;
   // logits (B, T, V) for inputs (B, T)
   at::Tensor logits(const at::Tensor& inputs, const ForwardOptions& opts = {});
+  // the final LayerNorm's output (B, T, C): what the tied head multiplies
+  at::Tensor hidden(const at::Tensor& inputs, const ForwardOptions& opts = {});
   std::string kind() const override { return "gpt"; }
   // The parameter names a Gpt of this (resolved) config registers, in order, without building it (scenario
   // parsing checks injection globs against them; a gpt2-124m would be 500 MB of weights).

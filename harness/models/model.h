@@ -104,6 +104,11 @@ struct ModelConfig {
   // PITFALL knob (gpt): cast the attention query alone to this dtype before scaled_dot_product_attention, as hand
   // code that half()s one tensor does; PyTorch then refuses the mixed dtypes. "" = off.
   std::string attention_query_dtype;
+  // ENGINE OPTION (gpt): how the tied output projection and the cross-entropy are computed. "stock": at::linear
+  // then at::cross_entropy_loss (the (B·T × V) logits held whole); "chunked": fused in chunks of head_chunk_rows
+  // rows (0 = ~256 MiB of fp32 logits per chunk), the logits never held whole (models/head_loss.h).
+  std::string head_loss = "stock";
+  int64_t head_chunk_rows = 0;
 };
 
 // Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.

@@ -137,6 +137,10 @@ void parse_model(Fields f, models::ModelConfig& m) {
   m.dropout = f.num("dropout", 0.0);
   m.attention_query_dtype = f.choice("attention_query_dtype", "", {"", "fp16", "bf16"});
   if (!m.attention_query_dtype.empty() && m.kind != "gpt") f.fail_key("attention_query_dtype", "only for kind gpt");
+  m.head_loss = f.choice("head_loss", "stock", {"stock", "chunked"});
+  m.head_chunk_rows = f.integer("head_chunk_rows", 0);
+  if (m.head_loss != "stock" && m.kind != "gpt") f.fail_key("head_loss", "only for kind gpt");
+  if (m.head_chunk_rows < 0) f.fail_key("head_chunk_rows", "must be >= 0 (0 = automatic)");
   if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");
   f.done();
   try {
@@ -556,6 +560,9 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
     const int64_t seq = sc.run.data.seq_len > 0 ? sc.run.data.seq_len : m.block_size;
     const int64_t rows = sc.run.data.batch_size * seq / std::max<int64_t>(1, sc.run.distributed.world_size);
     const bool head = sc.run.strategy.fp8->layers != "blocks";
+    if (head && m.head_loss == "chunked")
+      top.fail(root, "model.head_loss: chunked computes the LM head itself; strategy.fp8.layers " +
+                         sc.run.strategy.fp8->layers + " puts it in FP8 (use layers: blocks, or head_loss: stock)");
     if (m.n_embd % 16 != 0 || rows % 16 != 0 || (head && m.vocab_size % 16 != 0))
       top.fail(root, "strategy.fp8: at::_scaled_mm needs every matmul dimension to be a multiple of 16: n_embd " +
                          std::to_string(m.n_embd) + ", batch x seq_len per rank " + std::to_string(rows) +

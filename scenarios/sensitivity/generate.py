@@ -55,7 +55,8 @@ SCALES = {
         # scales only.
         "skip": ["clip-after-unscale", "clip-before-unscale", "accumulation", "accumulation-unscale-each-micro-batch",
                  "accumulation-loss-not-divided", "two-losses-two-optimizers", "two-optimizers-inf-in-one",
-                 "fp8-unsupported-on-cpu"],  # FP8 runs on the GPU: the fp8 suite (scenarios/fp8) judges it
+                 "fp8-unsupported-on-cpu",  # FP8 runs on the GPU: the fp8 suite (scenarios/fp8) judges it
+                 "bf16-autocast-chunked-head"],  # not yet run on the H200 (issue 13): the CPU scales judge it
         "expect": {
             "fp16-autocast-underflow-scaled": ("stalls", "GPT-2's grads are far smaller than micro's: under the "
                                                "1e-5 injection the scale 65536 no longer rescues them and a third "
