@@ -171,6 +171,38 @@ at::Tensor Fp8Matmuls::embedding(int site, const at::Tensor& w, const at::Tensor
   return at::embedding(table, indices);
 }
 
+std::vector<std::pair<std::string, at::Tensor>> Fp8Matmuls::state() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  if (cfg_.scaling != Fp8Scaling::Delayed) return out;
+  std::vector<int64_t> filled;
+  for (size_t i = 0; i < casts_.size(); ++i) {
+    out.emplace_back("fp8/history/" + cast_names_[i], casts_[i].history.detach());
+    filled.push_back(casts_[i].filled);
+  }
+  out.emplace_back("fp8/filled", at::tensor(filled, at::kLong));
+  return out;
+}
+
+void Fp8Matmuls::load_state(const std::map<std::string, at::Tensor>& tensors, const std::string& path) {
+  if (cfg_.scaling != Fp8Scaling::Delayed) return;
+  auto it = tensors.find("fp8/filled");
+  if (it == tensors.end())
+    throw std::runtime_error(path + ": checkpoint has no FP8 amax histories (tensor 'fp8/filled'); this run uses "
+                             "delayed scaling. HINT: resume with the scenario that saved it");
+  const at::Tensor filled = it->second.to(at::kLong);
+  if (filled.numel() != static_cast<int64_t>(casts_.size()))
+    throw std::runtime_error(path + ": tensor 'fp8/filled' has " + std::to_string(filled.numel()) + " casts, the run has " +
+                             std::to_string(casts_.size()));
+  for (size_t i = 0; i < casts_.size(); ++i) {
+    auto h = tensors.find("fp8/history/" + cast_names_[i]);
+    if (h == tensors.end() || h->second.sizes() != casts_[i].history.sizes())
+      throw std::runtime_error(path + ": tensor 'fp8/history/" + cast_names_[i] + "' is missing or not (" +
+                               std::to_string(cfg_.history) + ",) fp32. HINT: resume with the scenario that saved it");
+    casts_[i].history.copy_(h->second);
+    casts_[i].filled = filled[static_cast<int64_t>(i)].item<int64_t>();
+  }
+}
+
 void Fp8Matmuls::begin_step(bool probe) {
   probe_ = probe;
   step_row_.zero_();

@@ -16,7 +16,9 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ampcheck::engine {
@@ -48,6 +50,10 @@ class Fp8Matmuls final : public models::MatmulOverride {
   // SYNC POINT (called from the trainer's flush): pending rows to the host, appended to `out`.
   void flush_into(Fp8Probes& out);
   const std::vector<std::string>& cast_names() const { return cast_names_; }
+  // Delayed scaling's state for checkpoints: "fp8/history/<cast>" (history,) fp32 and "fp8/filled" (casts,) int64;
+  // empty for the other recipes. load_state throws naming what does not match.
+  std::vector<std::pair<std::string, at::Tensor>> state() const;
+  void load_state(const std::map<std::string, at::Tensor>& tensors, const std::string& path);
 
   // One quantisation: the FP8 tensor and the inverse scale (what _scaled_mm multiplies back), probes recorded in the
   // cast's slot of this step's row. Public for the tests.

@@ -455,6 +455,8 @@ void Trainer::save_checkpoint(const std::string& path) const {
   for (size_t o = 0; o < optimizers_.size(); ++o)
     for (auto& [name, t] : optimizers_[o]->state())
       tensors.emplace_back((o == 0 ? "optim/" : "optim" + std::to_string(o) + "/") + name, t);
+  if (fp8_)
+    for (auto& nt : fp8_->state()) tensors.push_back(std::move(nt));  // delayed scaling's amax histories
   nlohmann::json meta;
   meta["next_step"] = next_step_;
   meta["run"] = cfg_.name;
@@ -471,6 +473,10 @@ void Trainer::restart_from_checkpoint(bool restore_scaler) {
   const std::string path = "/tmp/ampcheck-restart-" + std::to_string(::getpid()) + ".ckpt";
   save_checkpoint(path);
   scaler_ = make_scaler();  // what a new process would construct
+  if (fp8_) {               // ... and fresh FP8 casts (empty amax histories) until the checkpoint restores them
+    fp8_ = std::make_unique<Fp8Matmuls>(*cfg_.strategy.fp8, model_->matmul_sites(), device_);
+    model_->set_matmul_override(fp8_.get());
+  }
   load_checkpoint(path, restore_scaler);
   std::remove(path.c_str());
   trajectory_.events.push_back("step " + std::to_string(next_step_) + ": restarted from a checkpoint, scaler state " +
@@ -503,6 +509,7 @@ void Trainer::load_checkpoint(const std::string& path, bool restore_scaler) {
     for (auto& [k, v] : ck.meta.at("scaler").items()) sd[k] = v.get<double>();
     scaler_->load_state_dict(sd);
   }
+  if (fp8_) fp8_->load_state(ck.tensors, path);
   next_step_ = ck.meta.at("next_step").get<int64_t>();
   prev_params_.clear();
 }

@@ -248,6 +248,18 @@ TEST(Fp8, SpikeSaturatesOnlyADelayedScale) {
   }
 }
 
+// Delayed scaling's amax histories travel in checkpoints: a run restarted from a checkpoint at step 5 is bit-identical
+// to an uninterrupted one (its scales come from the same histories).
+TEST(Fp8, DelayedScalingResumesBitIdentically) {
+  engine::RunConfig plain = fp8_micro(engine::Fp8Scaling::Delayed, 10), resumed = plain;
+  resumed.loop.resume_at = 5;
+  engine::Trainer a(plain, at::kCPU), b(resumed, at::kCPU);
+  ASSERT_EQ(a.run().status, engine::RunOutcome::Status::Completed);
+  ASSERT_EQ(b.run().status, engine::RunOutcome::Status::Completed);
+  expect_identical_trajectories(a.trajectory(), b.trajectory());
+  EXPECT_EQ(a.trajectory().fp8.scale, b.trajectory().fp8.scale);
+}
+
 TEST(Fp8, ProbesRoundTripThroughTheTrajectoryFile) {
   engine::Trainer trainer(fp8_micro(engine::Fp8Scaling::Current, 4), at::kCPU);
   trainer.run();
