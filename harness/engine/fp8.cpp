@@ -107,13 +107,13 @@ Fp8Matmuls::Quantized Fp8Matmuls::quantize(int index, const at::Tensor& x) {
   Cast& c = casts_.at(static_cast<size_t>(index));
   const Fp8Format& f = c.format;
   const auto fopts = at::TensorOptions().dtype(at::kFloat).device(x.device());
-  at::Tensor xf = x.to(at::kFloat);
   at::Tensor scale, scaled, q;
   if (cfg_.scaling == Fp8Scaling::None) {  // PITFALL: x.to(float8) — no scale, no saturation (e4m3: NaN past 448)
     scale = at::ones({}, fopts);
-    scaled = xf;
     q = x.to(f.dtype);
+    if (probe_) scaled = x.to(at::kFloat);  // only the probes read it
   } else {
+    at::Tensor xf = x.to(at::kFloat);
     at::Tensor amax = at::linalg_vector_norm(xf, INFINITY);  // one reduction, no |x| tensor
     at::Tensor basis = amax;
     if (cfg_.scaling == Fp8Scaling::Delayed) {

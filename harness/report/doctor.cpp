@@ -21,6 +21,22 @@ namespace {
 // TFLOP/s of an n x n x n matrix product in dtype: the better of at::mm and at::linear (on the CPU they reach
 // different kernels — for fp16 without native support, oneDNN's linear is ~10x faster than mm's fallback; the
 // model uses both), each the median of 5 timed repetitions after 2 warm-ups (device-synchronised).
+// Median seconds of one call of fn: 7 timed rounds of `reps` calls, the first 2 discarded as warm-up
+// (device-synchronised).
+template <class F>
+double median_seconds(const at::Device& device, int reps, F fn) {
+  std::vector<double> seconds;
+  for (int i = 0; i < 7; ++i) {
+    engine::synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) fn();
+    engine::synchronize(device);  // SYNC POINT: timing
+    if (i >= 2) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
 double matmul_tflops(const at::Device& device, at::ScalarType dtype, int64_t n) {
   at::NoGradGuard no_grad;
   at::Tensor a = at::randn({n, n}, at::TensorOptions().dtype(at::kFloat).device(device)).to(dtype);
@@ -28,16 +44,8 @@ double matmul_tflops(const at::Device& device, at::ScalarType dtype, int64_t n) 
   const int reps = device.is_cuda() ? 20 : 2;
   double best = 0;
   for (bool linear : {false, true}) {
-    std::vector<double> seconds;
-    for (int i = 0; i < 7; ++i) {
-      engine::synchronize(device);
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int r = 0; r < reps; ++r) linear ? at::linear(a, b) : at::mm(a, b);
-      engine::synchronize(device);  // SYNC POINT: timing
-      if (i >= 2) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
-    }
-    std::sort(seconds.begin(), seconds.end());
-    best = std::max(best, 2.0 * n * n * n / seconds[seconds.size() / 2] / 1e12);
+    const double sec = median_seconds(device, reps, [&] { linear ? at::linear(a, b) : at::mm(a, b); });
+    best = std::max(best, 2.0 * n * n * n / sec / 1e12);
   }
   return best;
 }
@@ -71,17 +79,9 @@ double fp8_matmul_tflops(const at::Device& device, int64_t n) {
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
   at::Tensor a = at::randn({n, n}, opts).to(at::kFloat8_e4m3fn), b = at::randn({n, n}, opts).to(at::kFloat8_e4m3fn);
   at::Tensor one = at::ones({}, opts);
-  const int reps = device.is_cuda() ? 20 : 1;
-  std::vector<double> seconds;
-  for (int i = 0; i < 7; ++i) {
-    engine::synchronize(device);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) at::_scaled_mm(a, b.t(), one, one, {}, {}, at::kBFloat16, true);
-    engine::synchronize(device);  // SYNC POINT: timing
-    if (i >= 2) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
-  }
-  std::sort(seconds.begin(), seconds.end());
-  return 2.0 * n * n * n / seconds[seconds.size() / 2] / 1e12;
+  const double sec = median_seconds(device, device.is_cuda() ? 20 : 1,
+                                    [&] { at::_scaled_mm(a, b.t(), one, one, {}, {}, at::kBFloat16, true); });
+  return 2.0 * n * n * n / sec / 1e12;
 }
 
 namespace {
