@@ -9,7 +9,16 @@ for r in rows:
     for c in r["kernel_ms"]:
         if c not in cats:
             cats.append(c)
-head = [f'{r["impl"]} {r["strategy"]}' for r in rows]
+def label(r):
+    opts = []
+    if (r.get("cuda_graphs") or "").startswith("captured"):
+        opts.append("graphs")
+    if r.get("head_loss", "stock") != "stock":
+        opts.append(r["head_loss"] + " head")
+    return f'{r["impl"]} {r["strategy"]}' + (f' ({" + ".join(opts)})' if opts else "")
+
+
+head = [label(r) for r in rows]
 print("| ms per step | " + " | ".join(head) + " |")
 print("| --- |" + " --- |" * len(rows))
 for c in cats:

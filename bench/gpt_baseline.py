@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--window", type=int, default=10)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode); warm-up compiles")
     a = ap.parse_args()
     L, H, C, T, V = PRESETS[a.preset]
     T = a.seq or T
@@ -85,6 +86,7 @@ def main():
                             lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
     dtype = torch.bfloat16 if a.strategy == "bf16-autocast" else torch.float16
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+    fwd = torch.compile(model) if a.compile else model
     data = torch.randint(V, (1 << 22,), device=dev)
 
     def step(i):
@@ -92,7 +94,7 @@ def main():
         idx = off[:, None] + torch.arange(T + 1, device=dev)
         w = data[idx]
         with torch.autocast("cuda", dtype=dtype):
-            loss = model(w[:, :-1], w[:, 1:])
+            loss = fwd(w[:, :-1], w[:, 1:])
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
@@ -118,7 +120,7 @@ def main():
     tok_s = a.batch * T / (med / 1000)
     # the harness's Model::training_flops_per_token: 6 per matmul weight (the position embedding is a lookup)
     flops_per_token = 6 * (n_params - model.wpe.weight.numel()) + 12 * L * C * T
-    print(json.dumps({"impl": "pytorch-python-eager", "preset": a.preset, "strategy": a.strategy,
+    print(json.dumps({"impl": "pytorch-python-compile" if a.compile else "pytorch-python-eager", "preset": a.preset, "strategy": a.strategy,
                       "device": torch.cuda.get_device_name(), "batch": a.batch, "seq": T, "params": n_params,
                       "steps": a.steps, "median_step_ms": med, "min_step_ms": windows[0], "max_step_ms": windows[-1],
                       "tokens_per_s": tok_s, "tflops": tok_s * flops_per_token / 1e12,

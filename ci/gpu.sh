@@ -15,7 +15,7 @@ export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite dist fp8 bench profile components doctor}
+STAGES=${STAGES:-build tests record suite fastsuite dist fp8 bench profile components doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -95,19 +95,35 @@ if has suite; then
   fi
 fi
 if has bench; then
+  # the engine (stock; CUDA graphs; graphs + the fused LM head) against PyTorch-Python eager and torch.compile, in one
+  # call: bf16, fp16 + GradScaler (fused AdamW), fp8; probes never and every 10 steps. BENCH_QUICK=1: bf16 engine only.
   B="$BUILD_DIR/harness/bench/ampcheck_bench_train"
+  run_b() { "$B" --preset gpt2-124m --batch 16 --steps 30 --warmup 21 "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"; }
   : > "$OUT/bench.jsonl"
-  for s in bf16-autocast fp16-autocast fp8; do
-    [ "$s" != fp8 ] && python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
-    for pe in 1 10 0; do
-      "$B" --preset gpt2-124m --strategy $s --batch 16 --steps 30 --probe-every $pe >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+  if [ -n "${BENCH_QUICK:-}" ]; then
+    for e in "" "--cuda-graphs" "--cuda-graphs --head-loss fused" "--head-loss fused"; do run_b --strategy bf16-autocast --probe-every 0 $e; done
+  else
+    for s in bf16-autocast fp16-autocast; do
+      python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+      python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 --compile >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
     done
-  done
-  # the engine option head_loss: chunked (the logits never held whole): its speed and peak memory against the stock head
-  "$B" --preset gpt2-124m --strategy bf16-autocast --batch 16 --steps 30 --probe-every 0 --head-loss chunked >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+    for s in bf16-autocast fp16-autocast fp8; do
+      for pe in 0 10; do
+        run_b --strategy $s --probe-every $pe
+        [ "$s" != fp8 ] && [ $pe = 0 ] && run_b --strategy $s --probe-every $pe --cuda-graphs
+        run_b --strategy $s --probe-every $pe --cuda-graphs --head-loss fused
+      done
+    done
+  fi
   python3 bench/throughput_table.py "$OUT/bench.jsonl" > "$OUT/bench.md"; cat "$OUT/bench.md"; tail -5 "$OUT/bench.err" 2>/dev/null
-  # where an FP8 Linear's time goes against bf16 (one GPT-2 c_fc layer at batch 16 x 1024)
-  "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err"; cat "$OUT/fp8_breakdown.json"
+  [ -z "${BENCH_QUICK:-}" ] && "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err"
+fi
+if has fastsuite; then
+  # the gpu suite on the engine's fastest path (check --engine fast: CUDA graphs and the fused LM head wherever they
+  # apply), against the committed references: the fused path must give the verdicts the stock path gives
+  "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --jobs 1 --engine fast --out "$WORK/fast" --force > "$WORK/fast.log" 2>&1
+  echo "fast suite rc=$?"; tail -40 "$WORK/fast.log"
+  cp "$WORK/fast.log" "$WORK/fast/suite.log"; tar czf "$OUT/fast.tar.gz" -C "$WORK" fast
 fi
 if has profile; then
   # where one GPT-2 step's GPU time goes (batch 16 x 1024), by kernel category (bench/kernel_categories.json): the
@@ -116,6 +132,8 @@ if has profile; then
   : > "$OUT/profile.jsonl"
   for s in bf16-autocast fp16-autocast fp8; do
     "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
+    "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 --cuda-graphs --head-loss fused \
+      >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
   done
   for s in bf16-autocast fp16-autocast; do
     python3 bench/profile_step.py --strategy $s --batch 16 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"

@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
   bool fused = true, breakdown = false;
   int64_t profile = 0;
   std::string head_loss = "stock";
+  bool cuda_graphs = false;
   std::string categories = std::string(AMPCHECK_SOURCE_DIR) + "/bench/kernel_categories.json";
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
@@ -175,6 +176,7 @@ int main(int argc, char** argv) {
     else if (a == "--fp8-breakdown") breakdown = true;
     else if (a == "--profile") profile = std::stoll(next());
     else if (a == "--head-loss") head_loss = next();
+    else if (a == "--cuda-graphs") cuda_graphs = true;
     else if (a == "--categories") categories = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
@@ -191,7 +193,7 @@ int main(int argc, char** argv) {
   cfg.name = "bench";
   cfg.model.kind = "gpt";
   cfg.model.preset = preset;
-  cfg.model.head_loss = head_loss;  // engine option: stock | chunked (models/head_loss.h)
+  cfg.model.head_loss = head_loss;  // engine option: stock | chunked | fused (models/head_loss.h)
   const auto mc = models::resolve_preset(cfg.model);
   cfg.data.batch_size = batch;
   cfg.data.seq_len = seq > 0 ? seq : mc.block_size;
@@ -202,6 +204,7 @@ int main(int argc, char** argv) {
   cfg.loop.steps = warmup + steps;
   cfg.loop.log_every = window;
   cfg.loop.probe_every = probe_every;
+  cfg.loop.cuda_graphs = cuda_graphs;  // engine option (engine/step_graph.h)
   cfg.strategy = engine::strategy_preset(strategy);
   cfg.strategy.deterministic = false;  // throughput: let cuDNN / cuBLAS pick their fastest kernels
   const at::Device device = engine::resolve_device(device_spec);
@@ -211,7 +214,8 @@ int main(int argc, char** argv) {
   engine::reset_peak_memory(device);
   if (profile > 0) {  // the per-category breakdown instead of the throughput windows
     nlohmann::json out = {{"impl", "ampcheck-cpp"}, {"preset", preset}, {"strategy", strategy}, {"batch", batch},
-                          {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every}};
+                          {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every},
+                          {"head_loss", head_loss}, {"cuda_graphs", trainer.cuda_graphs_status()}};
     out.update(profile_steps(trainer, device, profile, categories));
     out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
     std::cout << out.dump() << std::endl;
@@ -237,6 +241,7 @@ int main(int argc, char** argv) {
                         {"preset", preset},
                         {"strategy", strategy},
                         {"head_loss", head_loss},
+                        {"cuda_graphs", trainer.cuda_graphs_status()},
                         {"device", engine::device_info(device).name},
                         {"batch", batch},
                         {"seq", cfg.data.seq_len},

@@ -75,6 +75,18 @@ int cmd_list(const std::string& suite) {
   return 0;
 }
 
+scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts) {
+  scenario::Scenario sc = scenario::load_scenario(file);
+  if (opts.engine == "fast") {
+    sc.run.loop.cuda_graphs = true;
+    const bool fp8_head = sc.run.strategy.fp8 && sc.run.strategy.fp8->layers != "blocks";
+    if (sc.run.model.kind == "gpt" && sc.run.model.head_loss == "stock" && !fp8_head) sc.run.model.head_loss = "fused";
+  } else if (opts.engine != "stock") {
+    throw std::invalid_argument("--engine: expected stock or fast, got '" + opts.engine + "'");
+  }
+  return sc;
+}
+
 engine::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
                                         engine::Trainer::ProgressFn progress) {
   if (writes_results) *writes_results = true;
@@ -109,7 +121,7 @@ int cmd_run(const RunOptions& opts) {
   bool follower = false;
   std::vector<engine::ScenarioResult> results;
   for (size_t i = 0; i < files.size(); ++i) {
-    const auto sc = scenario::load_scenario(files[i]);
+    const auto sc = load_for_run(files[i], opts);
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
               << std::flush;
     bool writes = true;

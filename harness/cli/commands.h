@@ -21,7 +21,14 @@ struct RunOptions {
   int64_t steps = 0;
   bool force = false;
   int64_t jobs = 0;  // check: scenarios run at once in separate processes (0 = one per core on the CPU, 1 on a GPU)
+  // run / check: "stock" (each scenario's own engine options) or "fast": the engine's fastest path on every scenario
+  // where it applies — CUDA graphs (train.cuda_graphs; a step that needs the host stays uncaptured and the report
+  // says why) and the fused LM head (model.head_loss: fused, GPT models whose head is not FP8).
+  std::string engine = "stock";
 };
+
+// A scenario as `opts` runs it: the file, with --engine fast's options applied.
+scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts);
 
 int cmd_list(const std::string& suite);
 int cmd_run(const RunOptions& opts);     // train, write trajectories, judge error/nonfinite expectations only

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run scenarios and write trajectories (no reference needed)");
   add_scenario_options(run);
   add_output_options(run);
+  run->add_option("--engine", run_opts.engine, "stock | fast (as for check)")->check(CLI::IsMember({"stock", "fast"}));
 
   auto* record = app.add_subcommand("record", "(re)write the FP32 references of scenarios for this device class");
   add_scenario_options(record);
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "run scenarios, compare with their FP32 references, PASS/FAIL");
   add_scenario_options(check);
   add_output_options(check);
+  check->add_option("--engine", run_opts.engine,
+                    "stock (each scenario's engine options) | fast: CUDA graphs and the fused LM head wherever they apply")
+      ->check(CLI::IsMember({"stock", "fast"}));
   check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
   check->add_option("--jobs,-j", run_opts.jobs,
                     "scenarios at once, each in its own process (default: one per core on the CPU, 1 on a GPU)");

@@ -84,6 +84,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
       if (!opts.device.empty()) args.insert(args.end(), {"--device", opts.device});
       if (!opts.references.empty()) args.insert(args.end(), {"--references", opts.references});
       if (opts.steps > 0) args.insert(args.end(), {"--steps", std::to_string(opts.steps)});
+      if (opts.engine != "stock") args.insert(args.end(), {"--engine", opts.engine});
       make_dirs(part_dir(next));
       running[spawn(args, part_dir(next) + "/log.txt", threads)] = next;
       ++next;

@@ -129,7 +129,7 @@ int cmd_check(const RunOptions& opts) {
     summary.scenarios = std::move(par.rows);
   }
   for (size_t i = 0; jobs <= 1 && i < files.size(); ++i) {
-    const auto sc = scenario::load_scenario(files[i]);
+    const auto sc = load_for_run(files[i], opts);
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
               << std::flush;
     report::ScenarioSummary row;
@@ -202,12 +202,14 @@ int cmd_check(const RunOptions& opts) {
       }
       row.peak_memory_bytes = r.peak_memory_bytes;
       row.peak_reserved_bytes = r.peak_reserved_bytes;
+      row.engine = r.engine;
       row.trajectory_file = sc.run.name + ".h5";
       reference::TrajectoryFile tf;
       tf.attributes = engine::provenance(sc, device);
       tf.attributes["status"] = engine::status_name(r.outcome.status);
       tf.attributes["error"] = r.outcome.error;
       tf.attributes["verdict"] = v.verdict;
+      tf.attributes["engine"] = r.engine;
       tf.attributes["verdict_message"] = v.message;
       tf.attributes["reference"] = ref.path;
       tf.trajectory = r.trajectory;

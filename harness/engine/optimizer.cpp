@@ -47,6 +47,15 @@ AdamW::AdamW(std::vector<at::Tensor> params, std::vector<bool> decay, OptimizerC
   }
 }
 
+void Optimizer::set_lr(double lr) {
+  lr_ = lr;
+  if (lr_tensor_.defined()) lr_tensor_.fill_(lr);  // a kernel on the device, no sync
+}
+
+void Optimizer::keep_lr_on_device(const at::Device& device) {
+  lr_tensor_ = at::full({}, lr_, at::TensorOptions().dtype(at::kFloat).device(device));
+}
+
 void AdamW::lazy_init_state() {
   if (!exp_avg_.empty()) return;
   at::NoGradGuard no_grad;
@@ -79,8 +88,12 @@ void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::o
     if (found_inf) dev_found = found_inf->to(dev, /*non_blocking=*/true);
     at::_foreach_add_(st, 1);
     const double wd = decay_[group.front()] ? cfg_.weight_decay : 0.0;
-    at::_fused_adamw_(ps, gs, m, v, /*max_exp_avg_sqs=*/{}, st, lr_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps,
-                      /*amsgrad=*/false, /*maximize=*/false, dev_scale, dev_found);
+    if (lr_tensor_.defined() && lr_tensor_.device() == dev)
+      at::_fused_adamw_(ps, gs, m, v, /*max_exp_avg_sqs=*/{}, st, lr_tensor_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps,
+                        /*amsgrad=*/false, /*maximize=*/false, dev_scale, dev_found);
+    else
+      at::_fused_adamw_(ps, gs, m, v, /*max_exp_avg_sqs=*/{}, st, lr_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps,
+                        /*amsgrad=*/false, /*maximize=*/false, dev_scale, dev_found);
     if (dev_found) at::_foreach_sub_(st, std::vector<at::Tensor>(st.size(), *dev_found));
   }
 }

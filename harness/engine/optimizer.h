@@ -37,7 +37,11 @@ class Optimizer : public amp::ScalableOptimizer {
   Optimizer(std::vector<at::Tensor> params, std::vector<bool> decay, OptimizerConfig cfg);
   std::vector<at::Tensor> scaled_parameters() const override { return params_; }
   const std::vector<at::Tensor>& params() const { return params_; }
-  void set_lr(double lr) { lr_ = lr; }
+  // The learning rate of the next step (written into the lr tensor too when there is one: a captured step reads it).
+  void set_lr(double lr);
+  // From now on the learning rate also lives in a 0-dim fp32 tensor on `device`, which the step reads (AdamW's
+  // tensor-lr kernel): what a CUDA graph replay needs, as the host number would be frozen into the graph.
+  void keep_lr_on_device(const at::Device& device);
   double lr() const { return lr_; }
   void zero_grad();  // grads set to undefined (set_to_none=True, PyTorch's default)
   virtual NamedTensors state() const = 0;
@@ -50,6 +54,7 @@ class Optimizer : public amp::ScalableOptimizer {
   std::vector<bool> decay_;
   OptimizerConfig cfg_;
   double lr_;
+  at::Tensor lr_tensor_;  // undefined unless keep_lr_on_device
 };
 
 class AdamW final : public Optimizer {

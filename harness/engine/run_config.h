@@ -47,6 +47,9 @@ struct LoopConfig {
   double aux_loss_weight = 0.0;
   int64_t resume_at = 0;                 // checkpoint at this step and resume from the file in a fresh state (0 = no)
   bool resume_restore_scaler = true;     // false = PITFALL: the resumed run starts a new GradScaler
+  // ENGINE OPTION: capture each kind of step (plain, probe) as a CUDA graph after two eager warm-up steps and replay
+  // it (engine/step_graph.h); runs that need the host inside a step stay uncaptured and say why.
+  bool cuda_graphs = false;
   int64_t probe_every = 1;               // grad-element fractions and update norm every N steps (0 = never;
                                          // they cost a few passes over grads and params: NaN on other steps)
 };

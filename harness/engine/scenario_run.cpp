@@ -128,6 +128,11 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
                  " x " + std::to_string(d.seq_len);
     r.outcome = trainer.run();
     r.trajectory = trainer.trajectory();
+    std::vector<std::string> path;
+    if (cfg.model.head_loss != "stock") path.push_back(cfg.model.head_loss + " head");
+    if (cfg.loop.cuda_graphs) path.push_back("cuda graphs " + trainer.cuda_graphs_status());
+    for (const auto& p : path) r.engine += (r.engine.empty() ? "" : "; ") + p;
+    if (r.engine.empty()) r.engine = "stock";
     synchronize(device);
     const MemoryStats mem = memory_stats(device);
     r.peak_memory_bytes = mem.peak_allocated_bytes;

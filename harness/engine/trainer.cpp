@@ -118,9 +118,24 @@ Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
     if (!opt_params[g].empty()) optimizers_.push_back(make_optimizer(opt_params[g], decay[g], cfg_.optimizer));
 
   scaler_ = make_scaler();
+
+  if (cfg_.loop.cuda_graphs) {  // engine option: capture the step where nothing in it needs the host
+    graphs_uncaptured_ = StepGraphs::why_not(cfg_, device_, grad_sync_ != nullptr);
+    if (graphs_uncaptured_.empty()) {
+      graphs_ = std::make_unique<StepGraphs>();
+      for (auto& opt : optimizers_) opt->keep_lr_on_device(device_);
+    }
+  }
 }
 
 Trainer::~Trainer() = default;
+
+std::string Trainer::cuda_graphs_status() const {
+  if (!cfg_.loop.cuda_graphs) return "";
+  if (!graphs_) return "uncaptured: " + graphs_uncaptured_;
+  return "captured: " + std::to_string(graphs_->graphs()) + " graph(s), " + std::to_string(graphs_->replays()) +
+         " of " + std::to_string(next_step_) + " steps replayed";
+}
 
 // Loss scaler: dynamic = PyTorch's GradScaler; static = the same scaler with the scale pinned by update(S); none.
 std::unique_ptr<amp::GradScaler> Trainer::make_scaler() const {
@@ -146,14 +161,14 @@ std::vector<at::Tensor> Trainer::model_grads() const {
 // ---------------------------------------------------------------------------------------------------------------
 // phases
 
-at::Tensor Trainer::forward_backward(int64_t step) {
+at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch>& batches) {
   const int64_t M = cfg_.loop.micro_batches;
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
   for (int64_t micro = 0; micro < M; ++micro) {
-    const data::Batch batch = sampler_->train_batch(step, micro);
+    const data::Batch& batch = batches[static_cast<size_t>(micro)];
     std::vector<std::string> scratch;
-    const models::ForwardOptions fwd =
-        injector_.forward_options(step, micro == 0 ? trajectory_.events : scratch);
+    models::ForwardOptions fwd = injector_.forward_options(step, micro == 0 ? trajectory_.events : scratch);
+    fwd.loss_grad_scale = loss_grad_scale();
     at::Tensor loss;
     {  // forward, under the strategy's autocast (backward runs outside it, as PyTorch recommends)
       std::optional<amp::AutocastGuard> autocast;
@@ -180,6 +195,14 @@ at::Tensor Trainer::forward_backward(int64_t step) {
   }
   injector_.after_backward(model_->parameters(), step);
   return loss_sum;
+}
+
+// What backward() will be called with, as the fused LM head needs to know in its forward: the loss scale when the
+// loss goes through scaler.scale (the value scale() is about to create on the first step), else undefined (= 1).
+at::Tensor Trainer::loss_grad_scale() const {
+  if (!scaler_ || !scaler_->is_enabled() || !cfg_.loop.scale_loss) return {};
+  if (scaler_->scale_tensor().defined()) return scaler_->scale_tensor();
+  return at::full({}, scaler_->get_scale(), at::TensorOptions().dtype(at::kFloat).device(device_));
 }
 
 // What backward() runs on: scaler.scale(loss), or the loss itself without a scaler. PITFALL scale_loss: false is
@@ -263,6 +286,44 @@ void Trainer::train_step(int64_t step) {
   timer_.start();
   const double lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, cfg_.loop.steps);
   for (auto& opt : optimizers_) opt->set_lr(lr);
+  const bool full_probe = cfg_.loop.probe_every > 0 && step % cfg_.loop.probe_every == 0;
+  std::vector<data::Batch> batches;
+  for (int64_t micro = 0; micro < cfg_.loop.micro_batches; ++micro) batches.push_back(sampler_->train_batch(step, micro));
+
+  at::Tensor row;
+  if (graphs_) {  // engine option train.cuda_graphs: the device work below, captured once per kind of step, replayed
+    if (static_batches_.empty())
+      for (const auto& b : batches) static_batches_.push_back({b.inputs.clone(), b.targets.clone()});
+    for (size_t m = 0; m < batches.size(); ++m) {
+      static_batches_[m].inputs.copy_(batches[m].inputs, /*non_blocking=*/true);
+      static_batches_[m].targets.copy_(batches[m].targets, /*non_blocking=*/true);
+    }
+    at::Tensor& out = static_rows_[full_probe ? 1 : 0];
+    if (!out.defined()) out = at::empty({kNumDeviceColumns}, at::TensorOptions().dtype(at::kDouble).device(device_));
+    graphs_->run(full_probe ? 1 : 0, [&] { out.copy_(step_on_device(step, full_probe, static_batches_)); });
+    row = out.clone();
+  } else {
+    row = step_on_device(step, full_probe, batches);
+  }
+
+  pending_rows_.push_back(row);
+  std::array<double, kNumColumns> host{};
+  host.fill(kNaN);
+  host[kLr] = lr;
+  pending_host_.push_back(host);
+  next_step_ = step + 1;
+  timer_.stop();
+
+  if (static_cast<int64_t>(pending_rows_.size()) >= cfg_.loop.log_every) flush();
+  if (cfg_.loop.eval_every > 0 && next_step_ % cfg_.loop.eval_every == 0) {
+    flush();
+    trajectory_.rows.back()[kEvalLoss] = evaluate();
+  }
+}
+
+// The step's device work, phase by phase; returns its trajectory row ((kNumDeviceColumns,) fp64 on the device).
+// No host sync on the captured paths (StepGraphs::why_not lists the configurations that need one).
+at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vector<data::Batch>& batches) {
   if (cfg_.loop.zero_grad) {  // PITFALL zero_grad: false: backward adds this step's grads to the last step's
     for (auto& opt : optimizers_) opt->zero_grad();
     // the model's grads too where the optimizers do not hold every model parameter (masters, a ZeRO-1 shard)
@@ -271,9 +332,8 @@ void Trainer::train_step(int64_t step) {
   }
 
   // forward + backward over the micro-batches
-  const bool full_probe = cfg_.loop.probe_every > 0 && step % cfg_.loop.probe_every == 0;
   if (fp8_) fp8_->begin_step(full_probe);
-  at::Tensor loss = forward_backward(step);
+  at::Tensor loss = forward_backward(step, batches);
   if (fp8_) fp8_->end_step();
 
   // planted gradient events (what this rank's backward produced)
@@ -341,19 +401,7 @@ void Trainer::train_step(int64_t step) {
   for (auto& s : stats) row.push_back(s.to(at::kFloat));
   std::vector<at::Tensor> row64;
   for (auto& t : row) row64.push_back(t.to(at::kDouble).reshape({}));
-  pending_rows_.push_back(at::stack(row64));
-  std::array<double, kNumColumns> host{};
-  host.fill(kNaN);
-  host[kLr] = lr;
-  pending_host_.push_back(host);
-  next_step_ = step + 1;
-  timer_.stop();
-
-  if (static_cast<int64_t>(pending_rows_.size()) >= cfg_.loop.log_every) flush();
-  if (cfg_.loop.eval_every > 0 && next_step_ % cfg_.loop.eval_every == 0) {
-    flush();
-    trajectory_.rows.back()[kEvalLoss] = evaluate();
-  }
+  return at::stack(row64);
 }
 
 void Trainer::flush() {
@@ -486,6 +534,8 @@ void Trainer::restart_from_checkpoint(bool restore_scaler) {
 void Trainer::load_checkpoint(const std::string& path, bool restore_scaler) {
   Checkpoint ck = read_checkpoint(path);
   at::NoGradGuard no_grad;
+  // captured graphs hold the optimizer state and scaler tensors a load may replace: capture again after warm-up
+  if (graphs_) graphs_ = std::make_unique<StepGraphs>();
   auto take = [&](const std::string& name, at::Tensor& into) {
     auto it = ck.tensors.find(name);
     if (it == ck.tensors.end()) throw std::runtime_error(path + ": checkpoint has no tensor '" + name + "'");

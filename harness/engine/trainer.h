@@ -9,6 +9,7 @@
 #include "engine/optimizer.h"
 #include "engine/precision.h"
 #include "engine/run_config.h"
+#include "engine/step_graph.h"
 #include "engine/step_timer.h"
 #include "engine/trajectory.h"
 #include "inject/injection.h"
@@ -84,12 +85,16 @@ class Trainer {
   using ProgressFn = std::function<void(int64_t step, const Trajectory& trajectory)>;
   void set_progress(ProgressFn fn) { progress_ = std::move(fn); }
   void flush();  // SYNC POINT: copies pending device-side trajectory rows to the host
+  // train.cuda_graphs: "" when not asked for; "captured: ..." with the replay count; "uncaptured: <why>".
+  std::string cuda_graphs_status() const;
 
  private:
   std::unique_ptr<amp::GradScaler> make_scaler() const;
   void raised(RunOutcome& out, const std::string& error);  // ends a run on an exception
-  at::Tensor forward_backward(int64_t step);         // returns the summed unscaled loss (0-dim, device)
+  at::Tensor step_on_device(int64_t step, bool full_probe, const std::vector<data::Batch>& batches);  // -> row
+  at::Tensor forward_backward(int64_t step, const std::vector<data::Batch>& batches);  // summed unscaled loss
   at::Tensor backward_target(const at::Tensor& loss); // scaler.scale(loss) (or the loss: no scaler / pitfall)
+  at::Tensor loss_grad_scale() const;                 // what backward_target multiplies by (undefined: 1)
   at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
   void update_scale();                                // scaler.update() / update(S)
   void master_grads();                                // model grads -> fp32 master grads
@@ -116,6 +121,10 @@ class Trainer {
   std::vector<at::Tensor> pending_rows_;              // (kNumDeviceColumns,) fp64 per step, on device
   std::vector<std::array<double, kNumColumns>> pending_host_;
   StepTimer timer_;                                    // per-step time (CUDA events / wall clock)
+  std::unique_ptr<StepGraphs> graphs_;                 // train.cuda_graphs where the run allows it, else null
+  std::string graphs_uncaptured_;                      // why not, where asked for and refused
+  std::vector<data::Batch> static_batches_;            // the captured step's inputs (graphs only)
+  at::Tensor static_rows_[2];                          // the captured steps' rows: plain step, probe step
   int64_t next_step_ = 0;
 };
 

@@ -191,6 +191,11 @@ at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const 
     at::Tensor h = hidden(inputs, opts);
     return chunked_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows);
   }
+  if (cfg_.head_loss == "fused") {  // engine option: the same with the gradients computed in the forward
+    at::Tensor h = hidden(inputs, opts);
+    return fused_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows,
+                                    opts.loss_grad_scale);
+  }
   at::Tensor lg = logits(inputs, opts);
   return at::cross_entropy_loss(lg.view({-1, lg.size(-1)}), targets.reshape({-1}));
 }

@@ -1,6 +1,8 @@
 // Chunked output projection + cross-entropy (head_loss.h).
 #include "models/head_loss.h"
 
+#include "kernels/fused.h"
+
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -9,6 +11,8 @@
 namespace ampcheck::models {
 
 namespace {
+constexpr int64_t kIgnoreIndex = -100;  // at::cross_entropy_loss's default
+
 int64_t rows_per_chunk(int64_t requested, int64_t V) {
   if (requested > 0) return requested;
   return std::max<int64_t>(1, (int64_t{256} << 20) / (4 * std::max<int64_t>(V, 1)));
@@ -59,7 +63,88 @@ struct ChunkedHeadCrossEntropy : public torch::autograd::Function<ChunkedHeadCro
     return {dx, dw.to(w.scalar_type()), at::Tensor(), at::Tensor()};
   }
 };
+
+// The dtype at::linear computes in at this point: autocast's where it is on for x's device, else x's.
+at::ScalarType compute_dtype(const at::Tensor& x) {
+  const auto dev = x.device().type();
+  if (at::autocast::is_autocast_enabled(dev) && at::isFloatingType(x.scalar_type()))
+    return at::autocast::get_autocast_dtype(dev);
+  return x.scalar_type();
+}
+
+// Rows per chunk of the fused head: as few chunks as keep a chunk's logits (in their dtype) within 512 MiB, rows
+// split evenly and rounded up to 64.
+int64_t fused_rows_per_chunk(int64_t requested, int64_t N, int64_t V, int64_t elem) {
+  if (requested > 0) return requested;
+  const int64_t bytes = std::max<int64_t>(1, N) * std::max<int64_t>(1, V) * elem;
+  const int64_t chunks = std::max<int64_t>(1, (bytes + (int64_t{512} << 20) - 1) / (int64_t{512} << 20));
+  const int64_t rows = (N + chunks - 1) / chunks;
+  return std::max<int64_t>(1, (rows + 63) / 64 * 64);
+}
+
+struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEntropy> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& targets, int64_t chunk_rows, const at::Tensor& grad_scale_hint,
+                            bool need_grads) {
+    const at::ScalarType dt = compute_dtype(x);
+    const int64_t N = x.size(0), C = x.size(1), V = w.size(0);
+    const int64_t R = fused_rows_per_chunk(chunk_rows, N, V, at::elementSize(dt));
+    const auto f32 = x.options().dtype(at::kFloat);
+    at::Tensor xc = x.to(dt), wc = w.to(dt);
+    at::Tensor n_valid = (targets != kIgnoreIndex).sum().to(at::kFloat);
+    at::Tensor hint = grad_scale_hint.to(f32).reshape({});
+    at::Tensor factor = hint / n_valid;  // the stock backward's d loss / d logit scale at the hinted loss scale
+    at::Tensor row_loss = at::empty({N}, f32);
+    at::Tensor dx, dw;
+    if (need_grads) {
+      dx = at::empty({N, C}, xc.options());
+      dw = at::zeros({V, C}, f32);
+    }
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+      const int64_t n = std::min(R, N - r0);
+      at::Tensor x_c = xc.narrow(0, r0, n);
+      at::Tensor logits = at::mm(x_c, wc.t());  // (n, V) in dt, as the stock head computes them
+      at::Tensor loss_c = row_loss.narrow(0, r0, n);
+      kernels::cross_entropy_rows_(logits, targets.narrow(0, r0, n), loss_c, factor, kIgnoreIndex);
+      if (!need_grads) continue;
+      at::Tensor dx_c = dx.narrow(0, r0, n);
+      at::mm_out(dx_c, logits, wc);                // grad_logits W, in dt (fp32 accumulation inside the GEMM)
+      if (dt == at::kFloat) dw.addmm_(logits.t(), x_c);
+      else dw.add_(at::mm(logits.t(), x_c));       // the chunk's wgrad in dt (as the stock GEMM's output), summed in fp32
+    }
+    if (need_grads) {
+      ctx->save_for_backward({dx, dw, hint});
+      ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+      ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    }
+    return row_loss.sum() / n_valid;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    TORCH_CHECK(saved.size() == 3, "fused head: backward of a forward that computed no gradients");
+    const at::Tensor &dx = saved[0], &dw = saved[1], &hint = saved[2];
+    // the forward computed the gradient at the hinted loss scale; backward brings the one really used (ratio 1
+    // on the normal path: scaler.scale(loss).backward() with the scale the hint named)
+    const at::Tensor ratio = grads[0].to(at::kFloat).reshape({}) / hint;
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
+    at::Tensor gx = dx.to(at::promote_types(dx.scalar_type(), at::kFloat)).mul_(ratio).to(x_dtype);
+    at::Tensor gw = (dw * ratio).to(w_dtype);
+    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
 }  // namespace
+
+at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
+                                    int64_t chunk_rows, const at::Tensor& grad_scale_hint) {
+  const bool need_grads = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
+  // (an undefined tensor cannot pass through a custom Function: 1 as a tensor)
+  const at::Tensor hint = grad_scale_hint.defined() ? grad_scale_hint
+                                                    : at::ones({}, x.options().dtype(at::kFloat));
+  return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads);
+}
 
 at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                       int64_t chunk_rows) {

@@ -16,4 +16,17 @@ namespace ampcheck::models {
 at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                       int64_t chunk_rows = 0);
 
+// The same, fused further (engine option `model.head_loss: fused`): the gradients are computed in the forward, so no
+// logits are recomputed. Per chunk: logits = x_c W^T in the dtype at::linear would use (autocast's), then one pass of
+// kernels::cross_entropy_rows_ (CUDA C++ where built) turns them in place into the loss rows and grad_logits =
+// (softmax − one-hot) · hint / N — the values the stock cross-entropy backward produces when backward is called
+// with `hint` (the loss scale, or 1), rounded once to the logits' dtype — then dx_c = grad_logits W (in that dtype)
+// and dW += grad_logitsᵀ x_c (each chunk's GEMM in that dtype, summed in fp32). Backward multiplies both by
+// grad / hint (1 on the normal path). The only logits held are one chunk's, in their own dtype. Where the grad
+// backward receives is not the hint (a planted loss event), values agree to rounding but an fp16 underflow of
+// grad_logits happens at the hinted scale, not the real one. Targets equal to -100 are ignored (as the stock loss).
+// grad_scale_hint: 0-dim tensor (undefined = 1).
+at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
+                                    int64_t chunk_rows = 0, const at::Tensor& grad_scale_hint = {});
+
 }  // namespace ampcheck::models

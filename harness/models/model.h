@@ -35,6 +35,9 @@ struct ForwardOptions {
   double hidden_scale = 1.0;      // multiply the activation at `hidden_scale_at` of block `hidden_scale_block`
   int64_t hidden_scale_block = 0;
   ActivationSite hidden_scale_at = ActivationSite::Residual;
+  // What backward() will be called with for this loss (the GradScaler's scale; undefined = 1). Only the fused LM
+  // head (model.head_loss: fused) reads it: it computes its gradient in the forward, at this scale.
+  at::Tensor loss_grad_scale;
 };
 
 // Who computes a model's matmuls and embedding lookups. A model names each site (gpt: "h.<l>.attn.c_attn",

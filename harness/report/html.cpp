@@ -218,6 +218,7 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
       << (std::isfinite(c.mfu) ? fmt(100 * c.mfu, 3) + "%" : "-") << " of " << fmt(c.peak_tflops, 3) << " measured ("
       << escape(c.compute_dtype) << ") · peak memory " << bytes(c.peak_memory_bytes) << " (reserved " << bytes(c.peak_reserved_bytes)
       << ")";
+  if (!c.engine.empty() && c.engine != "stock") o << "<br>engine: " << escape(c.engine);
   if (!ser.events.empty()) {
     o << "<br>events: " << escape(ser.events.front());
     if (ser.events.size() > 1) o << " … and " << (ser.events.size() - 1) << " more";

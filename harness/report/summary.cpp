@@ -80,6 +80,7 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
                               {"peak_memory_bytes", c.peak_memory_bytes},
                               {"peak_reserved_bytes", c.peak_reserved_bytes},
                               {"trajectory_file", c.trajectory_file},
+                              {"engine", c.engine},
                               {"deciding_signal", c.deciding_signal},
                               {"max_signal", c.max_signal}});
     nlohmann::json sig = nlohmann::json::array();
@@ -163,6 +164,7 @@ RunSummary read_summary_json(const std::string& path) {
       x.peak_memory_bytes = c.value("peak_memory_bytes", int64_t{0});
       x.peak_reserved_bytes = c.value("peak_reserved_bytes", int64_t{0});
       x.trajectory_file = c.value("trajectory_file", "");
+      x.engine = c.value("engine", "");
       x.deciding_signal = c.value("deciding_signal", "");
       x.max_signal = c.value("max_signal", "");
       if (c.contains("distributed")) {
@@ -249,6 +251,13 @@ void write_markdown(const std::string& path, const RunSummary& s) {
       << " → " << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
       << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3) << " | "
       << fmt(std::round(c.tokens_per_s), 7) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";
+  bool any_engine = false;  // runs on an engine option (check --engine fast): which, and where it was refused
+  for (const auto& c : s.scenarios)
+    if (!c.engine.empty() && c.engine != "stock") {
+      if (!any_engine) m << "\nEngine paths (not the stock engine):\n\n";
+      any_engine = true;
+      m << "- " << c.name << ": " << c.engine << "\n";
+    }
   bool any_fail = false;
   for (const auto& c : s.scenarios)
     if (!c.pass) {

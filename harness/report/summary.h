@@ -60,6 +60,7 @@ struct ScenarioSummary {
   int64_t peak_memory_bytes = 0; // CUDA: peak allocated; CPU: peak RSS of the process during the scenario
   int64_t peak_reserved_bytes = 0; // CUDA: peak reserved by the caching allocator; CPU: as peak_memory_bytes
   std::string trajectory_file;   // relative to the run directory
+  std::string engine;            // the engine path (engine::ScenarioResult::engine); "" in older summaries
   // data parallel (world_size 0: a single-process run; JSON: the "distributed" object, absent then)
   struct Distributed {
     int64_t world_size = 0;

@@ -137,7 +137,7 @@ void parse_model(Fields f, models::ModelConfig& m) {
   m.dropout = f.num("dropout", 0.0);
   m.attention_query_dtype = f.choice("attention_query_dtype", "", {"", "fp16", "bf16"});
   if (!m.attention_query_dtype.empty() && m.kind != "gpt") f.fail_key("attention_query_dtype", "only for kind gpt");
-  m.head_loss = f.choice("head_loss", "stock", {"stock", "chunked"});
+  m.head_loss = f.choice("head_loss", "stock", {"stock", "chunked", "fused"});
   m.head_chunk_rows = f.integer("head_chunk_rows", 0);
   if (m.head_loss != "stock" && m.kind != "gpt") f.fail_key("head_loss", "only for kind gpt");
   if (m.head_chunk_rows < 0) f.fail_key("head_chunk_rows", "must be >= 0 (0 = automatic)");
@@ -220,6 +220,7 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
   l.eval_batches = f.positive("eval_batches", l.eval_batches);
   l.log_every = f.positive("log_every", l.log_every);
   l.probe_every = f.integer("probe_every", l.probe_every);
+  l.cuda_graphs = f.boolean("cuda_graphs", l.cuda_graphs);
   l.two_optimizers = f.boolean("two_optimizers", l.two_optimizers);
   l.aux_loss_weight = f.num("aux_loss_weight", l.aux_loss_weight);
   if (l.aux_loss_weight != 0 && !l.two_optimizers)
@@ -560,8 +561,8 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
     const int64_t seq = sc.run.data.seq_len > 0 ? sc.run.data.seq_len : m.block_size;
     const int64_t rows = sc.run.data.batch_size * seq / std::max<int64_t>(1, sc.run.distributed.world_size);
     const bool head = sc.run.strategy.fp8->layers != "blocks";
-    if (head && m.head_loss == "chunked")
-      top.fail(root, "model.head_loss: chunked computes the LM head itself; strategy.fp8.layers " +
+    if (head && m.head_loss != "stock")
+      top.fail(root, "model.head_loss: " + m.head_loss + " computes the LM head itself; strategy.fp8.layers " +
                          sc.run.strategy.fp8->layers + " puts it in FP8 (use layers: blocks, or head_loss: stock)");
     if (m.n_embd % 16 != 0 || rows % 16 != 0 || (head && m.vocab_size % 16 != 0))
       top.fail(root, "strategy.fp8: at::_scaled_mm needs every matmul dimension to be a multiple of 16: n_embd " +

@@ -1,8 +1,11 @@
-// The chunked head + cross-entropy engine option (models/head_loss) against the stock path (at::linear +
+// The chunked and fused head + cross-entropy engine options (models/head_loss) against the stock path (at::linear +
 // at::cross_entropy_loss): loss and gradients in fp32, under bf16 autocast and under fp16 autocast with a loss scale,
-// on several chunk sizes (one that does not divide the rows), and a whole training run.
+// on several chunk sizes (one that does not divide the rows), and whole training runs; the fused head's row kernel
+// (kernels::cross_entropy_rows_) against the stock loss, its ignore_index and out-of-range rows, and — on a GPU —
+// its CUDA C++ kernel against its ATen reference.
 #include "test_support.h"
 
+#include "kernels/fused.h"
 #include "models/head_loss.h"
 #include "scenario/scenario.h"
 
@@ -18,18 +21,24 @@ struct Grads {
   at::Tensor loss, dx, dw;
 };
 
-Grads run(bool chunked, at::ScalarType autocast_dtype, double scale, int64_t chunk_rows) {
+enum class Head { Stock, Chunked, Fused };
+
+// hint: what the fused head is told backward will bring (< 0: the real scale)
+Grads run(Head head, at::ScalarType autocast_dtype, double scale, int64_t chunk_rows, double hint = -1,
+          at::Device dev = at::kCPU) {
   at::manual_seed(7);
   const int64_t N = 100, C = 32, V = 96;
-  at::Tensor x = at::randn({N, C}).requires_grad_(true);
-  at::Tensor w = (at::randn({V, C}) * 0.5).requires_grad_(true);
-  at::Tensor t = at::randint(V, {N}, at::kLong);
+  at::Tensor x = at::randn({N, C}).to(dev).requires_grad_(true);
+  at::Tensor w = (at::randn({V, C}) * 0.5).to(dev).requires_grad_(true);
+  at::Tensor t = at::randint(V, {N}, at::kLong).to(dev);
   at::Tensor loss;
   {
     std::optional<amp::AutocastGuard> ac;
-    if (autocast_dtype != at::kFloat) ac.emplace(c10::DeviceType::CPU, autocast_dtype);
-    loss = chunked ? models::chunked_head_cross_entropy(x, w, t, chunk_rows)
-                   : at::cross_entropy_loss(at::linear(x, w), t);
+    if (autocast_dtype != at::kFloat) ac.emplace(dev.type(), autocast_dtype);
+    if (head == Head::Chunked) loss = models::chunked_head_cross_entropy(x, w, t, chunk_rows);
+    else if (head == Head::Fused)
+      loss = models::fused_head_cross_entropy(x, w, t, chunk_rows, at::full({}, hint < 0 ? scale : hint, x.options()));
+    else loss = at::cross_entropy_loss(at::linear(x, w), t);
   }
   (loss * scale).backward();
   return {loss.detach(), x.grad(), w.grad()};
@@ -40,10 +49,11 @@ double rel(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // fp32: the same function up to summation order — 1e-6 relative.
-TEST(HeadLoss, ChunkedMatchesStockInFp32) {
-  const auto stock = run(false, at::kFloat, 1.0, 0);
+TEST(HeadLoss, ChunkedAndFusedMatchStockInFp32) {
+  const auto stock = run(Head::Stock, at::kFloat, 1.0, 0);
+  for (auto head : {Head::Chunked, Head::Fused})
   for (int64_t rows : {0, 7, 32, 100}) {
-    const auto c = run(true, at::kFloat, 1.0, rows);
+    const auto c = run(head, at::kFloat, 1.0, rows);
     EXPECT_LT(rel(c.loss, stock.loss), 1e-6) << rows;
     EXPECT_LT(rel(c.dx, stock.dx), 1e-6) << rows;
     EXPECT_LT(rel(c.dw, stock.dw), 1e-6) << rows;
@@ -55,31 +65,115 @@ TEST(HeadLoss, ChunkedMatchesStockInFp32) {
 // Under autocast the logits and their gradient are rounded to bf16 / fp16 in both paths; the chunked wgrad is rounded
 // once per chunk instead of once: within 2 ulps of bf16 (2^-7) for the loss and dgrad, 2% for wgrad. fp16 with a
 // loss scale of 65536: the scale reaches the gradient before its cast to fp16, as in the stock path (no underflow).
-TEST(HeadLoss, ChunkedMatchesStockUnderAutocast) {
+TEST(HeadLoss, ChunkedAndFusedMatchStockUnderAutocast) {
+  for (auto head : {Head::Chunked, Head::Fused})
   for (auto dt : {at::kBFloat16, at::kHalf}) {
     const double scale = dt == at::kHalf ? 65536.0 : 1.0;
-    const auto stock = run(false, dt, scale, 0);
-    const auto c = run(true, dt, scale, 32);
+    const auto stock = run(Head::Stock, dt, scale, 0);
+    const auto c = run(head, dt, scale, 32);
     EXPECT_LT(rel(c.loss, stock.loss), 1.0 / 64) << c10::toString(dt);
     EXPECT_LT(rel(c.dx, stock.dx), 0.02) << c10::toString(dt);
     EXPECT_LT(rel(c.dw, stock.dw), 0.02) << c10::toString(dt);
-    const auto exact = run(false, at::kFloat, scale, 0);
+    const auto exact = run(Head::Stock, at::kFloat, scale, 0);
     EXPECT_LT(rel(c.dw, exact.dw), 0.05) << c10::toString(dt) << ": far from the fp32 gradient";
     EXPECT_GT(rel(c.dx, exact.dx), 1e-4) << c10::toString(dt) << ": as exact as fp32, autocast did not apply";
   }
 }
 
-// A whole micro run: the chunked head trains like the stock one (fp32: within 1e-5 relative at every step).
+// The fused head computes its gradient at the hinted scale: told 1 while backward brings 65536 (fp16), the
+// grad_logits (p − y)/N underflow in fp16 where the stock path's (p − y)·65536/N do not — the hint is what keeps the
+// fused head faithful to the stock path's fp16 range, and this shows it matters (the trainer passes the real scale).
+TEST(HeadLoss, FusedHeadTakesItsFp16RangeFromTheHint) {
+  const auto stock = run(Head::Stock, at::kHalf, 65536.0, 0);
+  const auto right = run(Head::Fused, at::kHalf, 65536.0, 0);
+  const auto unhinted = run(Head::Fused, at::kHalf, 65536.0, 0, /*hint=*/1.0);
+  EXPECT_LT(rel(right.dw, stock.dw), 0.02);
+  EXPECT_GT(rel(unhinted.dw, stock.dw), 2 * rel(right.dw, stock.dw)) << "an unhinted fp16 gradient lost nothing";
+}
+
+// The row kernel's contract against the stock loss, with ignored rows (target -100: loss and gradient 0) and an
+// out-of-range target (that row NaN, the others untouched).
+TEST(HeadLoss, CrossEntropyRowsContract) {
+  at::manual_seed(3);
+  at::Tensor logits = at::randn({6, 11}) * 3;
+  at::Tensor t = at::tensor({4, -100, 0, 10, 20, 2}, at::kLong);
+  at::Tensor g = logits.clone(), row = at::empty({6}), factor = at::full({}, 0.5);
+  kernels::cross_entropy_rows_(g, t, row, factor, -100, kernels::Impl::Reference);
+  for (int64_t r : {0, 2, 3, 5}) {
+    at::Tensor lr = logits[r].unsqueeze(0).requires_grad_(true);
+    at::Tensor l = at::cross_entropy_loss(lr, t.narrow(0, r, 1));
+    l.backward();
+    EXPECT_NEAR(row[r].item<double>(), l.item<double>(), 1e-5) << r;
+    EXPECT_LT((g[r] - lr.grad()[0] * 0.5).abs().max().item<double>(), 1e-6) << r;
+  }
+  EXPECT_EQ(row[1].item<double>(), 0.0);
+  EXPECT_EQ(g[1].abs().max().item<double>(), 0.0);
+  EXPECT_TRUE(std::isnan(row[4].item<double>()));
+  EXPECT_TRUE(g[4].isnan().all().item<bool>());
+}
+
+// On a GPU: the CUDA C++ row kernel against its ATen reference, fp32 / fp16 / bf16, a vocabulary that is not a
+// multiple of the vector width (scalar tail) and one that is; loss within 1e-5 relative (fp32 sums in another
+// order, __expf), gradient within one ulp of its dtype (it is rounded once in both) plus 1e-6 absolute. And the fused
+// head on CUDA against the stock head under bf16 autocast, as on the CPU.
+TEST(CudaKernels, CrossEntropyRowsMatchTheirReference) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
+  at::manual_seed(5);
+  for (int64_t V : {50304, 1001})
+  for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    at::Tensor logits = (at::randn({64, V}, at::kCUDA) * 4).to(dt);
+    at::Tensor t = at::randint(V, {64}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
+    t[3] = -100;
+    at::Tensor factor = at::full({}, 1.0 / 64, at::TensorOptions().device(at::kCUDA));
+    at::Tensor a = logits.clone(), b = logits.clone();
+    at::Tensor ra = at::empty({64}, factor.options()), rb = at::empty({64}, factor.options());
+    kernels::cross_entropy_rows_(a, t, ra, factor, -100, kernels::Impl::Auto);
+    kernels::cross_entropy_rows_(b, t, rb, factor, -100, kernels::Impl::Reference);
+    EXPECT_LT(rel(ra, rb), 1e-5) << V << " " << c10::toString(dt);
+    const double ulp = dt == at::kFloat ? 1e-6 : dt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
+    at::Tensor diff = (a.to(at::kFloat) - b.to(at::kFloat)).abs();
+    at::Tensor allowed = b.to(at::kFloat).abs() * ulp + 1e-6;
+    EXPECT_TRUE((diff <= allowed).all().item<bool>())
+        << V << " " << c10::toString(dt) << ": worst " << (diff - allowed).max().item<double>();
+  }
+  const auto stock = run(Head::Stock, at::kBFloat16, 1.0, 0, -1, at::kCUDA);
+  const auto fused = run(Head::Fused, at::kBFloat16, 1.0, 32, -1, at::kCUDA);
+  EXPECT_LT(rel(fused.loss, stock.loss), 1.0 / 64);
+  EXPECT_LT(rel(fused.dx, stock.dx), 0.02);
+  EXPECT_LT(rel(fused.dw, stock.dw), 0.02);
+}
+
+// Whole micro runs: the chunked and fused heads train like the stock one (fp32: within 1e-5 relative at every step).
 TEST(HeadLoss, TrainingRunTracksTheStockHead) {
-  engine::RunConfig a = ampcheck::testing::micro_run("fp32", 10), b = a;
-  b.model.head_loss = "chunked";
-  b.model.head_chunk_rows = 48;
+  for (const char* head : {"chunked", "fused"}) {
+    engine::RunConfig a = ampcheck::testing::micro_run("fp32", 10), b = a;
+    b.model.head_loss = head;
+    b.model.head_chunk_rows = 48;
+    engine::Trainer ta(a, at::kCPU), tb(b, at::kCPU);
+    const auto oa = ta.run(), ob = tb.run();
+    ASSERT_EQ(oa.status, engine::RunOutcome::Status::Completed) << oa.error;
+    ASSERT_EQ(ob.status, engine::RunOutcome::Status::Completed) << head << ": " << ob.error;
+    for (int64_t s = 0; s < 10; ++s) {
+      const double la = ta.trajectory().rows[s][engine::kLoss], lb = tb.trajectory().rows[s][engine::kLoss];
+      EXPECT_NEAR(lb, la, 1e-5 * la) << head << " step " << s;
+    }
+  }
+}
+
+// fp16 autocast with the dynamic GradScaler through the trainer (which hints the fused head with the scale): the
+// fused head's run stays within 1% of the stock head's loss at every step and skips the same steps.
+TEST(HeadLoss, Fp16ScaledTrainingRunTracksTheStockHead) {
+  engine::RunConfig a = ampcheck::testing::micro_run("fp16-autocast", 10), b = a;
+  b.model.head_loss = "fused";
   engine::Trainer ta(a, at::kCPU), tb(b, at::kCPU);
-  ta.run();
-  tb.run();
+  const auto oa = ta.run(), ob = tb.run();
+  ASSERT_EQ(oa.status, engine::RunOutcome::Status::Completed) << oa.error;
+  ASSERT_EQ(ob.status, engine::RunOutcome::Status::Completed) << ob.error;
   for (int64_t s = 0; s < 10; ++s) {
     const double la = ta.trajectory().rows[s][engine::kLoss], lb = tb.trajectory().rows[s][engine::kLoss];
-    EXPECT_NEAR(lb, la, 1e-5 * la) << "step " << s;
+    EXPECT_NEAR(lb, la, 1e-2 * la) << "step " << s;
+    EXPECT_EQ(tb.trajectory().rows[s][engine::kSkipped], ta.trajectory().rows[s][engine::kSkipped]) << "step " << s;
   }
 }
 

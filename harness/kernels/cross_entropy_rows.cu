@@ -1,0 +1,139 @@
+// The fused head's row kernel (kernels/fused.h: cross_entropy_rows_): for each row of logits, in one block,
+//   pass 1: running max and sum of exp over the row (fp32, online softmax), combined across the block;
+//   the row's loss = log-sum-exp − logit[target];
+//   pass 2: the row overwritten in place by (softmax − one-hot(target)) · factor, rounded to the logits' dtype.
+// Two reads and one write of the row in its own dtype — where the stock path writes fp32 copies of the whole
+// (rows × vocab) logits, their log-softmax and its gradient. Plain CUDA C++ (no ATen headers): fused_cuda.cpp is the
+// ATen side. Built only where LibTorch has CUDA and nvcc is found (CMake option AMPCHECK_CUDA_KERNELS).
+#include "kernels/kernels_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace ampcheck::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// (max, sum of exp(x - max)) pairs combine associatively; -inf max means an empty sum.
+__device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {
+  if (m2 == -INFINITY) return;
+  if (m == -INFINITY) { m = m2; s = s2; return; }
+  if (m2 > m) { s = s * __expf(m - m2) + s2; m = m2; }
+  else s += s2 * __expf(m2 - m);
+}
+__device__ __forceinline__ void add_value(float& m, float& s, float v) {
+  if (v > m) { s = (m == -INFINITY ? 0.f : s * __expf(m - v)) + 1.f; m = v; }
+  else s += __expf(v - m);
+}
+
+// VEC elements per load (16 bytes for 2-byte types when the row allows it, else 1).
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kThreads) cross_entropy_rows_kernel(T* logits, int64_t V, int64_t ld,
+                                                                      const int64_t* targets, float* row_loss,
+                                                                      const float* factor, int64_t ignore_index) {
+  const int64_t row = blockIdx.x;
+  T* x = logits + row * ld;
+  const int64_t t = targets[row];
+  const bool ignored = t == ignore_index;
+  const bool bad = !ignored && (t < 0 || t >= V);  // out of range: the row's loss and gradient are NaN (no assert)
+
+  struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
+  const int64_t nvec = V / VEC;
+  Pack* xp = reinterpret_cast<Pack*>(x);
+
+  float m = -INFINITY, s = 0.f;
+  for (int64_t i = threadIdx.x; i < nvec; i += kThreads) {
+    const Pack p = xp[i];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) add_value(m, s, to_f(p.v[k]));
+  }
+  for (int64_t i = nvec * VEC + threadIdx.x; i < V; i += kThreads) add_value(m, s, to_f(x[i]));
+
+  // warp, then block
+  for (int off = 16; off > 0; off >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    combine(m, s, m2, s2);
+  }
+  __shared__ float sm[kThreads / 32], ss[kThreads / 32];
+  __shared__ float lse_shared;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) { sm[warp] = m; ss[warp] = s; }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < kThreads / 32 ? sm[lane] : -INFINITY;
+    s = lane < kThreads / 32 ? ss[lane] : 0.f;
+    for (int off = 16; off > 0; off >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+      combine(m, s, m2, s2);
+    }
+    if (lane == 0) {
+      const float lse = m + logf(s);
+      lse_shared = lse;
+      // the target logit is read here, before pass 2 overwrites the row (the barrier below orders it)
+      row_loss[row] = ignored ? 0.f : bad ? NAN : lse - to_f(x[t]);
+    }
+  }
+  __syncthreads();
+  const float lse = lse_shared;
+  const float f = ignored ? 0.f : bad ? NAN : *factor;
+
+  for (int64_t i = threadIdx.x; i < nvec; i += kThreads) {
+    Pack p = xp[i];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      float g = __expf(to_f(p.v[k]) - lse);
+      if (i * VEC + k == t) g -= 1.f;
+      p.v[k] = from_f<T>(g * f);
+    }
+    xp[i] = p;
+  }
+  for (int64_t i = nvec * VEC + threadIdx.x; i < V; i += kThreads) {
+    float g = __expf(to_f(x[i]) - lse);
+    if (i == t) g -= 1.f;
+    x[i] = from_f<T>(g * f);
+  }
+}
+
+template <typename T>
+void launch(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
+            const float* factor, int64_t ignore_index, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  T* p = static_cast<T*>(logits);
+  const bool aligned = reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % kVec == 0;
+  if (aligned)
+    cross_entropy_rows_kernel<T, kVec><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
+  else
+    cross_entropy_rows_kernel<T, 1><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
+}
+
+}  // namespace
+
+const char* cross_entropy_rows(void* logits, DType dtype, int64_t rows, int64_t V, int64_t ld, const int64_t* targets,
+                               float* row_loss, const float* factor, int64_t ignore_index, void* stream) {
+  if (rows == 0) return nullptr;
+  if (rows > 0x7fffffffLL) return "cross_entropy_rows: too many rows for one launch";
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case DType::Float32: launch<float>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
+    case DType::Float16: launch<__half>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
+    case DType::BFloat16: launch<__nv_bfloat16>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
+  }
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace ampcheck::kernels::cuda

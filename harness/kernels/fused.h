@@ -1,0 +1,26 @@
+// Fused kernels: engine options that replace a sequence of stock ATen ops by one pass written in the project as
+// CUDA C++ (harness/kernels/*.cu). Each has an ATen reference implementation with the same contract, used on the
+// CPU, where the kernels were not built (no CUDA LibTorch or no nvcc), or when asked for (Impl::Reference), so tests
+// and benchmarks compare the two. A fused kernel is a precision decision of its own: its contract says what it
+// computes in which dtype.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace ampcheck::kernels {
+
+// Whether this build carries the CUDA kernels (CMake AMPCHECK_CUDA_KERNELS, on where LibTorch has CUDA and nvcc is
+// found).
+bool cuda_kernels_built();
+
+enum class Impl { Auto, Reference };  // Auto: the CUDA kernel for CUDA tensors where built, else the reference
+
+// Softmax cross-entropy of each row of `logits` (R × V, fp32 / fp16 / bf16, rows contiguous) against `targets` (R,
+// int64), computed in fp32 from the logits' values: row_loss (R, fp32) = log-sum-exp − logit[target]; `logits` is
+// overwritten in place by (softmax − one-hot(target)) · factor, rounded once to its dtype. factor: a 0-dim fp32
+// tensor on the logits' device (read there: no host sync). Rows whose target is ignore_index get loss 0 and a zero
+// gradient; a target outside [0, V) gives that row NaN (no device assert).
+void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tensor& row_loss, const at::Tensor& factor,
+                         int64_t ignore_index = -100, Impl impl = Impl::Auto);
+
+}  // namespace ampcheck::kernels
