@@ -136,6 +136,7 @@ if has profile; then
       >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
   done
   for s in bf16-autocast fp16-autocast; do
+    [ -n "${PROFILE_QUICK:-}" ] && continue  # PROFILE_QUICK=1: the engine only
     python3 bench/profile_step.py --strategy $s --batch 16 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
     python3 bench/profile_step.py --strategy $s --batch 16 --compile >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
   done
