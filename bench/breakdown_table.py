@@ -15,6 +15,8 @@ def label(r):
         opts.append("graphs")
     if r.get("head_loss", "stock") != "stock":
         opts.append(r["head_loss"] + " head")
+    if r.get("fused_layernorm"):
+        opts.append("fused LN")
     return f'{r["impl"]} {r["strategy"]}' + (f' ({" + ".join(opts)})' if opts else "")
 
 

@@ -15,7 +15,8 @@ rows = [r for r in rows if "tokens_per_s" in r]  # (the FP8 breakdown line is no
 base = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-eager"}
 compiled = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-compile"}
 engine_bf16 = {r.get("probe_every"): r for r in rows if r["impl"] == "ampcheck-cpp" and r["strategy"] == "bf16-autocast"
-               and r.get("head_loss", "stock") == "stock" and not r.get("cuda_graphs")}
+               and r.get("head_loss", "stock") == "stock" and not r.get("cuda_graphs")
+               and not r.get("fused_layernorm")}
 
 
 def engine_path(r):
@@ -30,6 +31,8 @@ def engine_path(r):
         parts.append("graphs refused")
     if r.get("head_loss", "stock") != "stock":
         parts.append(r["head_loss"] + " head")
+    if r.get("fused_layernorm"):
+        parts.append("fused LN")
     return " + ".join(parts) or "stock"
 
 

@@ -101,7 +101,8 @@ if has bench; then
   run_b() { "$B" --preset gpt2-124m --batch 16 --steps 30 --warmup 21 "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"; }
   : > "$OUT/bench.jsonl"
   if [ -n "${BENCH_QUICK:-}" ]; then
-    for e in "" "--cuda-graphs" "--cuda-graphs --head-loss fused" "--head-loss fused"; do run_b --strategy bf16-autocast --probe-every 0 $e; done
+    for e in "" "--cuda-graphs" "--cuda-graphs --head-loss fused" "--fast"; do run_b --strategy bf16-autocast --probe-every 0 $e; done
+    run_b --strategy fp16-autocast --probe-every 0 --fast; run_b --strategy bf16-autocast --probe-every 10 --fast
   else
     for s in bf16-autocast fp16-autocast; do
       python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
@@ -111,7 +112,8 @@ if has bench; then
       for pe in 0 10; do
         run_b --strategy $s --probe-every $pe
         [ "$s" != fp8 ] && [ $pe = 0 ] && run_b --strategy $s --probe-every $pe --cuda-graphs
-        run_b --strategy $s --probe-every $pe --cuda-graphs --head-loss fused
+        [ "$s" != fp8 ] && [ $pe = 0 ] && run_b --strategy $s --probe-every $pe --cuda-graphs --head-loss fused
+        run_b --strategy $s --probe-every $pe --fast
       done
     done
   fi
@@ -132,7 +134,7 @@ if has profile; then
   : > "$OUT/profile.jsonl"
   for s in bf16-autocast fp16-autocast fp8; do
     "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
-    "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 --cuda-graphs --head-loss fused \
+    "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 --fast \
       >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
   done
   for s in bf16-autocast fp16-autocast; do

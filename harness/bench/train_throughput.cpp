@@ -115,6 +115,7 @@ nlohmann::json profile_steps(engine::Trainer& trainer, const at::Device& device,
   const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
   const auto result = prof::disableProfiler();
   std::map<std::string, double> per;
+  std::map<std::string, std::pair<double, int64_t>> by_kernel;  // name (first 120 characters) -> ms, launches
   std::vector<std::pair<uint64_t, uint64_t>> ivs;
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
@@ -126,6 +127,9 @@ nlohmann::json profile_steps(engine::Trainer& trainer, const at::Device& device,
         break;
       }
     per[cat] += e.durationNs() / 1e6;
+    auto& k = by_kernel["[" + cat + "] " + name.substr(0, 120)];
+    k.first += e.durationNs() / 1e6;
+    k.second += 1;
     ivs.emplace_back(e.startNs(), e.endNs());
   }
   std::sort(ivs.begin(), ivs.end());
@@ -137,7 +141,15 @@ nlohmann::json profile_steps(engine::Trainer& trainer, const at::Device& device,
   }
   nlohmann::json km = nlohmann::json::object();
   for (const auto& [c, ms] : per) km[c] = ms / steps;
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [n, v] : by_kernel) order.emplace_back(v.first, n);
+  std::sort(order.rbegin(), order.rend());
+  nlohmann::json top = nlohmann::json::array();
+  for (size_t i = 0; i < std::min<size_t>(40, order.size()); ++i)
+    top.push_back({{"kernel", order[i].second}, {"ms", order[i].first / steps},
+                   {"launches", static_cast<double>(by_kernel[order[i].second].second) / steps}});
   return {{"kernel_ms", km},
+          {"top_kernels", top},
           {"kernels_per_step", static_cast<double>(ivs.size()) / steps},
           {"busy_ms", busy / steps},
           {"wall_ms", wall},
@@ -152,7 +164,7 @@ int main(int argc, char** argv) {
   bool fused = true, breakdown = false;
   int64_t profile = 0;
   std::string head_loss = "stock";
-  bool cuda_graphs = false;
+  bool cuda_graphs = false, fused_layernorm = false;
   std::string categories = std::string(AMPCHECK_SOURCE_DIR) + "/bench/kernel_categories.json";
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
@@ -177,6 +189,8 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = std::stoll(next());
     else if (a == "--head-loss") head_loss = next();
     else if (a == "--cuda-graphs") cuda_graphs = true;
+    else if (a == "--fused-layernorm") fused_layernorm = true;
+    else if (a == "--fast") cuda_graphs = fused_layernorm = true, head_loss = "fused";  // the engine's fastest path
     else if (a == "--categories") categories = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
@@ -194,6 +208,7 @@ int main(int argc, char** argv) {
   cfg.model.kind = "gpt";
   cfg.model.preset = preset;
   cfg.model.head_loss = head_loss;  // engine option: stock | chunked | fused (models/head_loss.h)
+  cfg.model.fused_layernorm = fused_layernorm;  // engine option (kernels::add_layer_norm)
   const auto mc = models::resolve_preset(cfg.model);
   cfg.data.batch_size = batch;
   cfg.data.seq_len = seq > 0 ? seq : mc.block_size;
@@ -211,11 +226,14 @@ int main(int argc, char** argv) {
 
   engine::Trainer trainer(cfg, device);
   trainer.run_until(warmup);  // warm-up: allocator, autocast cache, cuBLAS heuristics (excluded)
-  engine::reset_peak_memory(device);
+  // Peak memory of the timed steps; with CUDA graphs the peak of the whole run, capture included: a replay allocates
+  // nothing, the memory its graph holds was allocated while capturing (in the warm-up).
+  if (!cuda_graphs) engine::reset_peak_memory(device);
   if (profile > 0) {  // the per-category breakdown instead of the throughput windows
     nlohmann::json out = {{"impl", "ampcheck-cpp"}, {"preset", preset}, {"strategy", strategy}, {"batch", batch},
                           {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every},
-                          {"head_loss", head_loss}, {"cuda_graphs", trainer.cuda_graphs_status()}};
+                          {"head_loss", head_loss}, {"fused_layernorm", fused_layernorm},
+                          {"cuda_graphs", trainer.cuda_graphs_status()}};
     out.update(profile_steps(trainer, device, profile, categories));
     out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
     std::cout << out.dump() << std::endl;
@@ -242,6 +260,7 @@ int main(int argc, char** argv) {
                         {"strategy", strategy},
                         {"head_loss", head_loss},
                         {"cuda_graphs", trainer.cuda_graphs_status()},
+                        {"fused_layernorm", fused_layernorm},
                         {"device", engine::device_info(device).name},
                         {"batch", batch},
                         {"seq", cfg.data.seq_len},
@@ -255,6 +274,7 @@ int main(int argc, char** argv) {
                         {"tokens_per_s", tokens / (median_ms / 1000.0)},
                         {"tflops", tokens / (median_ms / 1000.0) * flops_per_token / 1e12},
                         {"peak_memory_gib", mem.peak_allocated_bytes / double(1 << 30)},
+                        {"peak_reserved_gib", mem.peak_reserved_bytes / double(1 << 30)},
                         {"final_loss", last_loss},
                         {"skipped_steps", trainer.trajectory().skipped_steps()}};
   std::cout << out.dump() << std::endl;

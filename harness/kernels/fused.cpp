@@ -1,6 +1,8 @@
 // Fused kernels: the ATen references and the dispatch to the CUDA kernels (fused.h).
 #include "kernels/fused.h"
 
+#include <torch/csrc/autograd/custom_function.h>
+
 #ifdef AMPCHECK_CUDA_KERNELS
 #include "kernels/kernels_cuda.h"
 
@@ -69,6 +71,95 @@ void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tens
   }
 #endif
   reference(logits, targets, row_loss, factor, ignore_index);
+}
+
+namespace {
+std::pair<at::Tensor, at::Tensor> add_layer_norm_reference(const at::Tensor& x, const at::Tensor& y,
+                                                           const at::Tensor& gamma, const at::Tensor& beta, double eps,
+                                                           at::ScalarType out_dtype) {
+  at::Tensor s = y.defined() ? x + y : x;
+  return {s, at::layer_norm(s, {s.size(-1)}, gamma, beta, eps).to(out_dtype)};
+}
+
+#ifdef AMPCHECK_CUDA_KERNELS
+cuda::DType kernel_dtype(at::ScalarType t) {
+  return t == at::kFloat ? cuda::DType::Float32 : t == at::kHalf ? cuda::DType::Float16 : cuda::DType::BFloat16;
+}
+bool kernel_dtype_ok(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
+
+// (x, y, γ, β) -> (s, h) with has_y; without (y is then a placeholder): (h), s being x itself (the wrapper returns x)
+struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                const at::Tensor& y, const at::Tensor& gamma, const at::Tensor& beta,
+                                                double eps, int64_t out_dtype_i, bool has_y) {
+    const auto out_dtype = static_cast<at::ScalarType>(out_dtype_i);
+    const int64_t C = x.size(-1), N = x.numel() / C;
+    at::Tensor xc = x.contiguous(), yc = has_y ? y.contiguous() : at::Tensor();
+    at::Tensor s = has_y ? at::empty_like(xc) : xc;
+    at::Tensor h = at::empty(x.sizes(), x.options().dtype(out_dtype));
+    at::Tensor mean = at::empty({N}, x.options()), rstd = at::empty({N}, x.options());
+    const char* err = cuda::add_layer_norm_forward(
+        xc.data_ptr<float>(), has_y ? yc.data_ptr() : nullptr, kernel_dtype(has_y ? yc.scalar_type() : at::kFloat),
+        gamma.contiguous().data_ptr<float>(), beta.contiguous().data_ptr<float>(), has_y ? s.data_ptr<float>() : nullptr,
+        h.data_ptr(), kernel_dtype(out_dtype), mean.data_ptr<float>(), rstd.data_ptr<float>(), N, static_cast<int>(C),
+        static_cast<float>(eps), at::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == nullptr, "add_layer_norm: ", err);
+    ctx->save_for_backward({s, gamma, mean, rstd});
+    ctx->saved_data["y_dtype"] = static_cast<int64_t>(has_y ? y.scalar_type() : at::kFloat);
+    ctx->saved_data["has_y"] = has_y;
+    if (!has_y) return {h};
+    return {s, h};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &s = saved[0], &gamma = saved[1], &mean = saved[2], &rstd = saved[3];
+    const bool has_y = ctx->saved_data["has_y"].toBool();
+    const auto y_dtype = static_cast<at::ScalarType>(ctx->saved_data["y_dtype"].toInt());
+    const at::Tensor ds_in = has_y && grads[0].defined() ? grads[0].contiguous() : at::Tensor();
+    at::Tensor dh = grads[has_y ? 1 : 0];
+    const int64_t C = s.size(-1), N = s.numel() / C;
+    if (!dh.defined()) dh = at::zeros(s.sizes(), s.options());
+    dh = dh.contiguous();
+    at::Tensor ds = at::empty(s.sizes(), s.options());
+    const bool y_needs_cast = has_y && y_dtype != at::kFloat;
+    at::Tensor dy = y_needs_cast ? at::empty(s.sizes(), s.options().dtype(y_dtype)) : at::Tensor();
+    const int blocks = cuda::add_layer_norm_backward_blocks(N);
+    at::Tensor dg = at::empty({blocks, C}, s.options()), db = at::empty({blocks, C}, s.options());
+    const char* err = cuda::add_layer_norm_backward(
+        dh.data_ptr(), kernel_dtype(dh.scalar_type()), ds_in.defined() ? ds_in.data_ptr<float>() : nullptr,
+        s.data_ptr<float>(), gamma.contiguous().data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+        ds.data_ptr<float>(), y_needs_cast ? dy.data_ptr() : nullptr, kernel_dtype(y_dtype), dg.data_ptr<float>(),
+        db.data_ptr<float>(), blocks, N, static_cast<int>(C), at::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == nullptr, "add_layer_norm backward: ", err);
+    at::Tensor dgamma = dg.sum(0), dbeta = db.sum(0);
+    at::Tensor gy = has_y ? (y_needs_cast ? dy : ds) : at::Tensor();
+    return {ds, gy, dgamma, dbeta, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+#endif
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& gamma,
+                                                 const at::Tensor& beta, double eps, at::ScalarType out_dtype,
+                                                 Impl impl) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat && gamma.scalar_type() == at::kFloat && beta.scalar_type() == at::kFloat,
+              "add_layer_norm: x, gamma and beta must be float32");
+  TORCH_CHECK(!y.defined() || y.sizes() == x.sizes(), "add_layer_norm: y must have x's shape");
+#ifdef AMPCHECK_CUDA_KERNELS
+  const int64_t C = x.size(-1);
+  if (impl == Impl::Auto && x.is_cuda() && C % 32 == 0 && C <= 1024 && kernel_dtype_ok(out_dtype) &&
+      (!y.defined() || kernel_dtype_ok(y.scalar_type()))) {
+    // autocast off inside: the function decides its own dtypes
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const bool has_y = y.defined();
+    auto out = AddLayerNormFn::apply(x, has_y ? y : x, gamma, beta, eps, static_cast<int64_t>(out_dtype), has_y);
+    if (!has_y) return {x, out[0]};
+    return {out[0], out[1]};
+  }
+#endif
+  return add_layer_norm_reference(x, y, gamma, beta, eps, out_dtype);
 }
 
 }  // namespace ampcheck::kernels

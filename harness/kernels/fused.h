@@ -23,4 +23,15 @@ enum class Impl { Auto, Reference };  // Auto: the CUDA kernel for CUDA tensors 
 void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tensor& row_loss, const at::Tensor& factor,
                          int64_t ignore_index = -100, Impl impl = Impl::Auto);
 
+// The residual add fused with the LayerNorm that follows it (engine option `model.fused_layernorm`):
+//   s = x + y   (fp32, as x + y promotes under autocast; y: the branch output in its own dtype, or undefined: s = x)
+//   h = LayerNorm(s) · γ + β, computed in fp32 and rounded once to out_dtype (what autocast's fp32 layer_norm followed
+//       by the next Linear's cast to the autocast dtype gives)
+// Returns {s, h}, both differentiable: s's gradient (the residual path) and h's (the branch) meet in one backward
+// pass that writes ds in fp32 and dy in y's dtype, with dγ, dβ in fp32. x, γ, β must be fp32 with x (…, C); the CUDA
+// kernel takes C % 32 == 0, C ≤ 1024 (else, and on the CPU, the reference: the same stock ATen ops).
+std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& gamma,
+                                                 const at::Tensor& beta, double eps, at::ScalarType out_dtype,
+                                                 Impl impl = Impl::Auto);
+
 }  // namespace ampcheck::kernels

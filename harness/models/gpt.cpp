@@ -2,6 +2,7 @@
 // weights, residual projections scaled by 1/sqrt(2 n_layer); all drawn from one CPU generator seeded by cfg.seed.
 #include "models/gpt.h"
 
+#include "kernels/fused.h"
 #include "models/head_loss.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -134,13 +135,12 @@ at::Tensor Gpt::embedding(int site, const at::Tensor& w, const at::Tensor& indic
   return at::embedding(w, indices);
 }
 
-at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_scale, double mlp_spike) {
+// attention branch: proj(attn(h)) for the normalised input h (B, T, C)
+at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(4 * l);
-  const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
+  const int64_t B = h.size(0), T = h.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
   const bool train_dropout = cfg_.dropout > 0.0;
-  // attention: x + proj(attn(ln_1(x)))
-  at::Tensor h = at::layer_norm(x, {C}, p(b.ln1_w), p(b.ln1_b));
   at::Tensor qkv = linear(site + 0, h, p(b.attn_w), p(b.attn_b));  // (B, T, 3C)
   auto parts = qkv.split(C, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
@@ -152,18 +152,53 @@ at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_sc
   y = y.transpose(1, 2).contiguous().view({B, T, C});
   y = linear(site + 1, y, p(b.attn_proj_w), p(b.attn_proj_b));
   if (train_dropout) y = at::dropout(y, cfg_.dropout, true);
-  at::Tensor x1 = x + y;
-  // MLP: x + proj(gelu(fc(ln_2(x))))
-  at::Tensor m = at::layer_norm(x1, {C}, p(b.ln2_w), p(b.ln2_b));
-  if (mlp_input_scale != 1.0) m = m * mlp_input_scale;  // planted event: overflows the fp16 c_fc matmul
+  return y;
+}
+
+// MLP branch: proj(gelu(fc(m))) for the normalised input m
+at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike) {
+  const Block& b = blocks_[l];
+  const int site = static_cast<int>(4 * l);
   if (mlp_spike != 1.0)  // planted spike: (K m) W^T + K b, divided by K — exact for a power of two
     m = linear(site + 2, m * mlp_spike, p(b.fc_w), p(b.fc_b) * mlp_spike) / mlp_spike;
   else
     m = linear(site + 2, m, p(b.fc_w), p(b.fc_b));
   m = at::gelu(m, "tanh");
   m = linear(site + 3, m, p(b.fc_proj_w), p(b.fc_proj_b));
-  if (train_dropout) m = at::dropout(m, cfg_.dropout, true);
-  return x1 + m;
+  if (cfg_.dropout > 0.0) m = at::dropout(m, cfg_.dropout, true);
+  return m;
+}
+
+at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_scale, double mlp_spike) {
+  const Block& b = blocks_[l];
+  const int64_t C = cfg_.n_embd;
+  // attention: x + proj(attn(ln_1(x)))
+  at::Tensor x1 = x + attention_branch(l, at::layer_norm(x, {C}, p(b.ln1_w), p(b.ln1_b)));
+  // MLP: x + proj(gelu(fc(ln_2(x))))
+  at::Tensor m = at::layer_norm(x1, {C}, p(b.ln2_w), p(b.ln2_b));
+  if (mlp_input_scale != 1.0) m = m * mlp_input_scale;  // planted event: overflows the fp16 c_fc matmul
+  return x1 + mlp_branch(l, m, mlp_spike);
+}
+
+// Engine option fused_layernorm: the same forward with every residual add fused into the LayerNorm after it
+// (kernels::add_layer_norm): a block's MLP output is added by the next block's ln_1 (the last one's by ln_f).
+bool Gpt::fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opts) const {
+  return cfg_.fused_layernorm && opts.hidden_scale == 1.0 && cfg_.dropout == 0.0 && x.scalar_type() == at::kFloat &&
+         cfg_.attention_query_dtype.empty();
+}
+
+at::Tensor Gpt::hidden_fused(at::Tensor x) {
+  const auto dev = x.device().type();
+  const at::ScalarType out = at::autocast::is_autocast_enabled(dev) ? at::autocast::get_autocast_dtype(dev) : at::kFloat;
+  at::Tensor pending;  // the previous block's MLP output, not yet added to the residual stream
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& b = blocks_[l];
+    auto [x0, h] = kernels::add_layer_norm(x, pending, p(b.ln1_w), p(b.ln1_b), 1e-5, out);
+    auto [x1, m] = kernels::add_layer_norm(x0, attention_branch(l, h), p(b.ln2_w), p(b.ln2_b), 1e-5, out);
+    pending = mlp_branch(l, m, 1.0);
+    x = x1;
+  }
+  return kernels::add_layer_norm(x, pending, p(lnf_w_), p(lnf_b_), 1e-5, out).second;
 }
 
 at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {
@@ -172,6 +207,7 @@ at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {
   at::Tensor pos = at::arange(T, inputs.options());
   const int head = lm_head_site();
   at::Tensor x = embedding(head + 1, p(wte_), inputs) + embedding(head + 2, p(wpe_), pos);  // (B, T, C)
+  if (fused_layernorm_applies(x, opts)) return hidden_fused(x);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const bool scaled_here = opts.hidden_scale != 1.0 && static_cast<int64_t>(l) == opts.hidden_scale_block;
     const bool at_mlp_input = scaled_here && opts.hidden_scale_at == ActivationSite::MlpInput;

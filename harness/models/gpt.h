@@ -37,6 +37,10 @@ class Gpt final : public Model {
   // mlp_input_scale multiplies the LayerNorm output that feeds the MLP (ActivationSite::MlpInput); 1 = off.
   // mlp_spike multiplies c_fc's input and divides its output (ActivationSite::MlpInputSpike); 1 = off.
   at::Tensor block_forward(size_t l, const at::Tensor& x, double mlp_input_scale = 1.0, double mlp_spike = 1.0);
+  at::Tensor attention_branch(size_t l, const at::Tensor& h);          // proj(attn(h))
+  at::Tensor mlp_branch(size_t l, at::Tensor m, double mlp_spike);     // proj(gelu(fc(m)))
+  bool fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opts) const;
+  at::Tensor hidden_fused(at::Tensor x);  // hidden() with the residual adds fused into the LayerNorms
   at::Tensor linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
   at::Tensor embedding(int site, const at::Tensor& w, const at::Tensor& indices);
   int lm_head_site() const { return static_cast<int>(4 * blocks_.size()); }

@@ -112,6 +112,11 @@ struct ModelConfig {
   // rows (0 = ~256 MiB of fp32 logits per chunk), the logits never held whole (models/head_loss.h).
   std::string head_loss = "stock";
   int64_t head_chunk_rows = 0;
+  // ENGINE OPTION (gpt): each residual add fused with the LayerNorm after it, one CUDA C++ kernel forward and one
+  // backward (kernels::add_layer_norm), the normalised output written directly in the autocast dtype. Applies where
+  // the residual stream is fp32 (fp32 parameters) and no planted activation event or dropout is in the forward;
+  // elsewhere the stock ops run.
+  bool fused_layernorm = false;
 };
 
 // Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.

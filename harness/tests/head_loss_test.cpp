@@ -192,3 +192,59 @@ TEST(HeadLoss, ScenarioFieldAndItsConflictWithAnFp8Head) {
 }
 
 }  // namespace
+
+namespace {
+
+// The fused residual add + LayerNorm (kernels::add_layer_norm) on a GPU against its reference (the stock ATen ops):
+// s exactly (the same fp32 add), h within one ulp of its dtype, and the gradients of x, y, γ, β — fp32 sums in
+// another order — within 1e-4 relative (y's, rounded to its dtype, within one ulp of it); with and without y;
+// C = 768 (GPT-2) and 64 (micro/nano's sizes).
+TEST(CudaKernels, AddLayerNormMatchesTheStockOps) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
+  const auto cuda = at::TensorOptions().device(at::kCUDA);
+  for (int64_t C : {768, 64})
+  for (auto ydt : {at::kFloat, at::kHalf, at::kBFloat16})
+  for (auto odt : {at::kFloat, at::kHalf, at::kBFloat16})
+  for (bool has_y : {true, false}) {
+    const std::string what = std::to_string(C) + " y " + c10::toString(ydt) + " out " + c10::toString(odt) + (has_y ? "" : " no y");
+    at::manual_seed(11);
+    at::Tensor x0 = at::randn({3, 100, C}, cuda) * 2 + 0.5, y0 = at::randn({3, 100, C}, cuda).to(ydt);
+    at::Tensor g0 = at::randn({C}, cuda) * 0.1 + 1, b0 = at::randn({C}, cuda) * 0.1;
+    at::Tensor ds_up = at::randn({3, 100, C}, cuda), dh_up = at::randn({3, 100, C}, cuda).to(odt);
+    std::vector<at::Tensor> got[2];
+    for (int impl = 0; impl < 2; ++impl) {
+      at::Tensor x = x0.clone().requires_grad_(true), y = y0.clone().requires_grad_(true);
+      at::Tensor g = g0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+      auto [s, h] = kernels::add_layer_norm(x, has_y ? y : at::Tensor(), g, b, 1e-5, odt,
+                                            impl == 0 ? kernels::Impl::Auto : kernels::Impl::Reference);
+      ASSERT_EQ(h.scalar_type(), odt) << what;
+      ((s * ds_up).sum() + (h.to(at::kFloat) * dh_up.to(at::kFloat)).sum()).backward();
+      got[impl] = {s.detach(), h.detach(), x.grad(), has_y ? y.grad() : at::zeros({1}, cuda), g.grad(), b.grad()};
+    }
+    EXPECT_TRUE(at::equal(got[0][0], got[1][0])) << what << ": s";
+    const double ulp_h = odt == at::kFloat ? 1e-5 : odt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
+    at::Tensor hd = (got[0][1].to(at::kFloat) - got[1][1].to(at::kFloat)).abs();
+    EXPECT_TRUE((hd <= got[1][1].to(at::kFloat).abs() * ulp_h + 1e-5).all().item<bool>()) << what << ": h off by " << hd.max().item<double>();
+    EXPECT_LT(rel(got[0][2], got[1][2]), 1e-4) << what << ": dx";
+    if (has_y) EXPECT_LT(rel(got[0][3], got[1][3]), ydt == at::kFloat ? 1e-4 : ydt == at::kHalf ? 2e-3 : 1e-2) << what << ": dy";
+    EXPECT_LT(rel(got[0][4], got[1][4]), 1e-4) << what << ": dgamma";
+    EXPECT_LT(rel(got[0][5], got[1][5]), 1e-4) << what << ": dbeta";
+  }
+}
+
+// On the CPU the option runs the reference — the stock ops in the stock order — so a run is bit-identical to the
+// stock one (bf16 autocast and fp32).
+TEST(HeadLoss, FusedLayerNormOptionOnTheCpuIsTheStockPath) {
+  for (const char* strategy : {"bf16-autocast", "fp32"}) {
+    engine::RunConfig a = ampcheck::testing::micro_run(strategy, 6), b = a;
+    b.model.fused_layernorm = true;
+    engine::Trainer ta(a, at::kCPU), tb(b, at::kCPU);
+    ta.run();
+    tb.run();
+    for (int64_t s = 0; s < 6; ++s)
+      EXPECT_EQ(tb.trajectory().rows[s][engine::kLoss], ta.trajectory().rows[s][engine::kLoss]) << strategy << " step " << s;
+  }
+}
+
+}  // namespace

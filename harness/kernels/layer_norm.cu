@@ -1,0 +1,204 @@
+// The fused residual add + LayerNorm (kernels/fused.h: add_layer_norm): one warp per row of C = 32·K channels
+// (K ≤ 32, the row held in registers).
+//   forward:  s = x + y (fp32; y in its own dtype, may be absent), h = (s − mean)·rstd·γ + β computed in fp32 and
+//             rounded once to the output dtype (what autocast's fp32 LayerNorm followed by the Linear's cast gives);
+//             mean and rstd (fp32) kept for backward.
+//   backward: ds = ds_in + rstd·(g − mean(g) − x̂·mean(g·x̂)), g = dh·γ, in fp32, written fp32 and (for the branch y)
+//             rounded to y's dtype; per-block partial sums of dh·x̂ (dγ) and dh (dβ), summed by the caller.
+// Plain CUDA C++; fused.cpp is the ATen side.
+#include "kernels/kernels_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace ampcheck::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kLimitK = 32;  // channels per lane: C ≤ 1024; kernels hold rows of up to kMaxK ∈ {8, 16, 24, 32} per lane
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+template <typename TY, typename TO, int kMaxK>
+__global__ void __launch_bounds__(kWarps * 32) add_ln_fwd(const float* __restrict__ x, const TY* __restrict__ y,
+                                                          const float* __restrict__ gamma, const float* __restrict__ beta,
+                                                          float* __restrict__ s_out, TO* __restrict__ h,
+                                                          float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                                          int64_t N, int C, float eps) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (row >= N) return;
+  const int K = C / 32;
+  const int64_t base = row * C;
+  float v[kMaxK];
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kMaxK; ++k)
+    if (k < K) {
+      const int64_t i = base + lane + 32 * k;
+      v[k] = x[i] + (y ? to_f(y[i]) : 0.f);
+      sum += v[k];
+    }
+  const float mean = warp_sum(sum) / C;
+  float sq = 0.f;
+#pragma unroll
+  for (int k = 0; k < kMaxK; ++k)
+    if (k < K) sq += (v[k] - mean) * (v[k] - mean);
+  const float rstd = rsqrtf(warp_sum(sq) / C + eps);
+#pragma unroll
+  for (int k = 0; k < kMaxK; ++k)
+    if (k < K) {
+      const int c = lane + 32 * k;
+      const int64_t i = base + c;
+      if (s_out) s_out[i] = v[k];
+      h[i] = from_f<TO>((v[k] - mean) * rstd * gamma[c] + beta[c]);
+    }
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
+template <typename TO, typename TY, int kMaxK>
+__global__ void __launch_bounds__(kWarps * 32) add_ln_bwd(const TO* __restrict__ dh, const float* __restrict__ ds_in,
+                                                          const float* __restrict__ s, const float* __restrict__ gamma,
+                                                          const float* __restrict__ mean, const float* __restrict__ rstd,
+                                                          float* __restrict__ ds_out, TY* __restrict__ dy_out,
+                                                          float* __restrict__ dgamma_part, float* __restrict__ dbeta_part,
+                                                          int64_t N, int C) {
+  __shared__ float sg[kMaxK * 32], sb[kMaxK * 32];  // (kMaxK is this instantiation's)
+  for (int c = threadIdx.x; c < C; c += blockDim.x) sg[c] = sb[c] = 0.f;
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const int K = C / 32;
+  float ag[kMaxK], ab[kMaxK];
+#pragma unroll
+  for (int k = 0; k < kMaxK; ++k) ag[k] = ab[k] = 0.f;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; row < N;
+       row += static_cast<int64_t>(gridDim.x) * kWarps) {
+    const int64_t base = row * C;
+    const float mu = mean[row], rs = rstd[row];
+    float xh[kMaxK], g[kMaxK];
+    float sum_g = 0.f, sum_gx = 0.f;
+#pragma unroll
+    for (int k = 0; k < kMaxK; ++k)
+      if (k < K) {
+        const int c = lane + 32 * k;
+        const float d = to_f(dh[base + c]);
+        xh[k] = (s[base + c] - mu) * rs;
+        g[k] = d * gamma[c];
+        ag[k] += d * xh[k];
+        ab[k] += d;
+        sum_g += g[k];
+        sum_gx += g[k] * xh[k];
+      }
+    const float a = warp_sum(sum_g) / C, b = warp_sum(sum_gx) / C;
+#pragma unroll
+    for (int k = 0; k < kMaxK; ++k)
+      if (k < K) {
+        const int64_t i = base + lane + 32 * k;
+        const float d = rs * (g[k] - a - xh[k] * b) + (ds_in ? ds_in[i] : 0.f);
+        ds_out[i] = d;
+        if (dy_out) dy_out[i] = from_f<TY>(d);
+      }
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxK; ++k)
+    if (k < K) {
+      atomicAdd(&sg[lane + 32 * k], ag[k]);
+      atomicAdd(&sb[lane + 32 * k], ab[k]);
+    }
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    dgamma_part[static_cast<int64_t>(blockIdx.x) * C + c] = sg[c];
+    dbeta_part[static_cast<int64_t>(blockIdx.x) * C + c] = sb[c];
+  }
+}
+
+// the smallest register row that holds C / 32 channels per lane
+template <typename F>
+void with_k(int C, F&& f) {
+  const int K = C / 32;
+  if (K <= 8) f(std::integral_constant<int, 8>{});
+  else if (K <= 16) f(std::integral_constant<int, 16>{});
+  else if (K <= 24) f(std::integral_constant<int, 24>{});
+  else f(std::integral_constant<int, 32>{});
+}
+
+template <typename F>
+void with_type(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: f(float{}); break;
+    case DType::Float16: f(__half{}); break;
+    case DType::BFloat16: f(__nv_bfloat16{}); break;
+  }
+}
+
+}  // namespace
+
+const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype, const float* gamma, const float* beta,
+                                   float* s_out, void* h, DType h_dtype, float* mean, float* rstd, int64_t N, int C,
+                                   float eps, void* stream) {
+  if (C % 32 != 0 || C > 32 * kLimitK) return "add_layer_norm: channels must be a multiple of 32, at most 1024";
+  if (N == 0) return nullptr;
+  const unsigned blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
+  auto st = static_cast<cudaStream_t>(stream);
+  with_type(y_dtype, [&](auto ty) {
+    using TY = decltype(ty);
+    with_type(h_dtype, [&](auto to) {
+      using TO = decltype(to);
+      with_k(C, [&](auto k) {
+        add_ln_fwd<TY, TO, decltype(k)::value><<<blocks, kWarps * 32, 0, st>>>(
+            x, static_cast<const TY*>(y), gamma, beta, s_out, static_cast<TO*>(h), mean, rstd, N, C, eps);
+      });
+    });
+  });
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+int add_layer_norm_backward_blocks(int64_t N) {
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int64_t want = (N + kWarps - 1) / kWarps;
+  return static_cast<int>(want < 2 * sms ? (want > 0 ? want : 1) : 2 * sms);
+}
+
+const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
+                                    const float* gamma, const float* mean, const float* rstd, float* ds_out,
+                                    void* dy_out, DType y_dtype, float* dgamma_part, float* dbeta_part, int blocks,
+                                    int64_t N, int C, void* stream) {
+  if (C % 32 != 0 || C > 32 * kLimitK) return "add_layer_norm: channels must be a multiple of 32, at most 1024";
+  auto st = static_cast<cudaStream_t>(stream);
+  with_type(h_dtype, [&](auto to) {
+    using TO = decltype(to);
+    with_type(y_dtype, [&](auto ty) {
+      using TY = decltype(ty);
+      with_k(C, [&](auto k) {
+        add_ln_bwd<TO, TY, decltype(k)::value><<<static_cast<unsigned>(blocks), kWarps * 32, 0, st>>>(
+            static_cast<const TO*>(dh), ds_in, s, gamma, mean, rstd, ds_out, static_cast<TY*>(dy_out), dgamma_part,
+            dbeta_part, N, C);
+      });
+    });
+  });
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace ampcheck::kernels::cuda
