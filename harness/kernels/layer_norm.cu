@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -19,6 +20,7 @@ namespace ampcheck::kernels::cuda {
 namespace {
 
 constexpr int kWarps = 8;
+constexpr int kRowsPerWarp = 4;  // backward
 constexpr int kLimitK = 32;  // channels per lane: C ≤ 1024; kernels hold rows of up to kMaxK ∈ {8, 16, 24, 32} per lane
 
 template <typename T> __device__ __forceinline__ float to_f(T v);
@@ -82,6 +84,8 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_bwd(const TO* __restrict__
                                                           float* __restrict__ ds_out, TY* __restrict__ dy_out,
                                                           float* __restrict__ dgamma_part, float* __restrict__ dbeta_part,
                                                           int64_t N, int C) {
+  // few registers per thread (the dγ/dβ accumulators; the row is read twice, the second time from L1/L2), so several
+  // blocks share an SM; each warp takes kRowsPerWarp consecutive rows
   __shared__ float sg[kMaxK * 32], sb[kMaxK * 32];  // (kMaxK is this instantiation's)
   for (int c = threadIdx.x; c < C; c += blockDim.x) sg[c] = sb[c] = 0.f;
   __syncthreads();
@@ -90,30 +94,31 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_bwd(const TO* __restrict__
   float ag[kMaxK], ab[kMaxK];
 #pragma unroll
   for (int k = 0; k < kMaxK; ++k) ag[k] = ab[k] = 0.f;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; row < N;
-       row += static_cast<int64_t>(gridDim.x) * kWarps) {
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
+  for (int64_t row = first; row < N && row < first + kRowsPerWarp; ++row) {
     const int64_t base = row * C;
     const float mu = mean[row], rs = rstd[row];
-    float xh[kMaxK], g[kMaxK];
     float sum_g = 0.f, sum_gx = 0.f;
 #pragma unroll
     for (int k = 0; k < kMaxK; ++k)
       if (k < K) {
         const int c = lane + 32 * k;
         const float d = to_f(dh[base + c]);
-        xh[k] = (s[base + c] - mu) * rs;
-        g[k] = d * gamma[c];
-        ag[k] += d * xh[k];
+        const float xh = (s[base + c] - mu) * rs;
+        const float g = d * gamma[c];
+        ag[k] += d * xh;
         ab[k] += d;
-        sum_g += g[k];
-        sum_gx += g[k] * xh[k];
+        sum_g += g;
+        sum_gx += g * xh;
       }
     const float a = warp_sum(sum_g) / C, b = warp_sum(sum_gx) / C;
 #pragma unroll
     for (int k = 0; k < kMaxK; ++k)
       if (k < K) {
-        const int64_t i = base + lane + 32 * k;
-        const float d = rs * (g[k] - a - xh[k] * b) + (ds_in ? ds_in[i] : 0.f);
+        const int c = lane + 32 * k;
+        const int64_t i = base + c;
+        const float xh = (s[i] - mu) * rs;
+        const float d = rs * (to_f(dh[i]) * gamma[c] - a - xh * b) + (ds_in ? ds_in[i] : 0.f);
         ds_out[i] = d;
         if (dy_out) dy_out[i] = from_f<TY>(d);
       }
@@ -174,10 +179,8 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
 }
 
 int add_layer_norm_backward_blocks(int64_t N) {
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  const int64_t want = (N + kWarps - 1) / kWarps;
-  return static_cast<int>(want < 2 * sms ? (want > 0 ? want : 1) : 2 * sms);
+  const int64_t rows_per_block = int64_t{kWarps} * kRowsPerWarp;
+  return static_cast<int>(std::max<int64_t>(1, (N + rows_per_block - 1) / rows_per_block));
 }
 
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
