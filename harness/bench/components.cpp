@@ -5,12 +5,18 @@
 //               one without (train.probe_every 0)
 //   Trajectory: flush (device rows to the host) and the HDF5 write of a trajectory
 //   Verdict:    verdict::judge of a run against a reference with four noise runs
+//   Fused kernels (kernels/fused.h): each against its ATen reference on the same tensors (arg 0: the fused CUDA
+//               kernel where built, arg 1: the reference) — the LM head's softmax cross-entropy rows (4096 rows of
+//               the GPT-2 vocabulary, bf16) and the residual add + LayerNorm forward and backward (16384 × 768)
 // The model comes from AMPCHECK_BENCH_PRESET (default nano on the CPU, gpt2-124m on a GPU) and the device from
 // AMPCHECK_BENCH_DEVICE (auto). In CI: `ampcheck_bench_components --benchmark_min_time=0.01s` as a smoke run
 // (CTest bench.components_smoke); figures come from the H200.
 #include "engine/device.h"
 #include "engine/optimizer.h"
 #include "engine/trainer.h"
+#include "kernels/fused.h"
+
+#include <torch/csrc/autograd/autograd.h>
 #include "reference/trajectory_file.h"
 #include "verdict/verdict.h"
 
@@ -104,13 +110,21 @@ void BM_GradScalerStep(benchmark::State& state) {
 BENCHMARK(BM_GradScalerStep)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // One training step with every probe (arg 1) or none (arg 0): the harness's instrumentation cost.
-void BM_TrainStep(benchmark::State& state, const std::string& strategy) {
+// fast: the engine's fastest path (CUDA graphs, fused head, fused residual LayerNorm), where the probes' cost is
+// the largest share of a step.
+void BM_TrainStep(benchmark::State& state, const std::string& strategy, bool fast = false) {
   const at::Device device = bench_device();
   if (strategy.rfind("fp8", 0) == 0 && !device.is_cuda()) {
     state.SkipWithError("fp8 needs an FP8 GPU");
     return;
   }
-  engine::Trainer trainer(run_config(strategy, state.range(0)), device);
+  engine::RunConfig cfg = run_config(strategy, state.range(0));
+  if (fast) {
+    cfg.loop.cuda_graphs = true;
+    cfg.model.head_loss = "fused";
+    cfg.model.fused_layernorm = true;
+  }
+  engine::Trainer trainer(cfg, device);
   trainer.run_until(3);
   for (auto _ : state) {
     trainer.train_step(trainer.next_step());
@@ -121,6 +135,52 @@ void BM_TrainStep(benchmark::State& state, const std::string& strategy) {
 BENCHMARK_CAPTURE(BM_TrainStep, bf16, std::string("bf16-autocast"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TrainStep, fp16_scaler, std::string("fp16-autocast"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TrainStep, fp8, std::string("fp8"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, bf16_fast, std::string("bf16-autocast"), true)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, fp16_scaler_fast, std::string("fp16-autocast"), true)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+kernels::Impl impl_of(const benchmark::State& state) {
+  return state.range(0) == 0 ? kernels::Impl::Auto : kernels::Impl::Reference;
+}
+const char* impl_label(const benchmark::State& state, const at::Device& device) {
+  if (state.range(0) == 1) return "ATen reference";
+  return device.is_cuda() && kernels::cuda_kernels_built() ? "fused CUDA kernel" : "fused (reference here: no kernel)";
+}
+
+void BM_CrossEntropyRows(benchmark::State& state) {
+  const at::Device device = bench_device();
+  const bool gpu = device.is_cuda();
+  const int64_t R = gpu ? 4096 : 64, V = gpu ? 50304 : 1000;
+  const auto opts = at::TensorOptions().device(device);
+  at::Tensor logits0 = (at::randn({R, V}, opts) * 3).to(gpu ? at::kBFloat16 : at::kFloat);
+  at::Tensor logits = logits0.clone();
+  at::Tensor targets = at::randint(V, {R}, opts.dtype(at::kLong));
+  at::Tensor row = at::empty({R}, opts), factor = at::full({}, 1.0 / R, opts);
+  for (auto _ : state) {
+    logits.copy_(logits0);  // (in place: each iteration starts from the logits; the copy is in both arms)
+    kernels::cross_entropy_rows_(logits, targets, row, factor, -100, impl_of(state));
+    engine::synchronize(device);
+  }
+  state.SetLabel(impl_label(state, device));
+}
+BENCHMARK(BM_CrossEntropyRows)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_AddLayerNormForwardBackward(benchmark::State& state) {
+  const at::Device device = bench_device();
+  const bool gpu = device.is_cuda();
+  const int64_t N = gpu ? 16384 : 256, C = 768;
+  const auto opts = at::TensorOptions().device(device);
+  const auto low = gpu ? at::kBFloat16 : at::kFloat;
+  at::Tensor x = at::randn({N, C}, opts).requires_grad_(true), y = at::randn({N, C}, opts).to(low).requires_grad_(true);
+  at::Tensor g = at::ones({C}, opts).requires_grad_(true), b = at::zeros({C}, opts).requires_grad_(true);
+  at::Tensor ds = at::randn({N, C}, opts), dh = at::randn({N, C}, opts).to(low);
+  for (auto _ : state) {
+    auto [s, h] = kernels::add_layer_norm(x, y, g, b, 1e-5, low, impl_of(state));
+    torch::autograd::backward({s, h}, {ds, dh});
+    engine::synchronize(device);
+  }
+  state.SetLabel(impl_label(state, device));
+}
+BENCHMARK(BM_AddLayerNormForwardBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 engine::Trajectory synthetic_trajectory(int64_t steps, double offset) {
   engine::Trajectory t;
