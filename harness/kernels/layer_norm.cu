@@ -20,7 +20,7 @@ namespace ampcheck::kernels::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kRowsPerWarp = 4;  // backward
+constexpr int kRowsPerWarp = 2;  // backward
 constexpr int kLimitK = 32;  // channels per lane: C ≤ 1024; kernels hold rows of up to kMaxK ∈ {8, 16, 24, 32} per lane
 
 template <typename T> __device__ __forceinline__ float to_f(T v);
@@ -84,16 +84,14 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_bwd(const TO* __restrict__
                                                           float* __restrict__ ds_out, TY* __restrict__ dy_out,
                                                           float* __restrict__ dgamma_part, float* __restrict__ dbeta_part,
                                                           int64_t N, int C) {
-  // few registers per thread (the dγ/dβ accumulators; the row is read twice, the second time from L1/L2), so several
-  // blocks share an SM; each warp takes kRowsPerWarp consecutive rows
+  // few registers per thread (no per-lane accumulators: each row's dγ/dβ terms go straight into the block's shared
+  // sums; the row is read twice, the second time from L1), so many warps share an SM; each warp takes kRowsPerWarp
+  // consecutive rows
   __shared__ float sg[kMaxK * 32], sb[kMaxK * 32];  // (kMaxK is this instantiation's)
   for (int c = threadIdx.x; c < C; c += blockDim.x) sg[c] = sb[c] = 0.f;
   __syncthreads();
   const int lane = threadIdx.x % 32;
   const int K = C / 32;
-  float ag[kMaxK], ab[kMaxK];
-#pragma unroll
-  for (int k = 0; k < kMaxK; ++k) ag[k] = ab[k] = 0.f;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
   for (int64_t row = first; row < N && row < first + kRowsPerWarp; ++row) {
     const int64_t base = row * C;
@@ -106,8 +104,8 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_bwd(const TO* __restrict__
         const float d = to_f(dh[base + c]);
         const float xh = (s[base + c] - mu) * rs;
         const float g = d * gamma[c];
-        ag[k] += d * xh;
-        ab[k] += d;
+        atomicAdd(&sg[c], d * xh);
+        atomicAdd(&sb[c], d);
         sum_g += g;
         sum_gx += g * xh;
       }
@@ -123,12 +121,6 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_bwd(const TO* __restrict__
         if (dy_out) dy_out[i] = from_f<TY>(d);
       }
   }
-#pragma unroll
-  for (int k = 0; k < kMaxK; ++k)
-    if (k < K) {
-      atomicAdd(&sg[lane + 32 * k], ag[k]);
-      atomicAdd(&sb[lane + 32 * k], ab[k]);
-    }
   __syncthreads();
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     dgamma_part[static_cast<int64_t>(blockIdx.x) * C + c] = sg[c];
