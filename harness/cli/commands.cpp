@@ -141,6 +141,7 @@ int cmd_run(const RunOptions& opts) {
       tf.attributes = engine::provenance(sc, engine::resolve_device(opts.device.empty() ? sc.device : opts.device));
       tf.attributes["status"] = engine::status_name(r.outcome.status);
       tf.attributes["error"] = r.outcome.error;
+      tf.attributes["engine"] = r.engine;
       tf.trajectory = r.trajectory;
       // reports/latest is, by its name, replaced by every run; any other --out keeps its files unless --force.
       const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;

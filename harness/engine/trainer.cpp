@@ -168,7 +168,7 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
     const data::Batch& batch = batches[static_cast<size_t>(micro)];
     std::vector<std::string> scratch;
     models::ForwardOptions fwd = injector_.forward_options(step, micro == 0 ? trajectory_.events : scratch);
-    fwd.loss_grad_scale = loss_grad_scale();
+    fwd.loss_grad_scale = loss_grad_scale(step);
     at::Tensor loss;
     {  // forward, under the strategy's autocast (backward runs outside it, as PyTorch recommends)
       std::optional<amp::AutocastGuard> autocast;
@@ -197,12 +197,19 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
   return loss_sum;
 }
 
-// What backward() will be called with, as the fused LM head needs to know in its forward: the loss scale when the
-// loss goes through scaler.scale (the value scale() is about to create on the first step), else undefined (= 1).
-at::Tensor Trainer::loss_grad_scale() const {
-  if (!scaler_ || !scaler_->is_enabled() || !cfg_.loop.scale_loss) return {};
-  if (scaler_->scale_tensor().defined()) return scaler_->scale_tensor();
-  return at::full({}, scaler_->get_scale(), at::TensorOptions().dtype(at::kFloat).device(device_));
+// What backward() will bring to the model's loss, as the fused LM head needs to know in its forward: the loss scale
+// when the loss goes through scaler.scale (the value scale() is about to create on the first step), times a planted
+// loss-scale event's factor, divided by the micro-batches where the loss is; undefined = 1.
+at::Tensor Trainer::loss_grad_scale(int64_t step) const {
+  const int64_t M = cfg_.loop.micro_batches;
+  const double k = injector_.loss_factor(step) * (M > 1 && cfg_.loop.divide_loss_by_micro_batches ? 1.0 / M : 1.0);
+  at::Tensor scale;
+  if (scaler_ && scaler_->is_enabled() && cfg_.loop.scale_loss)
+    scale = scaler_->scale_tensor().defined()
+                ? scaler_->scale_tensor()
+                : at::full({}, scaler_->get_scale(), at::TensorOptions().dtype(at::kFloat).device(device_));
+  if (k == 1.0) return scale;
+  return scale.defined() ? scale * k : at::full({}, k, at::TensorOptions().dtype(at::kFloat).device(device_));
 }
 
 // What backward() runs on: scaler.scale(loss), or the loss itself without a scaler. PITFALL scale_loss: false is
@@ -290,23 +297,9 @@ void Trainer::train_step(int64_t step) {
   std::vector<data::Batch> batches;
   for (int64_t micro = 0; micro < cfg_.loop.micro_batches; ++micro) batches.push_back(sampler_->train_batch(step, micro));
 
-  at::Tensor row;
-  if (graphs_) {  // engine option train.cuda_graphs: the device work below, captured once per kind of step, replayed
-    if (static_batches_.empty())
-      for (const auto& b : batches) static_batches_.push_back({b.inputs.clone(), b.targets.clone()});
-    for (size_t m = 0; m < batches.size(); ++m) {
-      static_batches_[m].inputs.copy_(batches[m].inputs, /*non_blocking=*/true);
-      static_batches_[m].targets.copy_(batches[m].targets, /*non_blocking=*/true);
-    }
-    at::Tensor& out = static_rows_[full_probe ? 1 : 0];
-    if (!out.defined()) out = at::empty({kNumDeviceColumns}, at::TensorOptions().dtype(at::kDouble).device(device_));
-    graphs_->run(full_probe ? 1 : 0, [&] { out.copy_(step_on_device(step, full_probe, static_batches_)); });
-    row = out.clone();
-  } else {
-    row = step_on_device(step, full_probe, batches);
-  }
-
-  pending_rows_.push_back(row);
+  // the device work: run directly, or captured once per kind of step and replayed (engine option train.cuda_graphs)
+  pending_rows_.push_back(graphs_ ? step_through_graph(step, full_probe, batches)
+                                  : step_on_device(step, full_probe, batches));
   std::array<double, kNumColumns> host{};
   host.fill(kNaN);
   host[kLr] = lr;
@@ -319,6 +312,22 @@ void Trainer::train_step(int64_t step) {
     flush();
     trajectory_.rows.back()[kEvalLoss] = evaluate();
   }
+}
+
+// train.cuda_graphs: the batches copied into static buffers, the step's graph replayed (StepGraphs captures it the
+// first time), its row read from a static tensor.
+at::Tensor Trainer::step_through_graph(int64_t step, bool full_probe, const std::vector<data::Batch>& batches) {
+  if (static_batches_.empty())
+    for (const auto& b : batches) static_batches_.push_back({b.inputs.clone(), b.targets.clone()});
+  for (size_t m = 0; m < batches.size(); ++m) {
+    static_batches_[m].inputs.copy_(batches[m].inputs, /*non_blocking=*/true);
+    static_batches_[m].targets.copy_(batches[m].targets, /*non_blocking=*/true);
+  }
+  const int kind = full_probe ? 1 : 0;
+  at::Tensor& out = static_rows_[kind];
+  if (!out.defined()) out = at::empty({kNumDeviceColumns}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  graphs_->run(kind, [&] { out.copy_(step_on_device(step, full_probe, static_batches_)); });
+  return out.clone();
 }
 
 // The step's device work, phase by phase; returns its trajectory row ((kNumDeviceColumns,) fp64 on the device).

@@ -1,6 +1,7 @@
 // Trainer — the training engine. One optimizer step reads as named phases:
 //   zero_grad -> [forward -> backward] x micro-batches -> inject -> grad_sync -> probe -> master_grads
 //   -> unscale -> clip -> step -> update -> master_copy_back -> after_step (data parallel) -> probe
+// With train.cuda_graphs those phases (step_on_device) are captured once per kind of step and replayed (step_graph.h).
 // Precision handling (casts, autocast, loss scaling, master weights) is the strategy's, applied here, never in models.
 #pragma once
 
@@ -85,6 +86,10 @@ class Trainer {
   using ProgressFn = std::function<void(int64_t step, const Trajectory& trajectory)>;
   void set_progress(ProgressFn fn) { progress_ = std::move(fn); }
   void flush();  // SYNC POINT: copies pending device-side trajectory rows to the host
+  // What backward will bring to the model's loss at `step` (undefined: 1): the GradScaler's scale when the loss is
+  // scaled, times planted loss-scale factors, ÷ micro-batches where the loss is divided. The fused LM head forms its
+  // gradient in the forward at this scale (ForwardOptions::loss_grad_scale).
+  at::Tensor loss_grad_scale(int64_t step) const;
   // train.cuda_graphs: "" when not asked for; "captured: ..." with the replay count; "uncaptured: <why>".
   std::string cuda_graphs_status() const;
 
@@ -92,9 +97,9 @@ class Trainer {
   std::unique_ptr<amp::GradScaler> make_scaler() const;
   void raised(RunOutcome& out, const std::string& error);  // ends a run on an exception
   at::Tensor step_on_device(int64_t step, bool full_probe, const std::vector<data::Batch>& batches);  // -> row
+  at::Tensor step_through_graph(int64_t step, bool full_probe, const std::vector<data::Batch>& batches);  // -> row
   at::Tensor forward_backward(int64_t step, const std::vector<data::Batch>& batches);  // summed unscaled loss
   at::Tensor backward_target(const at::Tensor& loss); // scaler.scale(loss) (or the loss: no scaler / pitfall)
-  at::Tensor loss_grad_scale() const;                 // what backward_target multiplies by (undefined: 1)
   at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
   void update_scale();                                // scaler.update() / update(S)
   void master_grads();                                // model grads -> fp32 master grads

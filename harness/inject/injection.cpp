@@ -53,6 +53,13 @@ models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::
   return o;
 }
 
+double Injector::loss_factor(int64_t step) const {
+  double k = 1.0;
+  for (const auto& c : cfgs_)
+    if (c.kind == InjectionKind::LossScale && fires(c, step)) k *= c.factor;
+  return k;
+}
+
 at::Tensor Injector::on_loss(const at::Tensor& loss, int64_t step, std::vector<std::string>& events) const {
   at::Tensor out = loss;
   for (const auto& c : cfgs_) {

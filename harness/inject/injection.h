@@ -48,6 +48,9 @@ class Injector {
   explicit Injector(std::vector<InjectionConfig> cfgs) : cfgs_(std::move(cfgs)) {}
   bool empty() const { return cfgs_.empty(); }
   models::ForwardOptions forward_options(int64_t step, std::vector<std::string>& events) const;
+  // The product of the loss-scale factors on_loss applies at this step (1 if none): what the fused LM head must know
+  // in its forward to form its gradient at the scale backward will bring.
+  double loss_factor(int64_t step) const;
   at::Tensor on_loss(const at::Tensor& loss, int64_t step, std::vector<std::string>& events) const;
   void on_grads(const std::vector<models::NamedParameter>& params, int64_t step, std::vector<std::string>& events) const;
   // LossScale compensation, right after backward (before the all-reduce point, probes and unscale).

@@ -5,6 +5,7 @@
 // Two reads and one write of the row in its own dtype — where the stock path writes fp32 copies of the whole
 // (rows × vocab) logits, their log-softmax and its gradient. Plain CUDA C++ (no ATen headers): fused_cuda.cpp is the
 // ATen side. Built only where LibTorch has CUDA and nvcc is found (CMake option AMPCHECK_CUDA_KERNELS).
+#include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
 
 #include <cuda_bf16.h>
@@ -19,14 +20,6 @@ namespace {
 
 constexpr int kThreads = 512;
 
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 // (max, sum of exp(x - max)) pairs combine associatively; -inf max means an empty sum.
 __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {

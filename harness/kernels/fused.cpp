@@ -150,7 +150,7 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
 #ifdef AMPCHECK_CUDA_KERNELS
   const int64_t C = x.size(-1);
   if (impl == Impl::Auto && x.is_cuda() && C % 32 == 0 && C <= 1024 && kernel_dtype_ok(out_dtype) &&
-      (!y.defined() || kernel_dtype_ok(y.scalar_type()))) {
+      (!y.defined() || y.scalar_type() == at::kFloat || y.scalar_type() == out_dtype)) {
     // autocast off inside: the function decides its own dtypes
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const bool has_y = y.defined();

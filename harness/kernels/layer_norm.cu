@@ -6,6 +6,7 @@
 //   backward: ds = ds_in + rstd·(g − mean(g) − x̂·mean(g·x̂)), g = dh·γ, in fp32, written fp32 and (for the branch y)
 //             rounded to y's dtype; per-block partial sums of dh·x̂ (dγ) and dh (dβ), summed by the caller.
 // Plain CUDA C++; fused.cpp is the ATen side.
+#include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
 
 #include <cuda_bf16.h>
@@ -23,19 +24,7 @@ constexpr int kWarps = 8;
 constexpr int kRowsPerWarp = 2;  // backward
 constexpr int kLimitK = 32;  // channels per lane: C ≤ 1024; kernels hold rows of up to kMaxK ∈ {8, 16, 24, 32} per lane
 
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 template <typename TY, typename TO, int kMaxK>
 __global__ void __launch_bounds__(kWarps * 32) add_ln_fwd(const float* __restrict__ x, const TY* __restrict__ y,
@@ -147,6 +136,13 @@ void with_type(DType t, F&& f) {
   }
 }
 
+// y's dtype: float32, or the output's (the combinations a GPT block produces; fewer kernels to compile)
+template <typename TO, typename F>
+void with_same_or_float(DType y, F&& f) {
+  if (y == DType::Float32) f(float{});
+  else f(TO{});
+}
+
 }  // namespace
 
 const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype, const float* gamma, const float* beta,
@@ -156,10 +152,11 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
   if (N == 0) return nullptr;
   const unsigned blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
   auto st = static_cast<cudaStream_t>(stream);
-  with_type(y_dtype, [&](auto ty) {
-    using TY = decltype(ty);
-    with_type(h_dtype, [&](auto to) {
-      using TO = decltype(to);
+  if (y_dtype != DType::Float32 && y_dtype != h_dtype) return "add_layer_norm: y must be float32 or the output's dtype";
+  with_type(h_dtype, [&](auto to) {
+    using TO = decltype(to);
+    with_same_or_float<TO>(y_dtype, [&](auto ty) {
+      using TY = decltype(ty);
       with_k(C, [&](auto k) {
         add_ln_fwd<TY, TO, decltype(k)::value><<<blocks, kWarps * 32, 0, st>>>(
             x, static_cast<const TY*>(y), gamma, beta, s_out, static_cast<TO*>(h), mean, rstd, N, C, eps);
@@ -181,9 +178,10 @@ const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* 
                                     int64_t N, int C, void* stream) {
   if (C % 32 != 0 || C > 32 * kLimitK) return "add_layer_norm: channels must be a multiple of 32, at most 1024";
   auto st = static_cast<cudaStream_t>(stream);
+  if (y_dtype != DType::Float32 && y_dtype != h_dtype) return "add_layer_norm: y must be float32 or the output's dtype";
   with_type(h_dtype, [&](auto to) {
     using TO = decltype(to);
-    with_type(y_dtype, [&](auto ty) {
+    with_same_or_float<TO>(y_dtype, [&](auto ty) {
       using TY = decltype(ty);
       with_k(C, [&](auto k) {
         add_ln_bwd<TO, TY, decltype(k)::value><<<static_cast<unsigned>(blocks), kWarps * 32, 0, st>>>(

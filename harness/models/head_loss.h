@@ -23,8 +23,9 @@ at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, 
 // with `hint` (the loss scale, or 1), rounded once to the logits' dtype — then dx_c = grad_logits W (in that dtype)
 // and dW += grad_logitsᵀ x_c (each chunk's GEMM in that dtype, summed in fp32). Backward multiplies both by
 // grad / hint (1 on the normal path). The only logits held are one chunk's, in their own dtype. Where the grad
-// backward receives is not the hint (a planted loss event), values agree to rounding but an fp16 underflow of
-// grad_logits happens at the hinted scale, not the real one. Targets equal to -100 are ignored (as the stock loss).
+// backward receives is not the hint, values agree to rounding but an fp16 underflow of grad_logits happens at the
+// hinted scale, not the real one (the trainer's hint includes the loss scale, planted loss-scale events and the
+// division by micro-batches, so in its runs the two agree). Targets equal to -100 are ignored (as the stock loss).
 // grad_scale_hint: 0-dim tensor (undefined = 1).
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                     int64_t chunk_rows = 0, const at::Tensor& grad_scale_hint = {});

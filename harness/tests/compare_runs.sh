@@ -2,7 +2,9 @@
 # compare end to end: run A and run B of the same scenarios must compare clean (exit 0); run C, where the
 # scenario clip-after-unscale has its unscale_ removed (a planted bug under the same name), must be flagged (exit 1)
 # with the changed verdict named. Kept small for CI: 60-step versions of the scenarios against FP32 references
-# recorded here for 60 steps (fp16 matmuls are slow on CPUs without native fp16).
+# recorded here for 60 steps (fp16 matmuls are slow on CPUs without native fp16). Then `check --engine fast` on the CPU:
+# the fused options run their ATen references, so the scenario passes against the same reference, and the summary
+# names the engine path and why CUDA graphs were refused.
 set -euo pipefail
 ampcheck=$1; src=$2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -22,4 +24,11 @@ if "$ampcheck" compare "$work/a" "$work/c" --max-slowdown 2.0 --max-memory-growt
 fi
 grep -q "clip-after-unscale .*tracks -> stalls" "$work/ac.txt" || { cat "$work/ac.txt"; echo "FAIL: verdict change not named"; exit 1; }
 cat "$work/ab.txt" "$work/ac.txt"
-echo "compare: same setup clean, planted regression flagged"
+"$ampcheck" check "$src/scenarios/bf16-autocast.yaml" "${opts[@]}" --engine fast --out "$work/d" > "$work/d.log" \
+  || { cat "$work/d.log"; echo "FAIL: --engine fast changed the verdict"; exit 1; }
+grep -q "bf16-autocast: fused head; fused residual LayerNorm; cuda graphs uncaptured: CUDA graphs need a CUDA device" \
+  "$work/d/summary.md" || { cat "$work/d/summary.md"; echo "FAIL: the engine path is not reported"; exit 1; }
+if "$ampcheck" check "$src/scenarios/bf16-autocast.yaml" --engine turbo --out "$work/e" > "$work/e.log" 2>&1; then
+  echo "FAIL: --engine turbo accepted"; exit 1
+fi
+echo "compare: same setup clean, planted regression flagged; --engine fast passes and says what it ran"

@@ -177,6 +177,29 @@ TEST(HeadLoss, Fp16ScaledTrainingRunTracksTheStockHead) {
   }
 }
 
+// What the trainer tells the fused head backward will bring: the GradScaler's scale, times a planted loss-scale
+// factor on the steps it fires, divided by the micro-batches (the loss is divided) — and 1 (undefined) without a
+// scaler. Were the planted factor left out, the fused head would form its fp16 gradient at the scale alone and keep
+// values the stock head flushes: on GPT-2 the planted underflow's margin fell from 12.1 to 3.33 that way
+// (docs/TOLERANCE.md). FusedHeadTakesItsFp16RangeFromTheHint shows the hint decides the flush.
+TEST(HeadLoss, TrainerHintsTheFusedHeadWithWhatBackwardBrings) {
+  engine::RunConfig c = ampcheck::testing::micro_run("fp16-autocast", 6);
+  c.model.head_loss = "fused";
+  c.loop.micro_batches = 2;
+  inject::InjectionConfig u = ampcheck::testing::underflow_injection(3, 1e-5);
+  u.steps.clear();
+  u.from_step = 3;
+  c.injections = {u};
+  engine::Trainer t(c, at::kCPU);
+  EXPECT_DOUBLE_EQ(t.loss_grad_scale(0).item<double>(), 65536.0 / 2);  // before the scale exists: the initial one
+  t.run_until(3);
+  const double scale = t.scaler()->scale_tensor().item<double>();
+  EXPECT_DOUBLE_EQ(t.loss_grad_scale(2).item<double>(), scale / 2);
+  EXPECT_NEAR(t.loss_grad_scale(3).item<double>(), scale * 1e-5 / 2, scale * 1e-5 / 2 * 1e-6);
+  engine::Trainer plain(ampcheck::testing::micro_run("bf16-autocast", 2), at::kCPU);
+  EXPECT_FALSE(plain.loss_grad_scale(0).defined());
+}
+
 TEST(HeadLoss, ScenarioFieldAndItsConflictWithAnFp8Head) {
   const std::string base = "name: t\nwhy: w\ndata: {batch_size: 8, seq_len: 32}\n";
   const auto sc = scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, head_loss: chunked}\nstrategy: fp32\n",
@@ -198,7 +221,8 @@ namespace {
 // The fused residual add + LayerNorm (kernels::add_layer_norm) on a GPU against its reference (the stock ATen ops):
 // s exactly (the same fp32 add), h within one ulp of its dtype, and the gradients of x, y, γ, β — fp32 sums in
 // another order — within 1e-4 relative (y's, rounded to its dtype, within one ulp of it); with and without y;
-// C = 768 (GPT-2) and 64 (micro/nano's sizes).
+// C = 768 (GPT-2) and 64 (micro/nano's sizes); every pair of dtypes (the kernel takes y in fp32 or the output's
+// dtype, the others go to the reference).
 TEST(CudaKernels, AddLayerNormMatchesTheStockOps) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
