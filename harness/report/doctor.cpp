@@ -3,6 +3,7 @@
 
 #include "engine/device.h"
 #include "engine/fp8.h"
+#include "kernels/fused.h"
 #include "engine/precision.h"
 #include "engine/trainer.h"
 
@@ -159,6 +160,9 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   if (device.is_cuda()) backends.push_back("nccl");
 #endif
   j["support"]["c10d_backends"] = backends;
+  // the engine's fused CUDA kernels (harness/kernels): compiled where LibTorch has CUDA and nvcc was found; elsewhere
+  // the engine options model.head_loss: fused and model.fused_layernorm run their ATen references
+  j["support"]["fused_cuda_kernels"] = kernels::cuda_kernels_built();
   j["flags"] = {{"tf32_cublas", ctx.allowTF32CuBLAS()},
                 {"tf32_cudnn", ctx.allowTF32CuDNN()},
                 {"deterministic_algorithms", ctx.deterministicAlgorithms()},
@@ -229,6 +233,10 @@ std::string format_doctor(const nlohmann::json& j) {
     std::string b;
     for (const auto& x : j["support"]["c10d_backends"]) b += (b.empty() ? "" : ", ") + x.get<std::string>();
     line("c10d backends", b.empty() ? "none (data-parallel scenarios unavailable)" : b);
+    if (j["support"].contains("fused_cuda_kernels"))
+      line("fused CUDA kernels", j["support"]["fused_cuda_kernels"].get<bool>()
+                                     ? "compiled (engine options head_loss: fused, fused_layernorm)"
+                                     : "not compiled: the engine options run their ATen references");
   }
   line("bf16 / fp8 / tf32", std::string(j["support"]["bf16"].get<bool>() ? "yes" : "no") + " / " +
                                 (j["support"]["fp8_e4m3_matmul"].get<bool>() ? "yes" : "no") + " / " +

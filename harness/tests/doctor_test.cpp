@@ -1,6 +1,7 @@
 // doctor: the report has every section, measured rates are positive, and the numerical smoke test passes on a
 // healthy CPU stack (fp16 / bf16 autocast within their floors of fp32 after 12 steps, a planted inf skipped once
 // with the scale halved).
+#include "kernels/fused.h"
 #include "report/doctor.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,9 @@ TEST(Doctor, ReportHasEverySectionAndTheSmokeTestPassesOnCpu) {
   EXPECT_EQ(j["smoke_test"]["gradscaler_scale_after"], 32768.0);
   EXPECT_TRUE(j["smoke_test"]["ok"].get<bool>()) << j["smoke_test"].dump();
   EXPECT_NE(ampcheck::report::format_doctor(j).find("smoke test            OK"), std::string::npos);
+  // whether this build carries the fused CUDA kernels (the engine options' ATen references stand in where not)
+  EXPECT_EQ(j["support"]["fused_cuda_kernels"].get<bool>(), ampcheck::kernels::cuda_kernels_built());
+  EXPECT_NE(ampcheck::report::format_doctor(j).find("fused CUDA kernels"), std::string::npos);
 }
 
 // No FP8 on the CPU: support "no", no rate, the check not run — and the line says why.
