@@ -308,6 +308,26 @@ TEST(ReportHtml, ASectionWithThreeChartsPerScenarioAndNothingExternal) {
   EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg")) << "no URL but the SVG namespace";
 }
 
+// The engine path (check --engine fast) travels through summary.json and shows in summary.md and report.html; the
+// stock engine adds nothing to either.
+TEST(ReportSummary, EnginePathIsWrittenReadAndShown) {
+  const std::string d = dir();
+  RunSummary s = sample();
+  s.scenarios[0].engine = "fused head; cuda graphs uncaptured: CUDA graphs need a CUDA device (the run is on cpu)";
+  s.scenarios[1].engine = "stock";
+  write_run_reports(d, s);
+  const RunSummary back = read_summary_json(d + "/summary.json");
+  EXPECT_EQ(back.scenarios[0].engine, s.scenarios[0].engine);
+  EXPECT_EQ(back.scenarios[1].engine, "stock");
+  const std::string m = slurp(d + "/summary.md");
+  EXPECT_NE(m.find("Engine paths (not the stock engine):\n\n- fp16-autocast-scaler: fused head; cuda graphs uncaptured"),
+            std::string::npos) << m;
+  EXPECT_EQ(m.find("- clip-before-unscale: stock"), std::string::npos) << m;
+  const std::string html = render_html(s, {series(50, {}, false), series(50, {}, false)});
+  EXPECT_EQ(count(html, "<br>engine: "), 1u);
+  EXPECT_NE(html.find("engine: fused head; cuda graphs uncaptured"), std::string::npos);
+}
+
 TEST(ReportHtml, StrategyComparisonIsRelativeToFp32OfTheSameWorkload) {
   RunSummary s = sample();
   s.scenarios[1] = s.scenarios[0];
