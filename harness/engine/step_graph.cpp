@@ -20,7 +20,7 @@ std::string StepGraphs::why_not(const RunConfig& cfg, const at::Device& device, 
 #else
   if (!device.is_cuda()) return "CUDA graphs need a CUDA device (the run is on " + device.str() + ")";
   if (has_sync) return "data-parallel collectives run between the step's phases (not captured)";
-  if (cfg.strategy.fp8) return "FP8 scaling updates its casts from the host between steps (not captured yet)";
+  if (cfg.strategy.fp8) return "FP8 casts keep host-side state per step (the amax history slot, the probe rows): not captured yet";
   if (!cfg.injections.empty()) return "planted events decide on the host, per step, what to change";
   if (cfg.loop.resume_at > 0) return "a restart mid-run rebuilds the parameters the graph would hold";
   if (!cfg.loop.zero_grad) return "the zero_grad pitfall accumulates into grads a captured backward would overwrite";
