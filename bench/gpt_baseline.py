@@ -64,6 +64,37 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
+def training_step(preset, strategy, batch, seq=0, compile=False, dev="cuda"):
+    """The baseline's model and one training step of it (autocast, GradScaler for fp16, fused AdamW, random windows of
+    a token stream), shared by this benchmark and bench/profile_step.py. Returns (model, step, T); step(i) -> loss."""
+    L, H, C, T, V = PRESETS[preset]
+    T = seq or T
+    torch.manual_seed(1337)
+    model = GPT(L, H, C, T, V).to(dev)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    dtype = torch.bfloat16 if strategy == "bf16-autocast" else torch.float16
+    scaler = torch.amp.GradScaler(dev, enabled=dtype == torch.float16)
+    fwd = torch.compile(model) if compile else model
+    data = torch.randint(V, (1 << 22,), device=dev)
+
+    def step(i=0):
+        off = torch.randint(len(data) - T - 1, (batch,), device=dev)
+        idx = off[:, None] + torch.arange(T + 1, device=dev)
+        w = data[idx]
+        with torch.autocast(dev, dtype=dtype):
+            loss = fwd(w[:, :-1], w[:, 1:])
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return model, step, T
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="gpt2-124m")
@@ -75,32 +106,8 @@ def main():
     ap.add_argument("--window", type=int, default=10)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode); warm-up compiles")
     a = ap.parse_args()
-    L, H, C, T, V = PRESETS[a.preset]
-    T = a.seq or T
-    dev = "cuda"
-    torch.manual_seed(1337)
-    model = GPT(L, H, C, T, V).to(dev)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    dtype = torch.bfloat16 if a.strategy == "bf16-autocast" else torch.float16
-    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
-    fwd = torch.compile(model) if a.compile else model
-    data = torch.randint(V, (1 << 22,), device=dev)
-
-    def step(i):
-        off = torch.randint(len(data) - T - 1, (a.batch,), device=dev)
-        idx = off[:, None] + torch.arange(T + 1, device=dev)
-        w = data[idx]
-        with torch.autocast("cuda", dtype=dtype):
-            loss = fwd(w[:, :-1], w[:, 1:])
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
+    model, step, T = training_step(a.preset, a.strategy, a.batch, a.seq, a.compile)
+    L, _, C, _, _ = PRESETS[a.preset]
     for i in range(a.warmup):
         step(i)
     torch.cuda.synchronize()

@@ -66,29 +66,7 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--categories", default=os.path.join(HERE, "kernel_categories.json"))
     a = ap.parse_args()
-    L, H, C, T, V = gb.PRESETS[a.preset]
-    dev = "cuda"
-    torch.manual_seed(1337)
-    model = gb.GPT(L, H, C, T, V).to(dev)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    dtype = torch.bfloat16 if a.strategy == "bf16-autocast" else torch.float16
-    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
-    fwd = torch.compile(model) if a.compile else model
-    data = torch.randint(V, (1 << 22,), device=dev)
-
-    def step():
-        off = torch.randint(len(data) - T - 1, (a.batch,), device=dev)
-        w = data[off[:, None] + torch.arange(T + 1, device=dev)]
-        with torch.autocast("cuda", dtype=dtype):
-            loss = fwd(w[:, :-1], w[:, 1:])
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
-
+    _, step, T = gb.training_step(a.preset, a.strategy, a.batch, compile=a.compile)
     for _ in range(a.warmup):
         step()
     torch.cuda.synchronize()

@@ -168,7 +168,7 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
     const data::Batch& batch = batches[static_cast<size_t>(micro)];
     std::vector<std::string> scratch;
     models::ForwardOptions fwd = injector_.forward_options(step, micro == 0 ? trajectory_.events : scratch);
-    fwd.loss_grad_scale = loss_grad_scale(step);
+    if (cfg_.model.head_loss == "fused") fwd.loss_grad_scale = loss_grad_scale(step);  // (only it reads the hint)
     at::Tensor loss;
     {  // forward, under the strategy's autocast (backward runs outside it, as PyTorch recommends)
       std::optional<amp::AutocastGuard> autocast;

@@ -20,12 +20,18 @@ bool cuda_kernels_built() {
 }
 
 namespace {
+bool kernel_dtype_ok(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
+#ifdef AMPCHECK_CUDA_KERNELS
+cuda::DType kernel_dtype(at::ScalarType t) {
+  return t == at::kFloat ? cuda::DType::Float32 : t == at::kHalf ? cuda::DType::Float16 : cuda::DType::BFloat16;
+}
+#endif
+
 void check_rows(const at::Tensor& logits, const at::Tensor& targets, const at::Tensor& row_loss,
                 const at::Tensor& factor) {
   TORCH_CHECK(logits.dim() == 2 && logits.stride(1) == 1, "cross_entropy_rows_: logits must be (rows, V) with rows contiguous");
-  const auto dt = logits.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || dt == at::kHalf || dt == at::kBFloat16,
-              "cross_entropy_rows_: logits must be float32, float16 or bfloat16, got ", dt);
+  TORCH_CHECK(kernel_dtype_ok(logits.scalar_type()),
+              "cross_entropy_rows_: logits must be float32, float16 or bfloat16, got ", logits.scalar_type());
   TORCH_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0) && targets.scalar_type() == at::kLong,
               "cross_entropy_rows_: targets must be (rows,) int64");
   TORCH_CHECK(row_loss.dim() == 1 && row_loss.size(0) == logits.size(0) && row_loss.scalar_type() == at::kFloat,
@@ -59,11 +65,9 @@ void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tens
   check_rows(logits, targets, row_loss, factor);
 #ifdef AMPCHECK_CUDA_KERNELS
   if (impl == Impl::Auto && logits.is_cuda()) {
-    const auto dt = logits.scalar_type();
-    const auto kd = dt == at::kFloat ? cuda::DType::Float32 : dt == at::kHalf ? cuda::DType::Float16 : cuda::DType::BFloat16;
     at::Tensor t = targets.contiguous(), f = factor.contiguous();
     TORCH_CHECK(row_loss.is_contiguous(), "cross_entropy_rows_: row_loss must be contiguous");
-    const char* err = cuda::cross_entropy_rows(logits.data_ptr(), kd, logits.size(0), logits.size(1), logits.stride(0),
+    const char* err = cuda::cross_entropy_rows(logits.data_ptr(), kernel_dtype(logits.scalar_type()), logits.size(0), logits.size(1), logits.stride(0),
                                                t.data_ptr<int64_t>(), row_loss.data_ptr<float>(), f.data_ptr<float>(),
                                                ignore_index, at::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == nullptr, "cross_entropy_rows_: CUDA kernel launch failed: ", err);
@@ -82,11 +86,6 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm_reference(const at::Tensor& x, 
 }
 
 #ifdef AMPCHECK_CUDA_KERNELS
-cuda::DType kernel_dtype(at::ScalarType t) {
-  return t == at::kFloat ? cuda::DType::Float32 : t == at::kHalf ? cuda::DType::Float16 : cuda::DType::BFloat16;
-}
-bool kernel_dtype_ok(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
-
 // (x, y, γ, β) -> (s, h) with has_y; without (y is then a placeholder): (h), s being x itself (the wrapper returns x)
 struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,

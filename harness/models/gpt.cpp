@@ -5,6 +5,8 @@
 #include "kernels/fused.h"
 #include "models/head_loss.h"
 
+#include <ampcheck/amp/autocast.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -182,23 +184,24 @@ at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_sc
 
 // Engine option fused_layernorm: the same forward with every residual add fused into the LayerNorm after it
 // (kernels::add_layer_norm): a block's MLP output is added by the next block's ln_1 (the last one's by ln_f).
+constexpr double kLayerNormEps = 1e-5;  // at::layer_norm's default, which the stock path uses
+
 bool Gpt::fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opts) const {
   return cfg_.fused_layernorm && opts.hidden_scale == 1.0 && cfg_.dropout == 0.0 && x.scalar_type() == at::kFloat &&
          cfg_.attention_query_dtype.empty();
 }
 
 at::Tensor Gpt::hidden_fused(at::Tensor x) {
-  const auto dev = x.device().type();
-  const at::ScalarType out = at::autocast::is_autocast_enabled(dev) ? at::autocast::get_autocast_dtype(dev) : at::kFloat;
+  const at::ScalarType out = amp::autocast_dtype_or(x.device().type(), at::kFloat);  // what the next Linear computes in
   at::Tensor pending;  // the previous block's MLP output, not yet added to the residual stream
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
-    auto [x0, h] = kernels::add_layer_norm(x, pending, p(b.ln1_w), p(b.ln1_b), 1e-5, out);
-    auto [x1, m] = kernels::add_layer_norm(x0, attention_branch(l, h), p(b.ln2_w), p(b.ln2_b), 1e-5, out);
+    auto [x0, h] = kernels::add_layer_norm(x, pending, p(b.ln1_w), p(b.ln1_b), kLayerNormEps, out);
+    auto [x1, m] = kernels::add_layer_norm(x0, attention_branch(l, h), p(b.ln2_w), p(b.ln2_b), kLayerNormEps, out);
     pending = mlp_branch(l, m, 1.0);
     x = x1;
   }
-  return kernels::add_layer_norm(x, pending, p(lnf_w_), p(lnf_b_), 1e-5, out).second;
+  return kernels::add_layer_norm(x, pending, p(lnf_w_), p(lnf_b_), kLayerNormEps, out).second;
 }
 
 at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {

@@ -3,6 +3,8 @@
 
 #include "kernels/fused.h"
 
+#include <ampcheck/amp/autocast.h>
+
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -64,14 +66,6 @@ struct ChunkedHeadCrossEntropy : public torch::autograd::Function<ChunkedHeadCro
   }
 };
 
-// The dtype at::linear computes in at this point: autocast's where it is on for x's device, else x's.
-at::ScalarType compute_dtype(const at::Tensor& x) {
-  const auto dev = x.device().type();
-  if (at::autocast::is_autocast_enabled(dev) && at::isFloatingType(x.scalar_type()))
-    return at::autocast::get_autocast_dtype(dev);
-  return x.scalar_type();
-}
-
 // Rows per chunk of the fused head: as few chunks as keep a chunk's logits (in their dtype) within 512 MiB, rows
 // split evenly and rounded up to 64.
 int64_t fused_rows_per_chunk(int64_t requested, int64_t N, int64_t V, int64_t elem) {
@@ -86,7 +80,7 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& targets, int64_t chunk_rows, const at::Tensor& grad_scale_hint,
                             bool need_grads) {
-    const at::ScalarType dt = compute_dtype(x);
+    const at::ScalarType dt = amp::autocast_dtype_or(x.device().type(), x.scalar_type());  // at::linear's dtype
     const int64_t N = x.size(0), C = x.size(1), V = w.size(0);
     const int64_t R = fused_rows_per_chunk(chunk_rows, N, V, at::elementSize(dt));
     const auto f32 = x.options().dtype(at::kFloat);
@@ -130,7 +124,8 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     const at::Tensor ratio = grads[0].to(at::kFloat).reshape({}) / hint;
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
-    at::Tensor gx = dx.to(at::promote_types(dx.scalar_type(), at::kFloat)).mul_(ratio).to(x_dtype);
+    // the product in fp32 (0-dim ratio), rounded once to x's dtype: one pass when x has dx's dtype
+    at::Tensor gx = x_dtype == dx.scalar_type() ? dx * ratio : dx.to(x_dtype) * ratio;
     at::Tensor gw = (dw * ratio).to(w_dtype);
     return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

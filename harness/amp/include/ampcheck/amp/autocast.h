@@ -31,4 +31,10 @@ class AutocastGuard {
   c10::ScalarType prev_dtype_;
 };
 
+// The dtype an autocast-listed op (a matmul) computes in on this device type right now: autocast's dtype where
+// autocast is on, else `fallback` (the operands' own dtype).
+inline c10::ScalarType autocast_dtype_or(c10::DeviceType device, c10::ScalarType fallback) {
+  return at::autocast::is_autocast_enabled(device) ? at::autocast::get_autocast_dtype(device) : fallback;
+}
+
 }  // namespace ampcheck::amp
