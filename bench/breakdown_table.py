@@ -17,6 +17,8 @@ def label(r):
         opts.append(r["head_loss"] + " head")
     if r.get("fused_layernorm"):
         opts.append("fused LN")
+    if r.get("fused_bias_gelu"):
+        opts.append("fused bias/GELU")
     return f'{r["impl"]} {r["strategy"]}' + (f' ({" + ".join(opts)})' if opts else "")
 
 

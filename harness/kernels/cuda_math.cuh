@@ -1,4 +1,5 @@
-// Small device helpers the fused kernels share: conversions between the storage dtypes and fp32, and a warp sum.
+// Small device helpers the fused kernels share: conversions between the storage dtypes and fp32, vector loads and
+// stores, and a warp sum.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,6 +15,26 @@ template <typename T> __device__ __forceinline__ T from_f(float v);  // round to
 template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// V consecutive elements as one aligned load / store (the caller guarantees alignment to V · sizeof(T)), widened to
+// fp32 / rounded from fp32.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+template <typename T, int V>
+__device__ __forceinline__ void load_f(const T* p, float (&out)[V]) {
+  const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = to_f(pk.v[i]);
+}
+template <typename T, int V>
+__device__ __forceinline__ void store_f(T* p, const float (&in)[V]) {
+  Pack<T, V> pk;
+#pragma unroll
+  for (int i = 0; i < V; ++i) pk.v[i] = from_f<T>(in[i]);
+  *reinterpret_cast<Pack<T, V>*>(p) = pk;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);

@@ -22,11 +22,30 @@ namespace ampcheck::kernels::cuda {
 const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype, const float* gamma, const float* beta,
                                    float* s_out, void* h, DType h_dtype, float* mean, float* rstd, int64_t N, int C,
                                    float eps, void* stream);
-// How many blocks (rows of dgamma_part / dbeta_part, each (blocks, C) fp32) add_layer_norm_backward uses for N rows.
+// Whether the backward kernel takes C channels: a multiple of 128 up to 1024, or of 32 up to 256.
+bool add_layer_norm_backward_supported(int C);
+// How many blocks (rows of `part`, each 2C fp32: [dγ | dβ] partial sums) add_layer_norm_backward uses for N rows.
 int add_layer_norm_backward_blocks(int64_t N);
+// Writes ds_out (fp32), dy_out (y's dtype; may be null) and dgamma_dbeta (2C fp32: dγ then dβ), using `part` as
+// scratch. Pointers 16-byte aligned where C > 256.
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
                                     const float* gamma, const float* mean, const float* rstd, float* ds_out,
-                                    void* dy_out, DType y_dtype, float* dgamma_part, float* dbeta_part, int blocks,
+                                    void* dy_out, DType y_dtype, float* part, float* dgamma_dbeta, int blocks,
                                     int64_t N, int C, void* stream);
+
+// The current device's multiprocessor count (132 if it cannot be read), read once.
+int multiprocessor_count();
+
+// See column_sums.cu. out[c] = Σ_b part[b · C + c] over b < P in a fixed order, rounded through `round_through`
+// (the value a sum in that dtype would return, widened back to fp32) and written as fp32.
+const char* sum_partials(const float* part, int64_t P, int64_t C, float* out, DType round_through, void* stream);
+// How many row blocks (rows of `part`, each C fp32) column_sums uses for an (N, C) matrix.
+int column_sum_row_blocks(int64_t N, int64_t C);
+// Column sums of g (N, C) row-major, contiguous, in `dtype` (fp32 accumulation), written to out (C, fp32) rounded
+// through `dtype` (what g.sum(0) returns in g's dtype). With pre non-null: g is first replaced by the GELU (tanh)
+// backward dpre = g · gelu'(pre), written to dpre in `dtype`, and the column sums are those of the written dpre.
+// part: column_sum_row_blocks(N, C) × C fp32 scratch.
+const char* column_sums(const void* g, const void* pre, void* dpre, DType dtype, float* part, int row_blocks,
+                        float* out, int64_t N, int64_t C, void* stream);
 
 }  // namespace ampcheck::kernels::cuda

@@ -21,7 +21,6 @@ namespace ampcheck::kernels::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kRowsPerWarp = 2;  // backward
 constexpr int kLimitK = 32;  // channels per lane: C ≤ 1024; kernels hold rows of up to kMaxK ∈ {8, 16, 24, 32} per lane
 
 
@@ -66,55 +65,82 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_fwd(const float* __restric
   }
 }
 
-template <typename TO, typename TY, int kMaxK>
-__global__ void __launch_bounds__(kWarps * 32) add_ln_bwd(const TO* __restrict__ dh, const float* __restrict__ ds_in,
-                                                          const float* __restrict__ s, const float* __restrict__ gamma,
-                                                          const float* __restrict__ mean, const float* __restrict__ rstd,
-                                                          float* __restrict__ ds_out, TY* __restrict__ dy_out,
-                                                          float* __restrict__ dgamma_part, float* __restrict__ dbeta_part,
-                                                          int64_t N, int C) {
-  // few registers per thread (no per-lane accumulators: each row's dγ/dβ terms go straight into the block's shared
-  // sums; the row is read twice, the second time from L1), so many warps share an SM; each warp takes kRowsPerWarp
-  // consecutive rows
-  __shared__ float sg[kMaxK * 32], sb[kMaxK * 32];  // (kMaxK is this instantiation's)
-  for (int c = threadIdx.x; c < C; c += blockDim.x) sg[c] = sb[c] = 0.f;
-  __syncthreads();
-  const int lane = threadIdx.x % 32;
-  const int K = C / 32;
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
-  for (int64_t row = first; row < N && row < first + kRowsPerWarp; ++row) {
+// Backward: one warp per row at a time, each warp striding over rows (gridDim.x · kBwdWarps warps in all, one wave),
+// holding the row (dh and x̂, fp32) and its running dγ / dβ sums in registers. Each lane owns V consecutive channels
+// per group of 32·V (V = 4: one 16- or 8-byte load per tensor; V = 1 for widths that are not a multiple of 128), J
+// groups (C = 32·V·J). At the end the block's warps add their sums in warp order (deterministic) and the block writes
+// one row of partials [dγ | dβ] (2C floats); sum_partials adds the blocks' rows in a fixed order.
+constexpr int kBwdWarps = 4;
+
+template <typename TO, typename TY, int V, int kMaxJ>
+__global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restrict__ dh, const float* __restrict__ ds_in,
+                                                             const float* __restrict__ s, const float* __restrict__ gamma,
+                                                             const float* __restrict__ mean, const float* __restrict__ rstd,
+                                                             float* __restrict__ ds_out, TY* __restrict__ dy_out,
+                                                             float* __restrict__ part, int64_t N, int C) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int J = C / (32 * V);
+  float ag[kMaxJ][V], ab[kMaxJ][V];
+#pragma unroll
+  for (int j = 0; j < kMaxJ; ++j)
+#pragma unroll
+    for (int k = 0; k < V; ++k) ag[j][k] = ab[j][k] = 0.f;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kBwdWarps;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kBwdWarps + warp; row < N; row += stride) {
     const int64_t base = row * C;
     const float mu = mean[row], rs = rstd[row];
+    float d[kMaxJ][V], xh[kMaxJ][V];
     float sum_g = 0.f, sum_gx = 0.f;
 #pragma unroll
-    for (int k = 0; k < kMaxK; ++k)
-      if (k < K) {
-        const int c = lane + 32 * k;
-        const float d = to_f(dh[base + c]);
-        const float xh = (s[base + c] - mu) * rs;
-        const float g = d * gamma[c];
-        atomicAdd(&sg[c], d * xh);
-        atomicAdd(&sb[c], d);
-        sum_g += g;
-        sum_gx += g * xh;
+    for (int j = 0; j < kMaxJ; ++j)
+      if (j < J) {
+        const int c = V * lane + 32 * V * j;
+        float sv[V], gm[V];
+        load_f<TO, V>(dh + base + c, d[j]);
+        load_f<float, V>(s + base + c, sv);
+        load_f<float, V>(gamma + c, gm);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          xh[j][k] = (sv[k] - mu) * rs;
+          ag[j][k] += d[j][k] * xh[j][k];
+          ab[j][k] += d[j][k];
+          const float g = d[j][k] * gm[k];
+          sum_g += g;
+          sum_gx += g * xh[j][k];
+        }
       }
     const float a = warp_sum(sum_g) / C, b = warp_sum(sum_gx) / C;
 #pragma unroll
-    for (int k = 0; k < kMaxK; ++k)
-      if (k < K) {
-        const int c = lane + 32 * k;
-        const int64_t i = base + c;
-        const float xh = (s[i] - mu) * rs;
-        const float d = rs * (to_f(dh[i]) * gamma[c] - a - xh * b) + (ds_in ? ds_in[i] : 0.f);
-        ds_out[i] = d;
-        if (dy_out) dy_out[i] = from_f<TY>(d);
+    for (int j = 0; j < kMaxJ; ++j)
+      if (j < J) {
+        const int c = V * lane + 32 * V * j;
+        float gm[V], din[V], o[V];
+        load_f<float, V>(gamma + c, gm);
+        if (ds_in) load_f<float, V>(ds_in + base + c, din);
+#pragma unroll
+        for (int k = 0; k < V; ++k) o[k] = rs * (d[j][k] * gm[k] - a - xh[j][k] * b) + (ds_in ? din[k] : 0.f);
+        store_f<float, V>(ds_out + base + c, o);
+        if (dy_out) store_f<TY, V>(dy_out + base + c, o);
       }
   }
+  __shared__ float sm[2 * 32 * kLimitK];
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) sm[c] = 0.f;
   __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    dgamma_part[static_cast<int64_t>(blockIdx.x) * C + c] = sg[c];
-    dbeta_part[static_cast<int64_t>(blockIdx.x) * C + c] = sb[c];
+  for (int w = 0; w < kBwdWarps; ++w) {  // warp by warp: a fixed order of additions
+    if (w == warp) {
+#pragma unroll
+      for (int j = 0; j < kMaxJ; ++j)
+        if (j < J)
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const int c = V * lane + 32 * V * j + k;
+            sm[c] += ag[j][k];
+            sm[C + c] += ab[j][k];
+          }
+    }
+    __syncthreads();
   }
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) part[static_cast<int64_t>(blockIdx.x) * 2 * C + c] = sm[c];
 }
 
 // the smallest register row that holds C / 32 channels per lane
@@ -167,31 +193,53 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
-int add_layer_norm_backward_blocks(int64_t N) {
-  const int64_t rows_per_block = int64_t{kWarps} * kRowsPerWarp;
-  return static_cast<int>(std::max<int64_t>(1, (N + rows_per_block - 1) / rows_per_block));
+bool add_layer_norm_backward_supported(int C) {
+  return C > 0 && C % 32 == 0 && (C % 128 == 0 ? C <= 32 * kLimitK : C <= 256);
 }
+
+int add_layer_norm_backward_blocks(int64_t N) {
+  // one wave: as many blocks as the SMs hold at once (4 per SM at this kernel's register use), fewer for small N
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{4} * multiprocessor_count(), (N + kBwdWarps - 1) / kBwdWarps)));
+}
+
+namespace {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+}  // namespace
 
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
                                     const float* gamma, const float* mean, const float* rstd, float* ds_out,
-                                    void* dy_out, DType y_dtype, float* dgamma_part, float* dbeta_part, int blocks,
+                                    void* dy_out, DType y_dtype, float* part, float* dgamma_dbeta, int blocks,
                                     int64_t N, int C, void* stream) {
-  if (C % 32 != 0 || C > 32 * kLimitK) return "add_layer_norm: channels must be a multiple of 32, at most 1024";
+  if (!add_layer_norm_backward_supported(C))
+    return "add_layer_norm backward: channels must be a multiple of 128 up to 1024, or of 32 up to 256";
   auto st = static_cast<cudaStream_t>(stream);
   if (y_dtype != DType::Float32 && y_dtype != h_dtype) return "add_layer_norm: y must be float32 or the output's dtype";
-  with_type(h_dtype, [&](auto to) {
-    using TO = decltype(to);
-    with_same_or_float<TO>(y_dtype, [&](auto ty) {
-      using TY = decltype(ty);
-      with_k(C, [&](auto k) {
-        add_ln_bwd<TO, TY, decltype(k)::value><<<static_cast<unsigned>(blocks), kWarps * 32, 0, st>>>(
-            static_cast<const TO*>(dh), ds_in, s, gamma, mean, rstd, ds_out, static_cast<TY*>(dy_out), dgamma_part,
-            dbeta_part, N, C);
+  const bool vec = C % 128 == 0 && aligned16(dh) && (!ds_in || aligned16(ds_in)) && aligned16(s) && aligned16(gamma) &&
+                   aligned16(ds_out) && (!dy_out || aligned16(dy_out));
+  if (!vec && C > 256) return "add_layer_norm backward: tensors not 16-byte aligned";
+  if (N > 0) {
+    with_type(h_dtype, [&](auto to) {
+      using TO = decltype(to);
+      with_same_or_float<TO>(y_dtype, [&](auto ty) {
+        using TY = decltype(ty);
+        auto launch = [&](auto kernel) {
+          kernel<<<static_cast<unsigned>(blocks), kBwdWarps * 32, 0, st>>>(
+              static_cast<const TO*>(dh), ds_in, s, gamma, mean, rstd, ds_out, static_cast<TY*>(dy_out), part, N, C);
+        };
+        if (!vec) launch(add_ln_bwd<TO, TY, 1, 8>);
+        else if (C <= 256) launch(add_ln_bwd<TO, TY, 4, 2>);
+        else if (C <= 512) launch(add_ln_bwd<TO, TY, 4, 4>);
+        else if (C <= 768) launch(add_ln_bwd<TO, TY, 4, 6>);
+        else launch(add_ln_bwd<TO, TY, 4, 8>);
       });
     });
-  });
-  const cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+  } else {
+    const cudaError_t err = cudaMemsetAsync(part, 0, sizeof(float) * 2 * C * blocks, st);
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+  }
+  return sum_partials(part, blocks, 2 * C, dgamma_dbeta, DType::Float32, stream);
 }
 
 }  // namespace ampcheck::kernels::cuda

@@ -128,6 +128,7 @@ std::vector<std::string> Gpt::matmul_sites() const {
 at::Tensor Gpt::linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   if (MatmulOverride* o = matmul_override())
     if (at::Tensor y = o->linear(site, x, w, b); y.defined()) return y;
+  if (cfg_.fused_bias_gelu && b.defined()) return kernels::linear_bias_gelu(x, w, b, /*gelu=*/false);
   return at::linear(x, w, b);
 }
 
@@ -161,11 +162,13 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h) {
 at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(4 * l);
-  if (mlp_spike != 1.0)  // planted spike: (K m) W^T + K b, divided by K — exact for a power of two
-    m = linear(site + 2, m * mlp_spike, p(b.fc_w), p(b.fc_b) * mlp_spike) / mlp_spike;
-  else
-    m = linear(site + 2, m, p(b.fc_w), p(b.fc_b));
-  m = at::gelu(m, "tanh");
+  if (mlp_spike != 1.0) {  // planted spike: (K m) W^T + K b, divided by K — exact for a power of two
+    m = at::gelu(linear(site + 2, m * mlp_spike, p(b.fc_w), p(b.fc_b) * mlp_spike) / mlp_spike, "tanh");
+  } else if (cfg_.fused_bias_gelu && matmul_override() == nullptr) {  // engine option: GELU's backward fused
+    m = kernels::linear_bias_gelu(m, p(b.fc_w), p(b.fc_b), /*gelu=*/true);
+  } else {
+    m = at::gelu(linear(site + 2, m, p(b.fc_w), p(b.fc_b)), "tanh");
+  }
   m = linear(site + 3, m, p(b.fc_proj_w), p(b.fc_proj_b));
   if (cfg_.dropout > 0.0) m = at::dropout(m, cfg_.dropout, true);
   return m;

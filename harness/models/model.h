@@ -117,6 +117,10 @@ struct ModelConfig {
   // the residual stream is fp32 (fp32 parameters) and no planted activation event or dropout is in the forward;
   // elsewhere the stock ops run.
   bool fused_layernorm = false;
+  // ENGINE OPTION (gpt): every block Linear's bias gradient as one column-sum pass over its output gradient, fused
+  // with the GELU backward for the MLP's first Linear (kernels::linear_bias_gelu); forward and the GEMMs as stock.
+  // Applies wherever no FP8 matmul replaces the Linear.
+  bool fused_bias_gelu = false;
 };
 
 // Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.

@@ -37,6 +37,7 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   r.model.head_loss = "stock";  // engine options compute the same function: judged against the stock FP32 path
   r.model.head_chunk_rows = 0;
   r.model.fused_layernorm = false;
+  r.model.fused_bias_gelu = false;
   r.loop.cuda_graphs = false;    // the reference runs the stock, uncaptured engine
   r.optimizer.fused = false;  // the same kernel either way; without a scaler nothing differs
   r.loop.probe_every = 1;

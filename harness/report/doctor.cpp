@@ -161,7 +161,8 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
 #endif
   j["support"]["c10d_backends"] = backends;
   // the engine's fused CUDA kernels (harness/kernels): compiled where LibTorch has CUDA and nvcc was found; elsewhere
-  // the engine options model.head_loss: fused and model.fused_layernorm run their ATen references
+  // the engine options model.head_loss: fused, model.fused_layernorm and model.fused_bias_gelu run their ATen
+  // references
   j["support"]["fused_cuda_kernels"] = kernels::cuda_kernels_built();
   j["flags"] = {{"tf32_cublas", ctx.allowTF32CuBLAS()},
                 {"tf32_cudnn", ctx.allowTF32CuDNN()},
@@ -235,7 +236,7 @@ std::string format_doctor(const nlohmann::json& j) {
     line("c10d backends", b.empty() ? "none (data-parallel scenarios unavailable)" : b);
     if (j["support"].contains("fused_cuda_kernels"))
       line("fused CUDA kernels", j["support"]["fused_cuda_kernels"].get<bool>()
-                                     ? "compiled (engine options head_loss: fused, fused_layernorm)"
+                                     ? "compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu)"
                                      : "not compiled: the engine options run their ATen references");
   }
   line("bf16 / fp8 / tf32", std::string(j["support"]["bf16"].get<bool>() ? "yes" : "no") + " / " +

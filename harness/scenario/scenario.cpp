@@ -141,6 +141,8 @@ void parse_model(Fields f, models::ModelConfig& m) {
   m.head_chunk_rows = f.integer("head_chunk_rows", 0);
   m.fused_layernorm = f.boolean("fused_layernorm", false);
   if (m.fused_layernorm && m.kind != "gpt") f.fail_key("fused_layernorm", "only for kind gpt");
+  m.fused_bias_gelu = f.boolean("fused_bias_gelu", false);
+  if (m.fused_bias_gelu && m.kind != "gpt") f.fail_key("fused_bias_gelu", "only for kind gpt");
   if (m.head_loss != "stock" && m.kind != "gpt") f.fail_key("head_loss", "only for kind gpt");
   if (m.head_chunk_rows < 0) f.fail_key("head_chunk_rows", "must be >= 0 (0 = automatic)");
   if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");

@@ -221,21 +221,23 @@ namespace {
 // The fused residual add + LayerNorm (kernels::add_layer_norm) on a GPU against its reference (the stock ATen ops):
 // s exactly (the same fp32 add), h within one ulp of its dtype, and the gradients of x, y, γ, β — fp32 sums in
 // another order — within 1e-4 relative (y's, rounded to its dtype, within one ulp of it); with and without y;
-// C = 768 (GPT-2) and 64 (micro/nano's sizes); every pair of dtypes (the kernel takes y in fp32 or the output's
+// C = 768 (GPT-2, 8192 rows: more than one row per warp), 1024, 384 (the backward's vector path), 64 and 160 (its
+// scalar path), 288 (neither: the reference runs both sides); every pair of dtypes (the kernel takes y in fp32 or the output's
 // dtype, the others go to the reference).
 TEST(CudaKernels, AddLayerNormMatchesTheStockOps) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
   const auto cuda = at::TensorOptions().device(at::kCUDA);
-  for (int64_t C : {768, 64})
+  for (int64_t C : {768, 1024, 384, 64, 160, 288})
   for (auto ydt : {at::kFloat, at::kHalf, at::kBFloat16})
   for (auto odt : {at::kFloat, at::kHalf, at::kBFloat16})
   for (bool has_y : {true, false}) {
     const std::string what = std::to_string(C) + " y " + c10::toString(ydt) + " out " + c10::toString(odt) + (has_y ? "" : " no y");
     at::manual_seed(11);
-    at::Tensor x0 = at::randn({3, 100, C}, cuda) * 2 + 0.5, y0 = at::randn({3, 100, C}, cuda).to(ydt);
+    const std::vector<int64_t> shape = C == 768 ? std::vector<int64_t>{8, 1024, C} : std::vector<int64_t>{3, 100, C};
+    at::Tensor x0 = at::randn(shape, cuda) * 2 + 0.5, y0 = at::randn(shape, cuda).to(ydt);
     at::Tensor g0 = at::randn({C}, cuda) * 0.1 + 1, b0 = at::randn({C}, cuda) * 0.1;
-    at::Tensor ds_up = at::randn({3, 100, C}, cuda), dh_up = at::randn({3, 100, C}, cuda).to(odt);
+    at::Tensor ds_up = at::randn(shape, cuda), dh_up = at::randn(shape, cuda).to(odt);
     std::vector<at::Tensor> got[2];
     for (int impl = 0; impl < 2; ++impl) {
       at::Tensor x = x0.clone().requires_grad_(true), y = y0.clone().requires_grad_(true);
