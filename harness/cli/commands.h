@@ -23,8 +23,8 @@ struct RunOptions {
   int64_t jobs = 0;  // check: scenarios run at once in separate processes (0 = one per core on the CPU, 1 on a GPU)
   // run / check: "stock" (each scenario's own engine options) or "fast": the engine's fastest path on every scenario
   // where it applies — CUDA graphs (train.cuda_graphs; a step that needs the host stays uncaptured and the report
-  // says why), the fused LM head (model.head_loss: fused, GPT models whose head is not FP8) and the fused residual
-  // add + LayerNorm (model.fused_layernorm, GPT models).
+  // says why), the fused LM head (model.head_loss: fused, GPT models whose head is not FP8), the fused residual
+  // add + LayerNorm (model.fused_layernorm) and the fused bias gradients / GELU backward (model.fused_bias_gelu; GPT).
   std::string engine = "stock";
 };
 

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   add_scenario_options(check);
   add_output_options(check);
   check->add_option("--engine", run_opts.engine,
-                    "stock (each scenario's engine options) | fast: CUDA graphs and the fused LM head wherever they apply")
+                    "stock (each scenario's engine options) | fast: CUDA graphs and the fused kernels wherever they apply")
       ->check(CLI::IsMember({"stock", "fast"}));
   check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
   check->add_option("--jobs,-j", run_opts.jobs,
