@@ -2,9 +2,8 @@
 // with them (kernels/fused.h: linear_bias_gelu); and the fixed-order sum of per-block partial rows that these and the
 // LayerNorm backward (layer_norm.cu) end with.
 //   column_sums: grid (column tiles of 32·V, row blocks); each warp of a block takes every kColWarps-th row of the
-//                block's rows (kRowsInFlight of them loaded at once), each lane V consecutive columns (one 16-byte
-//                load for V = 16 / sizeof(T), else V = 1), summing in fp32; the block adds its warps in warp order and
-//                writes one row of partials.
+//                block's rows, each lane V consecutive columns (one 16-byte load for V = 16 / sizeof(T), else V = 1),
+//                summing in fp32; the block adds its warps in warp order and writes one row of partials.
 //   sum_partials: out[c] = Σ_b part[b][c] in block order, one warp per 32 columns, rounded through the dtype the
 //                 stock op would have returned.
 // Deterministic: no atomics, every order fixed. Plain CUDA C++; fused.cpp is the ATen side.
@@ -22,7 +21,6 @@ namespace ampcheck::kernels::cuda {
 namespace {
 
 constexpr int kColWarps = 8;
-constexpr int kRowsInFlight = 4;  // column_sums: rows a warp loads before it uses them
 
 // ATen's GELU (tanh) backward for one element (GeluBackwardCUDAKernelImpl, approximate = "tanh"), term for term:
 // opmath fp32, the 0.5 · right term and the final product in double as ATen's expression promotes them.
@@ -54,34 +52,21 @@ __global__ void __launch_bounds__(kColWarps * 32) column_sums_kernel(const T* __
 #pragma unroll
   for (int k = 0; k < V; ++k) acc[k] = 0.f;
   if (c0 < C) {  // V divides C (the launcher's condition for V > 1): the whole vector is in range
-    // kRowsInFlight rows loaded before any is used (memory-level parallelism); summed in the order r_begin + warp,
-    // + kColWarps, + 2·kColWarps, … either way
-    for (int64_t r0 = r_begin + warp; r0 < r_end; r0 += kColWarps * kRowsInFlight) {
-      float v[kRowsInFlight][V];
-      [[maybe_unused]] float x[kRowsInFlight][V];  // (GELU only)
+    for (int64_t r = r_begin + warp; r < r_end; r += kColWarps) {
+      const int64_t i = r * C + c0;
+      float v[V];
+      load_f<T, V>(g + i, v);
+      if constexpr (kGelu) {
+        float x[V];
+        load_f<T, V>(pre + i, x);
 #pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) {
-        const int64_t r = r0 + u * kColWarps;
-        if (r < r_end) {
-          load_f<T, V>(g + r * C + c0, v[u]);
-          if constexpr (kGelu) load_f<T, V>(pre + r * C + c0, x[u]);
-        }
+        for (int k = 0; k < V; ++k) v[k] = gelu_tanh_grad(v[k], x[k]);
+        store_f<T, V>(dpre + i, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] = to_f(from_f<T>(v[k]));  // the sum sees dpre as written
       }
 #pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) {
-        const int64_t r = r0 + u * kColWarps;
-        if (r < r_end) {
-          if constexpr (kGelu) {
-#pragma unroll
-            for (int k = 0; k < V; ++k) v[u][k] = gelu_tanh_grad(v[u][k], x[u][k]);
-            store_f<T, V>(dpre + r * C + c0, v[u]);
-#pragma unroll
-            for (int k = 0; k < V; ++k) v[u][k] = to_f(from_f<T>(v[u][k]));  // the sum sees dpre as written
-          }
-#pragma unroll
-          for (int k = 0; k < V; ++k) acc[k] += v[u][k];
-        }
-      }
+      for (int k = 0; k < V; ++k) acc[k] += v[k];
     }
   }
   __shared__ float sm[kColWarps][32 * V];
