@@ -101,16 +101,6 @@ __global__ void __launch_bounds__(kColWarps * 32) sum_partials_kernel(const floa
   }
 }
 
-template <typename F>
-void with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: f(float{}); break;
-    case DType::Float16: f(__half{}); break;
-    case DType::BFloat16: f(__nv_bfloat16{}); break;
-  }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

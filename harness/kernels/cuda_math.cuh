@@ -1,9 +1,13 @@
-// Small device helpers the fused kernels share: conversions between the storage dtypes and fp32, vector loads and
-// stores, and a warp sum.
+// Small helpers the fused kernels share: conversions between the storage dtypes and fp32, vector loads and stores,
+// a warp sum; on the host, the dispatch on a DType and the alignment check.
 #pragma once
+
+#include "kernels/kernels_cuda.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cstdint>
 
 namespace ampcheck::kernels::cuda {
 
@@ -40,5 +44,18 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
+
+// Host side: calls f with a value of the storage type that `t` names.
+template <typename F>
+void with_type(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: f(float{}); break;
+    case DType::Float16: f(__half{}); break;
+    case DType::BFloat16: f(__nv_bfloat16{}); break;
+  }
+}
+
+// Host side: whether a pointer allows the 16-byte vector loads / stores.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace ampcheck::kernels::cuda

@@ -153,15 +153,6 @@ void with_k(int C, F&& f) {
   else f(std::integral_constant<int, 32>{});
 }
 
-template <typename F>
-void with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: f(float{}); break;
-    case DType::Float16: f(__half{}); break;
-    case DType::BFloat16: f(__nv_bfloat16{}); break;
-  }
-}
-
 // y's dtype: float32, or the output's (the combinations a GPT block produces; fewer kernels to compile)
 template <typename TO, typename F>
 void with_same_or_float(DType y, F&& f) {
@@ -201,10 +192,6 @@ int add_layer_norm_backward_blocks(int64_t N) {
   // one wave: as many blocks as the SMs hold at once (4 per SM at this kernel's register use), fewer for small N
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{4} * multiprocessor_count(), (N + kBwdWarps - 1) / kBwdWarps)));
 }
-
-namespace {
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-}  // namespace
 
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
                                     const float* gamma, const float* mean, const float* rstd, float* ds_out,
