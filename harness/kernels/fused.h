@@ -28,9 +28,9 @@ void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tens
 //   h = LayerNorm(s) · γ + β, computed in fp32 and rounded once to out_dtype (what autocast's fp32 layer_norm followed
 //       by the next Linear's cast to the autocast dtype gives)
 // Returns {s, h}, both differentiable: s's gradient (the residual path) and h's (the branch) meet in one backward
-// pass that writes ds in fp32 and dy in y's dtype, with dγ, dβ in fp32. x, γ, β must be fp32 with x (…, C); the CUDA
-// kernel takes C % 32 == 0, C ≤ 1024 and y in fp32 or out_dtype (else, and on the CPU, the reference: the same stock
-// ATen ops).
+// pass that writes ds in fp32 and dy in y's dtype, with dγ, dβ in fp32 (summed in a fixed order: deterministic). x, γ, β
+// must be fp32 with x (…, C); the CUDA kernels take C a multiple of 128 up to 1024 or of 32 up to 256, and y in fp32
+// or out_dtype (else, and on the CPU, the reference: the same stock ATen ops).
 std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& gamma,
                                                  const at::Tensor& beta, double eps, at::ScalarType out_dtype,
                                                  Impl impl = Impl::Auto);
