@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace ampcheck::testing {
 
@@ -25,6 +26,15 @@ inline engine::RunConfig micro_run(const std::string& strategy, int64_t steps = 
   cfg.loop.steps = steps;
   cfg.strategy = engine::strategy_preset(strategy);
   return cfg;
+}
+
+// The per-step losses of a run of `cfg` on the CPU.
+inline std::vector<double> cpu_losses(const engine::RunConfig& cfg) {
+  engine::Trainer t(cfg, at::kCPU);
+  t.run();
+  std::vector<double> out;
+  for (const auto& row : t.trajectory().rows) out.push_back(row[engine::kLoss]);
+  return out;
 }
 
 inline inject::InjectionConfig grad_injection(int64_t step, double value, const std::string& params, int64_t count) {
