@@ -136,7 +136,7 @@ struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
     at::Tensor part = at::empty({blocks, 2 * C}, s.options()), dgb = at::empty({2 * C}, s.options());
     const char* err = cuda::add_layer_norm_backward(
         aligned(dh).data_ptr(), kernel_dtype(dh.scalar_type()), ds_in.defined() ? aligned(ds_in).data_ptr<float>() : nullptr,
-        s.data_ptr<float>(), aligned(gamma.contiguous()).data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+        aligned(s).data_ptr<float>(), aligned(gamma.contiguous()).data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
         ds.data_ptr<float>(), y_needs_cast ? dy.data_ptr() : nullptr, kernel_dtype(y_dtype), part.data_ptr<float>(),
         dgb.data_ptr<float>(), blocks, N, static_cast<int>(C), at::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == nullptr, "add_layer_norm backward: ", err);
@@ -156,8 +156,8 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
   TORCH_CHECK(!y.defined() || y.sizes() == x.sizes(), "add_layer_norm: y must have x's shape");
 #ifdef AMPCHECK_CUDA_KERNELS
   const int64_t C = x.size(-1);
-  if (impl == Impl::Auto && x.is_cuda() && cuda::add_layer_norm_backward_supported(static_cast<int>(C)) &&
-      C <= 1024 && kernel_dtype_ok(out_dtype) &&
+  if (impl == Impl::Auto && x.is_cuda() && C <= 1024 && cuda::add_layer_norm_backward_supported(static_cast<int>(C)) &&
+      kernel_dtype_ok(out_dtype) &&
       (!y.defined() || y.scalar_type() == at::kFloat || y.scalar_type() == out_dtype)) {
     // autocast off inside: the function decides its own dtypes
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
