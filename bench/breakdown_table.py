@@ -19,6 +19,8 @@ def label(r):
         opts.append("fused LN")
     if r.get("fused_bias_gelu"):
         opts.append("fused bias/GELU")
+    if r.get("gemm_epilogues"):
+        opts.append("GEMM epilogues")
     return f'{r["impl"]} {r["strategy"]}' + (f' ({" + ".join(opts)})' if opts else "")
 
 

@@ -16,7 +16,8 @@ base = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-eager"}
 compiled = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-compile"}
 engine_bf16 = {r.get("probe_every"): r for r in rows if r["impl"] == "ampcheck-cpp" and r["strategy"] == "bf16-autocast"
                and r.get("head_loss", "stock") == "stock" and not r.get("cuda_graphs")
-               and not r.get("fused_layernorm") and not r.get("fused_bias_gelu")}
+               and not r.get("fused_layernorm") and not r.get("fused_bias_gelu")
+               and not r.get("gemm_epilogues")}
 
 
 def engine_path(r):
@@ -35,6 +36,8 @@ def engine_path(r):
         parts.append("fused LN")
     if r.get("fused_bias_gelu"):
         parts.append("fused bias/GELU")
+    if r.get("gemm_epilogues"):
+        parts.append("GEMM epilogues")
     return " + ".join(parts) or "stock"
 
 

@@ -95,13 +95,15 @@ if has suite; then
   fi
 fi
 if has bench; then
-  # the engine (stock; CUDA graphs; + the fused LM head; + fused LayerNorm; + fused bias grads / GELU = --fast) against PyTorch-Python eager and torch.compile, in one
+  # the engine (stock; CUDA graphs; + the fused LM head; + fused LayerNorm; + fused bias grads / GELU; + GEMM epilogues
+  # = --fast) against PyTorch-Python eager and torch.compile, in one
   # call: bf16, fp16 + GradScaler (fused AdamW), fp8; probes never and every 10 steps. BENCH_QUICK=1: bf16 engine only.
   B="$BUILD_DIR/harness/bench/ampcheck_bench_train"
   run_b() { "$B" --preset gpt2-124m --batch 16 --steps 30 --warmup 21 "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"; }
   : > "$OUT/bench.jsonl"
   if [ -n "${BENCH_QUICK:-}" ]; then
-    for e in "" "--cuda-graphs" "--cuda-graphs --head-loss fused" "--cuda-graphs --head-loss fused --fused-layernorm" "--fast"; do
+    for e in "" "--cuda-graphs" "--cuda-graphs --head-loss fused" "--cuda-graphs --head-loss fused --fused-layernorm" \
+      "--cuda-graphs --head-loss fused --fused-layernorm --fused-bias-gelu" "--fast"; do
       run_b --strategy bf16-autocast --probe-every 0 $e
     done
     run_b --strategy fp16-autocast --probe-every 0 --fast; run_b --strategy bf16-autocast --probe-every 10 --fast
@@ -117,6 +119,7 @@ if has bench; then
         [ "$s" != fp8 ] && [ $pe = 0 ] && run_b --strategy $s --probe-every $pe --cuda-graphs
         [ "$s" != fp8 ] && [ $pe = 0 ] && run_b --strategy $s --probe-every $pe --cuda-graphs --head-loss fused
         [ "$s" != fp8 ] && [ $pe = 0 ] && run_b --strategy $s --probe-every $pe --cuda-graphs --head-loss fused --fused-layernorm
+        [ "$s" != fp8 ] && [ $pe = 0 ] && run_b --strategy $s --probe-every $pe --cuda-graphs --head-loss fused --fused-layernorm --fused-bias-gelu
         run_b --strategy $s --probe-every $pe --fast
       done
     done

@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
   bool fused = true, breakdown = false;
   int64_t profile = 0;
   std::string head_loss = "stock";
-  bool cuda_graphs = false, fused_layernorm = false, fused_bias_gelu = false;
+  bool cuda_graphs = false, fused_layernorm = false, fused_bias_gelu = false, gemm_epilogues = false;
   std::string categories = std::string(AMPCHECK_SOURCE_DIR) + "/bench/kernel_categories.json";
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
@@ -191,7 +191,9 @@ int main(int argc, char** argv) {
     else if (a == "--cuda-graphs") cuda_graphs = true;
     else if (a == "--fused-layernorm") fused_layernorm = true;
     else if (a == "--fused-bias-gelu") fused_bias_gelu = true;
-    else if (a == "--fast") cuda_graphs = fused_layernorm = fused_bias_gelu = true, head_loss = "fused";  // fastest path
+    else if (a == "--gemm-epilogues") gemm_epilogues = true;
+    else if (a == "--fast")  // the fastest path
+      cuda_graphs = fused_layernorm = fused_bias_gelu = gemm_epilogues = true, head_loss = "fused";
     else if (a == "--categories") categories = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
@@ -211,6 +213,7 @@ int main(int argc, char** argv) {
   cfg.model.head_loss = head_loss;  // engine option: stock | chunked | fused (models/head_loss.h)
   cfg.model.fused_layernorm = fused_layernorm;  // engine option (kernels::add_layer_norm)
   cfg.model.fused_bias_gelu = fused_bias_gelu;  // engine option (kernels::linear_bias_gelu)
+  cfg.model.gemm_epilogues = gemm_epilogues;    // engine option (kernels/gemm_epilogues.h)
   const auto mc = models::resolve_preset(cfg.model);
   cfg.data.batch_size = batch;
   cfg.data.seq_len = seq > 0 ? seq : mc.block_size;
@@ -235,7 +238,7 @@ int main(int argc, char** argv) {
     nlohmann::json out = {{"impl", "ampcheck-cpp"}, {"preset", preset}, {"strategy", strategy}, {"batch", batch},
                           {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every},
                           {"head_loss", head_loss}, {"fused_layernorm", fused_layernorm},
-                          {"fused_bias_gelu", fused_bias_gelu},
+                          {"fused_bias_gelu", fused_bias_gelu}, {"gemm_epilogues", gemm_epilogues},
                           {"cuda_graphs", trainer.cuda_graphs_status()}};
     out.update(profile_steps(trainer, device, profile, categories));
     out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
@@ -265,6 +268,7 @@ int main(int argc, char** argv) {
                         {"cuda_graphs", trainer.cuda_graphs_status()},
                         {"fused_layernorm", fused_layernorm},
                         {"fused_bias_gelu", fused_bias_gelu},
+                        {"gemm_epilogues", gemm_epilogues},
                         {"device", engine::device_info(device).name},
                         {"batch", batch},
                         {"seq", cfg.data.seq_len},

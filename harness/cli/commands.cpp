@@ -81,7 +81,8 @@ scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts)
     sc.run.loop.cuda_graphs = true;
     const bool fp8_head = sc.run.strategy.fp8 && sc.run.strategy.fp8->layers != "blocks";
     if (sc.run.model.kind == "gpt" && sc.run.model.head_loss == "stock" && !fp8_head) sc.run.model.head_loss = "fused";
-    if (sc.run.model.kind == "gpt") sc.run.model.fused_layernorm = sc.run.model.fused_bias_gelu = true;
+    if (sc.run.model.kind == "gpt")
+      sc.run.model.fused_layernorm = sc.run.model.fused_bias_gelu = sc.run.model.gemm_epilogues = true;
   } else if (opts.engine != "stock") {
     throw std::invalid_argument("--engine: expected stock or fast, got '" + opts.engine + "'");
   }

@@ -24,7 +24,8 @@ struct RunOptions {
   // run / check: "stock" (each scenario's own engine options) or "fast": the engine's fastest path on every scenario
   // where it applies — CUDA graphs (train.cuda_graphs; a step that needs the host stays uncaptured and the report
   // says why), the fused LM head (model.head_loss: fused, GPT models whose head is not FP8), the fused residual
-  // add + LayerNorm (model.fused_layernorm) and the fused bias gradients / GELU backward (model.fused_bias_gelu; GPT).
+  // add + LayerNorm (model.fused_layernorm), the fused bias gradients / GELU backward (model.fused_bias_gelu; GPT) and
+  // the GEMM epilogues (model.gemm_epilogues; GPT), which take the block Linears where they apply.
   std::string engine = "stock";
 };
 

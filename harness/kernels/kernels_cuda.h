@@ -49,3 +49,36 @@ const char* column_sums(const void* g, const void* pre, void* dpre, DType dtype,
                         float* out, int64_t N, int64_t C, void* stream);
 
 }  // namespace ampcheck::kernels::cuda
+
+namespace ampcheck::kernels::cuda {
+
+// See gemm_lt.cu: one cuBLASLt product D (m × n) = op(A) op(B) (+ D when accumulate), column-major, fp32 compute,
+// with an epilogue. Whether this build links cuBLASLt is fused.h's gemm_epilogues_built().
+enum class LtEpilogue {
+  None,
+  Bias,         // D += bias (m), bias in D's dtype
+  GeluAuxBias,  // aux = op(A) op(B) + bias (D's dtype), D = GELU (tanh) of it
+  DGelu,        // D = op(A) op(B) · GELU'(aux)
+  DGeluBGrad,   // the same, and bias = Σ over columns of D (m, D's dtype)
+  BGradB,       // bias = Σ over k of op(B) (n, D's dtype)
+};
+struct LtGemm {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  DType ab_type = DType::BFloat16;
+  void* d = nullptr;
+  int64_t ldd = 0;
+  DType d_type = DType::BFloat16;
+  bool accumulate = false;
+  LtEpilogue epilogue = LtEpilogue::None;
+  void* bias = nullptr;  // read (Bias, GeluAuxBias) or written (DGeluBGrad, BGradB)
+  void* aux = nullptr;   // written (GeluAuxBias) or read (DGeluBGrad), D's dtype, m × n column-major
+  int64_t ld_aux = 0;
+};
+const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, void* stream);
+
+}  // namespace ampcheck::kernels::cuda

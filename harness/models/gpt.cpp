@@ -4,6 +4,7 @@
 
 #include "kernels/fused.h"
 #include "models/head_loss.h"
+#include "kernels/gemm_epilogues.h"
 
 #include <ampcheck/amp/autocast.h>
 
@@ -128,6 +129,7 @@ std::vector<std::string> Gpt::matmul_sites() const {
 at::Tensor Gpt::linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   if (MatmulOverride* o = matmul_override())
     if (at::Tensor y = o->linear(site, x, w, b); y.defined()) return y;
+  if (cfg_.gemm_epilogues && b.defined() && kernels::gemm_epilogues_apply(x, w)) return kernels::linear_epilogues(x, w, b);
   if (cfg_.fused_bias_gelu && b.defined()) return kernels::linear_bias_gelu(x, w, b, /*gelu=*/false);
   return at::linear(x, w, b);
 }
@@ -162,6 +164,12 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h) {
 at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(4 * l);
+  if (mlp_spike == 1.0 && cfg_.gemm_epilogues && matmul_override() == nullptr &&
+      kernels::gemm_epilogues_apply(m, p(b.fc_w))) {  // engine option: GELU and its backward in the GEMMs
+    m = kernels::mlp_gelu_epilogues(m, p(b.fc_w), p(b.fc_b), p(b.fc_proj_w), p(b.fc_proj_b));
+    if (cfg_.dropout > 0.0) m = at::dropout(m, cfg_.dropout, true);
+    return m;
+  }
   if (mlp_spike != 1.0) {  // planted spike: (K m) W^T + K b, divided by K — exact for a power of two
     m = at::gelu(linear(site + 2, m * mlp_spike, p(b.fc_w), p(b.fc_b) * mlp_spike) / mlp_spike, "tanh");
   } else if (cfg_.fused_bias_gelu && matmul_override() == nullptr) {  // engine option: GELU's backward fused
@@ -236,7 +244,7 @@ at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const 
   if (cfg_.head_loss == "fused") {  // engine option: the same with the gradients computed in the forward
     at::Tensor h = hidden(inputs, opts);
     return fused_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows,
-                                    opts.loss_grad_scale);
+                                    opts.loss_grad_scale, cfg_.gemm_epilogues);
   }
   at::Tensor lg = logits(inputs, opts);
   return at::cross_entropy_loss(lg.view({-1, lg.size(-1)}), targets.reshape({-1}));

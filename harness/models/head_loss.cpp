@@ -2,6 +2,7 @@
 #include "models/head_loss.h"
 
 #include "kernels/fused.h"
+#include "kernels/gemm_epilogues.h"
 
 #include <ampcheck/amp/autocast.h>
 
@@ -79,7 +80,7 @@ int64_t fused_rows_per_chunk(int64_t requested, int64_t N, int64_t V, int64_t el
 struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& targets, int64_t chunk_rows, const at::Tensor& grad_scale_hint,
-                            bool need_grads) {
+                            bool need_grads, bool fp32_wgrad) {
     const at::ScalarType dt = amp::autocast_dtype_or(x.device().type(), x.scalar_type());  // at::linear's dtype
     const int64_t N = x.size(0), C = x.size(1), V = w.size(0);
     const int64_t R = fused_rows_per_chunk(chunk_rows, N, V, at::elementSize(dt));
@@ -90,9 +91,10 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     at::Tensor factor = hint / n_valid;  // the stock backward's d loss / d logit scale at the hinted loss scale
     at::Tensor row_loss = at::empty({N}, f32);
     at::Tensor dx, dw;
+    const bool wgrad_in_gemm = fp32_wgrad && dt == at::kBFloat16;  // model.gemm_epilogues: summed inside the GEMM
     if (need_grads) {
       dx = at::empty({N, C}, xc.options());
-      dw = at::zeros({V, C}, f32);
+      dw = wgrad_in_gemm ? at::empty({V, C}, f32) : at::zeros({V, C}, f32);
     }
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t n = std::min(R, N - r0);
@@ -104,6 +106,7 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
       at::Tensor dx_c = dx.narrow(0, r0, n);
       at::mm_out(dx_c, logits, wc);                // grad_logits W, in dt (fp32 accumulation inside the GEMM)
       if (dt == at::kFloat) dw.addmm_(logits.t(), x_c);
+      else if (wgrad_in_gemm) kernels::wgrad_fp32_(dw, logits, x_c, /*accumulate=*/r0 > 0);
       else dw.add_(at::mm(logits.t(), x_c));       // the chunk's wgrad in dt (as the stock GEMM's output), summed in fp32
     }
     if (need_grads) {
@@ -127,18 +130,18 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     // the product in fp32 (0-dim ratio), rounded once to x's dtype: one pass when x has dx's dtype
     at::Tensor gx = x_dtype == dx.scalar_type() ? dx * ratio : dx.to(x_dtype) * ratio;
     at::Tensor gw = (dw * ratio).to(w_dtype);
-    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 }  // namespace
 
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
-                                    int64_t chunk_rows, const at::Tensor& grad_scale_hint) {
+                                    int64_t chunk_rows, const at::Tensor& grad_scale_hint, bool fp32_wgrad) {
   const bool need_grads = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
   // (an undefined tensor cannot pass through a custom Function: 1 as a tensor)
   const at::Tensor hint = grad_scale_hint.defined() ? grad_scale_hint
                                                     : at::ones({}, x.options().dtype(at::kFloat));
-  return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads);
+  return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads, fp32_wgrad);
 }
 
 at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,

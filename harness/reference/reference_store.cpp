@@ -38,6 +38,7 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   r.model.head_chunk_rows = 0;
   r.model.fused_layernorm = false;
   r.model.fused_bias_gelu = false;
+  r.model.gemm_epilogues = false;
   r.loop.cuda_graphs = false;    // the reference runs the stock, uncaptured engine
   r.optimizer.fused = false;  // the same kernel either way; without a scaler nothing differs
   r.loop.probe_every = 1;

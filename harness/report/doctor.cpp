@@ -4,6 +4,7 @@
 #include "engine/device.h"
 #include "engine/fp8.h"
 #include "kernels/fused.h"
+#include "kernels/gemm_epilogues.h"
 #include "engine/precision.h"
 #include "engine/trainer.h"
 
@@ -164,6 +165,8 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   // the engine options model.head_loss: fused, model.fused_layernorm and model.fused_bias_gelu run their ATen
   // references
   j["support"]["fused_cuda_kernels"] = kernels::cuda_kernels_built();
+  // model.gemm_epilogues: cuBLASLt linked (LibTorch's CUDA::cublasLt) or its ATen reference (the stock ops)
+  j["support"]["gemm_epilogues"] = kernels::gemm_epilogues_built();
   j["flags"] = {{"tf32_cublas", ctx.allowTF32CuBLAS()},
                 {"tf32_cudnn", ctx.allowTF32CuDNN()},
                 {"deterministic_algorithms", ctx.deterministicAlgorithms()},
@@ -238,6 +241,10 @@ std::string format_doctor(const nlohmann::json& j) {
       line("fused CUDA kernels", j["support"]["fused_cuda_kernels"].get<bool>()
                                      ? "compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu)"
                                      : "not compiled: the engine options run their ATen references");
+    if (j["support"].contains("gemm_epilogues"))
+      line("GEMM epilogues", j["support"]["gemm_epilogues"].get<bool>()
+                                 ? "cuBLASLt linked (engine option gemm_epilogues)"
+                                 : "cuBLASLt not linked: gemm_epilogues runs the stock ops");
   }
   line("bf16 / fp8 / tf32", std::string(j["support"]["bf16"].get<bool>() ? "yes" : "no") + " / " +
                                 (j["support"]["fp8_e4m3_matmul"].get<bool>() ? "yes" : "no") + " / " +

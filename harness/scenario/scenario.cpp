@@ -143,6 +143,8 @@ void parse_model(Fields f, models::ModelConfig& m) {
   if (m.fused_layernorm && m.kind != "gpt") f.fail_key("fused_layernorm", "only for kind gpt");
   m.fused_bias_gelu = f.boolean("fused_bias_gelu", false);
   if (m.fused_bias_gelu && m.kind != "gpt") f.fail_key("fused_bias_gelu", "only for kind gpt");
+  m.gemm_epilogues = f.boolean("gemm_epilogues", false);
+  if (m.gemm_epilogues && m.kind != "gpt") f.fail_key("gemm_epilogues", "only for kind gpt");
   if (m.head_loss != "stock" && m.kind != "gpt") f.fail_key("head_loss", "only for kind gpt");
   if (m.head_chunk_rows < 0) f.fail_key("head_chunk_rows", "must be >= 0 (0 = automatic)");
   if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");

@@ -80,7 +80,7 @@ TEST(CudaGraphs, CapturedRunTracksTheUncapturedOne) {
   }
 }
 
-// The whole fast path (graphs + fused head + fused residual LayerNorm + fused bias grads / GELU) on nano against the stock engine: bf16 and fp16
+// The whole fast path (graphs + fused head + fused residual LayerNorm + fused bias grads / GELU + GEMM epilogues) on nano against the stock engine: bf16 and fp16
 // with the GradScaler, losses within 2% at every step (different rounding places in bf16 compound over 24 steps;
 // the suites judge the fast path against FP32 references with the calibrated bands), the same skipped steps.
 TEST(CudaGraphs, FastPathTracksTheStockEngine) {
@@ -91,6 +91,7 @@ TEST(CudaGraphs, FastPathTracksTheStockEngine) {
     b.model.head_loss = "fused";
     b.model.fused_layernorm = true;
     b.model.fused_bias_gelu = true;
+    b.model.gemm_epilogues = true;
     engine::Trainer ta(a, at::Device(at::kCUDA, 0)), tb(b, at::Device(at::kCUDA, 0));
     const auto oa = ta.run(), ob = tb.run();
     ASSERT_EQ(ob.status, engine::RunOutcome::Status::Completed) << ob.error;

@@ -1,0 +1,256 @@
+// GEMM epilogues: the ATen side of gemm_lt.cu (gemm_epilogues.h). Row-major ATen matrices are handed to cuBLASLt
+// as their column-major transposes: a contiguous (R, C) tensor is a C × R column-major matrix with leading dimension C.
+#include "kernels/gemm_epilogues.h"
+
+#include <ampcheck/amp/autocast.h>
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <atomic>
+#include <iostream>
+
+#if defined(AMPCHECK_CUDA_KERNELS) && defined(AMPCHECK_CUBLASLT)
+#define AMPCHECK_GEMM_LT 1
+#include "kernels/kernels_cuda.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace ampcheck::kernels {
+
+bool gemm_epilogues_built() {
+#ifdef AMPCHECK_GEMM_LT
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+at::ScalarType compute_dtype(const at::Tensor& x) { return amp::autocast_dtype_or(x.device().type(), x.scalar_type()); }
+
+bool lt_takes(const at::Tensor& x, const at::Tensor& w) {
+  const at::ScalarType dt = compute_dtype(x);
+  return gemm_epilogues_built() && x.is_cuda() && w.is_cuda() && w.dim() == 2 && x.dim() >= 1 &&
+         x.size(-1) == w.size(1) && (dt == at::kBFloat16 || dt == at::kHalf) && w.size(0) % 8 == 0 &&
+         w.size(1) % 8 == 0 && x.numel() > 0;
+}
+
+// the dtype a weight / bias gradient leaves the GEMM in: fp32 where the compute dtype has fp32's range (bf16) and the
+// parameter is fp32, else the compute dtype (fp16 keeps the stock rounding: an overflow stays inf)
+at::ScalarType wgrad_dtype(at::ScalarType dt, at::ScalarType param) {
+  return dt == at::kBFloat16 && param == at::kFloat ? at::kFloat : dt;
+}
+
+#ifdef AMPCHECK_GEMM_LT
+cuda::DType lt_dtype(at::ScalarType t) {
+  return t == at::kFloat ? cuda::DType::Float32 : t == at::kHalf ? cuda::DType::Float16 : cuda::DType::BFloat16;
+}
+
+constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // cuBLASLt's recommendation for Hopper
+
+const char* try_run(const cuda::LtGemm& g, const at::Tensor& like) {
+  at::Tensor ws = at::empty({kWorkspaceBytes}, like.options().dtype(at::kByte));
+  return cuda::gemm_lt(g, ws.data_ptr(), static_cast<size_t>(kWorkspaceBytes), at::cuda::getCurrentCUDAStream().stream());
+}
+
+void run(const cuda::LtGemm& g, const at::Tensor& like, const char* what) {
+  const char* err = try_run(g, like);
+  TORCH_CHECK(err == nullptr, "gemm_epilogues (", what, "): ", err);
+}
+
+// {dw (out, in), db (out)} = {gᵀ x, Σ_rows g} from one GEMM: x (R, in), g (R, out), both in the compute dtype
+// and contiguous; out_dtype: the GEMM's output dtype (fp32 or the compute dtype)
+std::pair<at::Tensor, at::Tensor> wgrad_bgrad(const at::Tensor& x, const at::Tensor& g, at::ScalarType out_dtype) {
+  const int64_t R = x.size(0), in = x.size(1), out = g.size(1);
+  at::Tensor dw = at::empty({out, in}, x.options().dtype(out_dtype));
+  at::Tensor db = at::empty({out}, x.options().dtype(out_dtype));
+  cuda::LtGemm m;
+  // column-major: dwᵀ (in × out) = xᵀ (in × R) · g (R × out); g is stored as gᵀ (out × R), hence trans_b
+  m.m = in, m.n = out, m.k = R;
+  m.a = x.data_ptr(), m.lda = in, m.trans_a = false;
+  m.b = g.data_ptr(), m.ldb = out, m.trans_b = true;
+  m.ab_type = lt_dtype(x.scalar_type());
+  m.d = dw.data_ptr(), m.ldd = in, m.d_type = lt_dtype(out_dtype);
+  m.epilogue = cuda::LtEpilogue::BGradB, m.bias = db.data_ptr();
+  if (out_dtype != x.scalar_type()) {
+    // the fp32 output with a bias gradient is a combination some cuBLASLt versions have no algorithm for: then the
+    // compute dtype's output (the stock rounding), said once on stderr
+    if (const char* err = try_run(m, x); err != nullptr) {
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        std::cerr << "ampcheck: gemm_epilogues: cuBLASLt refused an fp32 weight gradient with its bias gradient (" << err
+                  << "); the weight gradients are rounded to " << x.scalar_type() << " first, as the stock path\n";
+      return wgrad_bgrad(x, g, x.scalar_type());
+    }
+    return {dw, db};
+  }
+  run(m, x, "weight and bias gradient");
+  return {dw, db};
+}
+
+// (N, K) · (H, K)ᵀ + b through GELU: {pre, GELU(pre)} in x's dtype
+std::pair<at::Tensor, at::Tensor> fc_gelu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  const int64_t N = x.size(0), K = x.size(1), H = w.size(0);
+  at::Tensor pre = at::empty({N, H}, x.options()), act = at::empty({N, H}, x.options());
+  cuda::LtGemm m;
+  // column-major: actᵀ (H × N) = w (H × K, stored as K × H: trans_a) · xᵀ (K × N)
+  m.m = H, m.n = N, m.k = K;
+  m.a = w.data_ptr(), m.lda = K, m.trans_a = true;
+  m.b = x.data_ptr(), m.ldb = K, m.trans_b = false;
+  m.ab_type = m.d_type = lt_dtype(x.scalar_type());
+  m.d = act.data_ptr(), m.ldd = H;
+  m.epilogue = cuda::LtEpilogue::GeluAuxBias, m.bias = const_cast<void*>(b.data_ptr()), m.aux = pre.data_ptr(), m.ld_aux = H;
+  run(m, x, "c_fc + bias + GELU");
+  return {pre, act};
+}
+
+// (g · w) ⊙ GELU'(pre): g (N, C2), w (C2, H), pre (N, H); in g's dtype
+at::Tensor dgelu(const at::Tensor& g, const at::Tensor& w, const at::Tensor& pre) {
+  const int64_t N = g.size(0), C2 = g.size(1), H = w.size(1);
+  at::Tensor d = at::empty({N, H}, g.options());
+  cuda::LtGemm m;
+  // column-major: dᵀ (H × N) = wᵀ (H × C2, stored so: w row-major) · gᵀ (C2 × N)
+  m.m = H, m.n = N, m.k = C2;
+  m.a = w.data_ptr(), m.lda = H, m.trans_a = false;
+  m.b = g.data_ptr(), m.ldb = C2, m.trans_b = false;
+  m.ab_type = m.d_type = lt_dtype(g.scalar_type());
+  m.d = d.data_ptr(), m.ldd = H;
+  m.epilogue = cuda::LtEpilogue::DGelu, m.aux = const_cast<void*>(pre.data_ptr()), m.ld_aux = H;
+  run(m, g, "GELU backward");
+  return d;
+}
+
+std::vector<int64_t> with_last(at::IntArrayRef sizes, int64_t last) {
+  std::vector<int64_t> s = sizes.vec();
+  s.back() = last;
+  return s;
+}
+
+struct LinearEpiloguesFn : public torch::autograd::Function<LinearEpiloguesFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b, int64_t dtype_i) {
+    const auto dt = static_cast<at::ScalarType>(dtype_i);
+    at::Tensor x2 = x.reshape({-1, x.size(-1)}).to(dt).contiguous(), wc = w.to(dt).contiguous();
+    at::Tensor out = at::addmm(b.to(dt), x2, wc.t());  // what at::linear runs for a (…, K) input with a bias
+    ctx->save_for_backward({x2, wc});
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
+    return out.view(with_last(x.sizes(), w.size(0)));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x2 = saved[0], &wc = saved[1];
+    const auto type = [&](const char* key) { return static_cast<at::ScalarType>(ctx->saved_data[key].toInt()); };
+    at::Tensor g = grads[0].reshape({-1, wc.size(0)}).to(wc.scalar_type()).contiguous();
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) dx = at::mm(g, wc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
+    if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
+      std::tie(dw, db) = wgrad_bgrad(x2, g, wgrad_dtype(wc.scalar_type(), type("w_dtype")));
+      dw = dw.to(type("w_dtype"));
+      db = db.to(type("b_dtype"));
+    }
+    return {dx, dw, db, at::Tensor()};
+  }
+};
+
+struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w_fc,
+                            const at::Tensor& b_fc, const at::Tensor& w_proj, const at::Tensor& b_proj, int64_t dtype_i) {
+    const auto dt = static_cast<at::ScalarType>(dtype_i);
+    at::Tensor x2 = x.reshape({-1, x.size(-1)}).to(dt).contiguous();
+    at::Tensor wfc = w_fc.to(dt).contiguous(), wpr = w_proj.to(dt).contiguous();
+    auto [pre, act] = fc_gelu(x2, wfc, b_fc.to(dt).contiguous());
+    at::Tensor out = at::addmm(b_proj.to(dt), act, wpr.t());
+    ctx->save_for_backward({x2, wfc, wpr, pre, act});
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    for (const auto& [key, t] : {std::pair{"x_dtype", &x}, {"w_fc_dtype", &w_fc}, {"b_fc_dtype", &b_fc},
+                                 {"w_proj_dtype", &w_proj}, {"b_proj_dtype", &b_proj}})
+      ctx->saved_data[key] = static_cast<int64_t>(t->scalar_type());
+    return out.view(with_last(x.sizes(), w_proj.size(0)));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x2 = saved[0], &wfc = saved[1], &wpr = saved[2], &pre = saved[3], &act = saved[4];
+    const auto type = [&](const char* key) { return static_cast<at::ScalarType>(ctx->saved_data[key].toInt()); };
+    const at::ScalarType dt = wfc.scalar_type();
+    at::Tensor g = grads[0].reshape({-1, wpr.size(0)}).to(dt).contiguous();
+    auto [dw_proj, db_proj] = wgrad_bgrad(act, g, wgrad_dtype(dt, type("w_proj_dtype")));
+    at::Tensor d_pre = dgelu(g, wpr, pre);
+    auto [dw_fc, db_fc] = wgrad_bgrad(x2, d_pre, wgrad_dtype(dt, type("w_fc_dtype")));
+    at::Tensor dx = at::mm(d_pre, wfc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
+    return {dx, dw_fc.to(type("w_fc_dtype")), db_fc.to(type("b_fc_dtype")), dw_proj.to(type("w_proj_dtype")),
+            db_proj.to(type("b_proj_dtype")), at::Tensor()};
+  }
+};
+#endif
+}  // namespace
+
+bool gemm_epilogues_apply(const at::Tensor& x, const at::Tensor& w) { return lt_takes(x, w); }
+
+at::Tensor linear_epilogues(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Impl impl) {
+  TORCH_CHECK(w.dim() == 2 && b.dim() == 1 && x.size(-1) == w.size(1) && b.size(0) == w.size(0),
+              "linear_epilogues: expected x (..., K), w (N, K), b (N)");
+#ifdef AMPCHECK_GEMM_LT
+  if (impl == Impl::Auto && lt_takes(x, w)) {
+    const at::ScalarType dt = compute_dtype(x);
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // the function casts itself
+    return LinearEpiloguesFn::apply(x, w, b, static_cast<int64_t>(dt));
+  }
+#endif
+  (void)impl;
+  return at::linear(x, w, b);
+}
+
+at::Tensor mlp_gelu_epilogues(const at::Tensor& x, const at::Tensor& w_fc, const at::Tensor& b_fc,
+                              const at::Tensor& w_proj, const at::Tensor& b_proj, Impl impl) {
+  TORCH_CHECK(w_fc.dim() == 2 && w_proj.dim() == 2 && x.size(-1) == w_fc.size(1) && w_proj.size(1) == w_fc.size(0) &&
+                  b_fc.dim() == 1 && b_fc.size(0) == w_fc.size(0) && b_proj.dim() == 1 && b_proj.size(0) == w_proj.size(0),
+              "mlp_gelu_epilogues: expected x (..., K), w_fc (H, K), b_fc (H), w_proj (N, H), b_proj (N)");
+#ifdef AMPCHECK_GEMM_LT
+  if (impl == Impl::Auto && lt_takes(x, w_fc) && w_proj.size(0) % 8 == 0) {
+    const at::ScalarType dt = compute_dtype(x);
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    return MlpEpiloguesFn::apply(x, w_fc, b_fc, w_proj, b_proj, static_cast<int64_t>(dt));
+  }
+#endif
+  (void)impl;
+  return at::linear(at::gelu(at::linear(x, w_fc, b_fc), "tanh"), w_proj, b_proj);
+}
+
+void wgrad_fp32_(at::Tensor& dw, const at::Tensor& g, const at::Tensor& x, bool accumulate, Impl impl) {
+  TORCH_CHECK(dw.scalar_type() == at::kFloat && dw.is_contiguous() && dw.dim() == 2, "wgrad_fp32_: dw must be (V, C) fp32 contiguous");
+  TORCH_CHECK(g.dim() == 2 && x.dim() == 2 && g.size(0) == x.size(0) && g.size(1) == dw.size(0) && x.size(1) == dw.size(1) &&
+                  g.scalar_type() == x.scalar_type(),
+              "wgrad_fp32_: expected g (n, V), x (n, C) of one dtype and dw (V, C)");
+#ifdef AMPCHECK_GEMM_LT
+  const auto dt = g.scalar_type();
+  if (impl == Impl::Auto && g.is_cuda() && (dt == at::kBFloat16 || dt == at::kHalf) && dw.size(0) % 8 == 0 &&
+      dw.size(1) % 8 == 0) {
+    at::Tensor gc = g.contiguous(), xc = x.contiguous();
+    cuda::LtGemm m;
+    // column-major: dwᵀ (C × V) (+)= xᵀ (C × n) · g (n × V), g stored as gᵀ (V × n)
+    m.m = dw.size(1), m.n = dw.size(0), m.k = g.size(0);
+    m.a = xc.data_ptr(), m.lda = xc.size(1), m.trans_a = false;
+    m.b = gc.data_ptr(), m.ldb = gc.size(1), m.trans_b = true;
+    m.ab_type = lt_dtype(dt);
+    m.d = dw.data_ptr(), m.ldd = dw.size(1), m.d_type = cuda::DType::Float32;
+    m.accumulate = accumulate;
+    run(m, g, "fp32 weight gradient");
+    return;
+  }
+#endif
+  (void)impl;
+  at::NoGradGuard no_grad;
+  at::Tensor prod = at::mm(g.t().to(at::kFloat), x.to(at::kFloat));
+  if (accumulate) dw.add_(prod);
+  else dw.copy_(prod);
+}
+
+}  // namespace ampcheck::kernels
