@@ -2,8 +2,7 @@
 //   pass 1: running max and sum of exp over the row (fp32, online softmax), combined across the block;
 //   the row's loss = log-sum-exp − logit[target];
 //   pass 2: the row overwritten in place by (softmax − one-hot(target)) · factor, rounded to the logits' dtype.
-// Two reads and one write of the row in its own dtype (one read where the row fits in registers: 2-byte logits, V a
-// multiple of 8 up to 65536 — GPT-2's head) — where the stock path writes fp32 copies of the whole
+// Two reads and one write of the row in its own dtype — where the stock path writes fp32 copies of the whole
 // (rows × vocab) logits, their log-softmax and its gradient. Plain CUDA C++ (no ATen headers): fused_cuda.cpp is the
 // ATen side. Built only where LibTorch has CUDA and nvcc is found (CMake option AMPCHECK_CUDA_KERNELS).
 #include "kernels/cuda_math.cuh"
@@ -102,100 +101,12 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_rows_kernel(T* logits,
   }
 }
 
-// The same contract with the row held in registers between the passes (one read of the row instead of two): for
-// 2-byte logits whose row is whole 16-byte packs, at most kRegPacks packs per thread (V <= 512 · 16 · 8 = 65536).
-// Two block reductions — the row's max, then Σ exp(x − max) — as ATen's logsumexp (an infinite max shifts by 0).
-constexpr int kRegPacks = 16;
-__device__ __forceinline__ float block_reduce(float v, bool is_max, float* scratch) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, off);
-    v = is_max ? fmaxf(v, o) : v + o;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();  // scratch may still be read by an earlier reduction
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < kThreads / 32 ? scratch[lane] : (is_max ? -INFINITY : 0.f);
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, off);
-    v = is_max ? fmaxf(v, o) : v + o;
-  }
-  return v;  // every thread holds the block's value (the same fixed order in each warp)
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads) cross_entropy_rows_reg_kernel(T* logits, int64_t V, int64_t ld,
-                                                                          const int64_t* targets, float* row_loss,
-                                                                          const float* factor, int64_t ignore_index) {
-  constexpr int VEC = 16 / sizeof(T);
-  const int64_t row = blockIdx.x;
-  T* x = logits + row * ld;
-  const int64_t t = targets[row];
-  const bool ignored = t == ignore_index;
-  const bool bad = !ignored && (t < 0 || t >= V);
-  struct alignas(16) Pack { T v[VEC]; };
-  const int nvec = static_cast<int>(V / VEC);
-  Pack* xp = reinterpret_cast<Pack*>(x);
-  __shared__ float scratch[kThreads / 32];
-
-  Pack r[kRegPacks];
-  float m = -INFINITY;
-#pragma unroll
-  for (int j = 0; j < kRegPacks; ++j) {
-    const int i = threadIdx.x + j * kThreads;
-    if (i < nvec) {
-      r[j] = xp[i];
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) m = fmaxf(m, to_f(r[j].v[k]));
-    }
-  }
-  m = block_reduce(m, true, scratch);
-  const float shift = isinf(m) ? 0.f : m;
-  float s = 0.f;
-#pragma unroll
-  for (int j = 0; j < kRegPacks; ++j) {
-    const int i = threadIdx.x + j * kThreads;
-    if (i < nvec) {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) s += __expf(to_f(r[j].v[k]) - shift);
-    }
-  }
-  s = block_reduce(s, false, scratch);
-  const float lse = logf(s) + shift;
-  const float f = ignored ? 0.f : bad ? NAN : *factor;
-  if (threadIdx.x == 0 && (ignored || bad)) row_loss[row] = ignored ? 0.f : NAN;
-#pragma unroll
-  for (int j = 0; j < kRegPacks; ++j) {
-    const int i = threadIdx.x + j * kThreads;
-    if (i < nvec) {
-      Pack p = r[j];
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        const float v = to_f(r[j].v[k]);
-        float g = __expf(v - lse);
-        if (static_cast<int64_t>(i) * VEC + k == t) {
-          g -= 1.f;
-          row_loss[row] = lse - v;  // the thread holding the target logit (a valid target only)
-        }
-        p.v[k] = from_f<T>(g * f);
-      }
-      xp[i] = p;
-    }
-  }
-}
-
 template <typename T>
 void launch(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
             const float* factor, int64_t ignore_index, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   T* p = static_cast<T*>(logits);
   const bool aligned = reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % kVec == 0;
-  if constexpr (sizeof(T) == 2) {
-    if (aligned && V % kVec == 0 && V / kVec <= int64_t{kThreads} * kRegPacks) {
-      cross_entropy_rows_reg_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
-      return;
-    }
-  }
   if (aligned)
     cross_entropy_rows_kernel<T, kVec><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
   else
