@@ -49,8 +49,11 @@ cuda::DType lt_dtype(at::ScalarType t) {
 
 constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // cuBLASLt's recommendation for Hopper
 
-const char* try_run(const cuda::LtGemm& g, const at::Tensor& like) {
+const char* try_run(cuda::LtGemm g, const at::Tensor& like) {
   at::Tensor ws = at::empty({kWorkspaceBytes}, like.options().dtype(at::kByte));
+  // the fastest algorithm measured on the problem, unless deterministic algorithms are asked for (a measured choice
+  // may differ from run to run; the heuristic's does not)
+  g.autotune = !at::globalContext().deterministicAlgorithms();
   return cuda::gemm_lt(g, ws.data_ptr(), static_cast<size_t>(kWorkspaceBytes), at::cuda::getCurrentCUDAStream().stream());
 }
 

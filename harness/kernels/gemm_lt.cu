@@ -1,7 +1,9 @@
 // cuBLASLt matrix products with epilogues (kernels/gemm_epilogues.h is the ATen side): bias + GELU (tanh) with the
 // pre-activation kept, the GELU backward with its bias gradient, a bias gradient from B, and accumulation into an
-// fp32 output. Host code only: the GEMMs and their epilogues are cuBLASLt's kernels. The heuristic's first choice for
-// a problem (shape, dtypes, epilogue, pointer alignments) is looked up once and kept.
+// fp32 output. Host code only: the GEMMs and their epilogues are cuBLASLt's kernels. The algorithm for a problem
+// (shape, dtypes, epilogue, pointer alignments) is chosen once and kept: the heuristic's first choice, or with
+// `autotune` the fastest of its first eight timed on the problem (not reproducible from run to run: the callers ask
+// for it only where deterministic algorithms are off).
 #include "kernels/kernels_cuda.h"
 
 #include <cublasLt.h>
@@ -115,7 +117,8 @@ const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, vo
   const uint32_t al_a = alignment(g.a), al_b = alignment(g.b), al_d = alignment(g.d);
   const AlgoKey key{static_cast<int>(epi), g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldd,
                     static_cast<int>(g.ab_type), static_cast<int>(g.d_type), static_cast<int>(al_a | (al_b << 9)),
-                    g.accumulate, g.ld_aux, (uint64_t{al_d} << 32) | alignment(g.bias), alignment(g.aux)};
+                    g.accumulate, g.ld_aux, (uint64_t{al_d} << 32) | alignment(g.bias),
+                    (uint64_t{g.autotune} << 32) | alignment(g.aux)};
   static std::mutex mu;
   static std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
   cublasLtMatmulAlgo_t algo;
@@ -137,16 +140,45 @@ const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, vo
                "MIN_ALIGNMENT_C");
       LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)),
                "MIN_ALIGNMENT_D");
-      cublasLtMatmulHeuristicResult_t res{};
+      constexpr int kCandidates = 8;
+      cublasLtMatmulHeuristicResult_t res[kCandidates]{};
       int found = 0;
-      LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &res, &found),
+      LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, g.autotune ? kCandidates : 1,
+                                              res, &found),
                "cublasLtMatmulAlgoGetHeuristic");
       if (found == 0) {
         last_error = "cuBLASLt has no algorithm for this product and epilogue (m " + std::to_string(g.m) + ", n " +
                      std::to_string(g.n) + ", k " + std::to_string(g.k) + ", epilogue " + std::to_string(epi) + ")";
         return last_error.c_str();
       }
-      algo = res.algo;
+      algo = res[0].algo;
+      // autotune: time the heuristic's candidates on this very problem (each writes only D and the epilogue's
+      // outputs, which the real run below rewrites; never with accumulate, never while a CUDA graph is captured)
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capturing);
+      if (g.autotune && found > 1 && !g.accumulate && capturing == cudaStreamCaptureStatusNone) {
+        cudaEvent_t t0, t1;
+        cudaEventCreate(&t0);
+        cudaEventCreate(&t1);
+        const float one = 1.0f, zero = 0.0f;
+        float best = 1e30f;
+        for (int c = 0; c < found; ++c) {
+          bool ok = true;
+          for (int rep = 0; rep < 3 && ok; ++rep) {  // the first run warms up, the other two are timed
+            if (rep == 1) cudaEventRecord(t0, static_cast<cudaStream_t>(stream));
+            ok = cublasLtMatmul(h, ds.op, &one, g.a, ds.a, g.b, ds.b, &zero, g.d, ds.d, g.d, ds.d, &res[c].algo,
+                                workspace, workspace_bytes, static_cast<cudaStream_t>(stream)) == CUBLAS_STATUS_SUCCESS;
+          }
+          if (!ok) continue;
+          cudaEventRecord(t1, static_cast<cudaStream_t>(stream));
+          cudaEventSynchronize(t1);
+          float ms = 0;
+          cudaEventElapsedTime(&ms, t0, t1);
+          if (ms < best) best = ms, algo = res[c].algo;
+        }
+        cudaEventDestroy(t0);
+        cudaEventDestroy(t1);
+      }
       algos.emplace(key, algo);
     }
   }

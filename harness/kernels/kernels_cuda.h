@@ -78,6 +78,7 @@ struct LtGemm {
   void* bias = nullptr;  // read (Bias, GeluAuxBias) or written (DGeluBGrad, BGradB)
   void* aux = nullptr;   // written (GeluAuxBias) or read (DGeluBGrad), D's dtype, m × n column-major
   int64_t ld_aux = 0;
+  bool autotune = false;  // time the heuristic's candidates once per problem, keep the fastest (see gemm_lt.cu)
 };
 const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, void* stream);
 

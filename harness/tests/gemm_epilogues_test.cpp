@@ -144,8 +144,9 @@ TEST(CudaKernels, GemmEpiloguesMatchTheStockOps) {
 // The GELU derivative the c_proj input-gradient GEMM applies (DGELU) is the tanh approximation's, as the model's
 // GELU (not erf's): with both Linears the identity and no biases, the MLP's input gradient for an upstream gradient
 // of ones is GELU'(x) itself, rounded to fp16. On x in [-4, -1] the two derivatives differ by up to 8.7e-4 (at
-// x = -2.02, where the derivative is -0.084: 0.8 % — eight fp16 ulps), so: within 2 fp16 ulps (+ 1e-5) of tanh's, and
-// nearer tanh's than erf's in the largest difference.
+// x = -2.02, where the derivative is -0.084: 0.8 % — eight fp16 ulps), so: within 2 fp16 ulps + 1e-4 of tanh's (the
+// epilogue's derivative was measured 6.5e-5 off at its worst on the H200 — a fast tanh —, still 13 times below
+// the erf gap), and nearer tanh's than erf's in the largest difference.
 TEST(CudaKernels, GemmEpilogueGeluDerivativeIsTheTanhApproximation) {
   if (!lt_here()) GTEST_SKIP() << "no CUDA device, or cuBLASLt not linked (see doctor)";
   const auto o = at::TensorOptions().device(at::kCUDA);
@@ -161,7 +162,7 @@ TEST(CudaKernels, GemmEpilogueGeluDerivativeIsTheTanhApproximation) {
   at::Tensor d_tanh = at::gelu_backward(ones, xd, "tanh"), d_erf = at::gelu_backward(ones, xd, "none");
   at::Tensor got = x.grad().to(at::kDouble);
   const double to_tanh = (got - d_tanh).abs().max().item<double>(), to_erf = (got - d_erf).abs().max().item<double>();
-  EXPECT_TRUE(((got - d_tanh).abs() <= d_tanh.abs() * (2.0 / 1024) + 1e-5).all().item<bool>()) << "max " << to_tanh;
+  EXPECT_TRUE(((got - d_tanh).abs() <= d_tanh.abs() * (2.0 / 1024) + 1e-4).all().item<bool>()) << "max " << to_tanh;
   EXPECT_LT(to_tanh, to_erf);
 }
 
