@@ -15,17 +15,20 @@
 #include "engine/optimizer.h"
 #include "engine/trainer.h"
 #include "kernels/fused.h"
+#include "kernels/gemm_epilogues.h"
 
 #include <torch/csrc/autograd/autograd.h>
 #include "reference/trajectory_file.h"
 #include "verdict/verdict.h"
 
+#include <ampcheck/amp/autocast.h>
 #include <ampcheck/amp/grad_scaler.h>
 
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <unistd.h>
 
 using namespace ampcheck;
@@ -122,7 +125,7 @@ void BM_TrainStep(benchmark::State& state, const std::string& strategy, bool fas
   if (fast) {
     cfg.loop.cuda_graphs = true;
     cfg.model.head_loss = "fused";
-    cfg.model.fused_layernorm = true;
+    cfg.model.fused_layernorm = cfg.model.fused_bias_gelu = cfg.model.gemm_epilogues = true;  // as --engine fast
   }
   engine::Trainer trainer(cfg, device);
   trainer.run_until(3);
@@ -198,6 +201,32 @@ void BM_BiasGradGelu(benchmark::State& state) {
   state.SetLabel(impl_label(state, device));
 }
 BENCHMARK(BM_BiasGradGelu)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// The GPT-2 MLP (768 -> 3072 -> 768, 16384 rows; bf16 autocast on a GPU) forward and backward: the engine option
+// model.gemm_epilogues (kernels::mlp_gelu_epilogues: GELU's derivative in c_proj's input-gradient GEMM, fp32 weight
+// gradients from the GEMMs, column-sum bias gradients) against the stock ops (its reference).
+void BM_MlpEpiloguesForwardBackward(benchmark::State& state) {
+  const at::Device device = bench_device();
+  const bool gpu = device.is_cuda();
+  const int64_t N = gpu ? 16384 : 256, C = gpu ? 768 : 64, H = 4 * C;
+  const auto opts = at::TensorOptions().device(device);
+  at::Tensor x = at::randn({N, C}, opts).requires_grad_(true);
+  at::Tensor w_fc = (at::randn({H, C}, opts) * 0.02).requires_grad_(true), b_fc = at::zeros({H}, opts).requires_grad_(true);
+  at::Tensor w_pr = (at::randn({C, H}, opts) * 0.02).requires_grad_(true), b_pr = at::zeros({C}, opts).requires_grad_(true);
+  at::Tensor up = at::randn({N, C}, opts).to(gpu ? at::kBFloat16 : at::kFloat);
+  for (auto _ : state) {
+    at::Tensor y;
+    {
+      std::optional<amp::AutocastGuard> ac;
+      if (gpu) ac.emplace(device.type(), at::kBFloat16);
+      y = kernels::mlp_gelu_epilogues(x, w_fc, b_fc, w_pr, b_pr, impl_of(state));
+    }
+    y.backward(up);
+    engine::synchronize(device);
+  }
+  state.SetLabel(state.range(0) == 0 && kernels::gemm_epilogues_built() && gpu ? "cuBLASLt epilogues" : "stock ops");
+}
+BENCHMARK(BM_MlpEpiloguesForwardBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 engine::Trajectory synthetic_trajectory(int64_t steps, double offset) {
   engine::Trajectory t;

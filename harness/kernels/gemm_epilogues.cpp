@@ -6,8 +6,6 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cstdlib>
-#include <string>
 
 #if defined(AMPCHECK_CUDA_KERNELS) && defined(AMPCHECK_CUBLASLT)
 #define AMPCHECK_GEMM_LT 1
@@ -78,32 +76,9 @@ at::Tensor wgrad(const at::Tensor& x, const at::Tensor& g, at::ScalarType out_dt
   return dw;
 }
 
-// TEMPORARY (one GPU call's A/B): AMPCHECK_GEMM_EPILOGUE_VARIANT = a | b | c (c_fc's backward: DGELU_BGRAD; DGELU
-// then column sums; the plain GEMM then the fused GELU-backward column sums) and F (GELU_AUX_BIAS forward).
-const std::string& variant() {
-  static const std::string v = [] { const char* e = std::getenv("AMPCHECK_GEMM_EPILOGUE_VARIANT"); return std::string(e ? e : "b"); }();
-  return v;
-}
-
-// (N, K) · (H, K)ᵀ + b through GELU: {pre, GELU(pre)} in x's dtype
-std::pair<at::Tensor, at::Tensor> fc_gelu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  const int64_t N = x.size(0), K = x.size(1), H = w.size(0);
-  at::Tensor pre = at::empty({N, H}, x.options()), act = at::empty({N, H}, x.options());
-  cuda::LtGemm m;
-  // column-major: actᵀ (H × N) = w (H × K, stored as K × H: trans_a) · xᵀ (K × N)
-  m.m = H, m.n = N, m.k = K;
-  m.a = w.data_ptr(), m.lda = K, m.trans_a = true;
-  m.b = x.data_ptr(), m.ldb = K, m.trans_b = false;
-  m.ab_type = m.d_type = lt_dtype(x.scalar_type());
-  m.d = act.data_ptr(), m.ldd = H;
-  m.epilogue = cuda::LtEpilogue::GeluAuxBias, m.bias = const_cast<void*>(b.data_ptr()), m.aux = pre.data_ptr(), m.ld_aux = H;
-  run(m, x, "c_fc + bias + GELU");
-  return {pre, act};
-}
-
-// (g · w) ⊙ GELU'(pre): g (N, C2), w (C2, H), pre (N, H); in g's dtype; with db defined (H, g's dtype) also its
-// column sums from the epilogue (DGELU_BGRAD)
-at::Tensor dgelu(const at::Tensor& g, const at::Tensor& w, const at::Tensor& pre, const at::Tensor& db = {}) {
+// (g · w) ⊙ GELU'(pre) in one GEMM (DGELU epilogue, applied to the fp32 product): g (N, C2), w (C2, H), pre (N, H);
+// in g's dtype
+at::Tensor dgelu(const at::Tensor& g, const at::Tensor& w, const at::Tensor& pre) {
   const int64_t N = g.size(0), C2 = g.size(1), H = w.size(1);
   at::Tensor d = at::empty({N, H}, g.options());
   cuda::LtGemm m;
@@ -113,9 +88,7 @@ at::Tensor dgelu(const at::Tensor& g, const at::Tensor& w, const at::Tensor& pre
   m.b = g.data_ptr(), m.ldb = C2, m.trans_b = false;
   m.ab_type = m.d_type = lt_dtype(g.scalar_type());
   m.d = d.data_ptr(), m.ldd = H;
-  m.epilogue = db.defined() ? cuda::LtEpilogue::DGeluBGrad : cuda::LtEpilogue::DGelu;
-  m.aux = const_cast<void*>(pre.data_ptr()), m.ld_aux = H;
-  if (db.defined()) m.bias = db.data_ptr();
+  m.epilogue = cuda::LtEpilogue::DGelu, m.aux = pre.data_ptr(), m.ld_aux = H;
   run(m, g, "GELU backward");
   return d;
 }
@@ -163,13 +136,9 @@ struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
     const auto dt = static_cast<at::ScalarType>(dtype_i);
     at::Tensor x2 = x.reshape({-1, x.size(-1)}).to(dt).contiguous();
     at::Tensor wfc = w_fc.to(dt).contiguous(), wpr = w_proj.to(dt).contiguous();
-    at::Tensor pre, act;
-    if (variant().find('F') != std::string::npos) {
-      std::tie(pre, act) = fc_gelu(x2, wfc, b_fc.to(dt).contiguous());
-    } else {
-      pre = at::addmm(b_fc.to(dt), x2, wfc.t());
-      act = at::gelu(pre, "tanh");
-    }
+    // forward: the stock ops (cuBLASLt's GELU_AUX_BIAS epilogue was measured slower than addmm + gelu here)
+    at::Tensor pre = at::addmm(b_fc.to(dt), x2, wfc.t());
+    at::Tensor act = at::gelu(pre, "tanh");
     at::Tensor out = at::addmm(b_proj.to(dt), act, wpr.t());
     ctx->save_for_backward({x2, wfc, wpr, pre, act});
     ctx->saved_data["x_sizes"] = x.sizes().vec();
@@ -188,17 +157,8 @@ struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
     at::Tensor g = grads[0].reshape({-1, wpr.size(0)}).to(dt).contiguous();
     at::Tensor dw_proj = wgrad(act, g, wgrad_dtype(dt, type("w_proj_dtype")));
     at::Tensor db_proj = bias_grad(g, at::Tensor()).first;
-    at::Tensor d_pre, db_fc;
-    if (variant().find('a') != std::string::npos) {
-      db_fc = at::empty({pre.size(1)}, pre.options());
-      d_pre = dgelu(g, wpr, pre, db_fc);
-      db_fc = db_fc.to(at::kFloat);
-    } else if (variant().find('c') != std::string::npos) {
-      std::tie(db_fc, d_pre) = bias_grad(at::mm(g, wpr), pre);
-    } else {
-      d_pre = dgelu(g, wpr, pre);
-      db_fc = bias_grad(d_pre, at::Tensor()).first;
-    }
+    at::Tensor d_pre = dgelu(g, wpr, pre);
+    at::Tensor db_fc = bias_grad(d_pre, at::Tensor()).first;
     at::Tensor dw_fc = wgrad(x2, d_pre, wgrad_dtype(dt, type("w_fc_dtype")));
     at::Tensor dx = at::mm(d_pre, wfc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
     return {dx, dw_fc.to(type("w_fc_dtype")), db_fc.to(type("b_fc_dtype")), dw_proj.to(type("w_proj_dtype")),

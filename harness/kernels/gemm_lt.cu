@@ -1,6 +1,6 @@
-// cuBLASLt matrix products with epilogues (kernels/gemm_epilogues.h is the ATen side): bias + GELU (tanh) with the
-// pre-activation kept, the GELU backward with its bias gradient, a bias gradient from B, and accumulation into an
-// fp32 output. Host code only: the GEMMs and their epilogues are cuBLASLt's kernels. The algorithm for a problem
+// cuBLASLt matrix products (kernels/gemm_epilogues.h is the ATen side): the GELU (tanh) backward applied in the
+// epilogue (DGELU), an fp32 output from bf16 / fp16 operands, and accumulation into that output. Host code only: the
+// GEMMs and their epilogues are cuBLASLt's kernels. The algorithm for a problem
 // (shape, dtypes, epilogue, pointer alignments) is chosen once and kept: the heuristic's first choice, or with
 // `autotune` the fastest of its first eight timed on the problem (not reproducible from run to run: the callers ask
 // for it only where deterministic algorithms are off).
@@ -23,15 +23,7 @@ cudaDataType lt_type(DType t) {
 }
 
 cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
-  switch (e) {
-    case LtEpilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
-    case LtEpilogue::GeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case LtEpilogue::DGelu: return CUBLASLT_EPILOGUE_DGELU;
-    case LtEpilogue::DGeluBGrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    case LtEpilogue::BGradB: return CUBLASLT_EPILOGUE_BGRADB;
-    case LtEpilogue::None: break;
-  }
-  return CUBLASLT_EPILOGUE_DEFAULT;
+  return e == LtEpilogue::DGelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 uint32_t alignment(const void* p) {  // the largest power of two up to 256 that divides the address
@@ -97,11 +89,7 @@ const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, vo
   LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
   const cublasLtEpilogue_t epi = lt_epilogue(g.epilogue);
   LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
-  if (g.epilogue != LtEpilogue::None && g.epilogue != LtEpilogue::DGelu) {
-    LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)),
-             "BIAS_POINTER");
-  }
-  if (g.epilogue == LtEpilogue::GeluAuxBias || g.epilogue == LtEpilogue::DGelu || g.epilogue == LtEpilogue::DGeluBGrad) {
+  if (g.epilogue == LtEpilogue::DGelu) {
     LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)),
              "EPILOGUE_AUX_POINTER");
     LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g.ld_aux, sizeof(g.ld_aux)),
@@ -117,7 +105,7 @@ const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, vo
   const uint32_t al_a = alignment(g.a), al_b = alignment(g.b), al_d = alignment(g.d);
   const AlgoKey key{static_cast<int>(epi), g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldd,
                     static_cast<int>(g.ab_type), static_cast<int>(g.d_type), static_cast<int>(al_a | (al_b << 9)),
-                    g.accumulate, g.ld_aux, (uint64_t{al_d} << 32) | alignment(g.bias),
+                    g.accumulate, g.ld_aux, uint64_t{al_d},
                     (uint64_t{g.autotune} << 32) | alignment(g.aux)};
   static std::mutex mu;
   static std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;

@@ -56,11 +56,7 @@ namespace ampcheck::kernels::cuda {
 // with an epilogue. Whether this build links cuBLASLt is fused.h's gemm_epilogues_built().
 enum class LtEpilogue {
   None,
-  Bias,         // D += bias (m), bias in D's dtype
-  GeluAuxBias,  // aux = op(A) op(B) + bias (D's dtype), D = GELU (tanh) of it
-  DGelu,        // D = op(A) op(B) · GELU'(aux)
-  DGeluBGrad,   // the same, and bias = Σ over columns of D (m, D's dtype)
-  BGradB,       // bias = Σ over k of op(B) (n, D's dtype)
+  DGelu,  // D = op(A) op(B) · GELU'(aux), GELU (tanh)'s derivative at aux (D's dtype, m × n column-major)
 };
 struct LtGemm {
   int64_t m = 0, n = 0, k = 0;
@@ -75,8 +71,7 @@ struct LtGemm {
   DType d_type = DType::BFloat16;
   bool accumulate = false;
   LtEpilogue epilogue = LtEpilogue::None;
-  void* bias = nullptr;  // read (Bias, GeluAuxBias) or written (DGeluBGrad, BGradB)
-  void* aux = nullptr;   // written (GeluAuxBias) or read (DGeluBGrad), D's dtype, m × n column-major
+  const void* aux = nullptr;  // DGelu: read
   int64_t ld_aux = 0;
   bool autotune = false;  // time the heuristic's candidates once per problem, keep the fastest (see gemm_lt.cu)
 };

@@ -96,11 +96,11 @@ TEST(GemmEpilogues, ScenarioField) {
 
 bool lt_here() { return at::hasCUDA() && kernels::gemm_epilogues_built(); }
 
-// cuBLASLt's epilogues against the stock ops on the GPU, GPT-2's MLP widths (768 -> 3072 -> 768, 2048 rows): the
-// forward and every gradient within 3 ulps of the compute dtype in norm (relative 2^-8 · 3 in bf16, 2^-11 · 3 in
-// fp16): the products are the same, the GELU and its derivative are applied before rounding instead of after (one
-// rounding less per element), the bias gradients are summed in another order, and in bf16 the weight and bias
-// gradients are not rounded to bf16. The gradients keep their parameters' dtypes (fp32).
+// The cuBLASLt path against the stock ops on the GPU, GPT-2's MLP widths (768 -> 3072 -> 768, 2048 rows): the
+// forward (the stock ops) and every gradient within 3 ulps of the compute dtype in norm (relative 2^-8 · 3 in bf16,
+// 2^-11 · 3 in fp16): the products are the same, GELU's derivative is applied before rounding instead of after (one
+// rounding less per element, cuBLASLt's tanh), the bias gradients are summed in another order, and in bf16 the
+// weight gradients are not rounded to bf16. The gradients keep their parameters' dtypes (fp32).
 TEST(CudaKernels, GemmEpiloguesMatchTheStockOps) {
   if (!lt_here()) GTEST_SKIP() << "no CUDA device, or cuBLASLt not linked (see doctor)";
   for (auto dt : {at::kBFloat16, at::kHalf}) {
