@@ -121,11 +121,11 @@ struct ModelConfig {
   // with the GELU backward for the MLP's first Linear (kernels::linear_bias_gelu); forward and the GEMMs as stock.
   // Applies wherever no FP8 matmul replaces the Linear.
   bool fused_bias_gelu = false;
-  // ENGINE OPTION (gpt): the elementwise work around the block Linears done in cuBLASLt's GEMM epilogues
-  // (kernels/gemm_epilogues.h): the MLP's bias + GELU in c_fc's GEMM and the GELU backward in c_proj's input-gradient
-  // GEMM, each Linear's weight and bias gradients from one GEMM (fp32 in bf16), the fused head's weight gradient
-  // summed in fp32 inside the GEMM (bf16). Applies on CUDA under bf16 / fp16 autocast where no FP8 matmul replaces
-  // the Linear and no planted spike scales it; elsewhere fused_bias_gelu's path or the stock ops run.
+  // ENGINE OPTION (gpt): work around the block Linears' backward done in cuBLASLt's GEMMs (kernels/gemm_epilogues.h):
+  // the GELU backward in c_proj's input-gradient GEMM (DGELU epilogue), each Linear's weight gradient straight from
+  // its GEMM in fp32 (bf16), the fused head's weight gradient summed in fp32 inside the GEMM (bf16); forward as stock,
+  // bias gradients by the column sums. Applies on CUDA under bf16 / fp16 autocast where no FP8 matmul replaces the
+  // Linear and no planted spike scales it; elsewhere fused_bias_gelu's path or the stock ops run.
   bool gemm_epilogues = false;
 };
 
