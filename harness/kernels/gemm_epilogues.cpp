@@ -6,7 +6,6 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-
 #if defined(AMPCHECK_CUDA_KERNELS) && defined(AMPCHECK_CUBLASLT)
 #define AMPCHECK_GEMM_LT 1
 #include "kernels/kernels_cuda.h"
@@ -47,32 +46,33 @@ cuda::DType lt_dtype(at::ScalarType t) {
 
 constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // cuBLASLt's recommendation for Hopper
 
-const char* try_run(cuda::LtGemm g, const at::Tensor& like) {
+void run(cuda::LtGemm g, const at::Tensor& like, const char* what) {
   at::Tensor ws = at::empty({kWorkspaceBytes}, like.options().dtype(at::kByte));
   // the fastest algorithm measured on the problem, unless deterministic algorithms are asked for (a measured choice
   // may differ from run to run; the heuristic's does not)
   g.autotune = !at::globalContext().deterministicAlgorithms();
-  return cuda::gemm_lt(g, ws.data_ptr(), static_cast<size_t>(kWorkspaceBytes), at::cuda::getCurrentCUDAStream().stream());
-}
-
-void run(const cuda::LtGemm& g, const at::Tensor& like, const char* what) {
-  const char* err = try_run(g, like);
+  const char* err = cuda::gemm_lt(g, ws.data_ptr(), static_cast<size_t>(kWorkspaceBytes),
+                                  at::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == nullptr, "gemm_epilogues (", what, "): ", err);
 }
 
-// dw (out, in) = gᵀ x from one cuBLASLt GEMM in out_dtype (fp32 or the compute dtype): x (R, in), g (R, out), both in
-// the compute dtype and contiguous
-at::Tensor wgrad(const at::Tensor& x, const at::Tensor& g, at::ScalarType out_dtype) {
-  const int64_t R = x.size(0), in = x.size(1), out = g.size(1);
-  at::Tensor dw = at::empty({out, in}, x.options().dtype(out_dtype));
+// dw (out, in) = gᵀ x, or dw += gᵀ x with accumulate, in one cuBLASLt GEMM: x (R, in), g (R, out) contiguous in one
+// dtype, dw contiguous in fp32 or that dtype
+void wgrad_into(at::Tensor& dw, const at::Tensor& x, const at::Tensor& g, bool accumulate) {
   cuda::LtGemm m;
   // column-major: dwᵀ (in × out) = xᵀ (in × R) · g (R × out); g is stored as gᵀ (out × R), hence trans_b
-  m.m = in, m.n = out, m.k = R;
-  m.a = x.data_ptr(), m.lda = in, m.trans_a = false;
-  m.b = g.data_ptr(), m.ldb = out, m.trans_b = true;
+  m.m = x.size(1), m.n = g.size(1), m.k = x.size(0);
+  m.a = x.data_ptr(), m.lda = x.size(1), m.trans_a = false;
+  m.b = g.data_ptr(), m.ldb = g.size(1), m.trans_b = true;
   m.ab_type = lt_dtype(x.scalar_type());
-  m.d = dw.data_ptr(), m.ldd = in, m.d_type = lt_dtype(out_dtype);
+  m.d = dw.data_ptr(), m.ldd = x.size(1), m.d_type = lt_dtype(dw.scalar_type());
+  m.accumulate = accumulate;
   run(m, x, "weight gradient");
+}
+
+at::Tensor wgrad(const at::Tensor& x, const at::Tensor& g, at::ScalarType out_dtype) {
+  at::Tensor dw = at::empty({g.size(1), x.size(1)}, x.options().dtype(out_dtype));
+  wgrad_into(dw, x, g, /*accumulate=*/false);
   return dw;
 }
 
@@ -121,11 +121,9 @@ struct LinearEpiloguesFn : public torch::autograd::Function<LinearEpiloguesFn> {
     at::Tensor g = grads[0].reshape({-1, wc.size(0)}).to(wc.scalar_type()).contiguous();
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = at::mm(g, wc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
-    if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
-      // the bias gradient: kernels::bias_grad's column sums (fp32, rounded through the compute dtype as the stock sum)
-      dw = wgrad(x2, g, wgrad_dtype(wc.scalar_type(), type("w_dtype"))).to(type("w_dtype"));
-      db = bias_grad(g, at::Tensor()).first.to(type("b_dtype"));
-    }
+    if (ctx->needs_input_grad(1)) dw = wgrad(x2, g, wgrad_dtype(wc.scalar_type(), type("w_dtype"))).to(type("w_dtype"));
+    // the bias gradient: kernels::bias_grad's column sums (fp32, rounded through the compute dtype as the stock sum)
+    if (ctx->needs_input_grad(2)) db = bias_grad(g, at::Tensor()).first.to(type("b_dtype"));
     return {dx, dw, db, at::Tensor()};
   }
 };
@@ -209,16 +207,7 @@ void wgrad_fp32_(at::Tensor& dw, const at::Tensor& g, const at::Tensor& x, bool 
   const auto dt = g.scalar_type();
   if (impl == Impl::Auto && g.is_cuda() && (dt == at::kBFloat16 || dt == at::kHalf) && dw.size(0) % 8 == 0 &&
       dw.size(1) % 8 == 0) {
-    at::Tensor gc = g.contiguous(), xc = x.contiguous();
-    cuda::LtGemm m;
-    // column-major: dwᵀ (C × V) (+)= xᵀ (C × n) · g (n × V), g stored as gᵀ (V × n)
-    m.m = dw.size(1), m.n = dw.size(0), m.k = g.size(0);
-    m.a = xc.data_ptr(), m.lda = xc.size(1), m.trans_a = false;
-    m.b = gc.data_ptr(), m.ldb = gc.size(1), m.trans_b = true;
-    m.ab_type = lt_dtype(dt);
-    m.d = dw.data_ptr(), m.ldd = dw.size(1), m.d_type = cuda::DType::Float32;
-    m.accumulate = accumulate;
-    run(m, g, "fp32 weight gradient");
+    wgrad_into(dw, x.contiguous(), g.contiguous(), accumulate);
     return;
   }
 #endif

@@ -91,7 +91,9 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     at::Tensor factor = hint / n_valid;  // the stock backward's d loss / d logit scale at the hinted loss scale
     at::Tensor row_loss = at::empty({N}, f32);
     at::Tensor dx, dw;
-    const bool wgrad_in_gemm = fp32_wgrad && dt == at::kBFloat16;  // model.gemm_epilogues: summed inside the GEMM
+    // model.gemm_epilogues: the chunks' weight gradients summed inside the GEMM (cuBLASLt, CUDA, bf16; elsewhere as
+    // without the option)
+    const bool wgrad_in_gemm = fp32_wgrad && dt == at::kBFloat16 && x.is_cuda() && kernels::gemm_epilogues_built();
     if (need_grads) {
       dx = at::empty({N, C}, xc.options());
       dw = wgrad_in_gemm ? at::empty({V, C}, f32) : at::zeros({V, C}, f32);

@@ -26,8 +26,9 @@ at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, 
 // backward receives is not the hint, values agree to rounding but an fp16 underflow of grad_logits happens at the
 // hinted scale, not the real one (the trainer's hint includes the loss scale, planted loss-scale events and the
 // division by micro-batches, so in its runs the two agree). Targets equal to -100 are ignored (as the stock loss).
-// grad_scale_hint: 0-dim tensor (undefined = 1). fp32_wgrad (engine option model.gemm_epilogues): in bf16 the
-// chunks' weight gradients are summed inside the GEMM in fp32 (kernels::wgrad_fp32_), none rounded to bf16 first.
+// grad_scale_hint: 0-dim tensor (undefined = 1). fp32_wgrad (engine option model.gemm_epilogues): in bf16 on a GPU
+// with cuBLASLt linked the chunks' weight gradients are summed inside the GEMM in fp32 (kernels::wgrad_fp32_), none
+// rounded to bf16 first; elsewhere it changes nothing.
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                     int64_t chunk_rows = 0, const at::Tensor& grad_scale_hint = {},
                                     bool fp32_wgrad = false);
