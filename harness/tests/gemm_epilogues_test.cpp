@@ -11,6 +11,9 @@
 #include <ampcheck/amp/autocast.h>
 
 #include <optional>
+#include <set>
+
+#include <torch/csrc/autograd/function.h>
 
 using namespace ampcheck;
 
@@ -196,4 +199,41 @@ TEST(CudaKernels, GemmEpilogueGradientsAgainstFloat64) {
   EXPECT_TRUE(((w.grad().to(at::kDouble) - want).abs() <= bound).all().item<bool>());
 }
 
+}  // namespace
+
+namespace {
+// The option is wired: on a GPU under bf16 autocast, with it the GPT's loss graph holds the epilogue functions — one
+// per block for c_attn and attn c_proj each (LinearEpiloguesFn) and one per block for the MLP (MlpEpiloguesFn) —
+// without it none.
+TEST(CudaKernels, GemmEpiloguesOptionPutsTheirFunctionsInTheGraph) {
+  if (!lt_here()) GTEST_SKIP() << "no CUDA device, or cuBLASLt not linked (see doctor)";
+  for (bool on : {false, true}) {
+    models::ModelConfig mc;
+    mc.kind = "gpt";
+    mc.preset = "micro";
+    mc.gemm_epilogues = on;
+    mc = models::resolve_preset(mc);
+    auto model = models::make_model(mc);
+    model->to(at::Device(at::kCUDA, 0), at::kFloat);
+    at::Tensor tokens = at::randint(mc.vocab_size, {2, 16}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
+    at::Tensor loss;
+    {
+      amp::AutocastGuard ac(at::kCUDA, at::kBFloat16);
+      loss = model->loss(tokens, tokens);
+    }
+    int linear = 0, mlp = 0;
+    std::vector<torch::autograd::Node*> todo{loss.grad_fn().get()};
+    std::set<torch::autograd::Node*> seen;
+    while (!todo.empty()) {
+      torch::autograd::Node* n = todo.back();
+      todo.pop_back();
+      if (!n || !seen.insert(n).second) continue;
+      if (n->name().find("LinearEpiloguesFn") != std::string::npos) ++linear;
+      if (n->name().find("MlpEpiloguesFn") != std::string::npos) ++mlp;
+      for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
+    }
+    EXPECT_EQ(linear, on ? 2 * mc.n_layer : 0) << (on ? "on" : "off");
+    EXPECT_EQ(mlp, on ? mc.n_layer : 0) << (on ? "on" : "off");
+  }
+}
 }  // namespace
