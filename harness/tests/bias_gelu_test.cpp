@@ -10,10 +10,8 @@
 
 #include <ampcheck/amp/autocast.h>
 
-#include <torch/csrc/autograd/function.h>
 
 #include <optional>
-#include <set>
 
 using namespace ampcheck;
 
@@ -95,31 +93,14 @@ TEST(FusedBiasGelu, OptionPutsTheFusedLinearInTheGraph) {
     auto model = models::make_model(mc);
     at::Tensor tokens = at::randint(mc.vocab_size, {2, 16}, at::kLong);
     at::Tensor loss = model->loss(tokens, tokens);
-    int fused = 0;
-    std::vector<torch::autograd::Node*> todo{loss.grad_fn().get()};
-    std::set<torch::autograd::Node*> seen;
-    while (!todo.empty()) {
-      torch::autograd::Node* n = todo.back();
-      todo.pop_back();
-      if (!n || !seen.insert(n).second) continue;
-      if (n->name().find("LinearBiasGeluFn") != std::string::npos) ++fused;
-      for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
-    }
+    const int fused = ampcheck::testing::count_graph_nodes(loss, {"LinearBiasGeluFn"})[0];
     EXPECT_EQ(fused, on ? 4 * mc.n_layer : 0) << (on ? "on" : "off");
   }
 }
 
 TEST(FusedBiasGelu, ScenarioField) {
-  const std::string base = "name: t\nwhy: w\ndata: {batch_size: 8, seq_len: 32}\nstrategy: fp32\n";
-  const auto sc = scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, fused_bias_gelu: true}\n",
-                                           "scenarios/t.yaml");
-  EXPECT_TRUE(sc.run.model.fused_bias_gelu);
-  try {
-    scenario::parse_scenario(base + "model: {kind: mlp, fused_bias_gelu: true}\n", "scenarios/t.yaml");
-    FAIL() << "fused_bias_gelu accepted for an MLP";
-  } catch (const scenario::ScenarioError& e) {
-    EXPECT_NE(std::string(e.what()).find("fused_bias_gelu"), std::string::npos) << e.what();
-  }
+  ampcheck::testing::expect_gpt_only_model_flag("fused_bias_gelu",
+                                                [](const scenario::Scenario& sc) { return sc.run.model.fused_bias_gelu; });
 }
 
 // The CUDA kernel against its reference (ATen's gelu_backward, then sum(0) in the dtype): the GELU gradient within one

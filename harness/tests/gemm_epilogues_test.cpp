@@ -11,9 +11,6 @@
 #include <ampcheck/amp/autocast.h>
 
 #include <optional>
-#include <set>
-
-#include <torch/csrc/autograd/function.h>
 
 using namespace ampcheck;
 
@@ -85,16 +82,8 @@ TEST(GemmEpilogues, TrainingRunOnTheCpuIsTheStockOne) {
 }
 
 TEST(GemmEpilogues, ScenarioField) {
-  const std::string base = "name: t\nwhy: w\ndata: {batch_size: 8, seq_len: 32}\nstrategy: fp32\n";
-  const auto sc = scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, gemm_epilogues: true}\n",
-                                           "scenarios/t.yaml");
-  EXPECT_TRUE(sc.run.model.gemm_epilogues);
-  try {
-    scenario::parse_scenario(base + "model: {kind: mlp, gemm_epilogues: true}\n", "scenarios/t.yaml");
-    FAIL() << "gemm_epilogues accepted for an MLP";
-  } catch (const scenario::ScenarioError& e) {
-    EXPECT_NE(std::string(e.what()).find("gemm_epilogues"), std::string::npos) << e.what();
-  }
+  ampcheck::testing::expect_gpt_only_model_flag("gemm_epilogues",
+                                                [](const scenario::Scenario& sc) { return sc.run.model.gemm_epilogues; });
 }
 
 bool lt_here() { return at::hasCUDA() && kernels::gemm_epilogues_built(); }
@@ -221,17 +210,8 @@ TEST(CudaKernels, GemmEpiloguesOptionPutsTheirFunctionsInTheGraph) {
       amp::AutocastGuard ac(at::kCUDA, at::kBFloat16);
       loss = model->loss(tokens, tokens);
     }
-    int linear = 0, mlp = 0;
-    std::vector<torch::autograd::Node*> todo{loss.grad_fn().get()};
-    std::set<torch::autograd::Node*> seen;
-    while (!todo.empty()) {
-      torch::autograd::Node* n = todo.back();
-      todo.pop_back();
-      if (!n || !seen.insert(n).second) continue;
-      if (n->name().find("LinearEpiloguesFn") != std::string::npos) ++linear;
-      if (n->name().find("MlpEpiloguesFn") != std::string::npos) ++mlp;
-      for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
-    }
+    const auto counts = ampcheck::testing::count_graph_nodes(loss, {"LinearEpiloguesFn", "MlpEpiloguesFn"});
+    const int linear = counts[0], mlp = counts[1];
     EXPECT_EQ(linear, on ? 2 * mc.n_layer : 0) << (on ? "on" : "off");
     EXPECT_EQ(mlp, on ? mc.n_layer : 0) << (on ? "on" : "off");
   }

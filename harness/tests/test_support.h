@@ -3,10 +3,13 @@
 
 #include "engine/run_config.h"
 #include "engine/trainer.h"
+#include "scenario/scenario.h"
 
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,6 +86,38 @@ inline std::vector<at::Tensor> snapshot(const std::vector<at::Tensor>& ts) {
 
 inline std::string temp_path(const std::string& stem) {
   return ::testing::TempDir() + "/ampcheck_" + stem + "_" + std::to_string(::getpid());
+}
+
+// How many nodes of the autograd graph behind `root` have a name containing each of `names` (an engine option's
+// custom functions, say).
+inline std::vector<int> count_graph_nodes(const at::Tensor& root, const std::vector<std::string>& names) {
+  std::vector<int> counts(names.size(), 0);
+  std::vector<torch::autograd::Node*> todo{root.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  while (!todo.empty()) {
+    torch::autograd::Node* n = todo.back();
+    todo.pop_back();
+    if (!n || !seen.insert(n).second) continue;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (n->name().find(names[i]) != std::string::npos) ++counts[i];
+    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
+  }
+  return counts;
+}
+
+// A boolean model field (an engine option for GPTs): `field: true` parses for kind gpt; for an MLP the scenario is
+// refused with an error that names the field.
+inline void expect_gpt_only_model_flag(const std::string& field, bool (*read)(const scenario::Scenario&)) {
+  const std::string base = "name: t\nwhy: w\ndata: {batch_size: 8, seq_len: 32}\nstrategy: fp32\n";
+  const auto sc = scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, " + field + ": true}\n",
+                                           "scenarios/t.yaml");
+  EXPECT_TRUE(read(sc)) << field;
+  try {
+    scenario::parse_scenario(base + "model: {kind: mlp, " + field + ": true}\n", "scenarios/t.yaml");
+    ADD_FAILURE() << field << " accepted for an MLP";
+  } catch (const scenario::ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace ampcheck::testing
