@@ -93,6 +93,29 @@ at::Tensor dgelu(const at::Tensor& g, const at::Tensor& w, const at::Tensor& pre
   return d;
 }
 
+// a weight or bias in the compute dtype: the step's cast (model.gemm_epilogues' one-pass casts, Gpt) where given,
+// else cast here; the same values either way (round to nearest even)
+at::Tensor cast_or(const std::optional<at::Tensor>& cast, const at::Tensor& t, at::ScalarType dt) {
+  if (cast && cast->defined()) {
+    TORCH_CHECK(cast->scalar_type() == dt && cast->sizes() == t.sizes(), "gemm_epilogues: a precast tensor of another dtype or shape");
+    return cast->contiguous();
+  }
+  return t.to(dt).contiguous();
+}
+
+// a precast handed in, where it is in the compute dtype (else the function casts itself)
+std::optional<at::Tensor> precast(const at::Tensor& t, at::ScalarType dt) {
+  if (t.defined() && t.scalar_type() == dt) return t;
+  return std::nullopt;
+}
+
+// a weight gradient in its parameter's dtype: fp16 / bf16 → fp32 by one vectorised pass (kernels::widen_sum of one
+// part: exact), as .to() would give
+at::Tensor widen_to(const at::Tensor& g, at::ScalarType dtype) {
+  if (dtype == at::kFloat && (g.scalar_type() == at::kHalf || g.scalar_type() == at::kBFloat16)) return widen_sum({g});
+  return g.to(dtype);
+}
+
 std::vector<int64_t> with_last(at::IntArrayRef sizes, int64_t last) {
   std::vector<int64_t> s = sizes.vec();
   s.back() = last;
@@ -101,10 +124,11 @@ std::vector<int64_t> with_last(at::IntArrayRef sizes, int64_t last) {
 
 struct LinearEpiloguesFn : public torch::autograd::Function<LinearEpiloguesFn> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& b, int64_t dtype_i) {
+                            const at::Tensor& b, const std::optional<at::Tensor>& w_cast,
+                            const std::optional<at::Tensor>& b_cast, int64_t dtype_i) {
     const auto dt = static_cast<at::ScalarType>(dtype_i);
-    at::Tensor x2 = x.reshape({-1, x.size(-1)}).to(dt).contiguous(), wc = w.to(dt).contiguous();
-    at::Tensor out = at::addmm(b.to(dt), x2, wc.t());  // what at::linear runs for a (…, K) input with a bias
+    at::Tensor x2 = x.reshape({-1, x.size(-1)}).to(dt).contiguous(), wc = cast_or(w_cast, w, dt);
+    at::Tensor out = at::addmm(cast_or(b_cast, b, dt), x2, wc.t());  // what at::linear runs for a (…, K) input with a bias
     ctx->save_for_backward({x2, wc});
     ctx->saved_data["x_sizes"] = x.sizes().vec();
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
@@ -121,23 +145,26 @@ struct LinearEpiloguesFn : public torch::autograd::Function<LinearEpiloguesFn> {
     at::Tensor g = grads[0].reshape({-1, wc.size(0)}).to(wc.scalar_type()).contiguous();
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = at::mm(g, wc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
-    if (ctx->needs_input_grad(1)) dw = wgrad(x2, g, wgrad_dtype(wc.scalar_type(), type("w_dtype"))).to(type("w_dtype"));
+    if (ctx->needs_input_grad(1)) dw = widen_to(wgrad(x2, g, wgrad_dtype(wc.scalar_type(), type("w_dtype"))), type("w_dtype"));
     // the bias gradient: kernels::bias_grad's column sums (fp32, rounded through the compute dtype as the stock sum)
     if (ctx->needs_input_grad(2)) db = bias_grad(g, at::Tensor()).first.to(type("b_dtype"));
-    return {dx, dw, db, at::Tensor()};
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w_fc,
-                            const at::Tensor& b_fc, const at::Tensor& w_proj, const at::Tensor& b_proj, int64_t dtype_i) {
+                            const at::Tensor& b_fc, const at::Tensor& w_proj, const at::Tensor& b_proj,
+                            const std::optional<at::Tensor>& w_fc_cast, const std::optional<at::Tensor>& b_fc_cast,
+                            const std::optional<at::Tensor>& w_proj_cast, const std::optional<at::Tensor>& b_proj_cast,
+                            int64_t dtype_i) {
     const auto dt = static_cast<at::ScalarType>(dtype_i);
     at::Tensor x2 = x.reshape({-1, x.size(-1)}).to(dt).contiguous();
-    at::Tensor wfc = w_fc.to(dt).contiguous(), wpr = w_proj.to(dt).contiguous();
+    at::Tensor wfc = cast_or(w_fc_cast, w_fc, dt), wpr = cast_or(w_proj_cast, w_proj, dt);
     // forward: the stock ops (cuBLASLt's GELU_AUX_BIAS epilogue was measured slower than addmm + gelu here)
-    at::Tensor pre = at::addmm(b_fc.to(dt), x2, wfc.t());
+    at::Tensor pre = at::addmm(cast_or(b_fc_cast, b_fc, dt), x2, wfc.t());
     at::Tensor act = at::gelu(pre, "tanh");
-    at::Tensor out = at::addmm(b_proj.to(dt), act, wpr.t());
+    at::Tensor out = at::addmm(cast_or(b_proj_cast, b_proj, dt), act, wpr.t());
     ctx->save_for_backward({x2, wfc, wpr, pre, act});
     ctx->saved_data["x_sizes"] = x.sizes().vec();
     for (const auto& [key, t] : {std::pair{"x_dtype", &x}, {"w_fc_dtype", &w_fc}, {"b_fc_dtype", &b_fc},
@@ -159,8 +186,8 @@ struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
     at::Tensor db_fc = bias_grad(d_pre, at::Tensor()).first;
     at::Tensor dw_fc = wgrad(x2, d_pre, wgrad_dtype(dt, type("w_fc_dtype")));
     at::Tensor dx = at::mm(d_pre, wfc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
-    return {dx, dw_fc.to(type("w_fc_dtype")), db_fc.to(type("b_fc_dtype")), dw_proj.to(type("w_proj_dtype")),
-            db_proj.to(type("b_proj_dtype")), at::Tensor()};
+    return {dx, widen_to(dw_fc, type("w_fc_dtype")), db_fc.to(type("b_fc_dtype")), widen_to(dw_proj, type("w_proj_dtype")),
+            db_proj.to(type("b_proj_dtype")), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 #endif
@@ -168,22 +195,24 @@ struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
 
 bool gemm_epilogues_apply(const at::Tensor& x, const at::Tensor& w) { return lt_takes(x, w); }
 
-at::Tensor linear_epilogues(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Impl impl) {
+at::Tensor linear_epilogues(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Impl impl,
+                            const at::Tensor& w_cast, const at::Tensor& b_cast) {
   TORCH_CHECK(w.dim() == 2 && b.dim() == 1 && x.size(-1) == w.size(1) && b.size(0) == w.size(0),
               "linear_epilogues: expected x (..., K), w (N, K), b (N)");
 #ifdef AMPCHECK_GEMM_LT
   if (impl == Impl::Auto && lt_takes(x, w)) {
     const at::ScalarType dt = compute_dtype(x);
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // the function casts itself
-    return LinearEpiloguesFn::apply(x, w, b, static_cast<int64_t>(dt));
+    return LinearEpiloguesFn::apply(x, w, b, precast(w_cast, dt), precast(b_cast, dt), static_cast<int64_t>(dt));
   }
 #endif
-  (void)impl;
+  (void)impl, (void)w_cast, (void)b_cast;
   return at::linear(x, w, b);
 }
 
 at::Tensor mlp_gelu_epilogues(const at::Tensor& x, const at::Tensor& w_fc, const at::Tensor& b_fc,
-                              const at::Tensor& w_proj, const at::Tensor& b_proj, Impl impl) {
+                              const at::Tensor& w_proj, const at::Tensor& b_proj, Impl impl,
+                              const std::vector<at::Tensor>& casts) {
   TORCH_CHECK(w_fc.dim() == 2 && w_proj.dim() == 2 && x.size(-1) == w_fc.size(1) && w_proj.size(1) == w_fc.size(0) &&
                   b_fc.dim() == 1 && b_fc.size(0) == w_fc.size(0) && b_proj.dim() == 1 && b_proj.size(0) == w_proj.size(0),
               "mlp_gelu_epilogues: expected x (..., K), w_fc (H, K), b_fc (H), w_proj (N, H), b_proj (N)");
@@ -191,10 +220,12 @@ at::Tensor mlp_gelu_epilogues(const at::Tensor& x, const at::Tensor& w_fc, const
   if (impl == Impl::Auto && lt_takes(x, w_fc) && w_proj.size(0) % 8 == 0) {
     const at::ScalarType dt = compute_dtype(x);
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    return MlpEpiloguesFn::apply(x, w_fc, b_fc, w_proj, b_proj, static_cast<int64_t>(dt));
+    TORCH_CHECK(casts.empty() || casts.size() == 4, "mlp_gelu_epilogues: casts of w_fc, b_fc, w_proj, b_proj or none");
+    const auto c = [&](size_t i) { return casts.empty() ? std::optional<at::Tensor>() : precast(casts[i], dt); };
+    return MlpEpiloguesFn::apply(x, w_fc, b_fc, w_proj, b_proj, c(0), c(1), c(2), c(3), static_cast<int64_t>(dt));
   }
 #endif
-  (void)impl;
+  (void)impl, (void)casts;
   return at::linear(at::gelu(at::linear(x, w_fc, b_fc), "tanh"), w_proj, b_proj);
 }
 

@@ -78,3 +78,16 @@ struct LtGemm {
 const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, void* stream);
 
 }  // namespace ampcheck::kernels::cuda
+
+namespace ampcheck::kernels::cuda {
+
+// See casts.cu. cast_many: dst[t] (numel[t] elements of dst_dtype, fp16 or bf16) = src[t] (fp32) rounded to nearest
+// even, for every t < count, in one launch per kMaxCastTensors tensors.
+constexpr int kMaxCastTensors = 128;
+const char* cast_many(const float* const* src, void* const* dst, const int64_t* numel, int count, DType dst_dtype,
+                      void* stream);
+// out (n fp32) = parts[0] + parts[1] + … (each n elements of part_dtype, fp16 or bf16), added in part order in fp32.
+constexpr int kMaxWidenParts = 8;
+const char* widen_sum(const void* const* parts, int count, DType part_dtype, float* out, int64_t n, void* stream);
+
+}  // namespace ampcheck::kernels::cuda

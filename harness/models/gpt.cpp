@@ -11,6 +11,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
@@ -126,10 +127,12 @@ std::vector<std::string> Gpt::matmul_sites() const {
   return sites;
 }
 
-at::Tensor Gpt::linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+at::Tensor Gpt::linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& wc,
+                       const at::Tensor& bc) {
   if (MatmulOverride* o = matmul_override())
     if (at::Tensor y = o->linear(site, x, w, b); y.defined()) return y;
-  if (cfg_.gemm_epilogues && b.defined() && kernels::gemm_epilogues_apply(x, w)) return kernels::linear_epilogues(x, w, b);
+  if (cfg_.gemm_epilogues && b.defined() && kernels::gemm_epilogues_apply(x, w))
+    return kernels::linear_epilogues(x, w, b, kernels::Impl::Auto, wc, bc);
   if (cfg_.fused_bias_gelu && b.defined()) return kernels::linear_bias_gelu(x, w, b, /*gelu=*/false);
   return at::linear(x, w, b);
 }
@@ -140,13 +143,39 @@ at::Tensor Gpt::embedding(int site, const at::Tensor& w, const at::Tensor& indic
   return at::embedding(w, indices);
 }
 
+void Gpt::cast_weights(const at::Tensor& like) {
+  casts_.clear();
+  if (!cfg_.gemm_epilogues || matmul_override() != nullptr || !kernels::gemm_epilogues_built() || !like.is_cuda()) return;
+  if (const char* off = std::getenv("AMPCHECK_TRIAL_NO_PRECAST"); off && *off == '1') return;  // TRIAL A/B, temporary
+  const at::ScalarType dt = amp::autocast_dtype_or(like.device().type(), at::kFloat);
+  if (dt != at::kBFloat16 && dt != at::kHalf) return;
+  std::vector<size_t> which;
+  for (const Block& b : blocks_)
+    which.insert(which.end(), {b.attn_w, b.attn_b, b.attn_proj_w, b.attn_proj_b, b.fc_w, b.fc_b, b.fc_proj_w, b.fc_proj_b});
+  if (cfg_.head_loss == "fused") which.push_back(wte_);
+  std::vector<at::Tensor> srcs;
+  for (size_t i : which) {
+    const at::Tensor& t = p(i);
+    if (!t.is_cuda() || t.scalar_type() != at::kFloat || !t.is_contiguous()) return;  // e.g. model.half(): no casts
+    srcs.push_back(t.detach());
+  }
+  std::vector<at::Tensor> out = kernels::cast_many(srcs, dt);
+  casts_.assign(parameters().size(), at::Tensor());
+  for (size_t k = 0; k < which.size(); ++k) casts_[which[k]] = std::move(out[k]);
+}
+
+const at::Tensor& Gpt::pc(size_t i) const {
+  static const at::Tensor none;
+  return i < casts_.size() ? casts_[i] : none;
+}
+
 // attention branch: proj(attn(h)) for the normalised input h (B, T, C)
 at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(4 * l);
   const int64_t B = h.size(0), T = h.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
   const bool train_dropout = cfg_.dropout > 0.0;
-  at::Tensor qkv = linear(site + 0, h, p(b.attn_w), p(b.attn_b));  // (B, T, 3C)
+  at::Tensor qkv = linear(site + 0, h, p(b.attn_w), p(b.attn_b), pc(b.attn_w), pc(b.attn_b));  // (B, T, 3C)
   auto parts = qkv.split(C, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
   at::Tensor q = heads(parts[0]);
@@ -155,7 +184,7 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h) {
   at::Tensor y = at::scaled_dot_product_attention(q, heads(parts[1]), heads(parts[2]), {},
                                                   train_dropout ? cfg_.dropout : 0.0, /*is_causal=*/true);
   y = y.transpose(1, 2).contiguous().view({B, T, C});
-  y = linear(site + 1, y, p(b.attn_proj_w), p(b.attn_proj_b));
+  y = linear(site + 1, y, p(b.attn_proj_w), p(b.attn_proj_b), pc(b.attn_proj_w), pc(b.attn_proj_b));
   if (train_dropout) y = at::dropout(y, cfg_.dropout, true);
   return y;
 }
@@ -166,7 +195,9 @@ at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike) {
   const int site = static_cast<int>(4 * l);
   if (mlp_spike == 1.0 && cfg_.gemm_epilogues && matmul_override() == nullptr &&
       kernels::gemm_epilogues_apply(m, p(b.fc_w))) {  // engine option: GELU and its backward in the GEMMs
-    m = kernels::mlp_gelu_epilogues(m, p(b.fc_w), p(b.fc_b), p(b.fc_proj_w), p(b.fc_proj_b));
+    std::vector<at::Tensor> casts;
+    if (!casts_.empty()) casts = {pc(b.fc_w), pc(b.fc_b), pc(b.fc_proj_w), pc(b.fc_proj_b)};
+    m = kernels::mlp_gelu_epilogues(m, p(b.fc_w), p(b.fc_b), p(b.fc_proj_w), p(b.fc_proj_b), kernels::Impl::Auto, casts);
     if (cfg_.dropout > 0.0) m = at::dropout(m, cfg_.dropout, true);
     return m;
   }
@@ -221,6 +252,7 @@ at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {
   at::Tensor pos = at::arange(T, inputs.options());
   const int head = lm_head_site();
   at::Tensor x = embedding(head + 1, p(wte_), inputs) + embedding(head + 2, p(wpe_), pos);  // (B, T, C)
+  cast_weights(x);
   if (fused_layernorm_applies(x, opts)) return hidden_fused(x);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const bool scaled_here = opts.hidden_scale != 1.0 && static_cast<int64_t>(l) == opts.hidden_scale_block;
@@ -233,20 +265,25 @@ at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {
 }
 
 at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {
-  return linear(lm_head_site(), hidden(inputs, opts), p(wte_));  // (B, T, V), tied head
+  at::Tensor out = linear(lm_head_site(), hidden(inputs, opts), p(wte_));  // (B, T, V), tied head
+  casts_.clear();
+  return out;
 }
 
 at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts) {
   if (cfg_.head_loss == "chunked") {  // engine option: the tied head fused with cross-entropy in chunks of rows
     at::Tensor h = hidden(inputs, opts);
+    casts_.clear();
     return chunked_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows);
   }
   if (cfg_.head_loss == "fused") {  // engine option: the same with the gradients computed in the forward
     at::Tensor h = hidden(inputs, opts);
-    return fused_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows,
-                                    opts.loss_grad_scale, cfg_.gemm_epilogues);
+    at::Tensor loss = fused_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}),
+                                               cfg_.head_chunk_rows, opts.loss_grad_scale, cfg_.gemm_epilogues, pc(wte_));
+    casts_.clear();
+    return loss;
   }
-  at::Tensor lg = logits(inputs, opts);
+  at::Tensor lg = logits(inputs, opts);  // (clears the casts)
   return at::cross_entropy_loss(lg.view({-1, lg.size(-1)}), targets.reshape({-1}));
 }
 

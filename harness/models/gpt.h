@@ -41,13 +41,21 @@ class Gpt final : public Model {
   at::Tensor mlp_branch(size_t l, at::Tensor m, double mlp_spike);     // proj(gelu(fc(m)))
   bool fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opts) const;
   at::Tensor hidden_fused(at::Tensor x);  // hidden() with the residual adds fused into the LayerNorms
-  at::Tensor linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+  // wc / bc: w and b precast to the compute dtype (cast_weights), for the GEMM-epilogue path
+  at::Tensor linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {},
+                    const at::Tensor& wc = {}, const at::Tensor& bc = {});
+  // model.gemm_epilogues: the step's casts of the block Linears' weights and biases (and the tied head's weight where
+  // the fused head runs) to the autocast dtype in one pass (kernels::cast_many), held in casts_ from hidden() until
+  // loss() / logits() has used them; nothing where the option's GEMM path does not apply.
+  void cast_weights(const at::Tensor& like);
+  const at::Tensor& pc(size_t i) const;
   at::Tensor embedding(int site, const at::Tensor& w, const at::Tensor& indices);
   int lm_head_site() const { return static_cast<int>(4 * blocks_.size()); }
 
   ModelConfig cfg_;
   size_t wte_, wpe_, lnf_w_, lnf_b_;
   std::vector<Block> blocks_;
+  std::vector<at::Tensor> casts_;  // indexed like parameters(); empty, or undefined where not precast
 };
 
 }  // namespace ampcheck::models

@@ -80,12 +80,13 @@ int64_t fused_rows_per_chunk(int64_t requested, int64_t N, int64_t V, int64_t el
 struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& targets, int64_t chunk_rows, const at::Tensor& grad_scale_hint,
-                            bool need_grads, bool fp32_wgrad) {
+                            bool need_grads, bool fp32_wgrad, const std::optional<at::Tensor>& w_cast) {
     const at::ScalarType dt = amp::autocast_dtype_or(x.device().type(), x.scalar_type());  // at::linear's dtype
     const int64_t N = x.size(0), C = x.size(1), V = w.size(0);
     const int64_t R = fused_rows_per_chunk(chunk_rows, N, V, at::elementSize(dt));
     const auto f32 = x.options().dtype(at::kFloat);
-    at::Tensor xc = x.to(dt), wc = w.to(dt);
+    at::Tensor xc = x.to(dt);
+    at::Tensor wc = w_cast && w_cast->defined() && w_cast->scalar_type() == dt ? *w_cast : w.to(dt);
     at::Tensor n_valid = (targets != kIgnoreIndex).sum().to(at::kFloat);
     at::Tensor hint = grad_scale_hint.to(f32).reshape({});
     at::Tensor factor = hint / n_valid;  // the stock backward's d loss / d logit scale at the hinted loss scale
@@ -94,9 +95,14 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     // model.gemm_epilogues: the chunks' weight gradients summed inside the GEMM (cuBLASLt, CUDA, bf16; elsewhere as
     // without the option)
     const bool wgrad_in_gemm = fp32_wgrad && dt == at::kBFloat16 && x.is_cuda() && kernels::gemm_epilogues_built();
+    // the chunks' weight gradients in dt, summed at the end in one pass (kernels::widen_sum: fp32, chunk order)
+    const int64_t chunks = (N + R - 1) / R;
+    const bool sum_at_end = dt != at::kFloat && !wgrad_in_gemm && chunks <= 8;
+    std::vector<at::Tensor> dw_parts;
     if (need_grads) {
       dx = at::empty({N, C}, xc.options());
-      dw = wgrad_in_gemm ? at::empty({V, C}, f32) : at::zeros({V, C}, f32);
+      if (wgrad_in_gemm) dw = at::empty({V, C}, f32);
+      else if (!sum_at_end) dw = at::zeros({V, C}, f32);
     }
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t n = std::min(R, N - r0);
@@ -109,8 +115,10 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
       at::mm_out(dx_c, logits, wc);                // grad_logits W, in dt (fp32 accumulation inside the GEMM)
       if (dt == at::kFloat) dw.addmm_(logits.t(), x_c);
       else if (wgrad_in_gemm) kernels::wgrad_fp32_(dw, logits, x_c, /*accumulate=*/r0 > 0);
+      else if (sum_at_end) dw_parts.push_back(at::mm(logits.t(), x_c));  // the chunk's wgrad in dt (as the stock GEMM's)
       else dw.add_(at::mm(logits.t(), x_c));       // the chunk's wgrad in dt (as the stock GEMM's output), summed in fp32
     }
+    if (need_grads && sum_at_end) dw = kernels::widen_sum(dw_parts);
     if (need_grads) {
       ctx->save_for_backward({dx, dw, hint});
       ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
@@ -132,18 +140,20 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     // the product in fp32 (0-dim ratio), rounded once to x's dtype: one pass when x has dx's dtype
     at::Tensor gx = x_dtype == dx.scalar_type() ? dx * ratio : dx.to(x_dtype) * ratio;
     at::Tensor gw = (dw * ratio).to(w_dtype);
-    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 }  // namespace
 
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
-                                    int64_t chunk_rows, const at::Tensor& grad_scale_hint, bool fp32_wgrad) {
+                                    int64_t chunk_rows, const at::Tensor& grad_scale_hint, bool fp32_wgrad,
+                                    const at::Tensor& w_cast) {
   const bool need_grads = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
   // (an undefined tensor cannot pass through a custom Function: 1 as a tensor)
   const at::Tensor hint = grad_scale_hint.defined() ? grad_scale_hint
                                                     : at::ones({}, x.options().dtype(at::kFloat));
-  return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads, fp32_wgrad);
+  const std::optional<at::Tensor> cast = w_cast.defined() ? std::optional<at::Tensor>(w_cast) : std::nullopt;
+  return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads, fp32_wgrad, cast);
 }
 
 at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,

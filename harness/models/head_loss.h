@@ -28,9 +28,12 @@ at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, 
 // division by micro-batches, so in its runs the two agree). Targets equal to -100 are ignored (as the stock loss).
 // grad_scale_hint: 0-dim tensor (undefined = 1). fp32_wgrad (engine option model.gemm_epilogues): in bf16 on a GPU
 // with cuBLASLt linked the chunks' weight gradients are summed inside the GEMM in fp32 (kernels::wgrad_fp32_), none
-// rounded to bf16 first; elsewhere it changes nothing.
+// rounded to bf16 first; elsewhere it changes nothing. In fp16 (and in bf16 without that) the chunks' rounded weight
+// gradients are summed in fp32 in chunk order by one pass at the end (kernels::widen_sum; the same sums as adding
+// each into fp32 zeros). w_cast: w already in the logits' dtype (the step's one-pass casts), used instead of
+// casting w here — the same values.
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                     int64_t chunk_rows = 0, const at::Tensor& grad_scale_hint = {},
-                                    bool fp32_wgrad = false);
+                                    bool fp32_wgrad = false, const at::Tensor& w_cast = {});
 
 }  // namespace ampcheck::models
