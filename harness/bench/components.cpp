@@ -7,7 +7,8 @@
 //   Verdict:    verdict::judge of a run against a reference with four noise runs
 //   Fused kernels (kernels/fused.h): each against its ATen reference on the same tensors (arg 0: the fused CUDA
 //               kernel where built, arg 1: the reference) — the LM head's softmax cross-entropy rows (4096 rows of
-//               the GPT-2 vocabulary, bf16) and the residual add + LayerNorm forward and backward (16384 × 768)
+//               the GPT-2 vocabulary, bf16), the residual add + LayerNorm forward and backward (16384 × 768), the
+//               bias gradients, the MLP's epilogues, the step's weight casts in one launch, the head's chunk sums
 // The model comes from AMPCHECK_BENCH_PRESET (default nano on the CPU, gpt2-124m on a GPU) and the device from
 // AMPCHECK_BENCH_DEVICE (auto). In CI: `ampcheck_bench_components --benchmark_min_time=0.01s` as a smoke run
 // (CTest bench.components_smoke); figures come from the H200.
@@ -201,6 +202,43 @@ void BM_BiasGradGelu(benchmark::State& state) {
   state.SetLabel(impl_label(state, device));
 }
 BENCHMARK(BM_BiasGradGelu)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// The step's weight casts (model.gemm_epilogues: kernels::cast_many): GPT-2's 96 block Linear weights and biases and
+// the tied head's weight (124M fp32 values) to bf16 in one launch, against one .to() per tensor (arg 1).
+void BM_CastWeights(benchmark::State& state) {
+  const at::Device device = bench_device();
+  const bool gpu = device.is_cuda();
+  const int64_t C = gpu ? 768 : 64, L = gpu ? 12 : 2, V = gpu ? 50304 : 256;
+  const auto opts = at::TensorOptions().device(device);
+  std::vector<at::Tensor> ws;
+  for (int64_t l = 0; l < L; ++l)
+    for (auto shape : {std::vector<int64_t>{3 * C, C}, {3 * C}, {C, C}, {C}, {4 * C, C}, {4 * C}, {C, 4 * C}, {C}})
+      ws.push_back(at::randn(shape, opts));
+  ws.push_back(at::randn({V, C}, opts));
+  for (auto _ : state) {
+    auto out = kernels::cast_many(ws, at::kBFloat16, impl_of(state));
+    engine::synchronize(device);
+  }
+  state.SetLabel(impl_label(state, device));
+}
+BENCHMARK(BM_CastWeights)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// The fused head's four chunk weight gradients (fp16, 50304 × 768) summed into fp32 (kernels::widen_sum), against
+// adding each into fp32 zeros (arg 1).
+void BM_WidenSumHeadGrads(benchmark::State& state) {
+  const at::Device device = bench_device();
+  const bool gpu = device.is_cuda();
+  const int64_t V = gpu ? 50304 : 256, C = gpu ? 768 : 64;
+  const auto opts = at::TensorOptions().device(device);
+  std::vector<at::Tensor> parts;
+  for (int k = 0; k < 4; ++k) parts.push_back((at::randn({V, C}, opts) * 0.01).to(gpu ? at::kHalf : at::kBFloat16));
+  for (auto _ : state) {
+    at::Tensor out = kernels::widen_sum(parts, impl_of(state));
+    engine::synchronize(device);
+  }
+  state.SetLabel(impl_label(state, device));
+}
+BENCHMARK(BM_WidenSumHeadGrads)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // The GPT-2 MLP (768 -> 3072 -> 768, 16384 rows; bf16 autocast on a GPU) forward and backward: the engine option
 // model.gemm_epilogues (kernels::mlp_gelu_epilogues: GELU's derivative in c_proj's input-gradient GEMM, fp32 weight

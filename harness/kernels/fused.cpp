@@ -132,7 +132,8 @@ struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
     at::Tensor ds = at::empty(s.sizes(), s.options());
     const bool y_needs_cast = has_y && y_dtype != at::kFloat;
     at::Tensor dy = y_needs_cast ? at::empty(s.sizes(), s.options().dtype(y_dtype)) : at::Tensor();
-    const int blocks = cuda::add_layer_norm_backward_blocks(N);
+    const int blocks = cuda::add_layer_norm_backward_blocks(N, static_cast<int>(C), kernel_dtype(dh.scalar_type()),
+                                                            kernel_dtype(y_dtype));
     at::Tensor part = at::empty({blocks, 2 * C}, s.options()), dgb = at::empty({2 * C}, s.options());
     const char* err = cuda::add_layer_norm_backward(
         aligned(dh).data_ptr(), kernel_dtype(dh.scalar_type()), ds_in.defined() ? aligned(ds_in).data_ptr<float>() : nullptr,

@@ -24,8 +24,9 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
                                    float eps, void* stream);
 // Whether the backward kernel takes C channels: a multiple of 128 up to 1024, or of 32 up to 256.
 bool add_layer_norm_backward_supported(int C);
-// How many blocks (rows of `part`, each 2C fp32: [dγ | dβ] partial sums) add_layer_norm_backward uses for N rows.
-int add_layer_norm_backward_blocks(int64_t N);
+// How many blocks (rows of `part`, each 2C fp32: [dγ | dβ] partial sums) add_layer_norm_backward uses for N rows of
+// C channels in these dtypes: one wave at the kernel's occupancy (asked of the CUDA runtime).
+int add_layer_norm_backward_blocks(int64_t N, int C, DType h_dtype, DType y_dtype);
 // Writes ds_out (fp32), dy_out (y's dtype; may be null) and dgamma_dbeta (2C fp32: dγ then dβ), using `part` as
 // scratch. Pointers 16-byte aligned where C > 256.
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,

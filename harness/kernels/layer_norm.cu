@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 namespace ampcheck::kernels::cuda {
@@ -65,11 +66,70 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_fwd(const float* __restric
   }
 }
 
+// The forward with 16-byte loads (C a multiple of 128, pointers 16-byte aligned; add_ln_fwd elsewhere): each lane
+// owns 4 consecutive channels per group of 128, J groups (0.93 against add_ln_fwd's 1.08 ms per GPT-2 step on the H200,
+// 2026-12-04). The row's sums add the lane's channels in another order than add_ln_fwd's, so mean and rstd may differ
+// from its in the last bit.
+template <typename TY, typename TO, int kMaxJ>
+__global__ void __launch_bounds__(kWarps * 32) add_ln_fwd_vec(const float* __restrict__ x, const TY* __restrict__ y,
+                                                              const float* __restrict__ gamma, const float* __restrict__ beta,
+                                                              float* __restrict__ s_out, TO* __restrict__ h,
+                                                              float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                                              int64_t N, int C, float eps) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (row >= N) return;
+  const int J = C / 128;
+  const int64_t base = row * C;
+  float v[kMaxJ][4];
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxJ; ++j)
+    if (j < J) {
+      const int c = 4 * lane + 128 * j;
+      load_f<float, 4>(x + base + c, v[j]);
+      if (y) {
+        float w[4];
+        load_f<TY, 4>(y + base + c, w);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[j][k] += w[k];
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sum += v[j][k];
+    }
+  const float mean = warp_sum(sum) / C;
+  float sq = 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxJ; ++j)
+    if (j < J)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sq += (v[j][k] - mean) * (v[j][k] - mean);
+  const float rstd = rsqrtf(warp_sum(sq) / C + eps);
+#pragma unroll
+  for (int j = 0; j < kMaxJ; ++j)
+    if (j < J) {
+      const int c = 4 * lane + 128 * j;
+      float gm[4], bt[4], o[4];
+      load_f<float, 4>(gamma + c, gm);
+      load_f<float, 4>(beta + c, bt);
+      if (s_out) store_f<float, 4>(s_out + base + c, v[j]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) o[k] = (v[j][k] - mean) * rstd * gm[k] + bt[k];
+      store_f<TO, 4>(h + base + c, o);
+    }
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
 // Backward: one warp per row at a time, each warp striding over rows (gridDim.x · kBwdWarps warps in all, one wave),
-// holding the row (dh and x̂, fp32) and its running dγ / dβ sums in registers. Each lane owns V consecutive channels
-// per group of 32·V (V = 4: one 16- or 8-byte load per tensor; V = 1 for widths that are not a multiple of 128), J
-// groups (C = 32·V·J). At the end the block's warps add their sums in warp order (deterministic) and the block writes
-// one row of partials [dγ | dβ] (2C floats); sum_partials adds the blocks' rows in a fixed order.
+// holding the row (dh, x̂ and ds_in, fp32) in registers: one memory round trip per row. Each lane owns V consecutive
+// channels per group of 32·V (V = 4: one 16- or 8-byte load per tensor; V = 1 for widths that are not a multiple of
+// 128), J groups (C = 32·V·J); its running dγ / dβ sums live in its warp's row of shared memory (registers were the
+// limit on rows in flight: 2026-12-04's trial, 1.80 → 1.39 ms per GPT-2 step for the 24 backward passes). At the end the
+// block adds its warps' rows in warp order (deterministic) and writes one row of partials [dγ | dβ] (2C floats);
+// sum_partials adds the blocks' rows in a fixed order.
 constexpr int kBwdWarps = 4;
 
 template <typename TO, typename TY, int V, int kMaxJ>
@@ -80,16 +140,16 @@ __global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restric
                                                              float* __restrict__ part, int64_t N, int C) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int J = C / (32 * V);
-  float ag[kMaxJ][V], ab[kMaxJ][V];
-#pragma unroll
-  for (int j = 0; j < kMaxJ; ++j)
-#pragma unroll
-    for (int k = 0; k < V; ++k) ag[j][k] = ab[j][k] = 0.f;
+  // warp w's running dγ sums at acc[w · 2C + c], its dβ sums at acc[w · 2C + C + c]; each lane owns its channels
+  __shared__ __align__(16) float acc[kBwdWarps * 2 * 32 * kLimitK];
+  for (int c = lane; c < 2 * C; c += 32) acc[warp * 2 * C + c] = 0.f;
+  __syncwarp();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kBwdWarps;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kBwdWarps + warp; row < N; row += stride) {
     const int64_t base = row * C;
     const float mu = mean[row], rs = rstd[row];
     float d[kMaxJ][V], xh[kMaxJ][V];
+    float din[kMaxJ][V];
     float sum_g = 0.f, sum_gx = 0.f;
 #pragma unroll
     for (int j = 0; j < kMaxJ; ++j)
@@ -98,49 +158,54 @@ __global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restric
         float sv[V], gm[V];
         load_f<TO, V>(dh + base + c, d[j]);
         load_f<float, V>(s + base + c, sv);
+        if (ds_in) load_f<float, V>(ds_in + base + c, din[j]);
         load_f<float, V>(gamma + c, gm);
+        float pg[V], pb[V];
+        load_f<float, V>(acc + warp * 2 * C + c, pg);
+        load_f<float, V>(acc + warp * 2 * C + C + c, pb);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           xh[j][k] = (sv[k] - mu) * rs;
-          ag[j][k] += d[j][k] * xh[j][k];
-          ab[j][k] += d[j][k];
+          pg[k] += d[j][k] * xh[j][k];
+          pb[k] += d[j][k];
           const float g = d[j][k] * gm[k];
           sum_g += g;
           sum_gx += g * xh[j][k];
         }
+        store_f<float, V>(acc + warp * 2 * C + c, pg);
+        store_f<float, V>(acc + warp * 2 * C + C + c, pb);
       }
     const float a = warp_sum(sum_g) / C, b = warp_sum(sum_gx) / C;
 #pragma unroll
     for (int j = 0; j < kMaxJ; ++j)
       if (j < J) {
         const int c = V * lane + 32 * V * j;
-        float gm[V], din[V], o[V];
+        float gm[V], o[V];
         load_f<float, V>(gamma + c, gm);
-        if (ds_in) load_f<float, V>(ds_in + base + c, din);
 #pragma unroll
-        for (int k = 0; k < V; ++k) o[k] = rs * (d[j][k] * gm[k] - a - xh[j][k] * b) + (ds_in ? din[k] : 0.f);
+        for (int k = 0; k < V; ++k) o[k] = rs * (d[j][k] * gm[k] - a - xh[j][k] * b) + (ds_in ? din[j][k] : 0.f);
         store_f<float, V>(ds_out + base + c, o);
         if (dy_out) store_f<TY, V>(dy_out + base + c, o);
       }
   }
-  __shared__ float sm[2 * 32 * kLimitK];
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) sm[c] = 0.f;
   __syncthreads();
-  for (int w = 0; w < kBwdWarps; ++w) {  // warp by warp: a fixed order of additions
-    if (w == warp) {
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {  // warp by warp: a fixed order of additions
+    float t = 0.f;
 #pragma unroll
-      for (int j = 0; j < kMaxJ; ++j)
-        if (j < J)
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            const int c = V * lane + 32 * V * j + k;
-            sm[c] += ag[j][k];
-            sm[C + c] += ab[j][k];
-          }
-    }
-    __syncthreads();
+    for (int w = 0; w < kBwdWarps; ++w) t += acc[w * 2 * C + c];
+    part[static_cast<int64_t>(blockIdx.x) * 2 * C + c] = t;
   }
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) part[static_cast<int64_t>(blockIdx.x) * 2 * C + c] = sm[c];
+}
+
+// launches an add_ln_bwd instantiation, casting dh and dy_out to its element types
+template <typename TO, typename TY>
+void kernel_args_launch(void (*kernel)(const TO*, const float*, const float*, const float*, const float*, const float*,
+                                       float*, TY*, float*, int64_t, int),
+                        unsigned blocks, cudaStream_t st, const void* dh, const float* ds_in, const float* s,
+                        const float* gamma, const float* mean, const float* rstd, float* ds_out, void* dy_out,
+                        float* part, int64_t N, int C) {
+  kernel<<<blocks, kBwdWarps * 32, 0, st>>>(static_cast<const TO*>(dh), ds_in, s, gamma, mean, rstd, ds_out,
+                                            static_cast<TY*>(dy_out), part, N, C);
 }
 
 // the smallest register row that holds C / 32 channels per lane
@@ -174,10 +239,20 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
     using TO = decltype(to);
     with_same_or_float<TO>(y_dtype, [&](auto ty) {
       using TY = decltype(ty);
-      with_k(C, [&](auto k) {
-        add_ln_fwd<TY, TO, decltype(k)::value><<<blocks, kWarps * 32, 0, st>>>(
-            x, static_cast<const TY*>(y), gamma, beta, s_out, static_cast<TO*>(h), mean, rstd, N, C, eps);
-      });
+      const bool vec = C % 128 == 0 && aligned16(x) && (!y || aligned16(y)) && aligned16(gamma) &&
+                       aligned16(beta) && (!s_out || aligned16(s_out)) && aligned16(h);
+      if (vec) {
+        with_k(C, [&](auto k) {
+          constexpr int kJ = decltype(k)::value / 4;
+          add_ln_fwd_vec<TY, TO, kJ><<<blocks, kWarps * 32, 0, st>>>(
+              x, static_cast<const TY*>(y), gamma, beta, s_out, static_cast<TO*>(h), mean, rstd, N, C, eps);
+        });
+      } else {
+        with_k(C, [&](auto k) {
+          add_ln_fwd<TY, TO, decltype(k)::value><<<blocks, kWarps * 32, 0, st>>>(
+              x, static_cast<const TY*>(y), gamma, beta, s_out, static_cast<TO*>(h), mean, rstd, N, C, eps);
+        });
+      }
     });
   });
   const cudaError_t err = cudaGetLastError();
@@ -188,9 +263,33 @@ bool add_layer_norm_backward_supported(int C) {
   return C > 0 && C % 32 == 0 && (C % 128 == 0 ? C <= 32 * kLimitK : C <= 256);
 }
 
-int add_layer_norm_backward_blocks(int64_t N) {
-  // one wave: as many blocks as the SMs hold at once (4 per SM at this kernel's register use), fewer for small N
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{4} * multiprocessor_count(), (N + kBwdWarps - 1) / kBwdWarps)));
+namespace {
+// calls f with the backward kernel the launcher runs for these dtypes and widths (vec: the 16-byte path)
+template <typename F>
+void with_bwd_kernel(DType h_dtype, DType y_dtype, int C, bool vec, F&& f) {
+  with_type(h_dtype, [&](auto to) {
+    using TO = decltype(to);
+    with_same_or_float<TO>(y_dtype, [&](auto ty) {
+      using TY = decltype(ty);
+      if (!vec) f(add_ln_bwd<TO, TY, 1, 8>);
+      else if (C <= 256) f(add_ln_bwd<TO, TY, 4, 2>);
+      else if (C <= 512) f(add_ln_bwd<TO, TY, 4, 4>);
+      else if (C <= 768) f(add_ln_bwd<TO, TY, 4, 6>);
+      else f(add_ln_bwd<TO, TY, 4, 8>);
+    });
+  });
+}
+}  // namespace
+
+int add_layer_norm_backward_blocks(int64_t N, int C, DType h_dtype, DType y_dtype) {
+  // one wave: as many blocks as the SMs hold at once at the kernel's register use (asked of the runtime: 4 per SM
+  // at 128 registers, 3 at 160 — a fixed 4 made a second, partial wave where the kernel needs more), fewer for small N
+  int per_sm = 0;
+  with_bwd_kernel(h_dtype, y_dtype, C, C % 128 == 0, [&](auto kernel) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBwdWarps * 32, 0) != cudaSuccess) per_sm = 0;
+  });
+  if (per_sm <= 0) per_sm = 1;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{per_sm} * multiprocessor_count(), (N + kBwdWarps - 1) / kBwdWarps)));
 }
 
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
@@ -205,20 +304,9 @@ const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* 
                    aligned16(ds_out) && (!dy_out || aligned16(dy_out));
   if (!vec && C > 256) return "add_layer_norm backward: tensors not 16-byte aligned";
   if (N > 0) {
-    with_type(h_dtype, [&](auto to) {
-      using TO = decltype(to);
-      with_same_or_float<TO>(y_dtype, [&](auto ty) {
-        using TY = decltype(ty);
-        auto launch = [&](auto kernel) {
-          kernel<<<static_cast<unsigned>(blocks), kBwdWarps * 32, 0, st>>>(
-              static_cast<const TO*>(dh), ds_in, s, gamma, mean, rstd, ds_out, static_cast<TY*>(dy_out), part, N, C);
-        };
-        if (!vec) launch(add_ln_bwd<TO, TY, 1, 8>);
-        else if (C <= 256) launch(add_ln_bwd<TO, TY, 4, 2>);
-        else if (C <= 512) launch(add_ln_bwd<TO, TY, 4, 4>);
-        else if (C <= 768) launch(add_ln_bwd<TO, TY, 4, 6>);
-        else launch(add_ln_bwd<TO, TY, 4, 8>);
-      });
+    with_bwd_kernel(h_dtype, y_dtype, C, vec, [&](auto kernel) {
+      kernel_args_launch(kernel, static_cast<unsigned>(blocks), st, dh, ds_in, s, gamma, mean, rstd, ds_out, dy_out, part,
+                         N, C);
     });
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);

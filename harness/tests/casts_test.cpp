@@ -30,12 +30,16 @@ at::Tensor awkward(int64_t n, const at::Device& dev, uint64_t seed) {
   return t.to(dev);
 }
 
-// equal bit for bit, NaN included
+// equal bit for bit; NaN where the other is NaN (a NaN's payload is not specified: the GPU's fp32 add returns its
+// canonical NaN, a widening keeps the bf16 payload)
 void expect_same_bits(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
   ASSERT_EQ(got.scalar_type(), want.scalar_type()) << what;
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   const at::ScalarType bits = got.element_size() == 2 ? at::kShort : at::kInt;
-  EXPECT_TRUE(at::equal(got.contiguous().view(bits).cpu(), want.contiguous().view(bits).cpu())) << what;
+  at::Tensor g = got.contiguous().cpu(), w = want.contiguous().cpu();
+  at::Tensor gn = g.isnan(), wn = w.isnan();
+  EXPECT_TRUE(at::equal(gn, wn)) << what << ": NaN at other places";
+  EXPECT_TRUE(at::equal(at::where(gn, at::zeros_like(g), g).view(bits), at::where(wn, at::zeros_like(w), w).view(bits))) << what;
 }
 
 std::vector<at::Tensor> mixed_tensors(const at::Device& dev, int count) {
