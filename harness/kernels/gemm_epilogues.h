@@ -15,6 +15,9 @@
 //    through the compute dtype as the stock sum);
 //  - the fused head (model.head_loss: fused) in bf16 sums its chunks' weight gradients inside the GEMM in fp32 (the
 //    fused head without the option: each chunk's rounded to bf16, then summed in fp32 by a separate pass).
+//  - (not a precision change) the weights reach the GEMMs through the step's one-pass casts where the caller hands
+//    them in (w_cast / b_cast / casts: kernels::cast_many, bit for bit the per-op casts), and fp16 weight gradients
+//    are widened to fp32 by one vectorised pass (kernels::widen_sum, exact).
 // The GEMMs' algorithms: cuBLASLt's heuristic, or where deterministic algorithms are off the fastest of its first
 // eight candidates timed once per problem (gemm_lt.cu).
 #pragma once

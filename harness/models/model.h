@@ -124,8 +124,9 @@ struct ModelConfig {
   // ENGINE OPTION (gpt): work around the block Linears' backward done in cuBLASLt's GEMMs (kernels/gemm_epilogues.h):
   // the GELU backward in c_proj's input-gradient GEMM (DGELU epilogue), each Linear's weight gradient straight from
   // its GEMM in fp32 (bf16), the fused head's weight gradient summed in fp32 inside the GEMM (bf16); forward as stock,
-  // bias gradients by the column sums. Applies on CUDA under bf16 / fp16 autocast where no FP8 matmul replaces the
-  // Linear and no planted spike scales it; elsewhere fused_bias_gelu's path or the stock ops run.
+  // its weights cast for the step in one pass (kernels::cast_many), bias gradients by the column sums. Applies on CUDA
+  // under bf16 / fp16 autocast where no FP8 matmul replaces the Linear and no planted spike scales it; elsewhere
+  // fused_bias_gelu's path or the stock ops run.
   bool gemm_epilogues = false;
 };
 
