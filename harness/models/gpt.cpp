@@ -11,7 +11,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
@@ -146,7 +145,6 @@ at::Tensor Gpt::embedding(int site, const at::Tensor& w, const at::Tensor& indic
 void Gpt::cast_weights(const at::Tensor& like) {
   casts_.clear();
   if (!cfg_.gemm_epilogues || matmul_override() != nullptr || !kernels::gemm_epilogues_built() || !like.is_cuda()) return;
-  if (const char* off = std::getenv("AMPCHECK_TRIAL_NO_PRECAST"); off && *off == '1') return;  // TRIAL A/B, temporary
   const at::ScalarType dt = amp::autocast_dtype_or(like.device().type(), at::kFloat);
   if (dt != at::kBFloat16 && dt != at::kHalf) return;
   std::vector<size_t> which;
