@@ -3,7 +3,9 @@
 //   the row's loss = log-sum-exp − logit[target];
 //   pass 2: the row overwritten in place by (softmax − one-hot(target)) · factor, rounded to the logits' dtype.
 // Two reads and one write of the row in its own dtype — where the stock path writes fp32 copies of the whole
-// (rows × vocab) logits, their log-softmax and its gradient. Plain CUDA C++ (no ATen headers): fused_cuda.cpp is the
+// (rows × vocab) logits, their log-softmax and its gradient. Where the row fits twice in an SM's shared memory (16-bit
+// logits, V up to about 58k: GPT-2's 50257), the shared-memory kernel below reads each row from device memory once.
+// Plain CUDA C++ (no ATen headers): fused_cuda.cpp is the
 // ATen side. Built only where LibTorch has CUDA and nvcc is found (CMake option AMPCHECK_CUDA_KERNELS).
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
@@ -11,6 +13,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdint>
@@ -101,12 +105,122 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_rows_kernel(T* logits,
   }
 }
 
+// The same two passes with the row kept in shared memory (16-bit logits whose row fits twice in an SM's shared
+// memory: V up to about 58k, GPT-2's 50257): pass 1 reads the row from device memory (kSmemBatch 16-byte packs in
+// flight per thread), stores it to shared memory and keeps a running (max, sum) per thread — one pack's max first,
+// then its eight exponentials against it (a pack holding ±inf, or only -inf, takes the per-element path, so such rows
+// give what the two-read kernel gives); pass 2 reads shared memory and writes the gradient. Two 512-thread blocks
+// per SM. Measured on the H200 in the GPT-2 step (4 × 4096 rows): 1.19 ms against the two-read kernel's 1.30; the
+// trials that did worse (a persistent block per SM double-buffering rows by cp.async, 1.48–1.51 ms; the two-read
+// kernel with 1024 threads, 1.44, or held to fewer rows in flight, 1.66–2.01) are in
+// reports/examples/gpu-h200-perf/trial-head-rows.md.
+constexpr int kSmemThreads = 512;
+constexpr int kSmemBatch = 4;
+constexpr int kSmemRowBytes = 113 * 1024;  // two blocks' rows within the SM's 228 KB
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kSmemThreads, 2)
+    cross_entropy_rows_smem_kernel(T* logits, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
+                                   const float* factor, int64_t ignore_index) {
+  constexpr int NT = kSmemThreads, BATCH = kSmemBatch;
+  extern __shared__ uint4 smem_row[];
+  using P = Pack<T, VEC>;
+  P* sp = reinterpret_cast<P*>(smem_row);
+  const int64_t row = blockIdx.x;
+  T* x = logits + row * ld;
+  P* xp = reinterpret_cast<P*>(x);
+  const int64_t t = targets[row];
+  const bool ignored = t == ignore_index;
+  const bool bad = !ignored && (t < 0 || t >= V);
+  const int nvec = static_cast<int>(V / VEC);
+  float m = -INFINITY, s = 0.f;
+  for (int base = threadIdx.x; base < nvec; base += NT * BATCH) {
+    P p[BATCH];
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const int i = base + j * NT;
+      if (i < nvec) p[j] = xp[i];
+    }
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const int i = base + j * NT;
+      if (i >= nvec) continue;
+      sp[i] = p[j];
+      float v[VEC];
+      float pm = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) { v[k] = to_f(p[j].v[k]); pm = fmaxf(pm, v[k]); }
+      if (pm == -INFINITY || pm == INFINITY) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) add_value(m, s, v[k]);
+        continue;
+      }
+      float ps = 0.f;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) ps += __expf(v[k] - pm);
+      combine(m, s, pm, ps);
+    }
+  }
+  for (int64_t i = static_cast<int64_t>(nvec) * VEC + threadIdx.x; i < V; i += NT) add_value(m, s, to_f(x[i]));
+  for (int off = 16; off > 0; off >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    combine(m, s, m2, s2);
+  }
+  __shared__ float sm[NT / 32], ss[NT / 32];
+  __shared__ float lse_shared;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) { sm[warp] = m; ss[warp] = s; }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < NT / 32 ? sm[lane] : -INFINITY;
+    s = lane < NT / 32 ? ss[lane] : 0.f;
+    for (int off = 16; off > 0; off >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+      combine(m, s, m2, s2);
+    }
+    if (lane == 0) {
+      const float lse = m + logf(s);
+      lse_shared = lse;
+      row_loss[row] = ignored ? 0.f : bad ? NAN : lse - to_f(x[t]);
+    }
+  }
+  __syncthreads();
+  const float lse = lse_shared;
+  const float f = ignored ? 0.f : bad ? NAN : *factor;
+  for (int i = threadIdx.x; i < nvec; i += NT) {
+    P p = sp[i];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      float g = __expf(to_f(p.v[k]) - lse);
+      if (static_cast<int64_t>(i) * VEC + k == t) g -= 1.f;
+      p.v[k] = from_f<T>(g * f);
+    }
+    xp[i] = p;
+  }
+  for (int64_t i = static_cast<int64_t>(nvec) * VEC + threadIdx.x; i < V; i += NT) {
+    float g = __expf(to_f(x[i]) - lse);
+    if (i == t) g -= 1.f;
+    x[i] = from_f<T>(g * f);
+  }
+}
+
 template <typename T>
 void launch(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
             const float* factor, int64_t ignore_index, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   T* p = static_cast<T*>(logits);
   const bool aligned = reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % kVec == 0;
+  const int64_t smem = V / kVec * 16;
+  if (aligned && sizeof(T) == 2 && V >= kVec && smem <= kSmemRowBytes) {
+    static const cudaError_t attr = cudaFuncSetAttribute(cross_entropy_rows_smem_kernel<T, kVec>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRowBytes);
+    if (attr == cudaSuccess) {
+      cross_entropy_rows_smem_kernel<T, kVec><<<static_cast<unsigned>(rows), kSmemThreads, static_cast<size_t>(smem), stream>>>(
+          p, V, ld, targets, row_loss, factor, ignore_index);
+      return;
+    }
+    (void)cudaGetLastError();  // the attribute was refused: the two-read kernel below, and no error left behind
+  }
   if (aligned)
     cross_entropy_rows_kernel<T, kVec><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
   else

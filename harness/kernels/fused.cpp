@@ -310,4 +310,46 @@ at::Tensor widen_sum(const std::vector<at::Tensor>& parts, Impl impl) {
   return out;
 }
 
+void embedding_backward_add_(at::Tensor& grad, const at::Tensor& rows, const at::Tensor& indices, Impl impl) {
+  TORCH_CHECK(grad.dim() == 2 && rows.dim() == 2 && rows.size(1) == grad.size(1) && indices.numel() == rows.size(0) &&
+                  indices.scalar_type() == at::kLong,
+              "embedding_backward_add_: expected grad (V, C), rows (N, C) and N int64 indices");
+  at::NoGradGuard no_grad;
+  const at::Tensor idx = indices.reshape({-1});
+#ifdef AMPCHECK_CUDA_KERNELS
+  if (impl == Impl::Auto && grad.is_cuda() && grad.scalar_type() == at::kFloat && rows.scalar_type() == at::kFloat &&
+      grad.is_contiguous() && grad.size(1) % 4 == 0 && grad.size(1) <= 4096 && reinterpret_cast<uintptr_t>(grad.data_ptr()) % 16 == 0) {
+    const at::Tensor r = aligned(rows.contiguous());
+    // 32-bit keys (half the radix sort's passes); tokens outside int32 would be out of range of any embedding anyway
+    auto [sorted, order] = at::sort(idx.clamp(-1, grad.size(0)).to(at::kInt), /*stable=*/true, /*dim=*/0, /*descending=*/false);
+    const int C = static_cast<int>(r.size(1));
+    at::Tensor scratch = at::empty({cuda::embedding_rows_scratch(r.size(0), C)}, grad.options());
+    const char* err = cuda::embedding_rows_add(sorted.data_ptr<int32_t>(), order.data_ptr<int64_t>(), r.data_ptr<float>(),
+                                               grad.data_ptr<float>(), scratch.data_ptr<float>(), r.size(0), C,
+                                               grad.size(0), at::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == nullptr, "embedding_backward_add_: ", err);
+    return;
+  }
+#endif
+  (void)impl;
+  grad.add_(at::embedding_dense_backward(rows, idx, grad.size(0), /*padding_idx=*/-1, /*scale_grad_by_freq=*/false));
+}
+
+void scale_unless_one_(at::Tensor& x, const at::Tensor& r, Impl impl) {
+  TORCH_CHECK(r.numel() == 1 && r.scalar_type() == at::kFloat && r.device() == x.device(),
+              "scale_unless_one_: r must be one float32 on x's device");
+  at::NoGradGuard no_grad;
+#ifdef AMPCHECK_CUDA_KERNELS
+  if (impl == Impl::Auto && x.is_cuda() && x.is_contiguous() && kernel_dtype_ok(x.scalar_type())) {
+    const at::Tensor rc = r.contiguous();
+    const char* err = cuda::scale_unless_one(x.data_ptr(), kernel_dtype(x.scalar_type()), x.numel(), rc.data_ptr<float>(),
+                                             at::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == nullptr, "scale_unless_one_: ", err);
+    return;
+  }
+#endif
+  (void)impl;
+  x.mul_(r.reshape({}));
+}
+
 }  // namespace ampcheck::kernels

@@ -59,4 +59,17 @@ std::vector<at::Tensor> cast_many(const std::vector<at::Tensor>& srcs, at::Scala
 // launch for CUDA fp16 / bf16 parts; elsewhere the ATen ops.
 at::Tensor widen_sum(const std::vector<at::Tensor>& parts, Impl impl = Impl::Auto);
 
+// The tied token embedding's backward added into the gradient the tied head already produced (the fused head's tied
+// path, models/head_loss.h): grad (V, C) += Σ rows[n] over the positions n whose token is v, for each token v — each
+// token's rows summed in fp32 in a fixed order, then added once (deterministic). rows (N, C), indices (N) int64. For
+// CUDA fp32 with C % 4 == 0: a stable sort of the indices and one kernel; elsewhere grad += the stock
+// at::embedding_dense_backward (bit for bit what autograd's stock path gives: the head's gradient plus the
+// embedding's).
+void embedding_backward_add_(at::Tensor& grad, const at::Tensor& rows, const at::Tensor& indices, Impl impl = Impl::Auto);
+
+// x *= r in place (r a 0-dim fp32 tensor on x's device, rounded to x's dtype as ATen's type promotion does; the
+// product in fp32, rounded once to x's dtype: what x.mul_(r) gives), read on the device: where r holds exactly 1 the CUDA kernel returns without touching x (x · 1 == x), so
+// the fused head's backward pays no pass on its normal path. CUDA fp32 / fp16 / bf16 contiguous x; elsewhere x.mul_(r).
+void scale_unless_one_(at::Tensor& x, const at::Tensor& r, Impl impl = Impl::Auto);
+
 }  // namespace ampcheck::kernels

@@ -92,3 +92,17 @@ constexpr int kMaxWidenParts = 8;
 const char* widen_sum(const void* const* parts, int count, DType part_dtype, float* out, int64_t n, void* stream);
 
 }  // namespace ampcheck::kernels::cuda
+
+namespace ampcheck::kernels::cuda {
+
+// See embedding_rows.cu. grad (V × C fp32, row-major) += the rows (N × C fp32, row-major, 16-byte aligned) of the
+// positions order[0..N) grouped by token: sorted (N int32) is the stable sort of the tokens, order the positions in
+// that order. scratch: embedding_rows_scratch(N, C) fp32, 16-byte aligned. Tokens outside [0, V) are skipped.
+// C % 4 == 0, C <= 4096.
+int64_t embedding_rows_scratch(int64_t N, int C);
+const char* embedding_rows_add(const int32_t* sorted, const int64_t* order, const float* rows, float* grad,
+                               float* scratch, int64_t N, int C, int64_t V, void* stream);
+// x (n elements of dtype) *= *r (one fp32 on the device), unless *r == 1: then x is not touched.
+const char* scale_unless_one(void* x, DType dtype, int64_t n, const float* r, void* stream);
+
+}  // namespace ampcheck::kernels::cuda

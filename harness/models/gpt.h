@@ -4,6 +4,7 @@
 // Presets: micro (tests), nano (~1M), small-ish mini, gpt2-124m, gpt2-350m.
 #pragma once
 
+#include "models/head_loss.h"
 #include "models/model.h"
 
 namespace ampcheck::models {
@@ -56,6 +57,10 @@ class Gpt final : public Model {
   size_t wte_, wpe_, lnf_w_, lnf_b_;
   std::vector<Block> blocks_;
   std::vector<at::Tensor> casts_;  // indexed like parameters(); empty, or undefined where not precast
+  // model.head_loss: fused: the head's and the token embedding's gradients for wte meet in one tensor (head_loss.h);
+  // tie_wte_ is set by loss() around its hidden() call, so the lookup there takes the tied path
+  TiedGradient tied_;
+  bool tie_wte_ = false;
 };
 
 }  // namespace ampcheck::models

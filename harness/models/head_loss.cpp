@@ -80,7 +80,8 @@ int64_t fused_rows_per_chunk(int64_t requested, int64_t N, int64_t V, int64_t el
 struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& targets, int64_t chunk_rows, const at::Tensor& grad_scale_hint,
-                            bool need_grads, bool fp32_wgrad, const std::optional<at::Tensor>& w_cast) {
+                            bool need_grads, bool fp32_wgrad, const std::optional<at::Tensor>& w_cast,
+                            int64_t tied_address) {
     const at::ScalarType dt = amp::autocast_dtype_or(x.device().type(), x.scalar_type());  // at::linear's dtype
     const int64_t N = x.size(0), C = x.size(1), V = w.size(0);
     const int64_t R = fused_rows_per_chunk(chunk_rows, N, V, at::elementSize(dt));
@@ -123,6 +124,7 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
       ctx->save_for_backward({dx, dw, hint});
       ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
       ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+      ctx->saved_data["tied"] = tied_address;
     }
     return row_loss.sum() / n_valid;
   }
@@ -137,23 +139,63 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     const at::Tensor ratio = grads[0].to(at::kFloat).reshape({}) / hint;
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
-    // the product in fp32 (0-dim ratio), rounded once to x's dtype: one pass when x has dx's dtype
-    at::Tensor gx = x_dtype == dx.scalar_type() ? dx * ratio : dx.to(x_dtype) * ratio;
-    at::Tensor gw = (dw * ratio).to(w_dtype);
-    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    // the product in fp32 (0-dim ratio), rounded once to x's dtype: in place (no pass while the ratio is 1) when x
+    // has dx's dtype. The saved gradients are scaled in place: this backward runs once (the graph is not retained).
+    at::Tensor gx = dx, gw = dw;
+    if (x_dtype == dx.scalar_type()) kernels::scale_unless_one_(gx, ratio);
+    else gx = dx.to(x_dtype) * ratio;
+    if (w_dtype == dw.scalar_type()) kernels::scale_unless_one_(gw, ratio);
+    else gw = (dw * ratio).to(w_dtype);
+    if (auto* tied = reinterpret_cast<TiedGradient*>(ctx->saved_data["tied"].toInt()); tied && ctx->needs_input_grad(1)) {
+      tied->grad = gw;  // tied_embedding's backward adds the lookup's rows and returns it
+      gw = at::Tensor();
+    }
+    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 }  // namespace
 
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                     int64_t chunk_rows, const at::Tensor& grad_scale_hint, bool fp32_wgrad,
-                                    const at::Tensor& w_cast) {
+                                    const at::Tensor& w_cast, TiedGradient* tied) {
   const bool need_grads = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
   // (an undefined tensor cannot pass through a custom Function: 1 as a tensor)
   const at::Tensor hint = grad_scale_hint.defined() ? grad_scale_hint
                                                     : at::ones({}, x.options().dtype(at::kFloat));
   const std::optional<at::Tensor> cast = w_cast.defined() ? std::optional<at::Tensor>(w_cast) : std::nullopt;
-  return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads, fp32_wgrad, cast);
+  return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads, fp32_wgrad, cast,
+                                      reinterpret_cast<int64_t>(tied));
+}
+
+namespace {
+struct TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& w, const at::Tensor& indices,
+                            int64_t tied_address) {
+    ctx->save_for_backward({indices});
+    ctx->saved_data["tied"] = tied_address;
+    ctx->saved_data["w_sizes"] = w.sizes();
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    return at::embedding(w, indices);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor indices = ctx->get_saved_variables()[0];
+    auto* tied = reinterpret_cast<TiedGradient*>(ctx->saved_data["tied"].toInt());
+    const auto w_sizes = ctx->saved_data["w_sizes"].toIntVector();
+    at::Tensor gw = std::move(tied->grad);  // the head's gradient for w (undefined where the head left none)
+    tied->grad = at::Tensor();
+    const at::Tensor& g = grads[0];
+    if (!gw.defined()) gw = at::zeros(w_sizes, g.options().dtype(static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt())));
+    kernels::embedding_backward_add_(gw, g.reshape({-1, w_sizes[1]}), indices.reshape({-1}));
+    return {gw, at::Tensor(), at::Tensor()};
+  }
+};
+}  // namespace
+
+at::Tensor tied_embedding(const at::Tensor& w, const at::Tensor& indices, TiedGradient* tied) {
+  TORCH_CHECK(tied != nullptr, "tied_embedding: needs the TiedGradient the fused head shares");
+  return TiedEmbedding::apply(w, indices, reinterpret_cast<int64_t>(tied));
 }
 
 at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,

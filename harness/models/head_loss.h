@@ -32,8 +32,23 @@ at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, 
 // gradients are summed in fp32 in chunk order by one pass at the end (kernels::widen_sum; the same sums as adding
 // each into fp32 zeros). w_cast: w already in the logits' dtype (the step's one-pass casts), used instead of
 // casting w here — the same values.
+// tied: see TiedGradient (null: w's gradient is returned to autograd as any input's).
+struct TiedGradient;
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                     int64_t chunk_rows = 0, const at::Tensor& grad_scale_hint = {},
-                                    bool fp32_wgrad = false, const at::Tensor& w_cast = {});
+                                    bool fp32_wgrad = false, const at::Tensor& w_cast = {},
+                                    TiedGradient* tied = nullptr);
+
+// The fused head's tied path: the head's weight gradient and the token embedding's meet in one tensor instead of
+// autograd's sum of two. The fused head's backward (which runs first: the loss is its output) leaves its gradient
+// for w here instead of returning it; tied_embedding's backward adds the lookup's rows into that tensor in place
+// (kernels::embedding_backward_add_: no (V, C) zero-fill, no separate embedding gradient, no (V, C) add) and returns
+// it as w's gradient. The values are the stock path's: the head's gradient plus each token's rows summed in fp32 (in
+// another order on CUDA). Both calls take the same TiedGradient, owned by the model, for one forward and backward.
+struct TiedGradient {
+  at::Tensor grad;  // the head's gradient for w between the two backward passes; undefined otherwise
+};
+// at::embedding(w, indices), with the backward above.
+at::Tensor tied_embedding(const at::Tensor& w, const at::Tensor& indices, TiedGradient* tied);
 
 }  // namespace ampcheck::models

@@ -112,21 +112,27 @@ TEST(HeadLoss, CrossEntropyRowsContract) {
   EXPECT_TRUE(g[4].isnan().all().item<bool>());
 }
 
-// On a GPU: the CUDA C++ row kernel against its ATen reference, fp32 / fp16 / bf16, a vocabulary that is not a
-// multiple of the vector width (scalar tail) and one that is; loss within 1e-5 relative (fp32 sums in another
+// On a GPU: the CUDA C++ row kernels (fp16 / bf16 rows held in shared memory, fp32 rows read twice) against their
+// ATen reference, fp32 / fp16 / bf16, vocabularies that are and are not a multiple of the vector width (scalar tail),
+// strided rows, a row of -inf but one logit; loss within 1e-5 relative (fp32 sums in another
 // order, __expf), gradient within one ulp of its dtype (it is rounded once in both) plus 1e-6 absolute. And the fused
 // head on CUDA against the stock head under bf16 autocast, as on the CPU.
 TEST(CudaKernels, CrossEntropyRowsMatchTheirReference) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
   at::manual_seed(5);
-  for (int64_t V : {50304, 1001})
+  for (int64_t V : {50304, 1001, 50257})
   for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
-    at::Tensor logits = (at::randn({64, V}, at::kCUDA) * 4).to(dt);
+    // 50257 (GPT-2's vocabulary) as the fused head's rows: a view of 50304-wide rows, one element of scalar tail
+    at::Tensor logits = V == 50257 ? (at::randn({64, 50304}, at::kCUDA) * 4).to(dt).narrow(1, 0, V)
+                                   : (at::randn({64, V}, at::kCUDA) * 4).to(dt);
+    if (V == 50257) logits.select(0, 7).fill_(-std::numeric_limits<double>::infinity()).index_put_({1}, 2.0);
     at::Tensor t = at::randint(V, {64}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
     t[3] = -100;
+    if (V == 50257) t[7] = 1;  // the -inf row's one finite logit (a -inf target logit would make both losses inf)
     at::Tensor factor = at::full({}, 1.0 / 64, at::TensorOptions().device(at::kCUDA));
-    at::Tensor a = logits.clone(), b = logits.clone();
+    auto like = [&] { return V == 50257 ? logits.contiguous().new_empty({64, 50304}).narrow(1, 0, V).copy_(logits) : logits.clone(); };
+    at::Tensor a = like(), b = like();
     at::Tensor ra = at::empty({64}, factor.options()), rb = at::empty({64}, factor.options());
     kernels::cross_entropy_rows_(a, t, ra, factor, -100, kernels::Impl::Auto);
     kernels::cross_entropy_rows_(b, t, rb, factor, -100, kernels::Impl::Reference);
