@@ -37,6 +37,59 @@ __device__ __forceinline__ void add_value(float& m, float& s, float v) {
   else s += __expf(v - m);
 }
 
+// The block's (max, sum) pairs combined — warp, then block — into the row's log-sum-exp, returned on every thread of
+// the NT-thread block; thread 0 writes the row's loss, reading the target logit before the barrier that precedes any
+// thread's pass 2 (so before the row is overwritten).
+template <int NT, typename T>
+__device__ __forceinline__ float block_log_sum_exp(float m, float s, const T* x, int64_t t, bool ignored, bool bad,
+                                                   float* loss_out) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    combine(m, s, m2, s2);
+  }
+  __shared__ float sm[NT / 32], ss[NT / 32];
+  __shared__ float lse_shared;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) { sm[warp] = m; ss[warp] = s; }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < NT / 32 ? sm[lane] : -INFINITY;
+    s = lane < NT / 32 ? ss[lane] : 0.f;
+    for (int off = 16; off > 0; off >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+      combine(m, s, m2, s2);
+    }
+    if (lane == 0) {
+      const float lse = m + logf(s);
+      lse_shared = lse;
+      *loss_out = ignored ? 0.f : bad ? NAN : lse - to_f(x[t]);
+    }
+  }
+  __syncthreads();
+  return lse_shared;
+}
+
+// Pass 2 for one pack whose first element is column `first`: (softmax − one-hot(t)) · f, rounded to T.
+template <typename T, int VEC>
+__device__ __forceinline__ void gradient_pack(Pack<T, VEC>& p, int64_t first, int64_t t, float lse, float f) {
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    float g = __expf(to_f(p.v[k]) - lse);
+    if (first + k == t) g -= 1.f;
+    p.v[k] = from_f<T>(g * f);
+  }
+}
+
+// Pass 2 for the row's columns past the last whole pack, thread by thread.
+template <int NT, typename T>
+__device__ __forceinline__ void gradient_tail(T* x, int64_t from, int64_t V, int64_t t, float lse, float f) {
+  for (int64_t i = from + threadIdx.x; i < V; i += NT) {
+    Pack<T, 1> p{{x[i]}};
+    gradient_pack<T, 1>(p, i, t, lse, f);
+    x[i] = p.v[0];
+  }
+}
+
 // VEC elements per load (16 bytes for 2-byte types when the row allows it, else 1).
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads) cross_entropy_rows_kernel(T* logits, int64_t V, int64_t ld,
@@ -48,61 +101,26 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_rows_kernel(T* logits,
   const bool ignored = t == ignore_index;
   const bool bad = !ignored && (t < 0 || t >= V);  // out of range: the row's loss and gradient are NaN (no assert)
 
-  struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
+  using P = Pack<T, VEC>;
   const int64_t nvec = V / VEC;
-  Pack* xp = reinterpret_cast<Pack*>(x);
+  P* xp = reinterpret_cast<P*>(x);
 
   float m = -INFINITY, s = 0.f;
   for (int64_t i = threadIdx.x; i < nvec; i += kThreads) {
-    const Pack p = xp[i];
+    const P p = xp[i];
 #pragma unroll
     for (int k = 0; k < VEC; ++k) add_value(m, s, to_f(p.v[k]));
   }
   for (int64_t i = nvec * VEC + threadIdx.x; i < V; i += kThreads) add_value(m, s, to_f(x[i]));
 
-  // warp, then block
-  for (int off = 16; off > 0; off >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
-    combine(m, s, m2, s2);
-  }
-  __shared__ float sm[kThreads / 32], ss[kThreads / 32];
-  __shared__ float lse_shared;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) { sm[warp] = m; ss[warp] = s; }
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < kThreads / 32 ? sm[lane] : -INFINITY;
-    s = lane < kThreads / 32 ? ss[lane] : 0.f;
-    for (int off = 16; off > 0; off >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
-      combine(m, s, m2, s2);
-    }
-    if (lane == 0) {
-      const float lse = m + logf(s);
-      lse_shared = lse;
-      // the target logit is read here, before pass 2 overwrites the row (the barrier below orders it)
-      row_loss[row] = ignored ? 0.f : bad ? NAN : lse - to_f(x[t]);
-    }
-  }
-  __syncthreads();
-  const float lse = lse_shared;
+  const float lse = block_log_sum_exp<kThreads>(m, s, x, t, ignored, bad, row_loss + row);
   const float f = ignored ? 0.f : bad ? NAN : *factor;
-
   for (int64_t i = threadIdx.x; i < nvec; i += kThreads) {
-    Pack p = xp[i];
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      float g = __expf(to_f(p.v[k]) - lse);
-      if (i * VEC + k == t) g -= 1.f;
-      p.v[k] = from_f<T>(g * f);
-    }
+    P p = xp[i];
+    gradient_pack(p, i * VEC, t, lse, f);
     xp[i] = p;
   }
-  for (int64_t i = nvec * VEC + threadIdx.x; i < V; i += kThreads) {
-    float g = __expf(to_f(x[i]) - lse);
-    if (i == t) g -= 1.f;
-    x[i] = from_f<T>(g * f);
-  }
+  gradient_tail<kThreads>(x, nvec * VEC, V, t, lse, f);
 }
 
 // The same two passes with the row kept in shared memory (16-bit logits whose row fits twice in an SM's shared
@@ -162,46 +180,15 @@ __global__ void __launch_bounds__(kSmemThreads, 2)
     }
   }
   for (int64_t i = static_cast<int64_t>(nvec) * VEC + threadIdx.x; i < V; i += NT) add_value(m, s, to_f(x[i]));
-  for (int off = 16; off > 0; off >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
-    combine(m, s, m2, s2);
-  }
-  __shared__ float sm[NT / 32], ss[NT / 32];
-  __shared__ float lse_shared;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) { sm[warp] = m; ss[warp] = s; }
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < NT / 32 ? sm[lane] : -INFINITY;
-    s = lane < NT / 32 ? ss[lane] : 0.f;
-    for (int off = 16; off > 0; off >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
-      combine(m, s, m2, s2);
-    }
-    if (lane == 0) {
-      const float lse = m + logf(s);
-      lse_shared = lse;
-      row_loss[row] = ignored ? 0.f : bad ? NAN : lse - to_f(x[t]);
-    }
-  }
-  __syncthreads();
-  const float lse = lse_shared;
-  const float f = ignored ? 0.f : bad ? NAN : *factor;
+
+  const float lse = block_log_sum_exp<NT>(m, s, x, t, ignored, bad, row_loss + row);  // (its barriers: the row is in
+  const float f = ignored ? 0.f : bad ? NAN : *factor;                                 //  shared memory after them)
   for (int i = threadIdx.x; i < nvec; i += NT) {
     P p = sp[i];
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      float g = __expf(to_f(p.v[k]) - lse);
-      if (static_cast<int64_t>(i) * VEC + k == t) g -= 1.f;
-      p.v[k] = from_f<T>(g * f);
-    }
+    gradient_pack(p, static_cast<int64_t>(i) * VEC, t, lse, f);
     xp[i] = p;
   }
-  for (int64_t i = static_cast<int64_t>(nvec) * VEC + threadIdx.x; i < V; i += NT) {
-    float g = __expf(to_f(x[i]) - lse);
-    if (i == t) g -= 1.f;
-    x[i] = from_f<T>(g * f);
-  }
+  gradient_tail<NT>(x, static_cast<int64_t>(nvec) * VEC, V, t, lse, f);
 }
 
 template <typename T>

@@ -28,6 +28,22 @@ __device__ __forceinline__ bool same(const int32_t* sorted, int64_t j, int64_t N
   return j >= 0 && j < N && sorted[j] == id;
 }
 
+// a += b, element by element
+__device__ __forceinline__ void add4(float4& a, const float4& b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  a.w += b.w;
+}
+
+// grad's row `id` (C4 float4s), element c: += v
+__device__ __forceinline__ void add_to_row(float* grad, int64_t id, int C4, int c, const float4& v) {
+  float4* g = reinterpret_cast<float4*>(grad + id * (int64_t{C4} * 4)) + c;
+  float4 gv = *g;
+  add4(gv, v);
+  *g = gv;
+}
+
 // Each block sums the rows of its kChunk sorted positions, token by token, in position order (one float4 of C per
 // thread). A token whose positions all lie inside the chunk is added to grad here; the chunk's first and last token,
 // where their positions continue into the neighbouring chunk, leave their sums in first_part / last_part instead.
@@ -48,25 +64,14 @@ __global__ void embedding_chunks_kernel(const int32_t* __restrict__ sorted, cons
   for (int k = 0; k < kChunk; ++k) {
     const int64_t j = j0 + k;
     if (j >= j1) break;
-    acc.x += r[k].x;
-    acc.y += r[k].y;
-    acc.z += r[k].z;
-    acc.w += r[k].w;
+    add4(acc, r[k]);
     const int32_t id = sorted[j];
     if (j + 1 < j1 && sorted[j + 1] == id) continue;
     // the token's positions [seg, j] end here within the chunk
     const bool from_prev = seg == j0 && same(sorted, j0 - 1, N, id);
     const bool to_next = j + 1 == j1 && same(sorted, j1, N, id);
     if (!from_prev && !to_next) {
-      if (id >= 0 && id < V) {
-        float4* g = reinterpret_cast<float4*>(grad + id * (int64_t{C4} * 4)) + c;
-        float4 gv = *g;
-        gv.x += acc.x;
-        gv.y += acc.y;
-        gv.z += acc.z;
-        gv.w += acc.w;
-        *g = gv;
-      }
+      if (id >= 0 && id < V) add_to_row(grad, id, C4, c, acc);
     } else if (seg == j0) {
       first_part[b * C4 + c] = acc;
     } else {
@@ -91,21 +96,11 @@ __global__ void embedding_runs_kernel(const int32_t* __restrict__ sorted, const 
   if (whole && same(sorted, j0 - 1, N, id)) return;               // it started in an earlier chunk: not ours
   float4 acc = whole ? first_part[b * C4 + c] : last_part[b * C4 + c];
   for (int64_t bb = b + 1;; ++bb) {
-    const float4 p = first_part[bb * C4 + c];
-    acc.x += p.x;
-    acc.y += p.y;
-    acc.z += p.z;
-    acc.w += p.w;
+    add4(acc, first_part[bb * C4 + c]);
     const int64_t e = (bb + 1) * kChunk;
     if (!(e < N && sorted[e] == id)) break;  // (sorted: the token fills chunk bb when it continues past it)
   }
-  float4* g = reinterpret_cast<float4*>(grad + id * (int64_t{C4} * 4)) + c;
-  float4 gv = *g;
-  gv.x += acc.x;
-  gv.y += acc.y;
-  gv.z += acc.z;
-  gv.w += acc.w;
-  *g = gv;
+  add_to_row(grad, id, C4, c, acc);
 }
 
 constexpr int kScaleThreads = 256;
