@@ -244,12 +244,12 @@ at::Tensor Gpt::hidden_fused(at::Tensor x) {
   return kernels::add_layer_norm(x, pending, p(lnf_w_), p(lnf_b_), kLayerNormEps, out).second;
 }
 
-at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {
+at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts, TiedGradient* tied) {
   const int64_t T = inputs.size(1);
   TORCH_CHECK(T <= cfg_.block_size, "gpt: sequence length ", T, " exceeds block_size ", cfg_.block_size);
   at::Tensor pos = at::arange(T, inputs.options());
   const int head = lm_head_site();
-  at::Tensor tok = tie_wte_ ? tied_embedding(p(wte_), inputs, &tied_) : embedding(head + 1, p(wte_), inputs);
+  at::Tensor tok = tied ? tied_embedding(p(wte_), inputs, tied) : embedding(head + 1, p(wte_), inputs);
   at::Tensor x = tok + embedding(head + 2, p(wpe_), pos);  // (B, T, C)
   cast_weights(x);
   if (fused_layernorm_applies(x, opts)) return hidden_fused(x);
@@ -277,20 +277,12 @@ at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const 
   }
   if (cfg_.head_loss == "fused") {  // engine option: the same with the gradients computed in the forward
     // the tied weight's two gradients in one tensor (not where a matmul override owns the lookup, e.g. FP8's)
-    const bool tie = matmul_override() == nullptr;
+    TiedGradient* tied = matmul_override() == nullptr ? &tied_ : nullptr;
     tied_.grad = at::Tensor();
-    tie_wte_ = tie;
-    at::Tensor h;
-    try {
-      h = hidden(inputs, opts);
-    } catch (...) {
-      tie_wte_ = false;
-      throw;
-    }
-    tie_wte_ = false;
+    at::Tensor h = hidden(inputs, opts, tied);
     at::Tensor loss = fused_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}),
                                                cfg_.head_chunk_rows, opts.loss_grad_scale, cfg_.gemm_epilogues, pc(wte_),
-                                               tie ? &tied_ : nullptr);
+                                               tied);
     casts_.clear();
     return loss;
   }

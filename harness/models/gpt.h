@@ -19,7 +19,7 @@ class Gpt final : public Model {
   // logits (B, T, V) for inputs (B, T)
   at::Tensor logits(const at::Tensor& inputs, const ForwardOptions& opts = {});
   // the final LayerNorm's output (B, T, C): what the tied head multiplies
-  at::Tensor hidden(const at::Tensor& inputs, const ForwardOptions& opts = {});
+  at::Tensor hidden(const at::Tensor& inputs, const ForwardOptions& opts = {}) { return hidden(inputs, opts, nullptr); }
   std::string kind() const override { return "gpt"; }
   // The parameter names a Gpt of this (resolved) config registers, in order, without building it (scenario
   // parsing checks injection globs against them; a gpt2-124m would be 500 MB of weights).
@@ -42,6 +42,8 @@ class Gpt final : public Model {
   at::Tensor mlp_branch(size_t l, at::Tensor m, double mlp_spike);     // proj(gelu(fc(m)))
   bool fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opts) const;
   at::Tensor hidden_fused(at::Tensor x);  // hidden() with the residual adds fused into the LayerNorms
+  // hidden() whose token lookup is tied_embedding(…, tied) where `tied` is given (the fused head's tied path)
+  at::Tensor hidden(const at::Tensor& inputs, const ForwardOptions& opts, TiedGradient* tied);
   // wc / bc: w and b precast to the compute dtype (cast_weights), for the GEMM-epilogue path
   at::Tensor linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {},
                     const at::Tensor& wc = {}, const at::Tensor& bc = {});
@@ -57,10 +59,8 @@ class Gpt final : public Model {
   size_t wte_, wpe_, lnf_w_, lnf_b_;
   std::vector<Block> blocks_;
   std::vector<at::Tensor> casts_;  // indexed like parameters(); empty, or undefined where not precast
-  // model.head_loss: fused: the head's and the token embedding's gradients for wte meet in one tensor (head_loss.h);
-  // tie_wte_ is set by loss() around its hidden() call, so the lookup there takes the tied path
+  // model.head_loss: fused: the head's and the token embedding's gradients for wte meet in one tensor (head_loss.h)
   TiedGradient tied_;
-  bool tie_wte_ = false;
 };
 
 }  // namespace ampcheck::models

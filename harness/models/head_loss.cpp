@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace ampcheck::models {
 
@@ -183,8 +184,7 @@ struct TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
     const at::Tensor indices = ctx->get_saved_variables()[0];
     auto* tied = reinterpret_cast<TiedGradient*>(ctx->saved_data["tied"].toInt());
     const auto w_sizes = ctx->saved_data["w_sizes"].toIntVector();
-    at::Tensor gw = std::move(tied->grad);  // the head's gradient for w (undefined where the head left none)
-    tied->grad = at::Tensor();
+    at::Tensor gw = std::exchange(tied->grad, at::Tensor());  // the head's gradient for w (undefined if it left none)
     const at::Tensor& g = grads[0];
     if (!gw.defined()) gw = at::zeros(w_sizes, g.options().dtype(static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt())));
     kernels::embedding_backward_add_(gw, g.reshape({-1, w_sizes[1]}), indices.reshape({-1}));
