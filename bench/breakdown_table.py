@@ -21,6 +21,8 @@ def label(r):
         opts.append("fused bias/GELU")
     if r.get("gemm_epilogues"):
         opts.append("GEMM epilogues")
+    if r.get("fused_grad_check"):
+        opts.append("fused grad check")
     return f'{r["impl"]} {r["strategy"]}' + (f' ({" + ".join(opts)})' if opts else "")
 
 

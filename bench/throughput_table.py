@@ -17,7 +17,7 @@ compiled = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-compi
 engine_bf16 = {r.get("probe_every"): r for r in rows if r["impl"] == "ampcheck-cpp" and r["strategy"] == "bf16-autocast"
                and r.get("head_loss", "stock") == "stock" and not r.get("cuda_graphs")
                and not r.get("fused_layernorm") and not r.get("fused_bias_gelu")
-               and not r.get("gemm_epilogues")}
+               and not r.get("gemm_epilogues") and not r.get("fused_grad_check")}
 
 
 def engine_path(r):
@@ -38,6 +38,8 @@ def engine_path(r):
         parts.append("fused bias/GELU")
     if r.get("gemm_epilogues"):
         parts.append("GEMM epilogues")
+    if r.get("fused_grad_check"):
+        parts.append("fused grad check")
     return " + ".join(parts) or "stock"
 
 

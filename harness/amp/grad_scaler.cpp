@@ -149,6 +149,23 @@ void GradScaler::check_inf_per_device(ScalableOptimizer& optimizer) {
     for (auto& kv : state.found_inf_per_device) found_inf_reducer_(kv.second);
 }
 
+// ampcheck's extension: the check _check_inf_per_device would make, made by the caller (grad_scaler.h).
+void GradScaler::record_inf_check(ScalableOptimizer& optimizer, const at::Tensor& found_inf) {
+  if (!enabled_) return;
+  check_scale_growth_tracker("record_inf_check");
+  if (!optimizer.supports_amp_scaling())
+    raise(PyType::RuntimeError, "record_inf_check() is for optimizers that take the scale on the device (fused).");
+  auto& state = per_optimizer_states_[&optimizer];
+  if (state.stage != Stage::READY || !state.found_inf_per_device.empty())
+    raise(PyType::RuntimeError, "record_inf_check() must come once per step, before unscale_() and step().");
+  TORCH_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.scalar_type() == at::kFloat,
+              "record_inf_check: found_inf must be one float32");
+  at::Tensor f = found_inf.reshape({});
+  state.found_inf_per_device[device_key(f.device())] = f;
+  if (found_inf_reducer_)
+    for (auto& kv : state.found_inf_per_device) found_inf_reducer_(kv.second);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // step
 bool GradScaler::step(ScalableOptimizer& optimizer) {
@@ -162,7 +179,8 @@ bool GradScaler::step(ScalableOptimizer& optimizer) {
 
   if (optimizer.supports_amp_scaling()) {
     // Fused optimizers: hand over grad_scale and found_inf, no host sync.
-    if (state.stage == Stage::READY) check_inf_per_device(optimizer);
+    // (a check recorded by record_inf_check stands for this one)
+    if (state.stage == Stage::READY && state.found_inf_per_device.empty()) check_inf_per_device(optimizer);
     at::Tensor found = found_inf(optimizer);
     // Python: found_inf = sum([...]) over the recorded devices, which is 0 when no grad was checked.
     if (!found.defined()) found = at::zeros({}, scale_.options().dtype(at::kFloat));

@@ -50,6 +50,10 @@ struct LoopConfig {
   // ENGINE OPTION: capture each kind of step (plain, probe) as a CUDA graph after two eager warm-up steps and replay
   // it (engine/step_graph.h); runs that need the host inside a step stay uncaptured and say why.
   bool cuda_graphs = false;
+  // ENGINE OPTION: the per-step gradient norm and the GradScaler's inf check from one pass over the grads, and the
+  // parameter norm from one more (kernels::square_sum_nonfinite); the scaler's own check is skipped where that pass
+  // read exactly the grads it would check (one fused-path optimizer, no master copies, no clipping, no gradient sync).
+  bool fused_grad_check = false;
   int64_t probe_every = 1;               // grad-element fractions and update norm every N steps (0 = never;
                                          // they cost a few passes over grads and params: NaN on other steps)
 };

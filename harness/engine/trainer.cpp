@@ -6,6 +6,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/device.h"
+#include "kernels/fused.h"
 
 #include <ampcheck/amp/autocast.h>
 
@@ -55,6 +56,16 @@ at::Tensor total_norm(const std::vector<at::Tensor>& ts, const at::Device& devic
   // per-tensor norms accumulated in fp32 whatever the tensor dtype (fp16 norms of scaled grads would overflow)
   std::vector<at::Tensor> norms = at::_foreach_norm(ts, 2, at::kFloat);
   return at::linalg_vector_norm(at::stack(norms), 2);
+}
+
+// engine option train.fused_grad_check: the norm from one pass that also says whether any element is inf or NaN
+std::pair<at::Tensor, at::Tensor> norm_and_found(const std::vector<at::Tensor>& ts, const at::Device& device) {
+  if (ts.empty()) {
+    at::Tensor zero = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+    return {zero, zero.clone()};
+  }
+  auto [sum_sq, found] = kernels::square_sum_nonfinite(ts);
+  return {sum_sq.sqrt(), found};
 }
 }  // namespace
 
@@ -247,6 +258,17 @@ void Trainer::update_scale() {
   else if (cfg_.loop.call_update) scaler_->update();
 }
 
+// train.fused_grad_check: whether the probe's pass over the model's grads can stand for the GradScaler's inf check —
+// it read exactly the grads the scaler would check, as step() would see them: one optimizer holding every parameter
+// (no master copies, no ZeRO shard, no second group) on the fused path, nothing between the probe and the step that
+// changes them (no clipping), stepped through the scaler, and no check recorded yet this step (unscale_ inside the
+// accumulation loop, a pitfall, has made its own).
+bool Trainer::inf_check_from_probe() const {
+  return scaler_ && scaler_->is_enabled() && optimizers_.size() == 1 && optimizers_[0]->supports_amp_scaling() &&
+         masters_.empty() && !grad_sync_ && cfg_.loop.clip_max_norm <= 0 && cfg_.loop.step_through_scaler &&
+         scaler_->stage(*optimizers_[0]) == amp::GradScaler::Stage::READY;
+}
+
 void Trainer::master_grads() {
   if (masters_.empty()) return;
   at::NoGradGuard no_grad;
@@ -356,7 +378,14 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   const std::vector<at::Tensor> grads = model_grads();
   at::Tensor scale_used = (scaler_ && scaler_->scale_tensor().defined()) ? scaler_->scale_tensor().clone()
                                                                          : at::ones({}, dev_opts);
-  at::Tensor grad_norm = total_norm(grads, device_) / scale_used;
+  at::Tensor grad_norm;
+  if (cfg_.loop.fused_grad_check) {  // engine option: the same pass is the GradScaler's inf check where it can be
+    auto [norm, found] = norm_and_found(grads, device_);
+    grad_norm = norm / scale_used;
+    if (inf_check_from_probe()) scaler_->record_inf_check(*optimizers_[0], found);
+  } else {
+    grad_norm = total_norm(grads, device_) / scale_used;
+  }
   std::vector<at::Tensor> stats;
   if (full_probe) {
     stats = grad_stats(grads);
@@ -401,7 +430,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   {
     at::NoGradGuard no_grad;
     const auto params = model_->parameter_tensors();
-    param_norm = total_norm(params, device_);
+    param_norm = cfg_.loop.fused_grad_check ? norm_and_found(params, device_).first : total_norm(params, device_);
     update_norm = full_probe ? total_norm(at::_foreach_sub(params, prev_params_), device_)
                                    : at::full({}, kNaN, dev_opts);
   }

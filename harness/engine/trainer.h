@@ -103,6 +103,7 @@ class Trainer {
   at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
   void update_scale();                                // scaler.update() / update(S)
   void master_grads();                                // model grads -> fp32 master grads
+  bool inf_check_from_probe() const;                  // train.fused_grad_check: the probe stands for the scaler's check
   void master_copy_back();                            // fp32 masters -> model params
   std::vector<at::Tensor> model_grads() const;
   std::vector<at::Tensor> grad_stats(const std::vector<at::Tensor>& grads) const;  // zero, subnormal, nonfinite

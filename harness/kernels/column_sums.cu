@@ -5,7 +5,7 @@
 //                block's rows, each lane V consecutive columns (one 16-byte load for V = 16 / sizeof(T), else V = 1),
 //                summing in fp32; the block adds its warps in warp order and writes one row of partials.
 //   sum_partials: out[c] = Σ_b part[b][c] in block order, one warp per 32 columns, rounded through the dtype the
-//                 stock op would have returned.
+//                 stock op would have returned (columns from round_from on: the LayerNorm's dγ, dβ stay fp32).
 // Deterministic: no atomics, every order fixed. Plain CUDA C++; fused.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(kColWarps * 32) column_sums_kernel(const T* __
 
 template <typename T>
 __global__ void __launch_bounds__(kColWarps * 32) sum_partials_kernel(const float* __restrict__ part, int64_t P,
-                                                                      int64_t C, float* __restrict__ out) {
+                                                                      int64_t C, float* __restrict__ out,
+                                                                      int64_t round_from) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + lane;
   float s = 0.f;
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(kColWarps * 32) sum_partials_kernel(const floa
     float t = 0.f;
 #pragma unroll
     for (int w = 0; w < kColWarps; ++w) t += sm[w][lane];
-    out[c] = to_f(from_f<T>(t));
+    out[c] = c >= round_from ? to_f(from_f<T>(t)) : t;
   }
 }
 
@@ -114,13 +115,14 @@ int multiprocessor_count() {
   return sms;
 }
 
-const char* sum_partials(const float* part, int64_t P, int64_t C, float* out, DType round_through, void* stream) {
+const char* sum_partials(const float* part, int64_t P, int64_t C, float* out, DType round_through, void* stream,
+                         int64_t round_from) {
   if (C == 0) return nullptr;
   auto st = static_cast<cudaStream_t>(stream);
   const unsigned blocks = static_cast<unsigned>((C + 31) / 32);
   with_type(round_through, [&](auto t) {
     using T = decltype(t);
-    sum_partials_kernel<T><<<blocks, kColWarps * 32, 0, st>>>(part, P, C, out);
+    sum_partials_kernel<T><<<blocks, kColWarps * 32, 0, st>>>(part, P, C, out, round_from);
   });
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);

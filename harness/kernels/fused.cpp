@@ -1,6 +1,8 @@
 // Fused kernels: the ATen references and the dispatch to the CUDA kernels (fused.h).
 #include "kernels/fused.h"
 
+#include <algorithm>
+
 #include <ampcheck/amp/autocast.h>
 
 #include <torch/csrc/autograd/custom_function.h>
@@ -80,10 +82,32 @@ void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tens
 }
 
 namespace {
+// with_bias_gradient (fused.h)
+struct BiasTapFn : public torch::autograd::Function<BiasTapFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& y, const at::Tensor& bias) {
+    ctx->saved_data["bias_dtype"] = static_cast<int64_t>(bias.scalar_type());
+    return y.view_as(y);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor& dy = grads[0];
+    at::Tensor db = dy.reshape({-1, dy.size(-1)}).sum(0).to(static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt()));
+    return {dy, db};
+  }
+};
+
+}  // namespace
+
+at::Tensor with_bias_gradient(const at::Tensor& y, const at::Tensor& bias) {
+  TORCH_CHECK(bias.dim() == 1 && y.dim() >= 1 && y.size(-1) == bias.size(0), "with_bias_gradient: bias must be (y.size(-1),)");
+  return BiasTapFn::apply(y, bias);
+}
+
+namespace {
 std::pair<at::Tensor, at::Tensor> add_layer_norm_reference(const at::Tensor& x, const at::Tensor& y,
                                                            const at::Tensor& gamma, const at::Tensor& beta, double eps,
-                                                           at::ScalarType out_dtype) {
-  at::Tensor s = y.defined() ? x + y : x;
+                                                           at::ScalarType out_dtype, const at::Tensor& y_bias) {
+  at::Tensor s = y.defined() ? x + (y_bias.defined() ? with_bias_gradient(y, y_bias) : y) : x;
   return {s, at::layer_norm(s, {s.size(-1)}, gamma, beta, eps).to(out_dtype)};
 }
 
@@ -94,11 +118,13 @@ at::Tensor aligned(const at::Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 ? t : t.clone();
 }
 
-// (x, y, γ, β) -> (s, h) with has_y; without (y is then a placeholder): (h), s being x itself (the wrapper returns x)
+// (x, y, γ, β, y's bias) -> (s, h) with has_y; without (y is then a placeholder): (h), s being x itself (the wrapper
+// returns x). The bias is not read (y holds it already); with has_bias its gradient comes from this backward.
 struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                                                 const at::Tensor& y, const at::Tensor& gamma, const at::Tensor& beta,
-                                                double eps, int64_t out_dtype_i, bool has_y) {
+                                                const at::Tensor& bias, double eps, int64_t out_dtype_i, bool has_y,
+                                                bool has_bias) {
     const auto out_dtype = static_cast<at::ScalarType>(out_dtype_i);
     const int64_t C = x.size(-1), N = x.numel() / C;
     at::Tensor xc = x.contiguous(), yc = has_y ? y.contiguous() : at::Tensor();
@@ -114,6 +140,8 @@ struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
     ctx->save_for_backward({s, gamma, mean, rstd});
     ctx->saved_data["y_dtype"] = static_cast<int64_t>(has_y ? y.scalar_type() : at::kFloat);
     ctx->saved_data["has_y"] = has_y;
+    ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["bias_dtype"] = static_cast<int64_t>(bias.scalar_type());
     if (!has_y) return {h};
     return {s, h};
   }
@@ -132,18 +160,22 @@ struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
     at::Tensor ds = at::empty(s.sizes(), s.options());
     const bool y_needs_cast = has_y && y_dtype != at::kFloat;
     at::Tensor dy = y_needs_cast ? at::empty(s.sizes(), s.options().dtype(y_dtype)) : at::Tensor();
+    const bool bias = ctx->saved_data["has_bias"].toBool();
     const int blocks = cuda::add_layer_norm_backward_blocks(N, static_cast<int>(C), kernel_dtype(dh.scalar_type()),
-                                                            kernel_dtype(y_dtype));
-    at::Tensor part = at::empty({blocks, 2 * C}, s.options()), dgb = at::empty({2 * C}, s.options());
+                                                            kernel_dtype(y_dtype), bias);
+    const int64_t W = (bias ? 3 : 2) * C;
+    at::Tensor part = at::empty({blocks, W}, s.options()), dgb = at::empty({W}, s.options());
     const char* err = cuda::add_layer_norm_backward(
         aligned(dh).data_ptr(), kernel_dtype(dh.scalar_type()), ds_in.defined() ? aligned(ds_in).data_ptr<float>() : nullptr,
         aligned(s).data_ptr<float>(), aligned(gamma.contiguous()).data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
         ds.data_ptr<float>(), y_needs_cast ? dy.data_ptr() : nullptr, kernel_dtype(y_dtype), part.data_ptr<float>(),
-        dgb.data_ptr<float>(), blocks, N, static_cast<int>(C), at::cuda::getCurrentCUDAStream().stream());
+        dgb.data_ptr<float>(), bias, blocks, N, static_cast<int>(C), at::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == nullptr, "add_layer_norm backward: ", err);
     at::Tensor dgamma = dgb.narrow(0, 0, C), dbeta = dgb.narrow(0, C, C);
+    at::Tensor db = bias ? dgb.narrow(0, 2 * C, C).to(static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt()))
+                         : at::Tensor();
     at::Tensor gy = has_y ? (y_needs_cast ? dy : ds) : at::Tensor();
-    return {ds, gy, dgamma, dbeta, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {ds, gy, dgamma, dbeta, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 #endif
@@ -151,10 +183,12 @@ struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
 
 std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& gamma,
                                                  const at::Tensor& beta, double eps, at::ScalarType out_dtype,
-                                                 Impl impl) {
+                                                 Impl impl, const at::Tensor& y_bias) {
   TORCH_CHECK(x.scalar_type() == at::kFloat && gamma.scalar_type() == at::kFloat && beta.scalar_type() == at::kFloat,
               "add_layer_norm: x, gamma and beta must be float32");
   TORCH_CHECK(!y.defined() || y.sizes() == x.sizes(), "add_layer_norm: y must have x's shape");
+  TORCH_CHECK(!y_bias.defined() || (y.defined() && y_bias.dim() == 1 && y_bias.size(0) == x.size(-1)),
+              "add_layer_norm: y_bias must be (C,) and comes with y");
 #ifdef AMPCHECK_CUDA_KERNELS
   const int64_t C = x.size(-1);
   if (impl == Impl::Auto && x.is_cuda() && C <= 1024 && cuda::add_layer_norm_backward_supported(static_cast<int>(C)) &&
@@ -162,13 +196,14 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
       (!y.defined() || y.scalar_type() == at::kFloat || y.scalar_type() == out_dtype)) {
     // autocast off inside: the function decides its own dtypes
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    const bool has_y = y.defined();
-    auto out = AddLayerNormFn::apply(x, has_y ? y : x, gamma, beta, eps, static_cast<int64_t>(out_dtype), has_y);
+    const bool has_y = y.defined(), has_bias = y_bias.defined();
+    auto out = AddLayerNormFn::apply(x, has_y ? y : x, gamma, beta, has_bias ? y_bias : gamma, eps,
+                                     static_cast<int64_t>(out_dtype), has_y, has_bias);
     if (!has_y) return {x, out[0]};
     return {out[0], out[1]};
   }
 #endif
-  return add_layer_norm_reference(x, y, gamma, beta, eps, out_dtype);
+  return add_layer_norm_reference(x, y, gamma, beta, eps, out_dtype, y_bias);
 }
 
 std::pair<at::Tensor, at::Tensor> bias_grad(const at::Tensor& g, const at::Tensor& pre, Impl impl) {
@@ -227,11 +262,14 @@ struct LinearBiasGeluFn : public torch::autograd::Function<LinearBiasGeluFn> {
     const auto cast = [&](const char* key) { return static_cast<at::ScalarType>(ctx->saved_data[key].toInt()); };
     at::Tensor g = grads[0].reshape({-1, wc.size(0)});
     if (g.scalar_type() != wc.scalar_type()) g = g.to(wc.scalar_type());  // (the stock addmm's grad is in its dtype)
-    auto [db, d] = bias_grad(g, gelu ? pre : at::Tensor(), impl);
+    // (no column sums where the bias's gradient is taken elsewhere: add_layer_norm's y_bias, a detached bias here)
+    auto [db, d] = gelu || ctx->needs_input_grad(2) ? bias_grad(g, gelu ? pre : at::Tensor(), impl)
+                                                    : std::pair<at::Tensor, at::Tensor>{at::Tensor(), g};
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(0)) dx = at::mm(d, wc).view(ctx->saved_data["x_sizes"].toIntVector()).to(cast("x_dtype"));
     if (ctx->needs_input_grad(1)) dw = at::mm(d.t(), x2).to(cast("w_dtype"));
-    return {dx, dw, db.to(cast("b_dtype")), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, dw, ctx->needs_input_grad(2) ? db.to(cast("b_dtype")) : at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 }  // namespace
@@ -350,6 +388,63 @@ void scale_unless_one_(at::Tensor& x, const at::Tensor& r, Impl impl) {
 #endif
   (void)impl;
   x.mul_(r.reshape({}));
+}
+
+std::pair<at::Tensor, at::Tensor> square_sum_nonfinite(const std::vector<at::Tensor>& ts, Impl impl) {
+  at::NoGradGuard no_grad;
+  for (const auto& t : ts) {
+    TORCH_CHECK(t.defined() && kernel_dtype_ok(t.scalar_type()),
+                "square_sum_nonfinite: tensors must be float32, float16 or bfloat16");
+    TORCH_CHECK(t.device() == ts[0].device(), "square_sum_nonfinite: tensors on one device");
+  }
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(ts.empty() ? at::Device(at::kCPU) : ts[0].device());
+#ifdef AMPCHECK_CUDA_KERNELS
+  if (impl == Impl::Auto && !ts.empty() && ts[0].is_cuda()) {
+    // by dtype, in first-seen order; the partial rows of every group in one buffer
+    std::vector<std::pair<at::ScalarType, std::vector<at::Tensor>>> groups;
+    for (const auto& t : ts) {
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == t.scalar_type(); });
+      if (it == groups.end()) {
+        groups.push_back({t.scalar_type(), {}});
+        it = std::prev(groups.end());
+      }
+      it->second.push_back(t.contiguous());
+    }
+    std::vector<std::vector<const void*>> src(groups.size());
+    std::vector<std::vector<int64_t>> numel(groups.size());
+    int64_t P = 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (const auto& t : groups[g].second) {
+        src[g].push_back(t.data_ptr());
+        numel[g].push_back(t.numel());
+      }
+      P += cuda::square_sums_blocks(numel[g].data(), static_cast<int>(numel[g].size()));
+    }
+    at::Tensor part_sum = at::empty({std::max<int64_t>(P, 1)}, f32), part_bad = at::empty({std::max<int64_t>(P, 1)}, f32.dtype(at::kInt));
+    at::Tensor out = at::empty({2}, f32);
+    auto stream = at::cuda::getCurrentCUDAStream().stream();
+    int64_t at_part = 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const int n = static_cast<int>(src[g].size());
+      const char* err = cuda::square_sums(src[g].data(), numel[g].data(), n, kernel_dtype(groups[g].first),
+                                          part_sum.data_ptr<float>() + at_part, part_bad.data_ptr<int>() + at_part, stream);
+      TORCH_CHECK(err == nullptr, "square_sum_nonfinite: ", err);
+      at_part += cuda::square_sums_blocks(numel[g].data(), n);
+    }
+    const char* err = cuda::square_sums_total(part_sum.data_ptr<float>(), part_bad.data_ptr<int>(), P,
+                                              out.data_ptr<float>(), out.data_ptr<float>() + 1, stream);
+    TORCH_CHECK(err == nullptr, "square_sum_nonfinite: ", err);
+    return {out.select(0, 0), out.select(0, 1)};
+  }
+#endif
+  (void)impl;
+  at::Tensor sum = at::zeros({}, f32), found = at::zeros({}, f32);
+  for (const auto& t : ts) {
+    at::Tensor tf = t.to(at::kFloat);
+    sum += tf.square().sum();
+    found = at::maximum(found, tf.isfinite().logical_not().any().to(at::kFloat));
+  }
+  return {sum, found};
 }
 
 }  // namespace ampcheck::kernels

@@ -23,6 +23,12 @@ enum class Impl { Auto, Reference };  // Auto: the CUDA kernel for CUDA tensors 
 void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tensor& row_loss, const at::Tensor& factor,
                          int64_t ignore_index = -100, Impl impl = Impl::Auto);
 
+// y unchanged (a view); backward: y's gradient passes through and `bias` (y.size(-1)) gets the stock bias gradient of
+// the Linear whose output y is — y's gradient summed over all but its last dimension in y's dtype (what addmm's
+// backward returns), in bias's dtype. For a Linear run with its bias detached whose gradient is taken downstream: the
+// reference of add_layer_norm's y_bias.
+at::Tensor with_bias_gradient(const at::Tensor& y, const at::Tensor& bias);
+
 // The residual add fused with the LayerNorm that follows it (engine option `model.fused_layernorm`):
 //   s = x + y   (fp32, as x + y promotes under autocast; y: the branch output in its own dtype, or undefined: s = x)
 //   h = LayerNorm(s) · γ + β, computed in fp32 and rounded once to out_dtype (what autocast's fp32 layer_norm followed
@@ -31,9 +37,13 @@ void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tens
 // pass that writes ds in fp32 and dy in y's dtype, with dγ, dβ in fp32 (summed in a fixed order: deterministic). x, γ, β
 // must be fp32 with x (…, C); the CUDA kernels take C a multiple of 128 up to 1024 or of 32 up to 256, and y in fp32
 // or out_dtype (else, and on the CPU, the reference: the same stock ATen ops).
+// y_bias (C): where defined, the bias of the Linear whose output y is — y holds it already, and the caller handed that
+// Linear the bias detached —: its gradient comes from this backward, the column sums of y's gradient as written in
+// y's dtype (fp32 accumulation in a fixed order, rounded through y's dtype: what the stock sum in addmm's backward
+// returns; the reference runs that sum), in y_bias's dtype. y's only consumer must be this add.
 std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& gamma,
                                                  const at::Tensor& beta, double eps, at::ScalarType out_dtype,
-                                                 Impl impl = Impl::Auto);
+                                                 Impl impl = Impl::Auto, const at::Tensor& y_bias = {});
 
 // A Linear with bias, optionally followed by GELU (tanh) (engine option `model.fused_bias_gelu`). Forward as the
 // stock ops compute it under autocast: x, w, b cast to the autocast dtype (x's dtype without autocast), one addmm with
@@ -71,5 +81,14 @@ void embedding_backward_add_(at::Tensor& grad, const at::Tensor& rows, const at:
 // product in fp32, rounded once to x's dtype: what x.mul_(r) gives), read on the device: where r holds exactly 1 the CUDA kernel returns without touching x (x · 1 == x), so
 // the fused head's backward pays no pass on its normal path. CUDA fp32 / fp16 / bf16 contiguous x; elsewhere x.mul_(r).
 void scale_unless_one_(at::Tensor& x, const at::Tensor& r, Impl impl = Impl::Auto);
+
+// Σ x² over every element of `ts` and whether any element is inf or NaN, in one pass (the trainer's gradient norm and
+// the GradScaler's inf check from one read of the grads: engine option train.fused_grad_check). Returns {sum of
+// squares, found}: 0-dim fp32 on the tensors' device; found is 1 where some element is inf or NaN, else 0 (what
+// _amp_foreach_non_finite_check_and_unscale_ leaves in a zeroed found_inf). Each x squared in fp32; for CUDA tensors
+// of one device (fp32 / fp16 / bf16, contiguous; any count) the per-block fp32 sums are added in a fixed order in fp64
+// and rounded to fp32 — deterministic, inf beyond fp32's range as fp32 sums would be —, two launches per dtype and 128
+// tensors; elsewhere the ATen ops (Σ of each tensor's fp32 sum of squares). Empty `ts`: {0, 0} on the CPU.
+std::pair<at::Tensor, at::Tensor> square_sum_nonfinite(const std::vector<at::Tensor>& ts, Impl impl = Impl::Auto);
 
 }  // namespace ampcheck::kernels

@@ -181,13 +181,15 @@ struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
     const at::ScalarType dt = wfc.scalar_type();
     at::Tensor g = grads[0].reshape({-1, wpr.size(0)}).to(dt).contiguous();
     at::Tensor dw_proj = wgrad(act, g, wgrad_dtype(dt, type("w_proj_dtype")));
-    at::Tensor db_proj = bias_grad(g, at::Tensor()).first;
+    // (c_proj's bias gradient not summed here where it is taken elsewhere: add_layer_norm's y_bias, a detached bias)
+    at::Tensor db_proj = ctx->needs_input_grad(4) ? bias_grad(g, at::Tensor()).first : at::Tensor();
     at::Tensor d_pre = dgelu(g, wpr, pre);
     at::Tensor db_fc = bias_grad(d_pre, at::Tensor()).first;
     at::Tensor dw_fc = wgrad(x2, d_pre, wgrad_dtype(dt, type("w_fc_dtype")));
     at::Tensor dx = at::mm(d_pre, wfc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
     return {dx, widen_to(dw_fc, type("w_fc_dtype")), db_fc.to(type("b_fc_dtype")), widen_to(dw_proj, type("w_proj_dtype")),
-            db_proj.to(type("b_proj_dtype")), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+            db_proj.defined() ? db_proj.to(type("b_proj_dtype")) : at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
   }
 };
 #endif

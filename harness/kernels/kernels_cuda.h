@@ -24,22 +24,25 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
                                    float eps, void* stream);
 // Whether the backward kernel takes C channels: a multiple of 128 up to 1024, or of 32 up to 256.
 bool add_layer_norm_backward_supported(int C);
-// How many blocks (rows of `part`, each 2C fp32: [dγ | dβ] partial sums) add_layer_norm_backward uses for N rows of
-// C channels in these dtypes: one wave at the kernel's occupancy (asked of the CUDA runtime).
-int add_layer_norm_backward_blocks(int64_t N, int C, DType h_dtype, DType y_dtype);
-// Writes ds_out (fp32), dy_out (y's dtype; may be null) and dgamma_dbeta (2C fp32: dγ then dβ), using `part` as
-// scratch. Pointers 16-byte aligned where C > 256.
+// How many blocks (rows of `part`, each 2C fp32: [dγ | dβ] partial sums, 3C with the bias: [dγ | dβ | Σ dy])
+// add_layer_norm_backward uses for N rows of C channels in these dtypes: one wave at the kernel's occupancy (asked of
+// the CUDA runtime).
+int add_layer_norm_backward_blocks(int64_t N, int C, DType h_dtype, DType y_dtype, bool bias);
+// Writes ds_out (fp32), dy_out (y's dtype; may be null) and dgamma_dbeta (2C fp32: dγ then dβ; with bias 3C: then the
+// column sums of dy as written in y's dtype, fp32 accumulation, rounded through y's dtype — the bias gradient of the
+// Linear whose output y is), using `part` as scratch. Pointers 16-byte aligned where C > 256.
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
                                     const float* gamma, const float* mean, const float* rstd, float* ds_out,
-                                    void* dy_out, DType y_dtype, float* part, float* dgamma_dbeta, int blocks,
-                                    int64_t N, int C, void* stream);
+                                    void* dy_out, DType y_dtype, float* part, float* dgamma_dbeta, bool bias,
+                                    int blocks, int64_t N, int C, void* stream);
 
 // The current device's multiprocessor count (132 if it cannot be read), read once.
 int multiprocessor_count();
 
-// See column_sums.cu. out[c] = Σ_b part[b · C + c] over b < P in a fixed order, rounded through `round_through`
-// (the value a sum in that dtype would return, widened back to fp32) and written as fp32.
-const char* sum_partials(const float* part, int64_t P, int64_t C, float* out, DType round_through, void* stream);
+// See column_sums.cu. out[c] = Σ_b part[b · C + c] over b < P in a fixed order, written as fp32; columns c ≥ round_from
+// rounded through `round_through` first (the value a sum in that dtype would return, widened back to fp32).
+const char* sum_partials(const float* part, int64_t P, int64_t C, float* out, DType round_through, void* stream,
+                         int64_t round_from = 0);
 // How many row blocks (rows of `part`, each C fp32) column_sums uses for an (N, C) matrix.
 int column_sum_row_blocks(int64_t N, int64_t C);
 // Column sums of g (N, C) row-major, contiguous, in `dtype` (fp32 accumulation), written to out (C, fp32) rounded
@@ -104,5 +107,19 @@ const char* embedding_rows_add(const int32_t* sorted, const int64_t* order, cons
                                float* scratch, int64_t N, int C, int64_t V, void* stream);
 // x (n elements of dtype) *= *r (one fp32 on the device), unless *r == 1: then x is not touched.
 const char* scale_unless_one(void* x, DType dtype, int64_t n, const float* r, void* stream);
+
+}  // namespace ampcheck::kernels::cuda
+
+namespace ampcheck::kernels::cuda {
+
+// See square_sums.cu. square_sums: for `count` tensors of `dtype` (src[t]: numel[t] elements, contiguous), one partial
+// sum of squares (fp32) and one non-finite flag (int 0 / 1) per block into part_sum / part_bad, which hold
+// square_sums_blocks(numel, count) entries. square_sums_total: out_sum = the partials added in a fixed order (fp64,
+// rounded to fp32), out_found = 1.f where any flag is set, else 0.f — both one fp32 on the device.
+int64_t square_sums_blocks(const int64_t* numel, int count);
+const char* square_sums(const void* const* src, const int64_t* numel, int count, DType dtype, float* part_sum,
+                        int* part_bad, void* stream);
+const char* square_sums_total(const float* part_sum, const int* part_bad, int64_t P, float* out_sum, float* out_found,
+                              void* stream);
 
 }  // namespace ampcheck::kernels::cuda

@@ -4,7 +4,8 @@
 //             rounded once to the output dtype (what autocast's fp32 LayerNorm followed by the Linear's cast gives);
 //             mean and rstd (fp32) kept for backward.
 //   backward: ds = ds_in + rstd·(g − mean(g) − x̂·mean(g·x̂)), g = dh·γ, in fp32, written fp32 and (for the branch y)
-//             rounded to y's dtype; per-block partial sums of dh·x̂ (dγ) and dh (dβ), summed by the caller.
+//             rounded to y's dtype; per-block partial sums of dh·x̂ (dγ), dh (dβ) and, where asked, of dy as written
+//             (the bias gradient of the Linear whose output y is), summed by the caller.
 // Plain CUDA C++; fused.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
@@ -86,10 +87,11 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_fwd(const float* __restric
 // Backward: one warp per row at a time, each warp striding over rows (gridDim.x · kBwdWarps warps in all, one wave),
 // holding the row (dh, x̂ and ds_in, fp32) in registers: one memory round trip per row. Each lane owns V consecutive
 // channels per group of 32·V (V = 4: one 16- or 8-byte load per tensor; V = 1 for widths that are not a multiple of
-// 128), J groups (C = 32·V·J); its running dγ / dβ sums live in its warp's row of shared memory (registers were the
-// limit on rows in flight: 2026-12-04's trial, 1.80 → 1.39 ms per GPT-2 step for the 24 backward passes). At the end the
-// block adds its warps' rows in warp order (deterministic) and writes one row of partials [dγ | dβ] (2C floats);
-// sum_partials adds the blocks' rows in a fixed order.
+// 128), J groups (C = 32·V·J); its running dγ / dβ (and bias) sums live in its warp's row of shared memory (registers
+// were the limit on rows in flight: 2026-12-04's trial, 1.80 → 1.39 ms per GPT-2 step for the 24 backward passes). At
+// the end the block adds its warps' rows in warp order (deterministic) and writes one row of partials [dγ | dβ] (W = 2C
+// floats) or [dγ | dβ | Σ dy] (W = 3C: the bias gradient, dy summed as written in y's dtype, as the stock sum of the
+// Linear's output gradient sees it); sum_partials adds the blocks' rows in a fixed order.
 constexpr int kBwdWarps = 4;
 
 template <typename TO, typename TY, int V, int kMaxJ>
@@ -97,12 +99,14 @@ __global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restric
                                                              const float* __restrict__ s, const float* __restrict__ gamma,
                                                              const float* __restrict__ mean, const float* __restrict__ rstd,
                                                              float* __restrict__ ds_out, TY* __restrict__ dy_out,
-                                                             float* __restrict__ part, int64_t N, int C) {
+                                                             float* __restrict__ part, int64_t N, int C, int W) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int J = C / (32 * V);
-  // warp w's running dγ sums at acc[w · 2C + c], its dβ sums at acc[w · 2C + C + c]; each lane owns its channels
-  __shared__ __align__(16) float acc[kBwdWarps * 2 * 32 * kLimitK];
-  for (int c = lane; c < 2 * C; c += 32) acc[warp * 2 * C + c] = 0.f;
+  const bool bias = W > 2 * C;
+  // warp w's running dγ sums at acc[w · W + c], its dβ sums at acc[w · W + C + c], its bias sums at acc[w · W + 2C + c];
+  // each lane owns its channels (dynamic shared memory: kBwdWarps · W floats)
+  extern __shared__ __align__(16) float acc[];
+  for (int c = lane; c < W; c += 32) acc[warp * W + c] = 0.f;
   __syncwarp();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kBwdWarps;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kBwdWarps + warp; row < N; row += stride) {
@@ -121,8 +125,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restric
         if (ds_in) load_f<float, V>(ds_in + base + c, din[j]);
         load_f<float, V>(gamma + c, gm);
         float pg[V], pb[V];
-        load_f<float, V>(acc + warp * 2 * C + c, pg);
-        load_f<float, V>(acc + warp * 2 * C + C + c, pb);
+        load_f<float, V>(acc + warp * W + c, pg);
+        load_f<float, V>(acc + warp * W + C + c, pb);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           xh[j][k] = (sv[k] - mu) * rs;
@@ -132,8 +136,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restric
           sum_g += g;
           sum_gx += g * xh[j][k];
         }
-        store_f<float, V>(acc + warp * 2 * C + c, pg);
-        store_f<float, V>(acc + warp * 2 * C + C + c, pb);
+        store_f<float, V>(acc + warp * W + c, pg);
+        store_f<float, V>(acc + warp * W + C + c, pb);
       }
     const float a = warp_sum(sum_g) / C, b = warp_sum(sum_gx) / C;
 #pragma unroll
@@ -146,26 +150,33 @@ __global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restric
         for (int k = 0; k < V; ++k) o[k] = rs * (d[j][k] * gm[k] - a - xh[j][k] * b) + (ds_in ? din[j][k] : 0.f);
         store_f<float, V>(ds_out + base + c, o);
         if (dy_out) store_f<TY, V>(dy_out + base + c, o);
+        if (bias) {
+          float pd[V];
+          load_f<float, V>(acc + warp * W + 2 * C + c, pd);
+#pragma unroll
+          for (int k = 0; k < V; ++k) pd[k] += to_f(from_f<TY>(o[k]));  // dy as written
+          store_f<float, V>(acc + warp * W + 2 * C + c, pd);
+        }
       }
   }
   __syncthreads();
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {  // warp by warp: a fixed order of additions
+  for (int c = threadIdx.x; c < W; c += blockDim.x) {  // warp by warp: a fixed order of additions
     float t = 0.f;
 #pragma unroll
-    for (int w = 0; w < kBwdWarps; ++w) t += acc[w * 2 * C + c];
-    part[static_cast<int64_t>(blockIdx.x) * 2 * C + c] = t;
+    for (int w = 0; w < kBwdWarps; ++w) t += acc[w * W + c];
+    part[static_cast<int64_t>(blockIdx.x) * W + c] = t;
   }
 }
 
 // launches an add_ln_bwd instantiation, casting dh and dy_out to its element types
 template <typename TO, typename TY>
 void kernel_args_launch(void (*kernel)(const TO*, const float*, const float*, const float*, const float*, const float*,
-                                       float*, TY*, float*, int64_t, int),
+                                       float*, TY*, float*, int64_t, int, int),
                         unsigned blocks, cudaStream_t st, const void* dh, const float* ds_in, const float* s,
                         const float* gamma, const float* mean, const float* rstd, float* ds_out, void* dy_out,
-                        float* part, int64_t N, int C) {
-  kernel<<<blocks, kBwdWarps * 32, 0, st>>>(static_cast<const TO*>(dh), ds_in, s, gamma, mean, rstd, ds_out,
-                                            static_cast<TY*>(dy_out), part, N, C);
+                        float* part, int64_t N, int C, int W) {
+  kernel<<<blocks, kBwdWarps * 32, sizeof(float) * kBwdWarps * W, st>>>(
+      static_cast<const TO*>(dh), ds_in, s, gamma, mean, rstd, ds_out, static_cast<TY*>(dy_out), part, N, C, W);
 }
 
 // the smallest register row that holds C / 32 channels per lane
@@ -238,12 +249,14 @@ void with_bwd_kernel(DType h_dtype, DType y_dtype, int C, bool vec, F&& f) {
 }
 }  // namespace
 
-int add_layer_norm_backward_blocks(int64_t N, int C, DType h_dtype, DType y_dtype) {
-  // one wave: as many blocks as the SMs hold at once at the kernel's register use (asked of the runtime: 4 per SM
-  // at 128 registers, 3 at 160 — a fixed 4 made a second, partial wave where the kernel needs more), fewer for small N
+int add_layer_norm_backward_blocks(int64_t N, int C, DType h_dtype, DType y_dtype, bool bias) {
+  // one wave: as many blocks as the SMs hold at once at the kernel's register and shared-memory use (asked of the
+  // runtime: 4 per SM at 128 registers, 3 at 160 — a fixed 4 made a second, partial wave where the kernel needs more),
+  // fewer for small N
   int per_sm = 0;
+  const size_t smem = sizeof(float) * kBwdWarps * (bias ? 3 : 2) * C;
   with_bwd_kernel(h_dtype, y_dtype, C, C % 128 == 0, [&](auto kernel) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBwdWarps * 32, 0) != cudaSuccess) per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBwdWarps * 32, smem) != cudaSuccess) per_sm = 0;
   });
   if (per_sm <= 0) per_sm = 1;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{per_sm} * multiprocessor_count(), (N + kBwdWarps - 1) / kBwdWarps)));
@@ -251,8 +264,8 @@ int add_layer_norm_backward_blocks(int64_t N, int C, DType h_dtype, DType y_dtyp
 
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
                                     const float* gamma, const float* mean, const float* rstd, float* ds_out,
-                                    void* dy_out, DType y_dtype, float* part, float* dgamma_dbeta, int blocks,
-                                    int64_t N, int C, void* stream) {
+                                    void* dy_out, DType y_dtype, float* part, float* dgamma_dbeta, bool bias,
+                                    int blocks, int64_t N, int C, void* stream) {
   if (!add_layer_norm_backward_supported(C))
     return "add_layer_norm backward: channels must be a multiple of 128 up to 1024, or of 32 up to 256";
   auto st = static_cast<cudaStream_t>(stream);
@@ -260,18 +273,20 @@ const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* 
   const bool vec = C % 128 == 0 && aligned16(dh) && (!ds_in || aligned16(ds_in)) && aligned16(s) && aligned16(gamma) &&
                    aligned16(ds_out) && (!dy_out || aligned16(dy_out));
   if (!vec && C > 256) return "add_layer_norm backward: tensors not 16-byte aligned";
+  const int W = (bias ? 3 : 2) * C;
   if (N > 0) {
     with_bwd_kernel(h_dtype, y_dtype, C, vec, [&](auto kernel) {
       kernel_args_launch(kernel, static_cast<unsigned>(blocks), st, dh, ds_in, s, gamma, mean, rstd, ds_out, dy_out, part,
-                         N, C);
+                         N, C, W);
     });
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);
   } else {
-    const cudaError_t err = cudaMemsetAsync(part, 0, sizeof(float) * 2 * C * blocks, st);
+    const cudaError_t err = cudaMemsetAsync(part, 0, sizeof(float) * W * blocks, st);
     if (err != cudaSuccess) return cudaGetErrorString(err);
   }
-  return sum_partials(part, blocks, 2 * C, dgamma_dbeta, DType::Float32, stream);
+  // dγ, dβ in fp32; the bias gradient rounded through y's dtype, as the stock sum of the Linear's output gradient
+  return sum_partials(part, blocks, W, dgamma_dbeta, y_dtype, stream, /*round_from=*/2 * C);
 }
 
 }  // namespace ampcheck::kernels::cuda

@@ -167,8 +167,14 @@ const at::Tensor& Gpt::pc(size_t i) const {
   return i < casts_.size() ? casts_[i] : none;
 }
 
+at::Tensor Gpt::proj_bias_for(size_t bias, at::Tensor* proj_bias) {
+  if (!proj_bias || matmul_override() != nullptr || cfg_.dropout > 0.0) return p(bias);
+  *proj_bias = p(bias);
+  return p(bias).detach();
+}
+
 // attention branch: proj(attn(h)) for the normalised input h (B, T, C)
-at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h) {
+at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h, at::Tensor* proj_bias) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(4 * l);
   const int64_t B = h.size(0), T = h.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
@@ -182,20 +188,21 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h) {
   at::Tensor y = at::scaled_dot_product_attention(q, heads(parts[1]), heads(parts[2]), {},
                                                   train_dropout ? cfg_.dropout : 0.0, /*is_causal=*/true);
   y = y.transpose(1, 2).contiguous().view({B, T, C});
-  y = linear(site + 1, y, p(b.attn_proj_w), p(b.attn_proj_b), pc(b.attn_proj_w), pc(b.attn_proj_b));
+  y = linear(site + 1, y, p(b.attn_proj_w), proj_bias_for(b.attn_proj_b, proj_bias), pc(b.attn_proj_w), pc(b.attn_proj_b));
   if (train_dropout) y = at::dropout(y, cfg_.dropout, true);
   return y;
 }
 
 // MLP branch: proj(gelu(fc(m))) for the normalised input m
-at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike) {
+at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike, at::Tensor* proj_bias) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(4 * l);
   if (mlp_spike == 1.0 && cfg_.gemm_epilogues && matmul_override() == nullptr &&
       kernels::gemm_epilogues_apply(m, p(b.fc_w))) {  // engine option: GELU and its backward in the GEMMs
     std::vector<at::Tensor> casts;
     if (!casts_.empty()) casts = {pc(b.fc_w), pc(b.fc_b), pc(b.fc_proj_w), pc(b.fc_proj_b)};
-    m = kernels::mlp_gelu_epilogues(m, p(b.fc_w), p(b.fc_b), p(b.fc_proj_w), p(b.fc_proj_b), kernels::Impl::Auto, casts);
+    m = kernels::mlp_gelu_epilogues(m, p(b.fc_w), p(b.fc_b), p(b.fc_proj_w), proj_bias_for(b.fc_proj_b, proj_bias),
+                                    kernels::Impl::Auto, casts);
     if (cfg_.dropout > 0.0) m = at::dropout(m, cfg_.dropout, true);
     return m;
   }
@@ -206,7 +213,7 @@ at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike) {
   } else {
     m = at::gelu(linear(site + 2, m, p(b.fc_w), p(b.fc_b)), "tanh");
   }
-  m = linear(site + 3, m, p(b.fc_proj_w), p(b.fc_proj_b));
+  m = linear(site + 3, m, p(b.fc_proj_w), proj_bias_for(b.fc_proj_b, proj_bias));
   if (cfg_.dropout > 0.0) m = at::dropout(m, cfg_.dropout, true);
   return m;
 }
@@ -223,7 +230,9 @@ at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_sc
 }
 
 // Engine option fused_layernorm: the same forward with every residual add fused into the LayerNorm after it
-// (kernels::add_layer_norm): a block's MLP output is added by the next block's ln_1 (the last one's by ln_f).
+// (kernels::add_layer_norm): a block's MLP output is added by the next block's ln_1 (the last one's by ln_f). The
+// branch's c_proj bias gradient comes from that LayerNorm's backward, which writes the branch's output gradient
+// anyway (add_layer_norm's y_bias: no column-sum pass of its own).
 constexpr double kLayerNormEps = 1e-5;  // at::layer_norm's default, which the stock path uses
 
 bool Gpt::fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opts) const {
@@ -233,15 +242,19 @@ bool Gpt::fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opt
 
 at::Tensor Gpt::hidden_fused(at::Tensor x) {
   const at::ScalarType out = amp::autocast_dtype_or(x.device().type(), at::kFloat);  // what the next Linear computes in
-  at::Tensor pending;  // the previous block's MLP output, not yet added to the residual stream
+  const auto A = kernels::Impl::Auto;
+  at::Tensor pending, pending_bias;  // the previous block's MLP output, not yet added to the residual stream; its bias
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
-    auto [x0, h] = kernels::add_layer_norm(x, pending, p(b.ln1_w), p(b.ln1_b), kLayerNormEps, out);
-    auto [x1, m] = kernels::add_layer_norm(x0, attention_branch(l, h), p(b.ln2_w), p(b.ln2_b), kLayerNormEps, out);
-    pending = mlp_branch(l, m, 1.0);
+    auto [x0, h] = kernels::add_layer_norm(x, pending, p(b.ln1_w), p(b.ln1_b), kLayerNormEps, out, A, pending_bias);
+    at::Tensor attn_bias;
+    at::Tensor y = attention_branch(l, h, &attn_bias);
+    auto [x1, m] = kernels::add_layer_norm(x0, y, p(b.ln2_w), p(b.ln2_b), kLayerNormEps, out, A, attn_bias);
+    pending_bias = at::Tensor();
+    pending = mlp_branch(l, m, 1.0, &pending_bias);
     x = x1;
   }
-  return kernels::add_layer_norm(x, pending, p(lnf_w_), p(lnf_b_), kLayerNormEps, out).second;
+  return kernels::add_layer_norm(x, pending, p(lnf_w_), p(lnf_b_), kLayerNormEps, out, A, pending_bias).second;
 }
 
 at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts, TiedGradient* tied) {

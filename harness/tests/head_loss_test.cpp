@@ -229,7 +229,9 @@ namespace {
 // another order — within 1e-4 relative (y's, rounded to its dtype, within one ulp of it); with and without y;
 // C = 768 (GPT-2, 8192 rows: more than one row per warp), 1024, 384 (the backward's vector path), 64 and 160 (its
 // scalar path), 288 (neither: the reference runs both sides); every pair of dtypes (the kernel takes y in fp32 or the output's
-// dtype, the others go to the reference).
+// dtype, the others go to the reference). With y, y's bias (y_bias) takes its gradient from the backward: the column
+// sums of y's gradient — fp32 sums in another order, rounded through y's dtype — within one ulp of y's dtype of the
+// reference's (the stock sum) plus 1e-5 of the column's Σ|dy|.
 TEST(CudaKernels, AddLayerNormMatchesTheStockOps) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
@@ -248,11 +250,14 @@ TEST(CudaKernels, AddLayerNormMatchesTheStockOps) {
     for (int impl = 0; impl < 2; ++impl) {
       at::Tensor x = x0.clone().requires_grad_(true), y = y0.clone().requires_grad_(true);
       at::Tensor g = g0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+      at::Tensor yb = at::zeros({C}, cuda).requires_grad_(true);
       auto [s, h] = kernels::add_layer_norm(x, has_y ? y : at::Tensor(), g, b, 1e-5, odt,
-                                            impl == 0 ? kernels::Impl::Auto : kernels::Impl::Reference);
+                                            impl == 0 ? kernels::Impl::Auto : kernels::Impl::Reference,
+                                            has_y ? yb : at::Tensor());
       ASSERT_EQ(h.scalar_type(), odt) << what;
       ((s * ds_up).sum() + (h.to(at::kFloat) * dh_up.to(at::kFloat)).sum()).backward();
-      got[impl] = {s.detach(), h.detach(), x.grad(), has_y ? y.grad() : at::zeros({1}, cuda), g.grad(), b.grad()};
+      got[impl] = {s.detach(), h.detach(), x.grad(), has_y ? y.grad() : at::zeros({1}, cuda), g.grad(), b.grad(),
+                   has_y ? yb.grad() : at::zeros({1}, cuda)};
     }
     EXPECT_TRUE(at::equal(got[0][0], got[1][0])) << what << ": s";
     const double ulp_h = odt == at::kFloat ? 1e-5 : odt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
@@ -262,7 +267,51 @@ TEST(CudaKernels, AddLayerNormMatchesTheStockOps) {
     if (has_y) EXPECT_LT(rel(got[0][3], got[1][3]), ydt == at::kFloat ? 1e-4 : ydt == at::kHalf ? 2e-3 : 1e-2) << what << ": dy";
     EXPECT_LT(rel(got[0][4], got[1][4]), 1e-4) << what << ": dgamma";
     EXPECT_LT(rel(got[0][5], got[1][5]), 1e-4) << what << ": dbeta";
+    if (has_y) {
+      const double ulp_y = ydt == at::kFloat ? 1.2e-7 : ydt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
+      at::Tensor col_abs = got[1][3].to(at::kFloat).abs().reshape({-1, C}).sum(0);
+      at::Tensor bd = (got[0][6] - got[1][6]).abs();
+      EXPECT_TRUE((bd <= got[1][6].abs() * ulp_y + col_abs * 1e-5).all().item<bool>())
+          << what << ": y's bias off by " << bd.max().item<double>();
+    }
   }
+}
+
+// y_bias on the CPU (the reference): the branch Linear run with its bias detached and the bias handed to the add
+// gives, bit for bit, the stock gradients — the bias's is the stock sum of the Linear's output gradient — in fp32 and
+// under bf16 autocast.
+TEST(HeadLoss, AddLayerNormTakesTheBranchBiasGradient) {
+  for (bool autocast : {false, true}) {
+    at::manual_seed(5);
+    const int64_t C = 64, K = 32;
+    at::Tensor x0 = at::randn({3, 50, C}), in0 = at::randn({3, 50, K}), w0 = at::randn({C, K}) * 0.2,
+               b0 = at::randn({C}) * 0.1, ds_up = at::randn({3, 50, C}), dh_up = at::randn({3, 50, C});
+    at::Tensor g0 = at::randn({C}) * 0.1 + 1, be0 = at::randn({C}) * 0.1;
+    std::vector<at::Tensor> got[2];
+    for (int routed = 0; routed < 2; ++routed) {
+      at::Tensor x = x0.clone().requires_grad_(true), in = in0.clone().requires_grad_(true),
+                 w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true),
+                 g = g0.clone().requires_grad_(true), be = be0.clone().requires_grad_(true);
+      std::optional<amp::AutocastGuard> ac;
+      if (autocast) ac.emplace(at::kCPU, at::kBFloat16);
+      const at::ScalarType out = autocast ? at::kBFloat16 : at::kFloat;
+      at::Tensor y = at::linear(in, w, routed ? b.detach() : b);
+      auto [s, h] = kernels::add_layer_norm(x, y, g, be, 1e-5, out, kernels::Impl::Auto, routed ? b : at::Tensor());
+      ac.reset();
+      ((s * ds_up).sum() + (h.to(at::kFloat) * dh_up).sum()).backward();
+      got[routed] = {s.detach(), h.detach(), x.grad(), in.grad(), w.grad(), b.grad(), g.grad(), be.grad()};
+    }
+    for (size_t i = 0; i < got[0].size(); ++i)
+      EXPECT_TRUE(at::equal(got[0][i], got[1][i])) << "tensor " << i << (autocast ? " (bf16 autocast)" : " (fp32)");
+    EXPECT_EQ(got[1][5].scalar_type(), at::kFloat);
+  }
+  at::Tensor x = at::randn({2, 4, 8}), y = at::randn({2, 4, 8});
+  EXPECT_THROW(kernels::add_layer_norm(x, y, at::ones({8}), at::zeros({8}), 1e-5, at::kFloat, kernels::Impl::Auto,
+                                       at::zeros({7})),
+               c10::Error);
+  EXPECT_THROW(kernels::add_layer_norm(x, at::Tensor(), at::ones({8}), at::zeros({8}), 1e-5, at::kFloat,
+                                       kernels::Impl::Auto, at::zeros({8})),
+               c10::Error);
 }
 
 // On the CPU the option runs the reference — the stock ops in the stock order — so a run is bit-identical to the

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include "amp_test_support.h"
@@ -224,6 +225,40 @@ TEST(GradScaler, FusedOptimizerGetsScaleAndFoundInfInsteadOfHostSkip) {
   scaler.step(unscaled);
   EXPECT_FALSE(unscaled.grad_scale_.has_value()) << "after unscale_ no grad_scale is handed over";
   EXPECT_EQ(unscaled.found_inf_.item<double>(), 0.0);
+}
+
+// ampcheck's record_inf_check (no Python counterpart): a check recorded by the caller is what step() hands the fused
+// optimizer and update() reads — here a recorded 1 over finite grads, so the scaler cannot have checked itself —;
+// without a record step() checks as before; a second record, one after unscale_(), one for a non-fused optimizer
+// and one before scale() are refused.
+TEST(GradScaler, RecordedInfCheckStandsForTheFusedPathsOwn) {
+  const double init = 256.0;
+  GradScaler scaler(at::kCPU, Options(init));
+  EXPECT_THROW(scaler.record_inf_check(*std::make_unique<RecordingFusedOptimizer>(std::vector<at::Tensor>{}),
+                                       at::zeros({}, kF32)),
+               GradScalerError) << "before scale()";
+  RecordingFusedOptimizer fused({Param(at::full({3}, 2.0, kF32))});
+  scaler.scale(at::ones({}, kF32));
+  scaler.record_inf_check(fused, at::ones({}, kF32));
+  EXPECT_THROW(scaler.record_inf_check(fused, at::ones({}, kF32)), GradScalerError) << "a second record";
+  EXPECT_EQ(scaler.stage(fused), GradScaler::Stage::READY);
+  scaler.step(fused);
+  ASSERT_EQ(fused.calls_, 1);
+  EXPECT_EQ(fused.found_inf_.item<double>(), 1.0) << "the recorded check, not one of the scaler's own";
+  ASSERT_TRUE(fused.grad_scale_.has_value());
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), init * 0.5) << "update() reads the recorded check";
+
+  scaler.scale(at::ones({}, kF32));
+  scaler.step(fused);  // no record: the scaler's own check of finite grads
+  EXPECT_EQ(fused.found_inf_.item<double>(), 0.0);
+  scaler.update();
+
+  scaler.scale(at::ones({}, kF32));
+  scaler.unscale_(fused);
+  EXPECT_THROW(scaler.record_inf_check(fused, at::zeros({}, kF32)), GradScalerError) << "after unscale_()";
+  Sgd plain({Param(at::full({2}, 1.0, kF32))}, 0.1);
+  EXPECT_THROW(scaler.record_inf_check(plain, at::zeros({}, kF32)), GradScalerError) << "a non-fused optimizer";
 }
 
 // test_grad_scaling_state_dict, with and without the scale lazily initialised before loading.

@@ -65,6 +65,14 @@ class GradScaler {
   // Divides optimizer's grads by the scale in place and records whether any was inf/nan.
   void unscale_(ScalableOptimizer& optimizer);
 
+  // ampcheck's extension (Python has no such call): the fused path's inf check done by the caller in a pass of its own
+  // that read every grad of `optimizer` as step() would see them (ampcheck's trainer takes it from its gradient-norm
+  // pass: kernels::square_sum_nonfinite). found_inf: 0-dim float32 on the grads' device, 1 where some grad is inf or
+  // NaN, else 0. Recorded as _check_inf_per_device would record it (the reducer applied), so step() runs no check of
+  // its own. Only for an optimizer that takes the scale on the device (supports_amp_scaling), in stage READY, once per
+  // step; raises RuntimeError otherwise.
+  void record_inf_check(ScalableOptimizer& optimizer, const at::Tensor& found_inf);
+
   // Steps the optimizer unless an inf/nan was found (unscaling first if unscale_ was not called).
   // Returns whether the optimizer's step ran (for fused optimizers: whether it was called; it skips on device).
   bool step(ScalableOptimizer& optimizer);
