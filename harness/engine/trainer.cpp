@@ -262,9 +262,10 @@ void Trainer::update_scale() {
 // it read exactly the grads the scaler would check, as step() would see them: one optimizer holding every parameter
 // (no master copies, no ZeRO shard, no second group) on the fused path, nothing between the probe and the step that
 // changes them (no clipping), stepped through the scaler, and no check recorded yet this step (unscale_ inside the
-// accumulation loop, a pitfall, has made its own).
+// accumulation loop, a pitfall, has made its own). Without a scale (scale() never called) the scaler's own step()
+// raises PyTorch's error.
 bool Trainer::inf_check_from_probe() const {
-  return scaler_ && scaler_->is_enabled() && optimizers_.size() == 1 && optimizers_[0]->supports_amp_scaling() &&
+  return scaler_ && scaler_->is_enabled() && scaler_->scale_tensor().defined() && optimizers_.size() == 1 && optimizers_[0]->supports_amp_scaling() &&
          masters_.empty() && !grad_sync_ && cfg_.loop.clip_max_norm <= 0 && cfg_.loop.step_through_scaler &&
          scaler_->stage(*optimizers_[0]) == amp::GradScaler::Stage::READY;
 }
