@@ -9,6 +9,8 @@
 #include "engine/scenario_run.h"
 #include "reference/trajectory_file.h"
 #include "report/doctor.h"
+#include "dist/allreduce_check.h"
+#include "dist/process_group.h"
 #include "scenario/scenario.h"
 
 #include <ATen/Context.h>
@@ -175,10 +177,28 @@ int cmd_compare(const std::string& run_a, const std::string& run_b, const report
   return c.regressed() ? 1 : 0;
 }
 
-int cmd_doctor(const std::string& device, bool json) {
-  const auto report = report::doctor_report(device);
+int cmd_doctor(const std::string& device, bool json, const DoctorOptions& o) {
+  auto report = report::doctor_report(device);
+  bool ok = report["smoke_test"]["ok"].get<bool>();
+  // the all-reduce check (harness/dist/allreduce_check.h): NCCL over every GPU on a CUDA device, Gloo over 2 CPU
+  // processes on the CPU, where that backend is compiled in; --allreduce-ranks N sets the rank count (0: skip)
+  const bool cuda = engine::resolve_device(device).is_cuda();
+  dist::AllReduceCheckSpec spec;
+  spec.backend = cuda ? "nccl" : "gloo";
+  spec.world_size = o.allreduce_ranks >= 0 ? o.allreduce_ranks : cuda ? engine::cuda_device_count() : 2;
+  spec.bytes = static_cast<int64_t>((o.allreduce_mb > 0 ? o.allreduce_mb : cuda ? 256.0 : 4.0) * (1 << 20));
+  spec.iterations = cuda ? 20 : 5;
+  if (spec.world_size > 0 && (o.allreduce_ranks >= 0 || dist::backend_available(spec.backend))) {
+    const auto c = dist::run_allreduce_check(spec);
+    report["allreduce"] = dist::to_json(c);
+    ok = ok && c.ran && c.correct;
+  } else if (spec.world_size > 0) {
+    report["allreduce"] = dist::to_json(dist::AllReduceCheck{spec, false, false, 0, 0, 0, 0, "",
+                                                             "backend " + spec.backend + " not compiled in"});
+    report["allreduce"]["required"] = false;
+  }
   std::cout << (json ? report.dump(2) + "\n" : report::format_doctor(report));
-  return report["smoke_test"]["ok"].get<bool>() ? 0 : 1;
+  return ok ? 0 : 1;
 }
 
 int cmd_default(RunOptions opts) {

@@ -38,7 +38,12 @@ int cmd_record(const RunOptions& opts);  // (re)write FP32 references for this d
 int cmd_check(const RunOptions& opts);   // run + compare with references: verdicts, PASS/FAIL, exit 1 on FAIL
 int cmd_compare(const std::string& run_a, const std::string& run_b, const report::CompareThresholds& t);
 int cmd_report(const std::string& run_dir, bool force);  // report.html from summary.json + trajectories
-int cmd_doctor(const std::string& device, bool json);  // exit 1 if the smoke test fails
+struct DoctorOptions {
+  int64_t allreduce_ranks = -1;  // the all-reduce check's ranks: -1 every GPU (CUDA) or 2 (CPU), 0 none
+  double allreduce_mb = 0;       // its buffer, MiB (0: 256 on a GPU, 4 on the CPU)
+};
+// exit 1 if the smoke test or the all-reduce check fails
+int cmd_doctor(const std::string& device, bool json, const DoctorOptions& options = {});
 int cmd_default(RunOptions opts);        // check the default suite on the best device
 // External runs (judge.cpp): a reference from the user's FP32 run + noise runs; verdicts for runs of other loops.
 int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_runs, const std::string& out,

@@ -1,6 +1,7 @@
 // ampcheck — command-line entry point. With no subcommand it runs the default suite on the best device
 // (the GPU when there is one, else the CPU) and ends with a result table.
 #include "cli/commands.h"
+#include "dist/allreduce_check.h"
 #include "dist/launcher.h"
 
 #include <CLI/CLI.hpp>
@@ -70,6 +71,10 @@ int main(int argc, char** argv) {
   bool doctor_json = false;
   doctor->add_option("--device", doctor_device, "auto | cpu | cuda");
   doctor->add_flag("--json", doctor_json, "machine-readable output");
+  ampcheck::cli::DoctorOptions doctor_opts;
+  doctor->add_option("--allreduce-ranks", doctor_opts.allreduce_ranks,
+                     "ranks of the all-reduce check (default: every GPU with NCCL, else 2 CPU processes with Gloo; 0: skip)");
+  doctor->add_option("--allreduce-mb", doctor_opts.allreduce_mb, "the all-reduce check's buffer, MiB (default 256 GPU, 4 CPU)");
 
   auto* judge = app.add_subcommand("judge", "verdicts for runs of your own training loop (docs/TRAJECTORY_FORMAT.md) against a reference");
   std::vector<std::string> judge_runs;
@@ -101,7 +106,19 @@ int main(int argc, char** argv) {
   rank_cmd->add_option("--device", rank_device);
   rank_cmd->add_option("--steps", rank_steps);
 
+  // one rank of doctor's all-reduce check (harness/dist/allreduce_check.h); not for users
+  auto* allreduce_cmd = app.add_subcommand("_allreduce", "")->group("");
+  std::string allreduce_backend;
+  int64_t allreduce_bytes = 0, allreduce_iterations = 0;
+  double allreduce_timeout = 120;
+  allreduce_cmd->add_option("--backend", allreduce_backend)->required();
+  allreduce_cmd->add_option("--bytes", allreduce_bytes)->required();
+  allreduce_cmd->add_option("--iterations", allreduce_iterations)->required();
+  allreduce_cmd->add_option("--timeout", allreduce_timeout);
+
   CLI11_PARSE(app, argc, argv);
+  if (*allreduce_cmd)
+    return ampcheck::dist::allreduce_rank_main(allreduce_backend, allreduce_bytes, allreduce_iterations, allreduce_timeout);
   if (*rank_cmd) return ampcheck::dist::rank_main(rank_scenario, rank_device, rank_steps, rank_out);
   try {
     if (*list) return ampcheck::cli::cmd_list(list_suite);
@@ -110,7 +127,7 @@ int main(int argc, char** argv) {
     if (*check) return ampcheck::cli::cmd_check(run_opts);
     if (*compare) return ampcheck::cli::cmd_compare(run_a, run_b, thresholds);
     if (*report) return ampcheck::cli::cmd_report(report_dir, report_force);
-    if (*doctor) return ampcheck::cli::cmd_doctor(doctor_device, doctor_json);
+    if (*doctor) return ampcheck::cli::cmd_doctor(doctor_device, doctor_json, doctor_opts);
     if (*judge) return ampcheck::cli::cmd_judge(judge_runs, judge_reference, judge_expect, judge_strategy, run_opts);
     if (*ref_cmd) return ampcheck::cli::cmd_reference(ref_run, ref_spread, ref_out, ref_force);
     return ampcheck::cli::cmd_default(run_opts);

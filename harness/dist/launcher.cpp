@@ -3,45 +3,20 @@
 
 #include "dist/data_parallel.h"
 #include "dist/process_group.h"
+#include "dist/spawn.h"
 #include "engine/checkpoint.h"
 #include "reference/trajectory_file.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
-#include <cstring>
-#include <fstream>
-#include <iomanip>
-#include <optional>
 #include <cmath>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
-
-#include <fcntl.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace ampcheck::dist {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-
-std::string tail(const std::string& path, size_t max_lines = 12) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  std::string l;
-  while (std::getline(in, l)) lines.push_back(l);
-  std::string out;
-  for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i) out += "\n    " + lines[i];
-  return out;
-}
 
 std::string attr(const reference::TrajectoryFile& f, const std::string& k, const std::string& d = "") {
   auto it = f.attributes.find(k);
@@ -179,150 +154,19 @@ engine::ScenarioResult merge(const scenario::Scenario& sc, const std::string& di
   return r;
 }
 
-const char* signal_name(int s) {
-  switch (s) {
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGINT: return "SIGINT";
-    case SIGBUS: return "SIGBUS";
-    default: return "a signal";
-  }
-}
-
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) throw std::runtime_error("cannot find this program's path (/proc/self/exe)");
-  buf[n] = '\0';
-  return buf;
-}
-
-// Starts the ranks, watches them, and returns when all ended; throws naming the rank that failed or hung. No rank
-// outlives this function.
+// Starts the ranks (`_rank` of this scenario, logs beside the rank files), returns when all ended; throws naming the
+// rank that failed or hung. No rank outlives this function.
 void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps, const std::string& dir) {
-  const auto& d = sc.run.distributed;
-  const int64_t world = d.world_size;
-  // the store lives here, so a rank that dies cannot take it with it
-  c10d::TCPStoreOptions so;
-  so.port = 0;
-  so.isServer = true;
-  so.waitWorkers = false;
-  so.timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeout_s * 1000));
-  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-  const std::string port = std::to_string(store->getPort());
-  const std::string exe = self_exe();
-  std::vector<pid_t> pids(world, -1);
-  std::ofstream pid_file(dir + "/pids");
-  for (int64_t k = 0; k < world; ++k) {
-    const std::string log = dir + "/rank" + std::to_string(k) + ".log";
-    const std::string out = dir + "/rank" + std::to_string(k) + ".h5";
-    std::vector<std::string> args = {exe, "_rank", sc.path, "--out", out};
-    if (!device_spec.empty()) args.insert(args.end(), {"--device", device_spec});
-    if (steps > 0) args.insert(args.end(), {"--steps", std::to_string(steps)});
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-    if (pid == 0) {  // the rank: dies with the launcher, output to its log
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() == 1) ::_exit(4);
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-        ::close(fd);
-      }
-      ::setenv("RANK", std::to_string(k).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(k).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::setenv("AMPCHECK_STORE_HOSTED", "1", 1);
-      // the ranks share this machine's cores (as torchrun does, unless the user set it)
-      const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-      ::setenv("OMP_NUM_THREADS", std::to_string(std::max<long>(1, cores / world)).c_str(), 0);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(exe.c_str(), argv.data());
-      ::_exit(127);
-    }
-    pids[k] = pid;
-    pid_file << k << " " << pid << "\n";
-    std::cout << "  rank " << k << ": pid " << pid << ", log " << log << "\n";
-  }
-  pid_file.close();
-  std::cout << std::flush;
-
-  std::vector<bool> running(world, true);
-  auto kill_all = [&]() {
-    for (int64_t k = 0; k < world; ++k)
-      if (running[k]) ::kill(pids[k], SIGTERM);
-    const auto until = Clock::now() + std::chrono::seconds(2);
-    while (Clock::now() < until) {
-      bool any = false;
-      for (int64_t k = 0; k < world; ++k)
-        if (running[k]) {
-          if (::waitpid(pids[k], nullptr, WNOHANG) == pids[k]) running[k] = false;
-          else any = true;
-        }
-      if (!any) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    for (int64_t k = 0; k < world; ++k)
-      if (running[k]) {
-        ::kill(pids[k], SIGKILL);
-        ::waitpid(pids[k], nullptr, 0);
-        running[k] = false;
-      }
-  };
-  const auto start = Clock::now();
-  std::optional<Clock::time_point> first_done;
-  int64_t first_done_rank = -1;
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(std::min(15.0, d.timeout_s) * 1000));
-  try {
-    for (;;) {
-      bool any = false;
-      for (int64_t k = 0; k < world; ++k) {
-        if (!running[k]) continue;
-        int status = 0;
-        const pid_t w = ::waitpid(pids[k], &status, WNOHANG);
-        if (w == 0) {
-          any = true;
-          continue;
-        }
-        running[k] = false;
-        const double t = std::chrono::duration<double>(Clock::now() - start).count();
-        std::ostringstream why;
-        if (WIFSIGNALED(status)) {
-          why << "rank " << k << " (pid " << pids[k] << ") was killed by " << signal_name(WTERMSIG(status)) << " after "
-              << std::fixed << std::setprecision(1) << t << " s";
-        } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-          why << "rank " << k << " (pid " << pids[k] << ") exited with code " << WEXITSTATUS(status) << " after "
-              << std::fixed << std::setprecision(1) << t << " s";
-        } else {
-          if (!first_done) first_done = Clock::now(), first_done_rank = k;
-          continue;
-        }
-        throw std::runtime_error(why.str() + "; the other ranks were stopped. Its log (" + dir + "/rank" +
-                                 std::to_string(k) + ".log):" + tail(dir + "/rank" + std::to_string(k) + ".log"));
-      }
-      if (!any) return;
-      if (first_done && Clock::now() > *first_done + grace) {
-        std::string late;
-        for (int64_t k = 0; k < world; ++k)
-          if (running[k]) late += (late.empty() ? "" : ", ") + std::to_string(k);
-        throw std::runtime_error("rank " + late + " still running " + num(std::min(15.0, d.timeout_s)) +
-                                 " s after rank " + std::to_string(first_done_rank) + " finished: stopped (hung?). " +
-                                 "Rank " + std::to_string(first_done_rank) + "'s log:" +
-                                 tail(dir + "/rank" + std::to_string(first_done_rank) + ".log", 4));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  } catch (...) {
-    kill_all();
-    throw;
-  }
+  SpawnSpec spec;
+  spec.args = {"_rank", sc.path, "--out", dir + "/rank{rank}.h5"};
+  if (!device_spec.empty()) spec.args.insert(spec.args.end(), {"--device", device_spec});
+  if (steps > 0) spec.args.insert(spec.args.end(), {"--steps", std::to_string(steps)});
+  spec.world_size = sc.run.distributed.world_size;
+  spec.store_timeout_s = sc.run.distributed.timeout_s;
+  spec.grace_s = std::min(15.0, sc.run.distributed.timeout_s);
+  spec.log_dir = dir;
+  spec.announce = true;
+  spawn_ranks(spec);
 }
 }  // namespace
 

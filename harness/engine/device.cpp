@@ -172,4 +172,27 @@ std::string cuda_driver_version() {
 #endif
 }
 
+int64_t cuda_device_count() { return at::hasCUDA() ? static_cast<int64_t>(at::accelerator::deviceCount()) : 0; }
+
+bool cuda_peer_access(int64_t from, int64_t to) {
+#ifdef AMPCHECK_HAVE_CUDA_HEADERS
+  int can = 0;
+  if (from == to || from >= cuda_device_count() || to >= cuda_device_count()) return false;
+  if (cudaDeviceCanAccessPeer(&can, static_cast<int>(from), static_cast<int>(to)) != cudaSuccess) return false;
+  return can != 0;
+#else
+  return false;
+#endif
+}
+
+std::string cuda_pci_bus_id(int64_t device) {
+#ifdef AMPCHECK_HAVE_CUDA_HEADERS
+  char id[32] = {0};
+  if (device >= cuda_device_count() || cudaDeviceGetPCIBusId(id, sizeof(id), static_cast<int>(device)) != cudaSuccess) return "";
+  return id;
+#else
+  return "";
+#endif
+}
+
 }  // namespace ampcheck::engine

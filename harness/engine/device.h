@@ -46,4 +46,11 @@ std::string cudnn_version();         // "" without cuDNN
 std::string nvidia_driver_version();
 std::string cuda_driver_version();
 
+// The visible CUDA devices (0 without CUDA) and, for a pair, whether device `from` can map device `to`'s memory
+// (cudaDeviceCanAccessPeer: NVLink or PCIe peer access; false where unknown — built without the CUDA headers) and
+// a device's PCI bus id ("0000:19:00.0"; "" where unknown).
+int64_t cuda_device_count();
+bool cuda_peer_access(int64_t from, int64_t to);
+std::string cuda_pci_bus_id(int64_t device);
+
 }  // namespace ampcheck::engine

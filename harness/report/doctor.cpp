@@ -7,6 +7,7 @@
 #include "kernels/gemm_epilogues.h"
 #include "engine/precision.h"
 #include "engine/trainer.h"
+#include "report/gpu_topology.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -151,6 +152,8 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   const bool bf16 = device.is_cpu() || info.compute_capability_major >= 8;
   const bool fp8 = device.is_cuda() && (info.compute_capability_major > 8 ||
                                         (info.compute_capability_major == 8 && info.compute_capability_minor >= 9));
+  // every visible GPU, peer access and the link matrix (a data-parallel run's interconnect)
+  j["topology"] = gpu_topology();
   j["support"] = {{"bf16", bf16}, {"fp8_e4m3_matmul", fp8}, {"tf32", device.is_cuda() && info.compute_capability_major >= 8}};
   // the c10d backends this build compiled in (harness/dist: Gloo where gloo's headers were found, NCCL where nccl.h was)
   nlohmann::json backends = nlohmann::json::array();
@@ -268,6 +271,45 @@ std::string format_doctor(const nlohmann::json& j) {
     line("fp8 check", m.str());
   } else {
     line("fp8 check", "not run: no FP8 matmuls on this device (the fp8 strategies are unsupported here)");
+  }
+  if (j.contains("topology") && !j["topology"]["gpus"].empty()) {
+    const auto& t = j["topology"];
+    line("GPUs", std::to_string(t["gpus"].size()) + " visible");
+    for (const auto& g : t["gpus"]) {
+      std::ostringstream m;
+      m << std::fixed << std::setprecision(1) << g["name"].get<std::string>() << ", "
+        << g["memory_bytes"].get<double>() / (1 << 30) << " GiB, sm " << g["compute_capability"].get<std::string>()
+        << (g["pci_bus_id"].get<std::string>().empty() ? "" : ", " + g["pci_bus_id"].get<std::string>());
+      line("  GPU " + std::to_string(g["index"].get<int64_t>()), m.str());
+    }
+    const size_t n = t["gpus"].size();
+    if (n > 1) {
+      std::string missing;
+      for (size_t a = 0; a < n; ++a)
+        for (size_t b = 0; b < n; ++b)
+          if (a != b && !t["peer_access"][a][b].get<bool>()) missing += " " + std::to_string(a) + "->" + std::to_string(b);
+      line("peer access", missing.empty() ? "every pair" : "not between" + missing);
+    }
+    if (!t["links"].is_null()) line("GPU links", t["links"]["summary"].get<std::string>());
+    else if (t.contains("links_error")) line("GPU links", "unknown: " + t["links_error"].get<std::string>());
+  }
+  if (j.contains("allreduce")) {
+    const auto& a = j["allreduce"];
+    std::ostringstream m;
+    m << std::setprecision(3);
+    const std::string what = a["backend"].get<std::string>() + ", " + std::to_string(a["world_size"].get<int64_t>()) +
+                             " ranks";
+    if (!a["ran"].get<bool>()) {
+      m << (a.value("required", true) ? "FAILED" : "not run") << ": " << what << ": " << a["error"].get<std::string>();
+    } else {
+      m << (a["correct"].get<bool>() ? "OK" : "FAILED") << ": " << what << " (" << a["device"].get<std::string>() << "), "
+        << a["bytes"].get<double>() / (1 << 20) << " MiB fp32 SUM, median " << a["median_ms"].get<double>()
+        << " ms of " << a["iterations"].get<int64_t>() << ": algbw " << a["algbw_gbs"].get<double>() << " GB/s, busbw "
+        << a["busbw_gbs"].get<double>() << " GB/s; result "
+        << (a["correct"].get<bool>() ? std::string("exact")
+                                     : std::to_string(a["wrong_elements"].get<int64_t>()) + " elements wrong");
+    }
+    line("all-reduce check", m.str());
   }
   const auto& s = j["smoke_test"];
   line("smoke test", std::string(s["ok"].get<bool>() ? "OK" : "FAILED") + ": loss after 12 steps fp32 " +
