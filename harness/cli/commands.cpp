@@ -42,6 +42,23 @@ std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
   return files;
 }
 
+std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions& opts) {
+  if (dist::in_distributed_environment()) return "";  // a torchrun / srun job brings its own GPUs
+  const int64_t gpus = engine::cuda_device_count();
+  std::string first;
+  for (const auto& f : files) {
+    const auto sc = scenario::load_scenario(f);
+    const std::string dev = opts.device.empty() ? sc.device : opts.device;
+    const int64_t world = sc.run.distributed.enabled ? sc.run.distributed.world_size : 1;
+    const bool cuda = dev == "cuda" || (dev == "auto" && gpus > 0);
+    if (!cuda || world <= 1 || world <= gpus) return "";
+    if (first.empty())
+      first = sc.run.name + " needs " + std::to_string(world) + " GPUs (one per rank), this machine has " +
+              std::to_string(gpus);
+  }
+  return first + (files.size() > 1 ? " (and so does every other scenario named)" : "");
+}
+
 void make_dirs(const std::string& path) { engine::make_dirs(path); }
 
 bool file_exists(const std::string& path) {
@@ -119,6 +136,10 @@ int cmd_run(const RunOptions& opts) {
   if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
     std::cout << "SKIPPED: --device " << opts.device << " but no CUDA device is available here\n";
     return 77;  // CTest's skip code for the gpu label
+  }
+  if (const auto why = too_few_gpus(files, opts); !why.empty()) {
+    std::cout << "SKIPPED: " << why << "\n";
+    return 77;
   }
   make_dirs(opts.out_dir);
   int failures = 0;

@@ -34,6 +34,9 @@ std::string references_dir() {
 }
 
 std::vector<std::string> resolve_scenario_files(const RunOptions& opts);  // commands.cpp
+// "" unless every scenario named is data-parallel on CUDA with more ranks than this machine has GPUs: then why
+// (check and run skip, exit code 77, as they do without a GPU)
+std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions& opts);  // commands.cpp
 
 namespace {
 
@@ -105,6 +108,10 @@ int cmd_check(const RunOptions& opts) {
   const auto files = resolve_scenario_files(opts);
   if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
     std::cout << "SKIPPED: --device " << opts.device << " but no CUDA device is available here\n";
+    return 77;
+  }
+  if (const auto why = too_few_gpus(files, opts); !why.empty()) {
+    std::cout << "SKIPPED: " << why << "\n";
     return 77;
   }
   const std::string root = opts.references.empty() ? references_dir() : opts.references;

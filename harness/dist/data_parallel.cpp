@@ -4,6 +4,8 @@
 #include "dist/process_group.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
 #include <cmath>
@@ -17,11 +19,40 @@ DataParallel::DataParallel(c10::intrusive_ptr<c10d::Backend> backend, const engi
     : backend_(std::move(backend)), cfg_(cfg), rank_(rank), world_(world_size) {}
 
 void DataParallel::reduce(std::vector<at::Tensor>& tensors, c10d::ReduceOp op, const char* what) {
-  const auto t0 = std::chrono::steady_clock::now();
   c10d::AllreduceOptions o;
   o.reduceOp = op;
+  const at::Device device = tensors.front().device();
+  if (!device.is_cuda()) {  // Gloo: the collective runs while wait() blocks
+    const auto t0 = std::chrono::steady_clock::now();
+    wait(backend_->allreduce(tensors, o), what);
+    collective_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
+  // NCCL: wait() returns at once, having made the current stream wait for NCCL's; events on the current stream
+  // before the call and after wait() span what the step's stream spends on the collective (its wait for NCCL's
+  // stream included), read back once they completed (resolve_events)
+  const c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+  const c10::Stream stream = impl.getStream(device);
+  c10::Event start(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+  c10::Event end(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+  start.record(stream);
   wait(backend_->allreduce(tensors, o), what);
-  collective_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  end.record(stream);
+  pending_.emplace_back(std::move(start), std::move(end));
+}
+
+void DataParallel::resolve_events(bool block) const {
+  while (!pending_.empty() && (block || pending_.front().second.query())) {
+    auto& [start, end] = pending_.front();
+    end.synchronize();  // at once unless block
+    collective_ms_ += start.elapsedTime(end);
+    pending_.pop_front();
+  }
+}
+
+double DataParallel::collective_ms() const {
+  resolve_events(true);
+  return collective_ms_;
 }
 
 void DataParallel::all_reduce(const std::vector<at::Tensor>& grads) {
@@ -137,6 +168,7 @@ at::Tensor DataParallel::after_step(int64_t step, const std::vector<at::Tensor>&
       }
     }
   }
+  resolve_events(false);  // the collectives' events that completed (no host sync)
   return rows.select(1, 0).mean().to(loss.scalar_type());  // the loss averaged over the ranks (device, no sync)
 }
 

@@ -12,7 +12,9 @@
 //   after_step   one small all-reduce of each rank's [loss, parameter checksum, loss scale, skipped] row: the loss
 //                is averaged over the ranks (no host sync) and, every `check_every` steps, the rows are compared
 //                on the host; the first step where ranks disagree is kept with a message naming what differs.
-// Time spent waiting on collectives is accumulated (wall clock) for the report's collective share.
+// Time spent on collectives is accumulated for the report's collective share: on the CPU (Gloo) the wall clock of
+// each blocking wait; on a GPU (NCCL) the time between CUDA events recorded on the step's stream before each
+// collective and after it waited for NCCL's stream — elapsed GPU time, read without a host sync as they complete.
 #pragma once
 
 #include "engine/run_config.h"
@@ -20,7 +22,11 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <c10/core/Event.h>
+
+#include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ampcheck::dist {
@@ -45,7 +51,7 @@ class DataParallel final : public engine::GradientSync {
                         const at::Tensor& loss_scale, const at::Tensor& skipped) override;
 
   const Consistency& consistency() const { return consistency_; }
-  double collective_ms() const { return collective_ms_; }
+  double collective_ms() const;  // waits for the collectives' pending events (after the run)
   void barrier();
   void shutdown() { backend_->shutdown(); }  // what destroy_process_group() does (NCCL: communicators released)
 
@@ -56,8 +62,11 @@ class DataParallel final : public engine::GradientSync {
   c10::intrusive_ptr<c10d::Backend> backend_;
   engine::DistributedConfig cfg_;
   int64_t rank_, world_;
+  void resolve_events(bool block) const;
+
   Consistency consistency_;
-  double collective_ms_ = 0;
+  mutable double collective_ms_ = 0;
+  mutable std::deque<std::pair<c10::Event, c10::Event>> pending_;  // NCCL: (before, after) each collective
 };
 
 }  // namespace ampcheck::dist

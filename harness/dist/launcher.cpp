@@ -5,6 +5,7 @@
 #include "dist/process_group.h"
 #include "dist/spawn.h"
 #include "engine/checkpoint.h"
+#include "engine/device.h"
 #include "reference/trajectory_file.h"
 
 #include <algorithm>
@@ -188,6 +189,17 @@ engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::
   if (!backend_available(sc.run.distributed.backend))
     throw std::runtime_error(sc.path + ": distributed.backend '" + sc.run.distributed.backend +
                              "' is not available here (compiled in: " + backends_compiled() + ")");
+  // one GPU per rank (rank k on cuda:k, as torchrun's LOCAL_RANK convention): enough GPUs, and no fixed index
+  const std::string dev = device_spec.empty() ? sc.device : device_spec;
+  const int64_t world = sc.run.distributed.world_size, gpus = engine::cuda_device_count();
+  if (dev.rfind("cuda:", 0) == 0 && world > 1)
+    throw std::runtime_error(sc.path + ": device '" + dev + "' for " + std::to_string(world) +
+                             " ranks: each rank takes the GPU of its local rank (cuda:0 .. cuda:" +
+                             std::to_string(world - 1) + "); use --device cuda");
+  if ((dev == "cuda" || (dev == "auto" && gpus > 0)) && world > gpus)
+    throw std::runtime_error(sc.path + ": distributed.world_size " + std::to_string(world) + " on " + dev +
+                             " needs " + std::to_string(world) + " GPUs (one per rank); this machine has " +
+                             std::to_string(gpus));
   launch_and_wait(sc, device_spec, steps, dir);
   return merge(sc, dir, sc.run.distributed.world_size, "ampcheck");
 }

@@ -3,6 +3,7 @@
 // nothing, names that are not plain file names); every scenario shipped under scenarios/ parses, and every suite
 // names existing files.
 #include "models/gpt.h"
+#include "reference/reference_store.h"
 #include "scenario/scenario.h"
 
 #include <gtest/gtest.h>
@@ -288,4 +289,26 @@ TEST(ScenarioParse, DistributedSectionIsParsedAndChecked) {
   EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2}\n" + inj)
                 .find("inject[0].rank: expected 0 <= rank < distributed.world_size (2), got 2"),
             std::string::npos);
+}
+
+// The multi-GPU suite: every scenario is NCCL on CUDA with as many ranks as its name says GPUs, global batch 8 x 1024,
+// and shares the single-GPU FP32 reference of the gpu suite's fp32-gpt2 workload — committed for cuda-sm90, so the
+// run on a multi-GPU H200 machine needs no recording first.
+TEST(ScenarioFiles, MultiGpuSuiteSharesTheCommittedSingleGpuFp32Reference) {
+  const std::string dir = std::string(AMPCHECK_SOURCE_DIR) + "/scenarios";
+  const auto fp32 = load_scenario(dir + "/sensitivity/gpt2/fp32.yaml");
+  const auto key = ampcheck::reference::reference_key(fp32.run).key;
+  EXPECT_TRUE(std::filesystem::exists(std::string(AMPCHECK_SOURCE_DIR) + "/references/cuda-sm90/" + key + ".h5")) << key;
+  const auto files = load_suite(dir, "dist-multigpu");
+  EXPECT_EQ(files.size(), 8u);
+  for (const auto& f : files) {
+    const auto sc = load_scenario(f);
+    const auto& d = sc.run.distributed;
+    EXPECT_EQ(d.backend, "nccl") << f;
+    EXPECT_EQ(sc.device, "cuda") << f;
+    EXPECT_NE(sc.run.name.find("-" + std::to_string(d.world_size) + "gpus"), std::string::npos) << f;
+    EXPECT_EQ(sc.run.data.batch_size, 8) << f;
+    EXPECT_EQ(sc.run.data.batch_size % d.world_size, 0) << f;
+    EXPECT_EQ(ampcheck::reference::reference_key(sc.run).key, key) << f;
+  }
 }
