@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run recipe, for a machine with no network that has what ../shared/GPU.md lists (torch under
 # /opt/torch/.venv, HDF5, GoogleTest, Google Benchmark, yaml-cpp, CLI11, nlohmann-json): build, every CTest test
-# (gpu label included), the gpu suite, the throughput benchmark against PyTorch-Python and `doctor`.
+# (gpu label included), the gpu suite, the data-parallel runs (NCCL on every GPU), the throughput benchmark against
+# PyTorch-Python and `doctor`.
 # Results go to $OUT (default out/gpu): tests.log, run<N>.tar.gz (each run of the gpu suite: trajectories,
 # summary.json/md, report.html, log), margins.txt (the margin table of every run), compare.txt,
 # bench.jsonl, bench.md, doctor.txt + doctor.json, run.tar.gz (the whole run directory),
@@ -14,8 +15,10 @@ export PATH=/opt/torch/.venv/bin:$PATH
 export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
+# NVLink multicast stays off (the lent machines' rule, ../.library/device/KINDS.md); the ranks ampcheck starts inherit it
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite fastsuite dist fp8 bench profile components doctor}
+STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 bench profile components doctor}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
@@ -54,6 +57,36 @@ if has dist; then
   cp "$WORK/dist.log" "$WORK/dist-record.log" "$WORK/dist/" 2>/dev/null
   cp -r "$WORK/dist-references" "$WORK/dist/references" 2>/dev/null
   tar czf "$OUT/dist.tar.gz" -C "$WORK" dist
+fi
+if has multigpu; then
+  # data parallel over this machine's GPUs (NCCL): the dist-multigpu suite's scenarios with at most as many ranks as
+  # GPUs (the others are skipped by ampcheck, exit 77), against the committed single-GPU FP32 reference; then
+  # bench/dist_scaling.py at world size 1, 2, 4, 8 up to the GPU count (GPT-2 124M bf16, 8 x 1024 tokens a rank).
+  # $OUT/multigpu.tar.gz: the run directory (summary.md, report.html, rank files and logs), scaling.md/jsonl.
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+  echo "multigpu: $gpus GPUs"
+  rm -rf "$WORK/multigpu"; mkdir -p "$WORK/multigpu"
+  files=()
+  for f in $(grep -E "^  - " scenarios/suites/dist-multigpu.yaml | sed 's/^  - //'); do
+    w=$(grep -oE "world_size: [0-9]+" "scenarios/$f" | grep -oE "[0-9]+")
+    [ "$w" -le "$gpus" ] && files+=("scenarios/$f")
+  done
+  if [ ${#files[@]} -gt 0 ]; then
+    ( time "$BUILD_DIR/ampcheck" check "${files[@]}" --device cuda --jobs 1 --out "$WORK/multigpu/run" --force ) \
+      > "$WORK/multigpu/suite.log" 2>&1
+    echo "multigpu suite rc=$?"; tail -16 "$WORK/multigpu/suite.log"
+  else  # fewer than 2 GPUs: what ampcheck says for a 2-GPU scenario
+    "$BUILD_DIR/ampcheck" check scenarios/dist-multigpu/dist-gpt2-bf16-2gpus.yaml --device cuda --out "$WORK/multigpu/run" \
+      > "$WORK/multigpu/suite.log" 2>&1
+    echo "multigpu suite on $gpus GPU(s) rc=$? (77: skipped)"; cat "$WORK/multigpu/suite.log"
+  fi
+  worlds=1; for w in 2 4 8; do [ $w -le "$gpus" ] && worlds="$worlds,$w"; done
+  python3 bench/dist_scaling.py --ampcheck "$BUILD_DIR/ampcheck" --out "$WORK/multigpu/scaling" --force \
+    --preset gpt2-124m --strategy bf16-autocast --per-rank-batch 8 --seq-len 1024 --world-sizes "$worlds" \
+    --backend nccl --device cuda --steps ${SCALING_STEPS:-30} > "$WORK/multigpu/scaling.log" 2>&1
+  echo "scaling rc=$?"; tail -8 "$WORK/multigpu/scaling.log"
+  cp "$WORK/multigpu/scaling/scaling.md" "$WORK/multigpu/scaling/scaling.jsonl" "$OUT/" 2>/dev/null
+  tar czf "$OUT/multigpu.tar.gz" -C "$WORK" multigpu
 fi
 if has fp8; then
   # the fp8 suite (FP8 recipes and planted failures, GPT-2 124M and mini): the GPT-2 scenarios share the committed
