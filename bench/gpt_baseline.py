@@ -104,6 +104,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--window", type=int, default=10)
+    ap.add_argument("--warmup-seconds", type=float, default=0.0,
+                    help="after the warm-up steps, keep training until this much time has passed (steady clocks)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode); warm-up compiles")
     a = ap.parse_args()
     model, step, T = training_step(a.preset, a.strategy, a.batch, a.seq, a.compile)
@@ -111,6 +113,11 @@ def main():
     for i in range(a.warmup):
         step(i)
     torch.cuda.synchronize()
+    w0 = time.perf_counter()
+    while time.perf_counter() - w0 < a.warmup_seconds:  # as ampcheck_bench_train --warmup-seconds
+        for i in range(a.window):
+            step(i)
+        torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     windows = []
     for s in range(0, a.steps, a.window):
@@ -121,6 +128,7 @@ def main():
             loss = step(i)
         torch.cuda.synchronize()
         windows.append((time.perf_counter() - t0) * 1000 / n)
+    in_order = list(windows)
     windows.sort()
     med = windows[len(windows) // 2]
     n_params = sum(p.numel() for p in model.parameters())
@@ -129,7 +137,7 @@ def main():
     flops_per_token = 6 * (n_params - model.wpe.weight.numel()) + 12 * L * C * T
     print(json.dumps({"impl": "pytorch-python-compile" if a.compile else "pytorch-python-eager", "preset": a.preset, "strategy": a.strategy,
                       "device": torch.cuda.get_device_name(), "batch": a.batch, "seq": T, "params": n_params,
-                      "steps": a.steps, "median_step_ms": med, "min_step_ms": windows[0], "max_step_ms": windows[-1],
+                      "steps": a.steps, "warmup_steps": a.warmup, "warmup_seconds": a.warmup_seconds, "median_step_ms": med, "min_step_ms": windows[0], "max_step_ms": windows[-1], "windows_ms": in_order, "ended_unix_s": time.time(),
                       "tokens_per_s": tok_s, "tflops": tok_s * flops_per_token / 1e12,
                       "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30, "final_loss": loss.item()}))
 

@@ -40,10 +40,19 @@ def engine_path(r):
         parts.append("GEMM epilogues")
     if r.get("fused_grad_check"):
         parts.append("fused grad check")
+    if r.get("pdl") is False and g.startswith("captured"):
+        parts.append("no PDL")  # AMPCHECK_PDL=0: the project's kernels launched without programmatic dependent launch
     return " + ".join(parts) or "stock"
 
 
-print("| implementation | engine path | strategy | full probes | tokens/s | TFLOP/s | MFU | median ms/step (min-max) | peak GiB "
+def windows(r):
+    """The timed windows' ms per step in the order they ran (older rows: min-max)."""
+    if r.get("windows_ms"):
+        return " ".join(f"{w:.2f}" for w in r["windows_ms"])
+    return f'{r["min_step_ms"]:.2f}-{r["max_step_ms"]:.2f}'
+
+
+print("| implementation | engine path | strategy | full probes | tokens/s | TFLOP/s | MFU | median ms/step (windows) | peak GiB "
       "| vs Python eager | vs torch.compile | vs engine bf16 |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 PEAK_TFLOPS = {"bf16-autocast": 989.0, "fp16-autocast": 989.0, "fp8": 989.0}  # H200 dense bf16/fp16 spec (MFU vs bf16)
@@ -58,8 +67,12 @@ for r in rows:
     vs_c = f'{r["tokens_per_s"] / c["tokens_per_s"]:.3f}' if c else "-"
     mfu = r["tflops"] / PEAK_TFLOPS.get(r["strategy"], 989.0)
     print(f'| {r["impl"]} | {engine_path(r)} | {r["strategy"]} | {probes} | {r["tokens_per_s"] / 1e3:.1f}k | {r["tflops"]:.0f} | {mfu:.0%} | '
-          f'{r["median_step_ms"]:.2f} ({r["min_step_ms"]:.2f}-{r["max_step_ms"]:.2f}) | {r["peak_memory_gib"]:.1f} | {ratio} | {vs_c} | {vs_bf16} |')
+          f'{r["median_step_ms"]:.2f} ({windows(r)}) | {r["peak_memory_gib"]:.1f} | {ratio} | {vs_c} | {vs_bf16} |')
 if rows:
     r = rows[0]
     print(f'\n{r["device"]}, {r["preset"]} ({r["params"] / 1e6:.1f}M params), batch {r["batch"]} x {r["seq"]} tokens. '
           "MFU: model TFLOP/s over the H200's dense bf16 peak of 989 TFLOP/s (fp8 runs too, so their MFU compares with bf16).")
+    ws = {x.get("warmup_seconds") for x in rows if x.get("warmup_seconds")}
+    if ws:
+        print(f"Each run trained {', '.join(f'{w:g}' for w in sorted(ws))} s past its warm-up steps before the timed windows "
+              "(--warmup-seconds: the GPU's clocks and temperature under the step's load).")

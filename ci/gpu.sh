@@ -132,16 +132,24 @@ if has bench; then
   # = --fast) against PyTorch-Python eager and torch.compile, in one
   # call: bf16, fp16 + GradScaler (fused AdamW), fp8; probes never and every 10 steps. BENCH_QUICK=1: bf16 engine only.
   B="$BUILD_DIR/harness/bench/ampcheck_bench_train"
-  run_b() { "$B" --preset gpt2-124m --batch 16 --steps 30 --warmup 21 "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"; }
+  # BENCH_WARMUP_SECONDS: every run (engine and Python) trains that long past its 21 warm-up steps before the timed
+  # windows (the GPU's clocks and temperature under load); BENCH_STEPS: the timed steps (windows of 10)
+  WS=${BENCH_WARMUP_SECONDS:-0} NS=${BENCH_STEPS:-30}
+  run_b() { "$B" --preset gpt2-124m --batch 16 --steps $NS --warmup 21 --warmup-seconds $WS "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"; }
+  run_py() { python3 bench/gpt_baseline.py --preset gpt2-124m --batch 16 --steps $NS --warmup 21 --warmup-seconds $WS "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"; }
   : > "$OUT/bench.jsonl"
+  # the GPU's clocks, temperature and power every 250 ms while the benchmark runs (read only)
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
+    --format=csv -lms 250 > "$OUT/bench-clocks.csv" 2>/dev/null & SMI_PID=$!
   if [ -n "${BENCH_RATIO:-}" ]; then
     # BENCH_RATIO=1: the ratio the engine issue asks for and nothing else — per strategy the Python baselines, the
-    # engine stock and --fast
+    # engine stock and --fast, and --fast without programmatic dependent launch (AMPCHECK_PDL=0: what PDL buys)
     for s in bf16-autocast fp16-autocast; do
-      python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 --warmup 21 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
-      python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 --warmup 21 --compile >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+      run_py --strategy $s
+      run_py --strategy $s --compile
       run_b --strategy $s --probe-every 0
       run_b --strategy $s --probe-every 0 --fast
+      AMPCHECK_PDL=0 run_b --strategy $s --probe-every 0 --fast
     done
   elif [ -n "${BENCH_QUICK:-}" ]; then
     for e in "" "--cuda-graphs" "--cuda-graphs --head-loss fused" "--cuda-graphs --head-loss fused --fused-layernorm" \
@@ -152,8 +160,8 @@ if has bench; then
   else
     for s in bf16-autocast fp16-autocast; do
       # the engine's warm-up (21 steps) for the baselines too; before 2026-12-03's last commits they had 5
-      python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 --warmup 21 >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
-      python3 bench/gpt_baseline.py --preset gpt2-124m --strategy $s --batch 16 --steps 30 --warmup 21 --compile >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+      run_py --strategy $s
+      run_py --strategy $s --compile
     done
     for s in bf16-autocast fp16-autocast fp8; do
       for pe in 0 10; do
@@ -166,6 +174,7 @@ if has bench; then
       done
     done
   fi
+  kill $SMI_PID 2>/dev/null
   python3 bench/throughput_table.py "$OUT/bench.jsonl" > "$OUT/bench.md"; cat "$OUT/bench.md"; tail -5 "$OUT/bench.err" 2>/dev/null
   [ -z "${BENCH_QUICK:-}${BENCH_RATIO:-}" ] && "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err"
 fi

@@ -9,6 +9,7 @@
 #include "engine/device.h"
 #include "engine/fp8.h"
 #include "engine/trainer.h"
+#include "kernels/fused.h"
 
 #include <algorithm>
 #include <chrono>
@@ -161,6 +162,7 @@ int main(int argc, char** argv) {
   std::string preset = "nano", strategy = "bf16-autocast", device_spec = "auto";
   int64_t batch = 8, seq = 0, steps = 20, warmup = 5, window = 10;
   int64_t probe_every = 1;
+  double warmup_seconds = 0;  // after the warm-up steps, keep training until this much time has passed (steady clocks)
   bool fused = true, breakdown = false;
   int64_t profile = 0;
   std::string head_loss = "stock";
@@ -184,6 +186,7 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::stoll(next());
     else if (a == "--warmup") warmup = std::stoll(next());
     else if (a == "--window") window = std::stoll(next());
+    else if (a == "--warmup-seconds") warmup_seconds = std::stod(next());
     else if (a == "--probe-every") probe_every = std::stoll(next());
     else if (a == "--unfused") fused = false;
     else if (a == "--fp8-breakdown") breakdown = true;
@@ -223,7 +226,7 @@ int main(int argc, char** argv) {
   cfg.optimizer.lr = 6e-4;
   cfg.optimizer.fused = fused;
   cfg.schedule.warmup_steps = 10;
-  cfg.loop.steps = warmup + steps;
+  cfg.loop.steps = warmup + steps + (warmup_seconds > 0 ? 100000 : 0);  // room for the timed warm-up
   cfg.loop.log_every = window;
   cfg.loop.probe_every = probe_every;
   cfg.loop.cuda_graphs = cuda_graphs;  // engine option (engine/step_graph.h)
@@ -234,6 +237,11 @@ int main(int argc, char** argv) {
 
   engine::Trainer trainer(cfg, device);
   trainer.run_until(warmup);  // warm-up: allocator, autocast cache, cuBLAS heuristics (excluded)
+  // --warmup-seconds: on until the GPU has run this long under the step's load (its clocks and temperature settle; the
+  // Python baselines take the same option), in windows of `window` steps
+  for (const auto w0 = std::chrono::steady_clock::now();
+       std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count() < warmup_seconds;)
+    trainer.run_until(trainer.next_step() + window);  // ends with a flush: SYNC POINT
   // Peak memory of the timed steps; with CUDA graphs the peak of the whole run, capture included: a replay allocates
   // nothing, the memory its graph holds was allocated while capturing (in the warm-up).
   if (!cuda_graphs) engine::reset_peak_memory(device);
@@ -242,7 +250,8 @@ int main(int argc, char** argv) {
                           {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every},
                           {"head_loss", head_loss}, {"fused_layernorm", fused_layernorm},
                           {"fused_bias_gelu", fused_bias_gelu}, {"gemm_epilogues", gemm_epilogues},
-                          {"fused_grad_check", fused_grad_check}, {"cuda_graphs", trainer.cuda_graphs_status()}};
+                          {"fused_grad_check", fused_grad_check}, {"cuda_graphs", trainer.cuda_graphs_status()},
+                          {"pdl", kernels::programmatic_dependent_launch(device)}};
     out.update(profile_steps(trainer, device, profile, categories));
     out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
     std::cout << out.dump() << std::endl;
@@ -257,6 +266,7 @@ int main(int argc, char** argv) {
     const auto t1 = std::chrono::steady_clock::now();
     window_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() / n);
   }
+  const std::vector<double> windows_in_order = window_ms;
   std::sort(window_ms.begin(), window_ms.end());
   const double median_ms = window_ms[window_ms.size() / 2];
   const double tokens = static_cast<double>(batch * cfg.data.seq_len);
@@ -273,16 +283,21 @@ int main(int argc, char** argv) {
                         {"fused_bias_gelu", fused_bias_gelu},
                         {"gemm_epilogues", gemm_epilogues},
                         {"fused_grad_check", fused_grad_check},
+                        {"pdl", kernels::programmatic_dependent_launch(device)},
                         {"device", engine::device_info(device).name},
                         {"batch", batch},
                         {"seq", cfg.data.seq_len},
                         {"params", n_params},
                         {"probe_every", probe_every},
+                        {"warmup_steps", warmup},
+                        {"warmup_seconds", warmup_seconds},
                         {"fused_adamw", fused},
                         {"steps", steps},
                         {"median_step_ms", median_ms},
                         {"min_step_ms", window_ms.front()},
                         {"max_step_ms", window_ms.back()},
+                        {"windows_ms", windows_in_order},
+                        {"ended_unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
                         {"tokens_per_s", tokens / (median_ms / 1000.0)},
                         {"tflops", tokens / (median_ms / 1000.0) * flops_per_token / 1e12},
                         {"peak_memory_gib", mem.peak_allocated_bytes / double(1 << 30)},

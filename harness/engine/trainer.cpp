@@ -398,8 +398,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
       at::_foreach_copy_(prev_params_, params);
     }
   } else {
-    at::Tensor nan = at::full({}, kNaN, dev_opts.dtype(at::kDouble));
-    stats = {nan, nan, nan};
+    stats = {};  // NaN in the row below
   }
 
   // fp16/bf16 model grads -> fp32 master grads
@@ -428,19 +427,28 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
 
   // probe: parameters after the step
   at::Tensor param_norm, update_norm;
+  const at::Tensor nan = full_probe ? at::Tensor() : at::full({}, kNaN, dev_opts);  // the columns not probed
   {
     at::NoGradGuard no_grad;
     const auto params = model_->parameter_tensors();
     param_norm = cfg_.loop.fused_grad_check ? norm_and_found(params, device_).first : total_norm(params, device_);
-    update_norm = full_probe ? total_norm(at::_foreach_sub(params, prev_params_), device_)
-                                   : at::full({}, kNaN, dev_opts);
+    update_norm = full_probe ? total_norm(at::_foreach_sub(params, prev_params_), device_) : nan;
   }
 
-  std::vector<at::Tensor> row = {loss, grad_norm, param_norm, update_norm, scale_used.to(at::kFloat), skipped.to(at::kFloat)};
-  for (auto& s : stats) row.push_back(s.to(at::kFloat));
-  std::vector<at::Tensor> row64;
-  for (auto& t : row) row64.push_back(t.to(at::kDouble).reshape({}));
-  return at::stack(row64);
+  // the row in fp64: loss and norms as computed, the scale, the skip flag and the statistics rounded to fp32 first (as
+  // the row always held them). Where every column is fp32 (always, so far) one stack and one exact widening — a few
+  // kernels rather than a conversion per column.
+  std::vector<at::Tensor> row = {loss, grad_norm, param_norm, update_norm, scale_used, skipped};
+  for (const auto& s : stats) row.push_back(s);
+  while (static_cast<int>(row.size()) < kNumDeviceColumns) row.push_back(nan);
+  bool all_fp32 = true;
+  for (size_t i = 0; i < row.size(); ++i) {
+    row[i] = (i < 4 ? row[i] : row[i].to(at::kFloat)).reshape({});
+    all_fp32 = all_fp32 && row[i].scalar_type() == at::kFloat;
+  }
+  if (all_fp32) return at::stack(row).to(at::kDouble);
+  for (auto& t : row) t = t.to(at::kDouble);
+  return at::stack(row);
 }
 
 void Trainer::flush() {
