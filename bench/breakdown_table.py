@@ -23,8 +23,6 @@ def label(r):
         opts.append("GEMM epilogues")
     if r.get("fused_grad_check"):
         opts.append("fused grad check")
-    if r.get("pdl") is False and (r.get("cuda_graphs") or "").startswith("captured"):
-        opts.append("no PDL")
     return f'{r["impl"]} {r["strategy"]}' + (f' ({" + ".join(opts)})' if opts else "")
 
 

@@ -40,8 +40,6 @@ def engine_path(r):
         parts.append("GEMM epilogues")
     if r.get("fused_grad_check"):
         parts.append("fused grad check")
-    if r.get("pdl") is False and g.startswith("captured"):
-        parts.append("no PDL")  # AMPCHECK_PDL=0: the project's kernels launched without programmatic dependent launch
     return " + ".join(parts) or "stock"
 
 

@@ -143,13 +143,12 @@ if has bench; then
     --format=csv -lms 250 > "$OUT/bench-clocks.csv" 2>/dev/null & SMI_PID=$!
   if [ -n "${BENCH_RATIO:-}" ]; then
     # BENCH_RATIO=1: the ratio the engine issue asks for and nothing else — per strategy the Python baselines, the
-    # engine stock and --fast, and --fast without programmatic dependent launch (AMPCHECK_PDL=0: what PDL buys)
+    # engine stock and --fast
     for s in bf16-autocast fp16-autocast; do
       run_py --strategy $s
       run_py --strategy $s --compile
       run_b --strategy $s --probe-every 0
       run_b --strategy $s --probe-every 0 --fast
-      AMPCHECK_PDL=0 run_b --strategy $s --probe-every 0 --fast
     done
   elif [ -n "${BENCH_QUICK:-}" ]; then
     for e in "" "--cuda-graphs" "--cuda-graphs --head-loss fused" "--cuda-graphs --head-loss fused --fused-layernorm" \
@@ -190,14 +189,12 @@ if has profile; then
   # engine (bf16, fp16 + GradScaler, fp8; probes off) against the PyTorch-Python baseline eager and torch.compile
   B="$BUILD_DIR/harness/bench/ampcheck_bench_train"
   : > "$OUT/profile.jsonl"
-  # PROFILE_QUICK=1: bf16 and fp16 only, the fast path also without programmatic dependent launch (AMPCHECK_PDL=0)
+  # PROFILE_QUICK=1: bf16 and fp16 only
   for s in bf16-autocast fp16-autocast fp8; do
     [ -n "${PROFILE_QUICK:-}" ] && [ $s = fp8 ] && continue
     "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
     "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 --fast \
       >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
-    [ -n "${PROFILE_QUICK:-}" ] && AMPCHECK_PDL=0 "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 \
-      --profile 5 --fast >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
   done
   for s in bf16-autocast fp16-autocast; do
     [ -n "${PROFILE_QUICK:-}" ] && continue  # PROFILE_QUICK=1: the engine only

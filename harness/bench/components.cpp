@@ -266,26 +266,6 @@ void BM_MlpEpiloguesForwardBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_MlpEpiloguesForwardBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
-// A block Linear's weight gradient (model.gemm_epilogues: kernels::wgrad_fp32_, one cuBLASLt GEMM into fp32) at
-// GPT-2's shapes, 16384 rows: out × in with in = 768, and with in = 776 (the input with 8 more columns); the bias
-// gradient's column sums of the same output gradient (kernels::bias_grad) beside it (arg 2 = 0).
-void BM_WgradWidth(benchmark::State& state) {
-  const at::Device device = bench_device();
-  const bool gpu = device.is_cuda();
-  const int64_t R = gpu ? 16384 : 256, out = state.range(0), in = state.range(1);
-  const auto opts = at::TensorOptions().device(device);
-  const auto low = gpu ? at::kBFloat16 : at::kFloat;
-  at::Tensor g = (at::randn({R, out}, opts) * 0.01).to(low), x = at::randn({R, in}, opts).to(low);
-  at::Tensor dw = at::empty({out, in}, opts.dtype(at::kFloat));
-  for (auto _ : state) {
-    if (in == 0) (void)kernels::bias_grad(g, at::Tensor());
-    else kernels::wgrad_fp32_(dw, g, x, /*accumulate=*/false);
-    engine::synchronize(device);
-  }
-}
-BENCHMARK(BM_WgradWidth)->Args({2304, 768})->Args({2304, 776})->Args({2304, 0})->Args({3072, 768})->Args({3072, 776})
-    ->Args({3072, 0})->Args({768, 768})->Args({768, 776})->Unit(benchmark::kMillisecond);
-
 engine::Trajectory synthetic_trajectory(int64_t steps, double offset) {
   engine::Trajectory t;
   for (int64_t s = 0; s < steps; ++s) {

@@ -9,7 +9,6 @@
 #include "engine/device.h"
 #include "engine/fp8.h"
 #include "engine/trainer.h"
-#include "kernels/fused.h"
 
 #include <algorithm>
 #include <chrono>
@@ -250,8 +249,7 @@ int main(int argc, char** argv) {
                           {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every},
                           {"head_loss", head_loss}, {"fused_layernorm", fused_layernorm},
                           {"fused_bias_gelu", fused_bias_gelu}, {"gemm_epilogues", gemm_epilogues},
-                          {"fused_grad_check", fused_grad_check}, {"cuda_graphs", trainer.cuda_graphs_status()},
-                          {"pdl", kernels::programmatic_dependent_launch(device)}};
+                          {"fused_grad_check", fused_grad_check}, {"cuda_graphs", trainer.cuda_graphs_status()}};
     out.update(profile_steps(trainer, device, profile, categories));
     out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
     std::cout << out.dump() << std::endl;
@@ -283,7 +281,6 @@ int main(int argc, char** argv) {
                         {"fused_bias_gelu", fused_bias_gelu},
                         {"gemm_epilogues", gemm_epilogues},
                         {"fused_grad_check", fused_grad_check},
-                        {"pdl", kernels::programmatic_dependent_launch(device)},
                         {"device", engine::device_info(device).name},
                         {"batch", batch},
                         {"seq", cfg.data.seq_len},

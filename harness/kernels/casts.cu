@@ -31,7 +31,6 @@ struct CastArgs {
 
 template <typename TO>
 __global__ void __launch_bounds__(kCastThreads) cast_many_kernel(const __grid_constant__ CastArgs args) {
-  pdl_begin();
   int lo = 0, hi = args.count - 1;  // the last t with first_block[t] <= blockIdx.x
   const int b = static_cast<int>(blockIdx.x);
   while (lo < hi) {
@@ -71,7 +70,6 @@ struct WidenParts {
 template <typename T, int kParts, bool kVec>
 __global__ void __launch_bounds__(kSumThreads) widen_sum_kernel(const __grid_constant__ WidenParts<T> p, float* __restrict__ out,
                                                                 int64_t n) {
-  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kSumThreads * (kVec ? 8 : 1);
   for (int64_t i = (static_cast<int64_t>(blockIdx.x) * kSumThreads + threadIdx.x) * (kVec ? 8 : 1); i < n; i += stride) {
     if constexpr (kVec) {
@@ -100,8 +98,8 @@ void launch_widen(const WidenParts<T>& p, float* out, int64_t n, bool vec, cudaS
   const int64_t want = (n / per + kSumThreads - 1) / kSumThreads;
   const unsigned blocks = static_cast<unsigned>(want < int64_t{8} * multiprocessor_count() ? (want > 0 ? want : 1)
                                                                                             : int64_t{8} * multiprocessor_count());
-  if (vec) launch(widen_sum_kernel<T, kParts, true>, blocks, kSumThreads, 0, st, p, out, n);
-  else launch(widen_sum_kernel<T, kParts, false>, blocks, kSumThreads, 0, st, p, out, n);
+  if (vec) widen_sum_kernel<T, kParts, true><<<blocks, kSumThreads, 0, st>>>(p, out, n);
+  else widen_sum_kernel<T, kParts, false><<<blocks, kSumThreads, 0, st>>>(p, out, n);
 }
 
 }  // namespace
@@ -126,8 +124,8 @@ const char* cast_many(const float* const* src, void* const* dst, const int64_t* 
     }
     if (a.count == 0) continue;
     a.first_block[a.count] = blocks;
-    if (dst_dtype == DType::BFloat16) launch(cast_many_kernel<__nv_bfloat16>, blocks, kCastThreads, 0, st, a);
-    else launch(cast_many_kernel<__half>, blocks, kCastThreads, 0, st, a);
+    if (dst_dtype == DType::BFloat16) cast_many_kernel<__nv_bfloat16><<<blocks, kCastThreads, 0, st>>>(a);
+    else cast_many_kernel<__half><<<blocks, kCastThreads, 0, st>>>(a);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);
   }

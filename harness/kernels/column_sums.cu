@@ -15,9 +15,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <string>
 #include <cstdint>
 
 namespace ampcheck::kernels::cuda {
@@ -47,7 +44,6 @@ template <typename T, int V, bool kGelu>
 __global__ void __launch_bounds__(kColWarps * 32) column_sums_kernel(const T* __restrict__ g, const T* __restrict__ pre,
                                                                      T* __restrict__ dpre, float* __restrict__ part,
                                                                      int64_t N, int64_t C, int64_t rows_per_block) {
-  pdl_begin();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * 32 + lane) * V;
   const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * rows_per_block;
@@ -90,7 +86,6 @@ template <typename T>
 __global__ void __launch_bounds__(kColWarps * 32) sum_partials_kernel(const float* __restrict__ part, int64_t P,
                                                                       int64_t C, float* __restrict__ out,
                                                                       int64_t round_from) {
-  pdl_begin();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + lane;
   float s = 0.f;
@@ -120,32 +115,6 @@ int multiprocessor_count() {
   return sms;
 }
 
-namespace {
-std::atomic<int> pdl_forced{-1};  // set_pdl: -1 as the environment says, 0 off, 1 on (where the GPU has it)
-}  // namespace
-
-void set_pdl(int forced) { pdl_forced.store(forced, std::memory_order_relaxed); }
-
-bool pdl_enabled() {
-  static const bool env_off = [] {
-    const char* e = std::getenv("AMPCHECK_PDL");
-    return e != nullptr && std::string(e) == "0";
-  }();
-  const int forced = pdl_forced.load(std::memory_order_relaxed);
-  if (forced == 0 || (forced < 0 && env_off)) return false;
-  constexpr int kDevices = 64;
-  static std::atomic<int> state[kDevices];  // 0 not read yet, 1 no, 2 yes
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) return false;
-  int s = state[dev].load(std::memory_order_relaxed);
-  if (s == 0) {
-    int major = 0;
-    s = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 ? 2 : 1;
-    state[dev].store(s, std::memory_order_relaxed);
-  }
-  return s == 2;
-}
-
 const char* sum_partials(const float* part, int64_t P, int64_t C, float* out, DType round_through, void* stream,
                          int64_t round_from) {
   if (C == 0) return nullptr;
@@ -153,7 +122,7 @@ const char* sum_partials(const float* part, int64_t P, int64_t C, float* out, DT
   const unsigned blocks = static_cast<unsigned>((C + 31) / 32);
   with_type(round_through, [&](auto t) {
     using T = decltype(t);
-    launch(sum_partials_kernel<T>, blocks, kColWarps * 32, 0, st, part, P, C, out, round_from);
+    sum_partials_kernel<T><<<blocks, kColWarps * 32, 0, st>>>(part, P, C, out, round_from);
   });
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
@@ -175,17 +144,17 @@ const char* column_sums(const void* g, const void* pre, void* dpre, DType dtype,
     using T = decltype(t);
     constexpr int kV = 16 / static_cast<int>(sizeof(T));
     const bool vec = C % kV == 0 && aligned16(g) && (!pre || (aligned16(pre) && aligned16(dpre)));
-    auto run = [&](auto kernel, int v) {
+    auto launch = [&](auto kernel, int v) {
       const dim3 grid(static_cast<unsigned>((C + 32 * v - 1) / (32 * v)), static_cast<unsigned>(row_blocks));
-      launch(kernel, grid, kColWarps * 32, 0, st, static_cast<const T*>(g), static_cast<const T*>(pre),
-             static_cast<T*>(dpre), part, N, C, rows_per_block);
+      kernel<<<grid, kColWarps * 32, 0, st>>>(static_cast<const T*>(g), static_cast<const T*>(pre),
+                                              static_cast<T*>(dpre), part, N, C, rows_per_block);
     };
     if (pre) {
-      if (vec) run(column_sums_kernel<T, kV, true>, kV);
-      else run(column_sums_kernel<T, 1, true>, 1);
+      if (vec) launch(column_sums_kernel<T, kV, true>, kV);
+      else launch(column_sums_kernel<T, 1, true>, 1);
     } else {
-      if (vec) run(column_sums_kernel<T, kV, false>, kV);
-      else run(column_sums_kernel<T, 1, false>, 1);
+      if (vec) launch(column_sums_kernel<T, kV, false>, kV);
+      else launch(column_sums_kernel<T, 1, false>, 1);
     }
   });
   const cudaError_t err = cudaGetLastError();

@@ -95,7 +95,6 @@ template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads) cross_entropy_rows_kernel(T* logits, int64_t V, int64_t ld,
                                                                       const int64_t* targets, float* row_loss,
                                                                       const float* factor, int64_t ignore_index) {
-  pdl_begin();
   const int64_t row = blockIdx.x;
   T* x = logits + row * ld;
   const int64_t t = targets[row];
@@ -141,7 +140,6 @@ template <typename T, int VEC>
 __global__ void __launch_bounds__(kSmemThreads, 2)
     cross_entropy_rows_smem_kernel(T* logits, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
                                    const float* factor, int64_t ignore_index) {
-  pdl_begin();
   constexpr int NT = kSmemThreads, BATCH = kSmemBatch;
   extern __shared__ uint4 smem_row[];
   using P = Pack<T, VEC>;
@@ -194,8 +192,8 @@ __global__ void __launch_bounds__(kSmemThreads, 2)
 }
 
 template <typename T>
-void launch_rows(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
-                 const float* factor, int64_t ignore_index, cudaStream_t stream) {
+void launch(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
+            const float* factor, int64_t ignore_index, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   T* p = static_cast<T*>(logits);
   const bool aligned = reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % kVec == 0;
@@ -204,18 +202,16 @@ void launch_rows(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_
     static const cudaError_t attr = cudaFuncSetAttribute(cross_entropy_rows_smem_kernel<T, kVec>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRowBytes);
     if (attr == cudaSuccess) {
-      launch(cross_entropy_rows_smem_kernel<T, kVec>, static_cast<unsigned>(rows), kSmemThreads,
-             static_cast<size_t>(smem), stream, p, V, ld, targets, row_loss, factor, ignore_index);
+      cross_entropy_rows_smem_kernel<T, kVec><<<static_cast<unsigned>(rows), kSmemThreads, static_cast<size_t>(smem), stream>>>(
+          p, V, ld, targets, row_loss, factor, ignore_index);
       return;
     }
     (void)cudaGetLastError();  // the attribute was refused: the two-read kernel below, and no error left behind
   }
   if (aligned)
-    launch(cross_entropy_rows_kernel<T, kVec>, static_cast<unsigned>(rows), kThreads, 0, stream, p, V, ld, targets,
-           row_loss, factor, ignore_index);
+    cross_entropy_rows_kernel<T, kVec><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
   else
-    launch(cross_entropy_rows_kernel<T, 1>, static_cast<unsigned>(rows), kThreads, 0, stream, p, V, ld, targets,
-           row_loss, factor, ignore_index);
+    cross_entropy_rows_kernel<T, 1><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
 }
 
 }  // namespace
@@ -226,9 +222,9 @@ const char* cross_entropy_rows(void* logits, DType dtype, int64_t rows, int64_t 
   if (rows > 0x7fffffffLL) return "cross_entropy_rows: too many rows for one launch";
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::Float32: launch_rows<float>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
-    case DType::Float16: launch_rows<__half>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
-    case DType::BFloat16: launch_rows<__nv_bfloat16>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
+    case DType::Float32: launch<float>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
+    case DType::Float16: launch<__half>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
+    case DType::BFloat16: launch<__nv_bfloat16>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
   }
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);

@@ -6,10 +6,8 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #include <cstdint>
-#include <utility>
 
 namespace ampcheck::kernels::cuda {
 
@@ -45,39 +43,6 @@ __device__ __forceinline__ void store_f(T* p, const float (&in)[V]) {
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
-}
-
-// Programmatic dependent launch (PDL, sm_90 and later). The project's kernels are launched by `launch` below with
-// the programmatic-stream-serialization attribute, so the GPU may schedule one while the kernel before it in the stream
-// (or in the captured CUDA graph) is still draining, instead of after it has finished and a launch gap has passed.
-// Every kernel's first statement is pdl_begin(): griddepcontrol.wait returns only once the kernel before it has
-// completed and its writes are visible, so nothing is read or written earlier than without the attribute — the same
-// values, in the same order —; then griddepcontrol.launch_dependents lets the next such kernel be scheduled (its own
-// wait still holds it until this one has completed). Launched without the attribute (GPUs before sm_90,
-// AMPCHECK_PDL=0) both instructions return at once; compiled for sm_80 they are left out.
-__device__ __forceinline__ void pdl_begin() {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-// Host side: launches `kernel` on `stream` as <<<grid, block, smem, stream>>> would, with the PDL attribute where
-// pdl_enabled() (kernels_cuda.h: compute capability 9.0 or later, and the environment variable AMPCHECK_PDL is not
-// "0"). The kernel must start with pdl_begin(). Errors are left for cudaGetLastError(), as with <<<>>>.
-template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
-  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // Host side: calls f with a value of the storage type that `t` names.

@@ -51,7 +51,6 @@ __global__ void embedding_chunks_kernel(const int32_t* __restrict__ sorted, cons
                                         const float* __restrict__ rows, float* __restrict__ grad,
                                         float4* __restrict__ first_part, float4* __restrict__ last_part, int64_t N,
                                         int C4, int64_t V) {
-  pdl_begin();
   const int c = threadIdx.x;
   if (c >= C4) return;
   const int64_t b = blockIdx.x, j0 = b * kChunk, j1 = j0 + kChunk < N ? j0 + kChunk : N;
@@ -88,7 +87,6 @@ __global__ void embedding_chunks_kernel(const int32_t* __restrict__ sorted, cons
 __global__ void embedding_runs_kernel(const int32_t* __restrict__ sorted, const float4* __restrict__ first_part,
                                       const float4* __restrict__ last_part, float* __restrict__ grad, int64_t N,
                                       int C4, int64_t V) {
-  pdl_begin();
   const int c = threadIdx.x;
   if (c >= C4) return;
   const int64_t b = blockIdx.x, j0 = b * kChunk, j1 = j0 + kChunk < N ? j0 + kChunk : N;
@@ -110,7 +108,6 @@ constexpr int kScaleThreads = 256;
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kScaleThreads) scale_unless_one_kernel(T* __restrict__ x, int64_t n,
                                                                          const float* __restrict__ r) {
-  pdl_begin();
   const float f = to_f(from_f<T>(*r));  // r in x's dtype first, as ATen's promotion with a 0-dim tensor gives
   if (f == 1.f) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kScaleThreads;
@@ -141,9 +138,9 @@ const char* embedding_rows_add(const int32_t* sorted, const int64_t* order, cons
   auto* first = reinterpret_cast<float4*>(scratch);
   float4* last = first + chunks * C4;
   auto st = static_cast<cudaStream_t>(stream);
-  launch(embedding_chunks_kernel, static_cast<unsigned>(chunks), threads, 0, st, sorted, order, rows, grad, first, last,
-         N, C4, V);
-  launch(embedding_runs_kernel, static_cast<unsigned>(chunks), threads, 0, st, sorted, first, last, grad, N, C4, V);
+  embedding_chunks_kernel<<<static_cast<unsigned>(chunks), threads, 0, st>>>(sorted, order, rows, grad, first, last, N,
+                                                                           C4, V);
+  embedding_runs_kernel<<<static_cast<unsigned>(chunks), threads, 0, st>>>(sorted, first, last, grad, N, C4, V);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
@@ -158,8 +155,8 @@ const char* scale_unless_one(void* x, DType dtype, int64_t n, const float* r, vo
     const int64_t work = vec ? (n + kVec - 1) / kVec : n;
     const int64_t blocks = std::min<int64_t>((work + kScaleThreads - 1) / kScaleThreads, int64_t{multiprocessor_count()} * 8);
     T* p = static_cast<T*>(x);
-    if (vec) launch(scale_unless_one_kernel<T, kVec>, static_cast<unsigned>(blocks), kScaleThreads, 0, s, p, n, r);
-    else launch(scale_unless_one_kernel<T, 1>, static_cast<unsigned>(blocks), kScaleThreads, 0, s, p, n, r);
+    if (vec) scale_unless_one_kernel<T, kVec><<<static_cast<unsigned>(blocks), kScaleThreads, 0, s>>>(p, n, r);
+    else scale_unless_one_kernel<T, 1><<<static_cast<unsigned>(blocks), kScaleThreads, 0, s>>>(p, n, r);
   });
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);

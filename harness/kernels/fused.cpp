@@ -11,7 +11,6 @@
 #include "kernels/kernels_cuda.h"
 
 #include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 #endif
 
 namespace ampcheck::kernels {
@@ -20,25 +19,6 @@ bool cuda_kernels_built() {
 #ifdef AMPCHECK_CUDA_KERNELS
   return true;
 #else
-  return false;
-#endif
-}
-
-void set_programmatic_dependent_launch(std::optional<bool> on) {
-#ifdef AMPCHECK_CUDA_KERNELS
-  cuda::set_pdl(on ? (*on ? 1 : 0) : -1);
-#else
-  (void)on;
-#endif
-}
-
-bool programmatic_dependent_launch(const at::Device& device) {
-#ifdef AMPCHECK_CUDA_KERNELS
-  if (!device.is_cuda()) return false;
-  c10::cuda::CUDAGuard guard(device);
-  return cuda::pdl_enabled();
-#else
-  (void)device;
   return false;
 #endif
 }

@@ -7,21 +7,11 @@
 
 #include <ATen/ATen.h>
 
-#include <optional>
-
 namespace ampcheck::kernels {
 
 // Whether this build carries the CUDA kernels (CMake AMPCHECK_CUDA_KERNELS, on where LibTorch has CUDA and nvcc is
 // found).
 bool cuda_kernels_built();
-
-// Whether the project's CUDA kernels are launched with programmatic dependent launch on `device` (each may be
-// scheduled while the kernel before it drains; kernels/cuda_math.cuh): CUDA kernels built, a GPU of compute capability
-// 9.0 or later, and the environment variable AMPCHECK_PDL not "0". False on the CPU.
-bool programmatic_dependent_launch(const at::Device& device);
-// Turns it off (false) or back on where the GPU has it (true) for the whole process whatever AMPCHECK_PDL says; nullopt
-// returns to the environment's choice. For tests and same-process comparisons; a no-op without the CUDA kernels.
-void set_programmatic_dependent_launch(std::optional<bool> on);
 
 enum class Impl { Auto, Reference };  // Auto: the CUDA kernel for CUDA tensors where built, else the reference
 

@@ -10,7 +10,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -71,17 +70,6 @@ struct Descs {
   }
 };
 
-// how many of the heuristic's candidates autotuning times: AMPCHECK_LT_CANDIDATES (1 to kMaxCandidates), default 8
-constexpr int kMaxCandidates = 64;
-int autotune_candidates() {
-  static const int n = [] {
-    const char* e = std::getenv("AMPCHECK_LT_CANDIDATES");
-    const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= kMaxCandidates ? v : 8;
-  }();
-  return n;
-}
-
 using AlgoKey = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, int, int, int, bool,
                            int64_t, uint64_t, uint64_t>;
 
@@ -140,10 +128,11 @@ const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, vo
                "MIN_ALIGNMENT_C");
       LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)),
                "MIN_ALIGNMENT_D");
-      cublasLtMatmulHeuristicResult_t res[kMaxCandidates]{};
+      constexpr int kCandidates = 8;
+      cublasLtMatmulHeuristicResult_t res[kCandidates]{};
       int found = 0;
-      LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref,
-                                              g.autotune ? autotune_candidates() : 1, res, &found),
+      LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, g.autotune ? kCandidates : 1,
+                                              res, &found),
                "cublasLtMatmulAlgoGetHeuristic");
       if (found == 0) {
         last_error = "cuBLASLt has no algorithm for this product and epilogue (m " + std::to_string(g.m) + ", n " +

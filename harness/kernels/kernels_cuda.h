@@ -38,11 +38,6 @@ const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* 
 
 // The current device's multiprocessor count (132 if it cannot be read), read once.
 int multiprocessor_count();
-// Whether the kernels get the programmatic-dependent-launch attribute on the current device (cuda_math.cuh): compute
-// capability 9.0 or later and the environment variable AMPCHECK_PDL not "0", read once per device (column_sums.cu).
-bool pdl_enabled();
-// Overrides the environment for pdl_enabled(): -1 none, 0 off, 1 on where the GPU has it (tests, A/B runs).
-void set_pdl(int forced);
 
 // See column_sums.cu. out[c] = Σ_b part[b · C + c] over b < P in a fixed order, written as fp32; columns c ≥ round_from
 // rounded through `round_through` first (the value a sum in that dtype would return, widened back to fp32).

@@ -37,7 +37,6 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_fwd(const float* __restric
                                                           float* __restrict__ s_out, TO* __restrict__ h,
                                                           float* __restrict__ mean_out, float* __restrict__ rstd_out,
                                                           int64_t N, int C, float eps) {
-  pdl_begin();
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (row >= N) return;
@@ -101,7 +100,6 @@ __global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restric
                                                              const float* __restrict__ mean, const float* __restrict__ rstd,
                                                              float* __restrict__ ds_out, TY* __restrict__ dy_out,
                                                              float* __restrict__ part, int64_t N, int C, int W) {
-  pdl_begin();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int J = C / (32 * V);
   const bool bias = W > 2 * C;
@@ -177,8 +175,8 @@ void kernel_args_launch(void (*kernel)(const TO*, const float*, const float*, co
                         unsigned blocks, cudaStream_t st, const void* dh, const float* ds_in, const float* s,
                         const float* gamma, const float* mean, const float* rstd, float* ds_out, void* dy_out,
                         float* part, int64_t N, int C, int W) {
-  launch(kernel, blocks, kBwdWarps * 32, sizeof(float) * kBwdWarps * W, st, static_cast<const TO*>(dh), ds_in, s, gamma,
-         mean, rstd, ds_out, static_cast<TY*>(dy_out), part, N, C, W);
+  kernel<<<blocks, kBwdWarps * 32, sizeof(float) * kBwdWarps * W, st>>>(
+      static_cast<const TO*>(dh), ds_in, s, gamma, mean, rstd, ds_out, static_cast<TY*>(dy_out), part, N, C, W);
 }
 
 // the smallest register row that holds C / 32 channels per lane
@@ -216,12 +214,12 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
                        aligned16(beta) && (!s_out || aligned16(s_out)) && aligned16(h);
       with_k(C, [&](auto k) {
         constexpr int kK = decltype(k)::value;  // channels per lane, rounded up
-        auto run = [&](auto kernel) {
-          launch(kernel, blocks, kWarps * 32, 0, st, x, static_cast<const TY*>(y), gamma, beta, s_out,
-                 static_cast<TO*>(h), mean, rstd, N, C, eps);
+        auto launch = [&](auto kernel) {
+          kernel<<<blocks, kWarps * 32, 0, st>>>(x, static_cast<const TY*>(y), gamma, beta, s_out, static_cast<TO*>(h),
+                                                 mean, rstd, N, C, eps);
         };
-        if (vec) run(add_ln_fwd<TY, TO, 4, kK / 4>);
-        else run(add_ln_fwd<TY, TO, 1, kK>);
+        if (vec) launch(add_ln_fwd<TY, TO, 4, kK / 4>);
+        else launch(add_ln_fwd<TY, TO, 1, kK>);
       });
     });
   });

@@ -43,7 +43,6 @@ template <typename T>
 __global__ void __launch_bounds__(kSqThreads) square_sums_kernel(const __grid_constant__ SquareArgs args,
                                                                  float* __restrict__ part_sum,
                                                                  int* __restrict__ part_bad) {
-  pdl_begin();
   int lo = 0, hi = args.count - 1;  // the last t with first_block[t] <= blockIdx.x
   const int b = static_cast<int>(blockIdx.x);
   while (lo < hi) {
@@ -105,7 +104,6 @@ __global__ void __launch_bounds__(kFinishThreads) square_sums_finish(const float
                                                                      const int* __restrict__ part_bad, int64_t P,
                                                                      float* __restrict__ out_sum,
                                                                      float* __restrict__ out_found) {
-  pdl_begin();
   double s = 0.0;
   int f = 0;
   for (int64_t i = threadIdx.x; i < P; i += kFinishThreads) {
@@ -157,7 +155,7 @@ const char* square_sums(const void* const* src, const int64_t* numel, int count,
     if (blocks == 0) continue;
     with_type(dtype, [&](auto tv) {
       using T = decltype(tv);
-      launch(square_sums_kernel<T>, static_cast<unsigned>(blocks), kSqThreads, 0, st, args, part_sum, part_bad);
+      square_sums_kernel<T><<<static_cast<unsigned>(blocks), kSqThreads, 0, st>>>(args, part_sum, part_bad);
     });
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);
@@ -169,8 +167,8 @@ const char* square_sums(const void* const* src, const int64_t* numel, int count,
 
 const char* square_sums_total(const float* part_sum, const int* part_bad, int64_t P, float* out_sum, float* out_found,
                               void* stream) {
-  launch(square_sums_finish, 1, kFinishThreads, 0, static_cast<cudaStream_t>(stream), part_sum, part_bad, P, out_sum,
-         out_found);
+  square_sums_finish<<<1, kFinishThreads, 0, static_cast<cudaStream_t>(stream)>>>(part_sum, part_bad, P, out_sum,
+                                                                                  out_found);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
