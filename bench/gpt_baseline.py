@@ -137,7 +137,7 @@ def main():
     flops_per_token = 6 * (n_params - model.wpe.weight.numel()) + 12 * L * C * T
     print(json.dumps({"impl": "pytorch-python-compile" if a.compile else "pytorch-python-eager", "preset": a.preset, "strategy": a.strategy,
                       "device": torch.cuda.get_device_name(), "batch": a.batch, "seq": T, "params": n_params,
-                      "steps": a.steps, "warmup_steps": a.warmup, "warmup_seconds": a.warmup_seconds, "median_step_ms": med, "min_step_ms": windows[0], "max_step_ms": windows[-1], "windows_ms": in_order, "ended_unix_s": time.time(),
+                      "steps": a.steps, "warmup_steps": a.warmup, "warmup_seconds": a.warmup_seconds, "median_step_ms": med, "min_step_ms": windows[0], "max_step_ms": windows[-1], "window": a.window, "windows_ms": in_order, "ended_unix_s": time.time(),
                       "tokens_per_s": tok_s, "tflops": tok_s * flops_per_token / 1e12,
                       "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30, "final_loss": loss.item()}))
 

@@ -174,7 +174,8 @@ if has bench; then
     done
   fi
   kill $SMI_PID 2>/dev/null
-  python3 bench/throughput_table.py "$OUT/bench.jsonl" > "$OUT/bench.md"; cat "$OUT/bench.md"; tail -5 "$OUT/bench.err" 2>/dev/null
+  python3 bench/throughput_table.py "$OUT/bench.jsonl" --clocks "$OUT/bench-clocks.csv" > "$OUT/bench.md"; cat "$OUT/bench.md"
+  tail -5 "$OUT/bench.err" 2>/dev/null
   [ -z "${BENCH_QUICK:-}${BENCH_RATIO:-}" ] && "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err"
 fi
 if has fastsuite; then

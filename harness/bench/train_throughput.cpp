@@ -293,6 +293,7 @@ int main(int argc, char** argv) {
                         {"median_step_ms", median_ms},
                         {"min_step_ms", window_ms.front()},
                         {"max_step_ms", window_ms.back()},
+                        {"window", window},
                         {"windows_ms", windows_in_order},
                         {"ended_unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
                         {"tokens_per_s", tokens / (median_ms / 1000.0)},
