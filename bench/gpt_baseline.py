@@ -107,26 +107,30 @@ def main():
     ap.add_argument("--warmup-seconds", type=float, default=0.0,
                     help="after the warm-up steps, keep training until this much time has passed (steady clocks)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode); warm-up compiles")
+    ap.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a smoke run: CTest unit.bench_baseline)")
     a = ap.parse_args()
-    model, step, T = training_step(a.preset, a.strategy, a.batch, a.seq, a.compile)
+    cuda = a.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    model, step, T = training_step(a.preset, a.strategy, a.batch, a.seq, a.compile, dev=a.device)
     L, _, C, _, _ = PRESETS[a.preset]
     for i in range(a.warmup):
         step(i)
-    torch.cuda.synchronize()
+    sync()
     w0 = time.perf_counter()
     while time.perf_counter() - w0 < a.warmup_seconds:  # as ampcheck_bench_train --warmup-seconds
         for i in range(a.window):
             step(i)
-        torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+        sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     windows = []
     for s in range(0, a.steps, a.window):
         n = min(a.window, a.steps - s)
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         for i in range(n):
             loss = step(i)
-        torch.cuda.synchronize()
+        sync()
         windows.append((time.perf_counter() - t0) * 1000 / n)
     in_order = list(windows)
     windows.sort()
@@ -136,10 +140,11 @@ def main():
     # the harness's Model::training_flops_per_token: 6 per matmul weight (the position embedding is a lookup)
     flops_per_token = 6 * (n_params - model.wpe.weight.numel()) + 12 * L * C * T
     print(json.dumps({"impl": "pytorch-python-compile" if a.compile else "pytorch-python-eager", "preset": a.preset, "strategy": a.strategy,
-                      "device": torch.cuda.get_device_name(), "batch": a.batch, "seq": T, "params": n_params,
+                      "device": torch.cuda.get_device_name() if cuda else "cpu", "batch": a.batch, "seq": T, "params": n_params,
                       "steps": a.steps, "warmup_steps": a.warmup, "warmup_seconds": a.warmup_seconds, "median_step_ms": med, "min_step_ms": windows[0], "max_step_ms": windows[-1], "window": a.window, "windows_ms": in_order, "ended_unix_s": time.time(),
                       "tokens_per_s": tok_s, "tflops": tok_s * flops_per_token / 1e12,
-                      "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30, "final_loss": loss.item()}))
+                      "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0,
+                      "final_loss": loss.item()}))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 # bench/throughput_table.py with an nvidia-smi log (--clocks): the samples inside a run's timed windows — and only
 # those — give its SM clock, power and energy per step, the power-cap flag follows the throttle bits, a row without
 # timing fields shows "-", a repeated header line (appended logs) is skipped, and a malformed log is refused with its
-# file and line. Synthetic inputs; no GPU.
+# file and line. Synthetic inputs; no GPU. With the bench binary given: both throughput benchmarks run on the CPU
+# (nano, a timed warm-up, windows of 2 steps) and their rows tabulate — a smoke run of what ci/gpu.sh's bench stage
+# calls, so a broken script shows here rather than on the GPU machine.
 set -euo pipefail
-src=$1; python=${2:-python3}
+src=$1; python=${2:-python3}; bench=${3:-}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 # a run whose 2 windows of 10 steps at 20 and 30 ms/step ended at 1796480000.0 (2026/12/05 14:13:20 UTC): timed from
 # ...999.5 to ...000.0; a second, older row without the timing fields
@@ -31,4 +33,20 @@ if "$python" "$src/bench/throughput_table.py" "$work/b.jsonl" --clocks "$work/ba
   echo "FAIL: a malformed log was read"; exit 1
 fi
 grep -q "bad.csv:2: expected" "$work/o" || { cat "$work/o"; exit 1; }
-echo "bench_tables: clock, power and energy from the timed windows' samples; a malformed log refused"
+if [ -n "$bench" ]; then
+  "$bench" --preset nano --batch 2 --steps 4 --window 2 --warmup 1 --warmup-seconds 0.2 --probe-every 0 --fast \
+    --device cpu > "$work/real.jsonl"
+  "$python" "$src/bench/gpt_baseline.py" --preset nano --strategy bf16-autocast --batch 2 --steps 4 --window 2 --warmup 1 \
+    --warmup-seconds 0.2 --device cpu >> "$work/real.jsonl"
+  "$python" - "$work/real.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["impl"] for r in rows] == ["ampcheck-cpp", "pytorch-python-eager"], rows
+for r in rows:
+    assert r["window"] == 2 and len(r["windows_ms"]) == 2 and all(w > 0 for w in r["windows_ms"]), r
+    assert r["warmup_seconds"] == 0.2 and r["ended_unix_s"] > 1.7e9 and r["tokens_per_s"] > 0, r
+PY
+  "$python" "$src/bench/throughput_table.py" "$work/real.jsonl" > "$work/real.md"
+  [ "$(grep -c '^| ampcheck-cpp \|^| pytorch-python-eager ' "$work/real.md")" = 2 ] || { cat "$work/real.md"; exit 1; }
+fi
+echo "bench_tables: clock, power and energy from the timed windows' samples; a malformed log refused${bench:+; both benchmarks ran}"
