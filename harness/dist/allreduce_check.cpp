@@ -88,11 +88,16 @@ int allreduce_rank_main(const std::string& backend_name, int64_t bytes, int64_t 
       device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
     }
     c10::DeviceGuard guard(device);
+    const auto opts = at::TensorOptions().device(device);
+    const int64_t numel = std::max<int64_t>(1, bytes / 4);
+    // the buffers before the process group: a rank that cannot allocate them fails on its own, before any peer is
+    // connected to it (failing mid-rendezvous, it made a peer fail first with "connection closed by peer", the
+    // message doctor then showed instead of this rank's own)
+    at::Tensor x = allreduce_check_input(numel, env.rank, opts);
+    at::Tensor buf = at::zeros({numel}, opts.dtype(at::kFloat));
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
     auto store = make_store(env, timeout, kPrefix);
     auto backend = make_backend(backend_name, store, env, timeout);
-    const auto opts = at::TensorOptions().device(device);
-    const int64_t numel = std::max<int64_t>(1, bytes / 4);
     auto all_reduce = [&](at::Tensor& t, c10d::ReduceOp op, const char* what) {
       std::vector<at::Tensor> v = {t};
       c10d::AllreduceOptions o;
@@ -100,13 +105,11 @@ int allreduce_rank_main(const std::string& backend_name, int64_t bytes, int64_t 
       wait(backend->allreduce(v, o), what);
     };
     // correctness
-    at::Tensor x = allreduce_check_input(numel, env.rank, opts);
     all_reduce(x, c10d::ReduceOp::SUM, "all-reduce check");
     engine::synchronize(device);
     at::Tensor wrong = at::full({1}, static_cast<double>(allreduce_check_wrong_elements(x, env.world_size)),
                                 opts.dtype(at::kDouble));
     // timing: 3 warm-ups, then `iterations` waited-for and synchronised all-reduces of the same size
-    at::Tensor buf = at::zeros({numel}, opts.dtype(at::kFloat));
     std::vector<double> ms;
     for (int64_t i = 0; i < iterations + 3; ++i) {
       engine::synchronize(device);
