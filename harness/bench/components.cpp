@@ -8,7 +8,8 @@
 //   Fused kernels (kernels/fused.h): each against its ATen reference on the same tensors (arg 0: the fused CUDA
 //               kernel where built, arg 1: the reference) — the LM head's softmax cross-entropy rows (4096 rows of
 //               the GPT-2 vocabulary, bf16), the residual add + LayerNorm forward and backward (16384 × 768), the
-//               bias gradients, the MLP's epilogues, the step's weight casts in one launch, the head's chunk sums
+//               bias gradients, the MLP's epilogues, the step's weight casts in one launch, the head's chunk sums;
+//               a weight-gradient GEMM with 8 more input columns against the column sums it could replace
 // The model comes from AMPCHECK_BENCH_PRESET (default nano on the CPU, gpt2-124m on a GPU) and the device from
 // AMPCHECK_BENCH_DEVICE (auto). In CI: `ampcheck_bench_components --benchmark_min_time=0.01s` as a smoke run
 // (CTest bench.components_smoke); figures come from the H200.
@@ -265,6 +266,29 @@ void BM_MlpEpiloguesForwardBackward(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 && kernels::gemm_epilogues_built() && gpu ? "cuBLASLt epilogues" : "stock ops");
 }
 BENCHMARK(BM_MlpEpiloguesForwardBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// What a ones column in a block Linear's input would cost its weight-gradient GEMM (kernels::wgrad_fp32_: one cuBLASLt
+// GEMM into fp32) — the bias gradient would then leave that GEMM as the extra column instead of a column-sum pass over
+// the output gradient: GPT-2's shapes at 16384 rows, out × in with in = 768 and with in = 776 (8 more columns, the
+// alignment cuBLASLt needs), and the column sums it would replace (in = 0: kernels::bias_grad of the same gradient).
+// For the decision only; nothing uses the ones column yet.
+void BM_WgradWidth(benchmark::State& state) {
+  const at::Device device = bench_device();
+  const bool gpu = device.is_cuda();
+  const int64_t R = gpu ? 16384 : 256, out = gpu ? state.range(0) : state.range(0) / 16, in = state.range(1);
+  const auto opts = at::TensorOptions().device(device);
+  const auto low = gpu ? at::kBFloat16 : at::kFloat;
+  at::Tensor g = (at::randn({R, out}, opts) * 0.01).to(low);
+  at::Tensor x = at::randn({R, std::max<int64_t>(in, 8)}, opts).to(low);
+  at::Tensor dw = at::empty({out, std::max<int64_t>(in, 8)}, opts.dtype(at::kFloat));
+  for (auto _ : state) {
+    if (in == 0) (void)kernels::bias_grad(g, at::Tensor());
+    else kernels::wgrad_fp32_(dw, g, x, /*accumulate=*/false);
+    engine::synchronize(device);
+  }
+}
+BENCHMARK(BM_WgradWidth)->Args({2304, 768})->Args({2304, 776})->Args({2304, 0})->Args({3072, 768})->Args({3072, 776})
+    ->Args({3072, 0})->Unit(benchmark::kMillisecond);
 
 engine::Trajectory synthetic_trajectory(int64_t steps, double offset) {
   engine::Trajectory t;
