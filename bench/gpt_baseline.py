@@ -107,7 +107,7 @@ def main():
     ap.add_argument("--warmup-seconds", type=float, default=0.0,
                     help="after the warm-up steps, keep training until this much time has passed (steady clocks)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode); warm-up compiles")
-    ap.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a smoke run: CTest unit.bench_baseline)")
+    ap.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a smoke run: CTest unit.bench_tables)")
     a = ap.parse_args()
     cuda = a.device == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)

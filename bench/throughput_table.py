@@ -29,7 +29,7 @@ for path in args.jsonl:
 
 
 def read_clocks(path):
-    """(unix time, SM MHz, W, throttle reasons) per sample; a header line may repeat (appended logs)."""
+    """(unix time, SM MHz, W, throttle-reason bits) per sample; a header line may repeat (appended logs)."""
     out = []
     with open(path) as f:
         for n, rec in enumerate(csv.reader(f), 1):
@@ -38,7 +38,8 @@ def read_clocks(path):
                 continue
             try:
                 t = datetime.datetime.strptime(rec[0], "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=datetime.timezone.utc)
-                out.append((t.timestamp(), float(rec[1].split()[0]), float(rec[4].split()[0]), rec[5] if len(rec) > 5 else ""))
+                reasons = int(rec[5], 16) if len(rec) > 5 and rec[5].startswith("0x") else 0  # "[N/A]" on some GPUs
+                out.append((t.timestamp(), float(rec[1].split()[0]), float(rec[4].split()[0]), reasons))
             except (ValueError, IndexError):
                 sys.exit(f"{path}:{n}: expected 'timestamp, clocks.sm [MHz], clocks.mem [MHz], temperature, "
                          f"power.draw [W], throttle reasons' (nvidia-smi --format=csv), got {','.join(rec)!r}")
@@ -104,7 +105,7 @@ def clock_cells(r):
         return " - | - | - |"
     mhz = statistics.median(s[1] for s in got)
     watts = statistics.median(s[2] for s in got)
-    capped = sum(1 for s in got if s[3] and int(s[3], 16) & 0x4)  # 0x4: software power cap
+    capped = sum(1 for s in got if s[3] & 0x4)  # 0x4: software power cap
     return f' {mhz:.0f} | {watts:.0f}{" (cap)" if 2 * capped > len(got) else ""} | {watts * r["median_step_ms"] / 1000:.1f} |'
 
 

@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
   cfg.optimizer.lr = 6e-4;
   cfg.optimizer.fused = fused;
   cfg.schedule.warmup_steps = 10;
-  cfg.loop.steps = warmup + steps + (warmup_seconds > 0 ? 100000 : 0);  // room for the timed warm-up
+  cfg.loop.steps = warmup + steps;
   cfg.loop.log_every = window;
   cfg.loop.probe_every = probe_every;
   cfg.loop.cuda_graphs = cuda_graphs;  // engine option (engine/step_graph.h)

@@ -397,9 +397,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
     } else {
       at::_foreach_copy_(prev_params_, params);
     }
-  } else {
-    stats = {};  // NaN in the row below
-  }
+  }  // (not probed: NaN in the row below)
 
   // fp16/bf16 model grads -> fp32 master grads
   master_grads();
@@ -443,7 +441,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   while (static_cast<int>(row.size()) < kNumDeviceColumns) row.push_back(nan);
   bool all_fp32 = true;
   for (size_t i = 0; i < row.size(); ++i) {
-    row[i] = (i < 4 ? row[i] : row[i].to(at::kFloat)).reshape({});
+    row[i] = (static_cast<int>(i) < kLossScale ? row[i] : row[i].to(at::kFloat)).reshape({});
     all_fp32 = all_fp32 && row[i].scalar_type() == at::kFloat;
   }
   if (all_fp32) return at::stack(row).to(at::kDouble);
