@@ -3,7 +3,8 @@
 // LayerNorm backward (layer_norm.cu) end with.
 //   column_sums: grid (column tiles of 32·V, row blocks); each warp of a block takes every kColWarps-th row of the
 //                block's rows, each lane V consecutive columns (one 16-byte load for V = 16 / sizeof(T), else V = 1),
-//                summing in fp32; the block adds its warps in warp order and writes one row of partials.
+//                kRows rows' loads in flight before the first is used, summing in fp32 in row order; the block adds
+//                its warps in warp order and writes one row of partials.
 //   sum_partials: out[c] = Σ_b part[b][c] in block order, one warp per 32 columns, rounded through the dtype the
 //                 stock op would have returned (columns from round_from on: the LayerNorm's dγ, dβ stay fp32).
 // Deterministic: no atomics, every order fixed. Plain CUDA C++; fused.cpp is the ATen side.
@@ -40,10 +41,37 @@ __device__ __forceinline__ float gelu_tanh_grad(float dy, float x) {
   return static_cast<float>(static_cast<double>(dy) * (left_derivative + right_derivative));
 }
 
+// One row of the warp's strip: the GELU backward where asked (dpre written), then the row added to the sums.
 template <typename T, int V, bool kGelu>
-__global__ void __launch_bounds__(kColWarps * 32) column_sums_kernel(const T* __restrict__ g, const T* __restrict__ pre,
-                                                                     T* __restrict__ dpre, float* __restrict__ part,
-                                                                     int64_t N, int64_t C, int64_t rows_per_block) {
+__device__ __forceinline__ void column_row(const Pack<T, V>& gp, const Pack<T, V>& pp, T* __restrict__ dpre,
+                                           float (&acc)[V]) {
+  float v[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) v[k] = to_f(gp.v[k]);
+  if constexpr (kGelu) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = gelu_tanh_grad(v[k], to_f(pp.v[k]));
+    store_f<T, V>(dpre, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = to_f(from_f<T>(v[k]));  // the sum sees dpre as written
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] += v[k];
+}
+
+// Each warp loads kRows of its rows (raw packs, every load issued before any is used), then works them in row order:
+// the same additions in the same order as one row at a time, with kRows times the bytes in flight (with the GELU
+// backward two arrays' rows: 3 keeps it within 64 registers, the four blocks per SM the grid is sized for). Measured
+// in the GPT-2 bf16 fast step on the H200 (two rounds, one call): 31.02 / 31.15 ms against 31.12 / 31.36 one row at a
+// time (reports/examples/gpu-h200-perf/trial-column-rows.md).
+template <bool kGelu>
+constexpr int kRows = kGelu ? 3 : 4;
+
+template <typename T, int V, bool kGelu, int R = kRows<kGelu>>  // (R = 1: one row at a time, the kernel before 2026-12-05)
+__global__ void __launch_bounds__(kColWarps * 32, 4) column_sums_kernel(const T* __restrict__ g, const T* __restrict__ pre,
+                                                                        T* __restrict__ dpre, float* __restrict__ part,
+                                                                        int64_t N, int64_t C, int64_t rows_per_block) {
+  using P = Pack<T, V>;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * 32 + lane) * V;
   const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * rows_per_block;
@@ -52,21 +80,24 @@ __global__ void __launch_bounds__(kColWarps * 32) column_sums_kernel(const T* __
 #pragma unroll
   for (int k = 0; k < V; ++k) acc[k] = 0.f;
   if (c0 < C) {  // V divides C (the launcher's condition for V > 1): the whole vector is in range
-    for (int64_t r = r_begin + warp; r < r_end; r += kColWarps) {
-      const int64_t i = r * C + c0;
-      float v[V];
-      load_f<T, V>(g + i, v);
+    int64_t r = r_begin + warp;
+    for (; r + (R - 1) * kColWarps < r_end; r += R * kColWarps) {
+      P gp[R], pp[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) gp[j] = *reinterpret_cast<const P*>(g + (r + j * kColWarps) * C + c0);
       if constexpr (kGelu) {
-        float x[V];
-        load_f<T, V>(pre + i, x);
 #pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = gelu_tanh_grad(v[k], x[k]);
-        store_f<T, V>(dpre + i, v);
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = to_f(from_f<T>(v[k]));  // the sum sees dpre as written
+        for (int j = 0; j < R; ++j) pp[j] = *reinterpret_cast<const P*>(pre + (r + j * kColWarps) * C + c0);
       }
 #pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] += v[k];
+      for (int j = 0; j < R; ++j)
+        column_row<T, V, kGelu>(gp[j], pp[j], kGelu ? dpre + (r + j * kColWarps) * C + c0 : nullptr, acc);
+    }
+    for (; r < r_end; r += kColWarps) {
+      const int64_t i = r * C + c0;
+      P gp = *reinterpret_cast<const P*>(g + i), pp{};
+      if constexpr (kGelu) pp = *reinterpret_cast<const P*>(pre + i);
+      column_row<T, V, kGelu>(gp, pp, kGelu ? dpre + i : nullptr, acc);
     }
   }
   __shared__ float sm[kColWarps][32 * V];
