@@ -67,11 +67,12 @@ __device__ __forceinline__ void column_row(const Pack<T, V>& gp, const Pack<T, V
 template <bool kGelu>
 constexpr int kRows = kGelu ? 3 : 4;
 
-template <typename T, int V, bool kGelu, int R = kRows<kGelu>>  // (R = 1: one row at a time, the kernel before 2026-12-05)
+template <typename T, int V, bool kGelu>
 __global__ void __launch_bounds__(kColWarps * 32, 4) column_sums_kernel(const T* __restrict__ g, const T* __restrict__ pre,
                                                                         T* __restrict__ dpre, float* __restrict__ part,
                                                                         int64_t N, int64_t C, int64_t rows_per_block) {
   using P = Pack<T, V>;
+  constexpr int R = kRows<kGelu>;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * 32 + lane) * V;
   const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * rows_per_block;
