@@ -1,6 +1,8 @@
 """Tabulates the JSON lines of ampcheck_bench_train and gpt_baseline.py (read from the files given) as Markdown:
 tokens/s, TFLOP/s, peak memory, and the ratio of ampcheck's tokens/s to the Python baseline's for the same
-strategy measured in the same run.
+strategy measured in the same run: the Python eager / torch.compile row of that strategy last read before the row
+(in file order; ci/gpu.sh's BENCH_ROUNDS repeats compile and the engine, so each round's engine rows meet that
+round's torch.compile), else the last one in the files.
 
     python3 bench/throughput_table.py bench.jsonl [--clocks bench-clocks.csv]
 
@@ -60,8 +62,20 @@ def timed_samples(r, samples):
 samples = read_clocks(args.clocks) if args.clocks else None
 
 rows = [r for r in rows if "tokens_per_s" in r]  # (the FP8 breakdown line is not a throughput row)
-base = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-eager"}
-compiled = {r["strategy"]: r for r in rows if r["impl"] == "pytorch-python-compile"}
+
+
+def baselines(impl):
+    """For each row, the row of `impl` with its strategy last read before it (else the last in the files)."""
+    last = {r["strategy"]: r for r in rows if r["impl"] == impl}
+    before, seen = [], {}
+    for r in rows:
+        if r["impl"] == impl:
+            seen[r["strategy"]] = r
+        before.append(seen.get(r["strategy"], last.get(r["strategy"])))
+    return before
+
+
+base, compiled = baselines("pytorch-python-eager"), baselines("pytorch-python-compile")
 engine_bf16 = {r.get("probe_every"): r for r in rows if r["impl"] == "ampcheck-cpp" and r["strategy"] == "bf16-autocast"
                and r.get("head_loss", "stock") == "stock" and not r.get("cuda_graphs")
                and not r.get("fused_layernorm") and not r.get("fused_bias_gelu")
@@ -114,14 +128,14 @@ print("| implementation | engine path | strategy | full probes | tokens/s | TFLO
       "| vs Python eager | vs torch.compile | vs engine bf16 |" + clock_head)
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- | --- |" if clock_head else ""))
 PEAK_TFLOPS = {"bf16-autocast": 989.0, "fp16-autocast": 989.0, "fp8": 989.0}  # H200 dense bf16/fp16 spec (MFU vs bf16)
-for r in rows:
-    b = base.get(r["strategy"])
+for i, r in enumerate(rows):
+    b = base[i]
     ratio = f'{r["tokens_per_s"] / b["tokens_per_s"]:.3f}' if b else "-"
     e = engine_bf16.get(r.get("probe_every")) if r["impl"] == "ampcheck-cpp" else None
     vs_bf16 = f'{r["tokens_per_s"] / e["tokens_per_s"]:.3f}' if e else "-"
     pe = r.get("probe_every")
     probes = "-" if pe is None else ("never" if pe == 0 else "every step" if pe == 1 else f"every {pe}")
-    c = compiled.get(r["strategy"])
+    c = compiled[i]
     vs_c = f'{r["tokens_per_s"] / c["tokens_per_s"]:.3f}' if c else "-"
     mfu = r["tflops"] / PEAK_TFLOPS.get(r["strategy"], 989.0)
     print(f'| {r["impl"]} | {engine_path(r)} | {r["strategy"]} | {probes} | {r["tokens_per_s"] / 1e3:.1f}k | {r["tflops"]:.0f} | {mfu:.0%} | '

@@ -2,7 +2,7 @@
 # bench/throughput_table.py with an nvidia-smi log (--clocks): the samples inside a run's timed windows — and only
 # those — give its SM clock, power and energy per step, the power-cap flag follows the throttle bits, a row without
 # timing fields shows "-", a repeated header line (appended logs) is skipped, and a malformed log is refused with its
-# file and line. Synthetic inputs; no GPU. With the bench binary given: both throughput benchmarks run on the CPU
+# file and line; rows of several rounds are each set against their own round's torch.compile. Synthetic inputs; no GPU. With the bench binary given: both throughput benchmarks run on the CPU
 # (nano, a timed warm-up, windows of 2 steps) and their rows tabulate — a smoke run of what ci/gpu.sh's bench stage
 # calls, so a broken script shows here rather than on the GPU machine.
 set -euo pipefail
@@ -28,6 +28,14 @@ cat "$work/t.md"
 # inside the windows: 1700/1800/1900 MHz, 690/700/650 W (two of three capped): medians 1800 MHz, 690 W; 690 W x 25 ms
 grep -q "| 1800 | 690 (cap) | 17.2 |$" "$work/t.md" || { echo "FAIL: clock cells of the timed run"; exit 1; }
 grep -q "pytorch-python-compile .*| - | - | - |$" "$work/t.md" || { echo "FAIL: a row without timing fields"; exit 1; }
+# two rounds in one call (ci/gpu.sh BENCH_ROUNDS=2): each engine row against the torch.compile row before it (30 ms,
+# then 40 ms a step), not against the last one of the file; the eager row, read before any compile row, against the last
+r() { echo "{\"impl\":\"$1\",\"strategy\":\"bf16-autocast\",\"device\":\"X\",\"preset\":\"p\",\"params\":1e6,\"batch\":1,\"seq\":8,\"steps\":20,\"median_step_ms\":$2,\"min_step_ms\":$2,\"max_step_ms\":$2,\"tokens_per_s\":$3,\"tflops\":1.0,\"peak_memory_gib\":1.0}"; }
+{ r pytorch-python-eager 50 160; r pytorch-python-compile 30 266.7; r ampcheck-cpp 25 320; r pytorch-python-compile 40 200
+  r ampcheck-cpp 25 320; } > "$work/rounds.jsonl"
+"$python" "$src/bench/throughput_table.py" "$work/rounds.jsonl" | grep '^| ' | tail -n 5 | cut -d'|' -f2,12 | tr -d ' ' > "$work/rounds.txt"
+printf 'pytorch-python-eager|0.800\npytorch-python-compile|1.000\nampcheck-cpp|1.200\npytorch-python-compile|1.000\nampcheck-cpp|1.600\n' |
+  diff - "$work/rounds.txt" || { echo "FAIL: rounds paired with the wrong torch.compile"; exit 1; }
 printf 'timestamp, clocks.current.sm [MHz]\n2026/12/05 14:13:19.600, fast, x\n' > "$work/bad.csv"
 if "$python" "$src/bench/throughput_table.py" "$work/b.jsonl" --clocks "$work/bad.csv" > "$work/o" 2>&1; then
   echo "FAIL: a malformed log was read"; exit 1
@@ -49,4 +57,4 @@ PY
   "$python" "$src/bench/throughput_table.py" "$work/real.jsonl" > "$work/real.md"
   [ "$(grep -c '^| ampcheck-cpp \|^| pytorch-python-eager ' "$work/real.md")" = 2 ] || { cat "$work/real.md"; exit 1; }
 fi
-echo "bench_tables: clock, power and energy from the timed windows' samples; a malformed log refused${bench:+; both benchmarks ran}"
+echo "bench_tables: clock, power and energy from the timed windows' samples; a malformed log refused; rounds paired${bench:+; both benchmarks ran}"
