@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   int64_t profile = 0;
   std::string head_loss = "stock";
   bool cuda_graphs = false, fused_layernorm = false, fused_bias_gelu = false, gemm_epilogues = false;
-  bool fused_grad_check = false;
+  bool fused_grad_check = false, fused_param_norm = false;
   std::string categories = std::string(AMPCHECK_SOURCE_DIR) + "/bench/kernel_categories.json";
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
@@ -196,8 +196,10 @@ int main(int argc, char** argv) {
     else if (a == "--fused-bias-gelu") fused_bias_gelu = true;
     else if (a == "--gemm-epilogues") gemm_epilogues = true;
     else if (a == "--fused-grad-check") fused_grad_check = true;
+    else if (a == "--fused-param-norm") fused_param_norm = true;
     else if (a == "--fast")  // the fastest path
-      cuda_graphs = fused_layernorm = fused_bias_gelu = gemm_epilogues = fused_grad_check = true, head_loss = "fused";
+      cuda_graphs = fused_layernorm = fused_bias_gelu = gemm_epilogues = fused_grad_check = fused_param_norm = true,
+      head_loss = "fused";
     else if (a == "--categories") categories = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
@@ -230,6 +232,7 @@ int main(int argc, char** argv) {
   cfg.loop.probe_every = probe_every;
   cfg.loop.cuda_graphs = cuda_graphs;  // engine option (engine/step_graph.h)
   cfg.loop.fused_grad_check = fused_grad_check;  // engine option (kernels::square_sum_nonfinite)
+  cfg.loop.fused_param_norm = fused_param_norm;  // engine option (kernels::adamw_square_sums_)
   cfg.strategy = engine::strategy_preset(strategy);
   cfg.strategy.deterministic = false;  // throughput: let cuDNN / cuBLAS pick their fastest kernels
   const at::Device device = engine::resolve_device(device_spec);
@@ -249,7 +252,8 @@ int main(int argc, char** argv) {
                           {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every},
                           {"head_loss", head_loss}, {"fused_layernorm", fused_layernorm},
                           {"fused_bias_gelu", fused_bias_gelu}, {"gemm_epilogues", gemm_epilogues},
-                          {"fused_grad_check", fused_grad_check}, {"cuda_graphs", trainer.cuda_graphs_status()}};
+                          {"fused_grad_check", fused_grad_check}, {"fused_param_norm", fused_param_norm},
+                          {"cuda_graphs", trainer.cuda_graphs_status()}};
     out.update(profile_steps(trainer, device, profile, categories));
     out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
     std::cout << out.dump() << std::endl;
@@ -281,6 +285,7 @@ int main(int argc, char** argv) {
                         {"fused_bias_gelu", fused_bias_gelu},
                         {"gemm_epilogues", gemm_epilogues},
                         {"fused_grad_check", fused_grad_check},
+                        {"fused_param_norm", fused_param_norm},
                         {"device", engine::device_info(device).name},
                         {"batch", batch},
                         {"seq", cfg.data.seq_len},

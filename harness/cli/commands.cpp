@@ -97,7 +97,7 @@ int cmd_list(const std::string& suite) {
 scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts) {
   scenario::Scenario sc = scenario::load_scenario(file);
   if (opts.engine == "fast") {
-    sc.run.loop.cuda_graphs = sc.run.loop.fused_grad_check = true;
+    sc.run.loop.cuda_graphs = sc.run.loop.fused_grad_check = sc.run.loop.fused_param_norm = true;
     const bool fp8_head = sc.run.strategy.fp8 && sc.run.strategy.fp8->layers != "blocks";
     if (sc.run.model.kind == "gpt" && sc.run.model.head_loss == "stock" && !fp8_head) sc.run.model.head_loss = "fused";
     if (sc.run.model.kind == "gpt")

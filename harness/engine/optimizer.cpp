@@ -1,6 +1,8 @@
 // Optimizer implementations.
 #include "engine/optimizer.h"
 
+#include "kernels/fused.h"
+
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
@@ -67,14 +69,40 @@ void AdamW::lazy_init_state() {
   }
 }
 
-// Mirrors torch.optim.adamw._fused_adamw: step += 1; _fused_adamw_(...); step -= found_inf.
+bool AdamW::sums_param_squares() const {
+  if (!cfg_.sum_param_squares || params_.empty()) return false;
+  for (const auto& p : params_)
+    if (p.scalar_type() != at::kFloat || !p.is_contiguous() || p.device() != params_.front().device()) return false;
+  return true;
+}
+
+// Mirrors torch.optim.adamw._fused_adamw: step += 1; _fused_adamw_(...); step -= found_inf. With sum_param_squares
+// the update is kernels::adamw_square_sums_ (the same values), which also leaves each parameter's partial sums of
+// squares in part_sum_ (parameters without a gradient this step: by square_sum_parts_, unchanged).
 void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::optional<at::Tensor>& found_inf) {
   lazy_init_state();
   at::NoGradGuard no_grad;
+  param_sq_ = at::Tensor();
+  const bool sums = sums_param_squares();
+  if (sums && !part_sum_.defined()) {  // once (an eager step: a captured step reuses the buffer)
+    int64_t P = 0;
+    for (const auto& p : params_) {
+      first_part_.push_back(P);
+      P += kernels::square_sum_parts(p.numel());
+    }
+    part_sum_ = at::zeros({std::max<int64_t>(P, 1)}, params_.front().options());
+  }
+  std::vector<at::Tensor> no_grad_params;
+  std::vector<int64_t> no_grad_parts;
   for (const auto& group : groups_) {
     std::vector<at::Tensor> ps, gs, m, v, st;
+    std::vector<int64_t> parts;
     for (size_t i : group) {
-      if (!params_[i].grad().defined()) continue;
+      if (!params_[i].grad().defined()) {
+        if (sums) no_grad_params.push_back(params_[i]), no_grad_parts.push_back(first_part_[i]);
+        continue;
+      }
+      if (sums) parts.push_back(first_part_[i]);
       ps.push_back(params_[i]);
       gs.push_back(params_[i].grad());
       m.push_back(exp_avg_[i]);
@@ -88,13 +116,20 @@ void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::o
     if (found_inf) dev_found = found_inf->to(dev, /*non_blocking=*/true);
     at::_foreach_add_(st, 1);
     const double wd = decay_[group.front()] ? cfg_.weight_decay : 0.0;
-    if (lr_tensor_.defined() && lr_tensor_.device() == dev)
+    if (sums)
+      kernels::adamw_square_sums_(ps, gs, m, v, st, lr_tensor_.defined() && lr_tensor_.device() == dev ? lr_tensor_ : at::Tensor(),
+                                  lr_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps, dev_scale, dev_found, part_sum_, parts);
+    else if (lr_tensor_.defined() && lr_tensor_.device() == dev)
       at::_fused_adamw_(ps, gs, m, v, /*max_exp_avg_sqs=*/{}, st, lr_tensor_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps,
                         /*amsgrad=*/false, /*maximize=*/false, dev_scale, dev_found);
     else
       at::_fused_adamw_(ps, gs, m, v, /*max_exp_avg_sqs=*/{}, st, lr_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps,
                         /*amsgrad=*/false, /*maximize=*/false, dev_scale, dev_found);
     if (dev_found) at::_foreach_sub_(st, std::vector<at::Tensor>(st.size(), *dev_found));
+  }
+  if (sums) {
+    if (!no_grad_params.empty()) kernels::square_sum_parts_(no_grad_params, part_sum_, no_grad_parts);
+    param_sq_ = kernels::square_sum_total(part_sum_);
   }
 }
 

@@ -26,6 +26,10 @@ struct OptimizerConfig {
   // fused = false: GradScaler unscales, syncs and skips on the host (PyTorch's default AdamW), which is also the path
   // that refuses fp16 grads with "Attempting to unscale FP16 gradients.". SGD is never fused.
   bool fused = false;
+  // engine option train.fused_param_norm: AdamW steps fp32 parameters of one device by kernels::adamw_square_sums_
+  // (on CUDA the project's kernel, bit for bit ATen's _fused_adamw_), which leaves the updated parameters' sums of
+  // squares for param_square_sum(). Otherwise, and for SGD, ignored.
+  bool sum_param_squares = false;
 };
 
 // A named tensor of optimizer state, for checkpoints.
@@ -44,6 +48,10 @@ class Optimizer : public amp::ScalableOptimizer {
   void keep_lr_on_device(const at::Device& device);
   double lr() const { return lr_; }
   void zero_grad();  // grads set to undefined (set_to_none=True, PyTorch's default)
+  // Σ p² over every parameter after the last step (0-dim fp32 on their device, in parameter order: bit for bit
+  // kernels::square_sum_nonfinite(params()).first on CUDA) where that step computed it (sum_param_squares), else
+  // undefined.
+  virtual at::Tensor param_square_sum() const { return {}; }
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
   // Replaces the parameter tensors (same shapes/dtypes), e.g. after a checkpoint load into new leaves.
@@ -65,10 +73,14 @@ class AdamW final : public Optimizer {
   void step_with_amp_scaling(const c10::optional<at::Tensor>& grad_scale, const at::Tensor& found_inf) override;
   NamedTensors state() const override;
   void load_state(const NamedTensors& state) override;
+  at::Tensor param_square_sum() const override { return param_sq_; }
 
  private:
   void fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::optional<at::Tensor>& found_inf);
+  bool sums_param_squares() const;  // sum_param_squares, and every parameter fp32 and contiguous on one device
   void lazy_init_state();
+  std::vector<int64_t> first_part_;  // sum_param_squares: param i's first partial in part_sum_
+  at::Tensor part_sum_, param_sq_;
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, steps_;  // per param; steps_: () float32 on the param's device
   // Parameter groups for the fused kernel: same device, dtype and weight decay.
   std::vector<std::vector<size_t>> groups_;

@@ -54,6 +54,11 @@ struct LoopConfig {
   // parameter norm from one more (kernels::square_sum_nonfinite); the scaler's own check is skipped where that pass
   // read exactly the grads it would check (one fused-path optimizer, no master copies, no clipping, no gradient sync).
   bool fused_grad_check = false;
+  // ENGINE OPTION: the per-step parameter norm from AdamW's own pass (kernels::adamw_square_sums_: the project's
+  // kernel on CUDA, bit for bit ATen's _fused_adamw_, summing the updated parameters' squares as it writes them)
+  // instead of a pass of its own, where one AdamW holds every model parameter (no master copies, no gradient sync);
+  // the norm is bit for bit the pass's.
+  bool fused_param_norm = false;
   int64_t probe_every = 1;               // grad-element fractions and update norm every N steps (0 = never;
                                          // they cost a few passes over grads and params: NaN on other steps)
 };

@@ -134,6 +134,7 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
     if (cfg.model.fused_bias_gelu) path.push_back("fused bias grads + GELU");
     if (cfg.model.gemm_epilogues) path.push_back("GEMM epilogues");
     if (cfg.loop.fused_grad_check) path.push_back("fused grad check");
+    if (cfg.loop.fused_param_norm) path.push_back("parameter norm from AdamW");
     if (cfg.loop.cuda_graphs) path.push_back("cuda graphs " + trainer.cuda_graphs_status());
     for (const auto& p : path) r.engine += (r.engine.empty() ? "" : "; ") + p;
     if (r.engine.empty()) r.engine = "stock";

@@ -125,8 +125,13 @@ Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
     opt_params[group].push_back(target);
     decay[group].push_back(ps[i].decay);
   }
+  // engine option train.fused_param_norm: where one AdamW steps every model parameter itself, its pass sums their squares
+  param_norm_from_optimizer_ = cfg_.loop.fused_param_norm && cfg_.optimizer.kind == "adamw" && masters_.empty() &&
+                               !grad_sync_ && second_group_.empty();
+  OptimizerConfig opt_cfg = cfg_.optimizer;
+  opt_cfg.sum_param_squares = param_norm_from_optimizer_;
   for (int g = 0; g < 2; ++g)
-    if (!opt_params[g].empty()) optimizers_.push_back(make_optimizer(opt_params[g], decay[g], cfg_.optimizer));
+    if (!opt_params[g].empty()) optimizers_.push_back(make_optimizer(opt_params[g], decay[g], opt_cfg));
 
   scaler_ = make_scaler();
 
@@ -429,7 +434,9 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   {
     at::NoGradGuard no_grad;
     const auto params = model_->parameter_tensors();
-    param_norm = cfg_.loop.fused_grad_check ? norm_and_found(params, device_).first : total_norm(params, device_);
+    const at::Tensor sq = param_norm_from_optimizer_ ? optimizers_[0]->param_square_sum() : at::Tensor();
+    if (sq.defined()) param_norm = sq.sqrt();  // train.fused_param_norm: AdamW's pass (bit for bit norm_and_found's)
+    else param_norm = cfg_.loop.fused_grad_check ? norm_and_found(params, device_).first : total_norm(params, device_);
     update_norm = full_probe ? total_norm(at::_foreach_sub(params, prev_params_), device_) : nan;
   }
 

@@ -116,6 +116,7 @@ class Trainer {
   std::vector<at::Tensor> masters_;                   // fp32 master weights (empty unless strategy.master_weights)
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // one, or two sharing the scaler (loop.two_optimizers)
   std::vector<size_t> second_group_;                    // model parameter indices of the second group
+  bool param_norm_from_optimizer_ = false;              // train.fused_param_norm applies: the norm from AdamW's pass
   std::unique_ptr<amp::GradScaler> scaler_;
   std::unique_ptr<Fp8Matmuls> fp8_;                    // the model's FP8 matmuls (fp8 strategies), else null
   inject::Injector injector_;

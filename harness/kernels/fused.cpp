@@ -447,4 +447,130 @@ std::pair<at::Tensor, at::Tensor> square_sum_nonfinite(const std::vector<at::Ten
   return {sum, found};
 }
 
+
+// ---------------------------------------------------------------------------------------------------------------
+// Partial sums of squares and AdamW's step with them (train.fused_param_norm)
+namespace {
+constexpr int64_t kPartElems = 8192;  // square_sums.cu's kSqBlockElems and adamw.cu's kAdamBlockElems
+
+void check_parts(const std::vector<at::Tensor>& ts, const at::Tensor& part_sum, const std::vector<int64_t>& first_part,
+                 const char* what) {
+  TORCH_CHECK(first_part.size() == ts.size(), what, ": one first partial per tensor");
+  TORCH_CHECK(part_sum.dim() == 1 && part_sum.scalar_type() == at::kFloat && part_sum.is_contiguous(), what,
+              ": part_sum must be a contiguous 1-dim float32 tensor");
+  for (size_t t = 0; t < ts.size(); ++t) {
+    TORCH_CHECK(ts[t].scalar_type() == at::kFloat && ts[t].is_contiguous() && ts[t].device() == part_sum.device(), what,
+                ": tensors must be contiguous float32 on part_sum's device");
+    TORCH_CHECK(first_part[t] >= 0 && first_part[t] + square_sum_parts(ts[t].numel()) <= part_sum.numel(), what,
+                ": tensor ", t, "'s partials fall outside part_sum");
+  }
+}
+}  // namespace
+
+int64_t square_sum_parts(int64_t numel) { return (numel + kPartElems - 1) / kPartElems; }
+
+at::Tensor square_sum_total(const at::Tensor& part_sum, Impl impl) {
+  TORCH_CHECK(part_sum.dim() == 1 && part_sum.scalar_type() == at::kFloat && part_sum.is_contiguous(),
+              "square_sum_total: part_sum must be a contiguous 1-dim float32 tensor");
+#ifdef AMPCHECK_CUDA_KERNELS
+  if (impl == Impl::Auto && part_sum.is_cuda()) {
+    at::Tensor out = at::empty({2}, part_sum.options());
+    const char* err = cuda::square_sums_total(part_sum.data_ptr<float>(), nullptr, part_sum.numel(), out.data_ptr<float>(),
+                                              out.data_ptr<float>() + 1, at::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == nullptr, "square_sum_total: ", err);
+    return out.select(0, 0);
+  }
+#endif
+  (void)impl;
+  return part_sum.to(at::kDouble).sum().to(at::kFloat);
+}
+
+void square_sum_parts_(const std::vector<at::Tensor>& ts, at::Tensor& part_sum, const std::vector<int64_t>& first_part,
+                       Impl impl) {
+  at::NoGradGuard no_grad;
+  check_parts(ts, part_sum, first_part, "square_sum_parts_");
+#ifdef AMPCHECK_CUDA_KERNELS
+  if (impl == Impl::Auto && part_sum.is_cuda()) {
+    auto stream = at::cuda::getCurrentCUDAStream().stream();
+    for (size_t t = 0; t < ts.size(); ++t) {  // one launch each: these are the few tensors the optimizer skipped
+      const void* src = ts[t].data_ptr();
+      const int64_t n = ts[t].numel();
+      if (n == 0) continue;
+      // square_sums writes flags too: into a scratch row of the same length
+      at::Tensor bad = at::empty({square_sum_parts(n)}, part_sum.options().dtype(at::kInt));
+      const char* err = cuda::square_sums(&src, &n, 1, cuda::DType::Float32, part_sum.data_ptr<float>() + first_part[t],
+                                          bad.data_ptr<int>(), stream);
+      TORCH_CHECK(err == nullptr, "square_sum_parts_: ", err);
+    }
+    return;
+  }
+#endif
+  (void)impl;
+  for (size_t t = 0; t < ts.size(); ++t) {  // each block's Σ x² by ATen: zero-padded to whole blocks, one row each
+    const int64_t n = ts[t].numel(), P = square_sum_parts(n);
+    if (P == 0) continue;
+    at::Tensor padded = at::zeros({P * kPartElems}, ts[t].options());
+    padded.narrow(0, 0, n).copy_(ts[t].reshape({-1}));
+    part_sum.narrow(0, first_part[t], P).copy_(padded.view({P, kPartElems}).square().sum(1));
+  }
+}
+
+void adamw_square_sums_(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                        const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
+                        const std::vector<at::Tensor>& steps, const at::Tensor& lr, double lr_value, double beta1,
+                        double beta2, double weight_decay, double eps, const c10::optional<at::Tensor>& grad_scale,
+                        const c10::optional<at::Tensor>& found_inf, at::Tensor& part_sum,
+                        const std::vector<int64_t>& first_part, Impl impl) {
+  at::NoGradGuard no_grad;
+  const size_t n = params.size();
+  TORCH_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
+              "adamw_square_sums_: params, grads, exp_avgs, exp_avg_sqs and steps differ in length");
+  check_parts(params, part_sum, first_part, "adamw_square_sums_");
+  for (size_t t = 0; t < n; ++t)
+    for (const at::Tensor* x : {&grads[t], &exp_avgs[t], &exp_avg_sqs[t]})
+      TORCH_CHECK(x->sizes() == params[t].sizes() && x->scalar_type() == at::kFloat && x->is_contiguous() &&
+                      x->device() == params[t].device(),
+                  "adamw_square_sums_: grads and moments must be contiguous float32 of their parameter's shape and device");
+#ifdef AMPCHECK_CUDA_KERNELS
+  if (impl == Impl::Auto && part_sum.is_cuda() && (!lr.defined() || lr.is_cuda())) {
+    std::vector<float*> p(n), g(n), m(n), v(n);
+    std::vector<const float*> st(n);
+    std::vector<int64_t> numel(n);
+    for (size_t t = 0; t < n; ++t) {
+      TORCH_CHECK(steps[t].is_cuda() && steps[t].scalar_type() == at::kFloat && steps[t].numel() == 1,
+                  "adamw_square_sums_: steps must be one float32 each on the device");
+      p[t] = params[t].data_ptr<float>();
+      g[t] = grads[t].data_ptr<float>();
+      m[t] = exp_avgs[t].data_ptr<float>();
+      v[t] = exp_avg_sqs[t].data_ptr<float>();
+      st[t] = steps[t].data_ptr<float>();
+      numel[t] = params[t].numel();
+    }
+    cuda::AdamHyper h;
+    h.lr_ptr = lr.defined() ? lr.data_ptr<float>() : nullptr;
+    h.lr = static_cast<float>(lr_value);
+    h.beta1 = static_cast<float>(beta1);  // ATen's functor: static_cast<opmath_t> of each double
+    h.beta2 = static_cast<float>(beta2);
+    h.weight_decay = static_cast<float>(weight_decay);
+    h.eps = static_cast<float>(eps);
+    if (grad_scale) h.grad_scale = grad_scale->data_ptr<float>();
+    if (found_inf) h.found_inf = found_inf->data_ptr<float>();
+    cuda::AdamTensors ts{p.data(), g.data(), m.data(), v.data(), st.data(), numel.data(), first_part.data()};
+    const char* err = cuda::adamw_square_sums(ts, static_cast<int>(n), h, part_sum.data_ptr<float>(),
+                                              at::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == nullptr, "adamw_square_sums_: ", err);
+    return;
+  }
+#endif
+  (void)impl;
+  std::vector<at::Tensor> ps(params), gs(grads), ms(exp_avgs), vs(exp_avg_sqs);
+  if (lr.defined())
+    at::_fused_adamw_(ps, gs, ms, vs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2, weight_decay, eps,
+                      /*amsgrad=*/false, /*maximize=*/false, grad_scale, found_inf);
+  else
+    at::_fused_adamw_(ps, gs, ms, vs, /*max_exp_avg_sqs=*/{}, steps, lr_value, beta1, beta2, weight_decay, eps,
+                      /*amsgrad=*/false, /*maximize=*/false, grad_scale, found_inf);
+  square_sum_parts_(params, part_sum, first_part, Impl::Reference);
+}
+
 }  // namespace ampcheck::kernels

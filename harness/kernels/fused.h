@@ -91,4 +91,33 @@ void scale_unless_one_(at::Tensor& x, const at::Tensor& r, Impl impl = Impl::Aut
 // tensors; elsewhere the ATen ops (Σ of each tensor's fp32 sum of squares). Empty `ts`: {0, 0} on the CPU.
 std::pair<at::Tensor, at::Tensor> square_sum_nonfinite(const std::vector<at::Tensor>& ts, Impl impl = Impl::Auto);
 
+// The partial sums of squares square_sum_nonfinite forms for one tensor of `numel` elements (one per block of 8192
+// elements), so a caller can lay out every tensor's partials in one buffer.
+int64_t square_sum_parts(int64_t numel);
+// Σ of the partials in `part_sum` (fp32, 1-dim) added in a fixed order — CUDA: square_sum_nonfinite's own last step
+// (fp64, rounded to fp32); elsewhere in fp64 by ATen. 0-dim fp32 on part_sum's device.
+at::Tensor square_sum_total(const at::Tensor& part_sum, Impl impl = Impl::Auto);
+// The partials of square_sum_nonfinite for each tensor of `ts` (fp32, contiguous, one device) written to
+// part_sum[first_part[t] ..+ square_sum_parts(ts[t].numel())).
+void square_sum_parts_(const std::vector<at::Tensor>& ts, at::Tensor& part_sum, const std::vector<int64_t>& first_part,
+                       Impl impl = Impl::Auto);
+
+// AdamW's fused step with the updated parameters' sums of squares from the same pass (engine option
+// train.fused_param_norm: the trainer's per-step parameter norm without a pass of its own). Updates params,
+// exp_avgs, exp_avg_sqs as ATen's _fused_adamw_ (what PyTorch's AdamW(fused=True) calls; decoupled weight decay, no
+// amsgrad, no maximize) does: grads divided by grad_scale and stored unscaled where it is given, nothing updated where
+// found_inf holds 1; steps (one 0-dim fp32 per tensor, the count this step uses) are read, not changed — the caller
+// increments them as the optimizer does. lr: a 0-dim fp32 tensor on the device, read there, or undefined: lr_value.
+// Then tensor t's square_sum_parts(numel) partial sums of squares of the updated parameter go to
+// part_sum[first_part[t] ..): the partials square_sum_nonfinite forms for it, so square_sum_total over every
+// parameter's partials in parameter order is that pass's sum. CUDA fp32 contiguous tensors of one device: one pass
+// (kernels/adamw.cu; the update bit for bit _fused_adamw_'s, the partials bit for bit square_sum_nonfinite's);
+// elsewhere the reference: at::_fused_adamw_, then square_sum_parts_.
+void adamw_square_sums_(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                        const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
+                        const std::vector<at::Tensor>& steps, const at::Tensor& lr, double lr_value, double beta1,
+                        double beta2, double weight_decay, double eps, const c10::optional<at::Tensor>& grad_scale,
+                        const c10::optional<at::Tensor>& found_inf, at::Tensor& part_sum,
+                        const std::vector<int64_t>& first_part, Impl impl = Impl::Auto);
+
 }  // namespace ampcheck::kernels

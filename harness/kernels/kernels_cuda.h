@@ -120,6 +120,28 @@ int64_t square_sums_blocks(const int64_t* numel, int count);
 const char* square_sums(const void* const* src, const int64_t* numel, int count, DType dtype, float* part_sum,
                         int* part_bad, void* stream);
 const char* square_sums_total(const float* part_sum, const int* part_bad, int64_t P, float* out_sum, float* out_found,
-                              void* stream);
+                              void* stream);  // part_bad may be null: out_found 0
+
+// See adamw.cu. adamw_square_sums: _fused_adamw_'s update (decoupled weight decay, no amsgrad, no maximize) of `count`
+// fp32 tensors (p, g, m, v: numel[t] elements each, contiguous; step[t]: the tensor's step count, one fp32 on the
+// device, read), and each updated parameter's partial sums of squares — square_sums' partials of it — into
+// part_sum[part_first[t] ..+ square_sums_blocks(&numel[t], 1)); one launch per kAdamTensors tensors.
+constexpr int kAdamTensors = 48;
+struct AdamTensors {
+  float* const* p;
+  float* const* g;
+  float* const* m;
+  float* const* v;
+  const float* const* step;
+  const int64_t* numel;
+  const int64_t* part_first;
+};
+struct AdamHyper {
+  const float* lr_ptr = nullptr;  // where given, the learning rate is read there (on the device), else lr
+  float lr = 0, beta1 = 0, beta2 = 0, weight_decay = 0, eps = 0;
+  const float* grad_scale = nullptr;  // where given, grads are divided by it and the unscaled grads stored
+  const float* found_inf = nullptr;   // where it holds 1, nothing is updated (the sums are still written)
+};
+const char* adamw_square_sums(const AdamTensors& ts, int count, const AdamHyper& h, float* part_sum, void* stream);
 
 }  // namespace ampcheck::kernels::cuda

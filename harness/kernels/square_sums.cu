@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kFinishThreads) square_sums_finish(const float
   int f = 0;
   for (int64_t i = threadIdx.x; i < P; i += kFinishThreads) {
     s += static_cast<double>(part_sum[i]);
-    f |= part_bad[i];
+    f |= part_bad ? part_bad[i] : 0;
   }
   __shared__ double sm[kFinishThreads];
   __shared__ int sb[kFinishThreads];

@@ -228,6 +228,7 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
   l.probe_every = f.integer("probe_every", l.probe_every);
   l.cuda_graphs = f.boolean("cuda_graphs", l.cuda_graphs);
   l.fused_grad_check = f.boolean("fused_grad_check", l.fused_grad_check);
+  l.fused_param_norm = f.boolean("fused_param_norm", l.fused_param_norm);
   l.two_optimizers = f.boolean("two_optimizers", l.two_optimizers);
   l.aux_loss_weight = f.num("aux_loss_weight", l.aux_loss_weight);
   if (l.aux_loss_weight != 0 && !l.two_optimizers)

@@ -1,0 +1,168 @@
+// cuBLASLt probe: which kernels cuBLASLt offers, and how fast each runs, for the GPT-2 MLP's c_proj input-gradient
+// GEMM with the DGELU epilogue (and the same product without it) in every operand layout. A measurement tool for
+// docs/PERFORMANCE.md, not part of the engine: `bash bench/lt_probe.sh` builds and runs it on a CUDA machine.
+//
+// The product: d (N × H) = g (N × C2) · w (C2 × H), then d ⊙ GELU'(pre) (pre: N × H), bf16 operands and output,
+// fp32 accumulation. cuBLASLt is column-major; "rows" below means the layout the engine holds (row-major):
+//   orient 0 (the engine's): D col-major H × N (= row-major N × H): m = H, n = N; A = w, B = g
+//   orient 1: D col-major N × H (= row-major H × N, the transposed activations): m = N, n = H; A = g, B = w
+// For each orientation, each of A / B stored as op N or T (the data are random: only the speed is read).
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                    \
+  do {                                                                           \
+    cudaError_t e_ = (x);                                                        \
+    if (e_ != cudaSuccess) {                                                     \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));              \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
+#define LK(x)                                                                    \
+  do {                                                                           \
+    cublasStatus_t s_ = (x);                                                     \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #x, cublasLtGetStatusName(s_));           \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
+
+__global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    unsigned x = unsigned(i) * 2654435761u ^ seed;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    p[i] = __float2bfloat16((float(x & 0xffff) / 65536.f - 0.5f) * 0.2f);
+  }
+}
+
+template <typename T>
+int attr(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t which) {
+  T v{};
+  size_t w = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&a, which, &v, sizeof(v), &w) != CUBLAS_STATUS_SUCCESS) return -1;
+  return int(v);
+}
+
+int main(int argc, char** argv) {
+  const int64_t N = argc > 1 ? atoll(argv[1]) : 16384, H = argc > 2 ? atoll(argv[2]) : 3072,
+                C2 = argc > 3 ? atoll(argv[3]) : 768;
+  const int reps = argc > 4 ? atoi(argv[4]) : 100;
+  cublasLtHandle_t h;
+  LK(cublasLtCreate(&h));
+  __nv_bfloat16 *g, *w, *pre, *d;
+  CK(cudaMalloc(&g, N * C2 * 2));
+  CK(cudaMalloc(&w, C2 * H * 2));
+  CK(cudaMalloc(&pre, N * H * 2));
+  CK(cudaMalloc(&d, N * H * 2));
+  fill<<<1024, 256>>>(g, N * C2, 1);
+  fill<<<1024, 256>>>(w, C2 * H, 2);
+  fill<<<1024, 256>>>(pre, N * H, 3);
+  const size_t ws_bytes = size_t{64} << 20;
+  void* ws;
+  CK(cudaMalloc(&ws, ws_bytes));
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t t0, t1;
+  CK(cudaEventCreate(&t0));
+  CK(cudaEventCreate(&t1));
+  const double flop = 2.0 * double(N) * double(H) * double(C2);
+
+  // about a second of matrix products first, so every timing below runs at the clock the power limit holds
+  bool warmed = false;
+  std::printf("N %lld H %lld C2 %lld, %d reps per candidate; TFLOP/s counts 2*N*H*C2\n", (long long)N, (long long)H,
+              (long long)C2, reps);
+  std::printf("epilogue orient opA opB | rank TFLOP/s us algo tile stages cluster splitk swizzle\n");
+  for (int epi_i = 0; epi_i < 2; ++epi_i) {
+    const cublasLtEpilogue_t epi = epi_i == 0 ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT;
+    for (int orient = 0; orient < 2; ++orient) {
+      for (int ta_i = 0; ta_i < 2; ++ta_i) {
+        for (int tb_i = 0; tb_i < 2; ++tb_i) {
+          const int64_t m = orient == 0 ? H : N, n = orient == 0 ? N : H, k = C2;
+          const cublasOperation_t ta = ta_i ? CUBLAS_OP_T : CUBLAS_OP_N, tb = tb_i ? CUBLAS_OP_T : CUBLAS_OP_N;
+          const void* A = orient == 0 ? (const void*)w : (const void*)g;
+          const void* B = orient == 0 ? (const void*)g : (const void*)w;
+          cublasLtMatmulDesc_t op;
+          LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+          LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+          LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+          LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+          if (epi == CUBLASLT_EPILOGUE_DGELU) {
+            const int64_t ld_aux = m;
+            LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre, sizeof(pre)));
+            LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
+          }
+          cublasLtMatrixLayout_t la, lb, ld;
+          LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ta_i ? k : m, ta_i ? m : k, ta_i ? k : m));
+          LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, tb_i ? n : k, tb_i ? k : n, tb_i ? n : k));
+          LK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
+          cublasLtMatmulPreference_t pref;
+          LK(cublasLtMatmulPreferenceCreate(&pref));
+          const uint64_t wsb = ws_bytes;
+          LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+          constexpr int kMax = 32;
+          cublasLtMatmulHeuristicResult_t res[kMax]{};
+          int found = 0;
+          const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, kMax, res, &found);
+          const char* epi_name = epi_i == 0 ? "dgelu" : "plain";
+          if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
+            std::printf("%s %d %c %c | none (%s)\n", epi_name, orient, ta_i ? 'T' : 'N', tb_i ? 'T' : 'N',
+                        cublasLtGetStatusName(hs));
+          } else {
+            const float one = 1.f, zero = 0.f;
+            if (!warmed) {
+              for (int i = 0; i < 2000; ++i)
+                cublasLtMatmul(h, op, &one, A, la, B, lb, &zero, d, ld, d, ld, &res[0].algo, ws, ws_bytes, st);
+              CK(cudaStreamSynchronize(st));
+              warmed = true;
+            }
+            struct Row { float us; int c; };
+            std::vector<Row> rows;
+            for (int c = 0; c < found; ++c) {
+              if (cublasLtMatmul(h, op, &one, A, la, B, lb, &zero, d, ld, d, ld, &res[c].algo, ws, ws_bytes, st) !=
+                  CUBLAS_STATUS_SUCCESS)
+                continue;
+              CK(cudaEventRecord(t0, st));
+              for (int r = 0; r < reps; ++r)
+                cublasLtMatmul(h, op, &one, A, la, B, lb, &zero, d, ld, d, ld, &res[c].algo, ws, ws_bytes, st);
+              CK(cudaEventRecord(t1, st));
+              CK(cudaEventSynchronize(t1));
+              float ms = 0;
+              CK(cudaEventElapsedTime(&ms, t0, t1));
+              rows.push_back({ms * 1000.f / reps, c});
+            }
+            std::vector<Row> sorted = rows;
+            std::sort(sorted.begin(), sorted.end(), [](const Row& x, const Row& y) { return x.us < y.us; });
+            for (size_t r = 0; r < sorted.size() && r < 3; ++r) {
+              const auto& a = res[sorted[r].c].algo;
+              std::printf("%s %d %c %c | %zu(h%d of %d) %.0f %.1f %d %d %d %d %d %d\n", epi_name, orient,
+                          ta_i ? 'T' : 'N', tb_i ? 'T' : 'N', r, sorted[r].c, found, flop / (sorted[r].us * 1e6),
+                          sorted[r].us, attr<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID),
+                          attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID), attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                          attr<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+                          attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                          attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
+            }
+            if (!rows.empty())
+              std::printf("%s %d %c %c | heuristic's first: %.1f us\n", epi_name, orient, ta_i ? 'T' : 'N',
+                          tb_i ? 'T' : 'N', rows.front().c == 0 ? rows.front().us : -1.f);
+          }
+          fflush(stdout);
+          cublasLtMatmulPreferenceDestroy(pref);
+          cublasLtMatrixLayoutDestroy(la);
+          cublasLtMatrixLayoutDestroy(lb);
+          cublasLtMatrixLayoutDestroy(ld);
+          cublasLtMatmulDescDestroy(op);
+        }
+      }
+    }
+  }
+  return 0;
+}
