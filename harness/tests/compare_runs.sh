@@ -26,7 +26,7 @@ grep -q "clip-after-unscale .*tracks -> stalls" "$work/ac.txt" || { cat "$work/a
 cat "$work/ab.txt" "$work/ac.txt"
 "$ampcheck" check "$src/scenarios/bf16-autocast.yaml" "${opts[@]}" --engine fast --out "$work/d" > "$work/d.log" \
   || { cat "$work/d.log"; echo "FAIL: --engine fast changed the verdict"; exit 1; }
-grep -q "bf16-autocast: fused head; fused residual LayerNorm; fused bias grads + GELU; GEMM epilogues; fused grad check; cuda graphs uncaptured: CUDA graphs need a CUDA device" \
+grep -q "bf16-autocast: fused head; fused residual LayerNorm; fused bias grads + GELU; GEMM epilogues; fused grad check; parameter norm from AdamW; cuda graphs uncaptured: CUDA graphs need a CUDA device" \
   "$work/d/summary.md" || { cat "$work/d/summary.md"; echo "FAIL: the engine path is not reported"; exit 1; }
 if "$ampcheck" check "$src/scenarios/bf16-autocast.yaml" --engine turbo --out "$work/e" > "$work/e.log" 2>&1; then
   echo "FAIL: --engine turbo accepted"; exit 1
