@@ -18,7 +18,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 
 namespace ampcheck::kernels::cuda {
 namespace {
@@ -192,91 +191,6 @@ __global__ void __launch_bounds__(kSmemThreads, 2)
   gradient_tail<NT>(x, static_cast<int64_t>(nvec) * VEC, V, t, lse, f);
 }
 
-// TRIAL (AMPCHECK_TRIAL_CE_BULK=1): the shared-memory kernel with the row brought in by the Tensor Memory
-// Accelerator's bulk copies (sm_90: cp.async.bulk into shared memory, completion counted on an mbarrier) — the whole
-// row in flight at once instead of 4 packs per thread at a time; pass 1 then reads shared memory only.
-constexpr int kBulkPieces = 8;  // the row's bulk copies, one per issuing thread
-template <typename T, int VEC>
-__global__ void __launch_bounds__(kSmemThreads, 2)
-    cross_entropy_rows_bulk_kernel(T* logits, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
-                                   const float* factor, int64_t ignore_index) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int NT = kSmemThreads;
-  extern __shared__ uint4 smem_row[];
-  __shared__ alignas(8) uint64_t bar;
-  using P = Pack<T, VEC>;
-  P* sp = reinterpret_cast<P*>(smem_row);
-  const int64_t row = blockIdx.x;
-  T* x = logits + row * ld;
-  P* xp = reinterpret_cast<P*>(x);
-  const int nvec = static_cast<int>(V / VEC);
-  const uint32_t bar_s = static_cast<uint32_t>(__cvta_generic_to_shared(&bar));
-  const uint32_t bytes = static_cast<uint32_t>(nvec) * 16u;
-  if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar_s), "r"(1) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_s), "r"(bytes) : "memory");
-  }
-  __syncthreads();
-  if (threadIdx.x < kBulkPieces) {  // piece k: 16-byte packs [k·n/8, (k+1)·n/8)
-    const int from = static_cast<int>(static_cast<int64_t>(nvec) * threadIdx.x / kBulkPieces);
-    const int to = static_cast<int>(static_cast<int64_t>(nvec) * (threadIdx.x + 1) / kBulkPieces);
-    if (to > from) {
-      const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(sp + from));
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                   "l"(xp + from), "r"(static_cast<uint32_t>(to - from) * 16u), "r"(bar_s)
-                   : "memory");
-    }
-  }
-  const int64_t t = targets[row];
-  const bool ignored = t == ignore_index;
-  const bool bad = !ignored && (t < 0 || t >= V);
-  float m = -INFINITY, s = 0.f;
-  for (int64_t i = static_cast<int64_t>(nvec) * VEC + threadIdx.x; i < V; i += NT) add_value(m, s, to_f(x[i]));
-  uint32_t done = 0;
-  while (!done)
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done)
-                 : "r"(bar_s), "r"(0)
-                 : "memory");
-  for (int i = threadIdx.x; i < nvec; i += NT) {
-    const P p = sp[i];
-    float v[VEC];
-    float pm = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) { v[k] = to_f(p.v[k]); pm = fmaxf(pm, v[k]); }
-    if (pm == -INFINITY || pm == INFINITY) {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) add_value(m, s, v[k]);
-      continue;
-    }
-    float ps = 0.f;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) ps += __expf(v[k] - pm);
-    combine(m, s, pm, ps);
-  }
-  const float lse = block_log_sum_exp<NT>(m, s, x, t, ignored, bad, row_loss + row);
-  const float f = ignored ? 0.f : bad ? NAN : *factor;
-  for (int i = threadIdx.x; i < nvec; i += NT) {
-    P p = sp[i];
-    gradient_pack(p, static_cast<int64_t>(i) * VEC, t, lse, f);
-    xp[i] = p;
-  }
-  gradient_tail<NT>(x, static_cast<int64_t>(nvec) * VEC, V, t, lse, f);
-#endif
-}
-
-bool trial_bulk() {
-  static const bool on = [] {
-    const char* e = std::getenv("AMPCHECK_TRIAL_CE_BULK");
-    int dev = 0, major = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    return e && e[0] == '1' && major >= 9;
-  }();
-  return on;
-}
-
 template <typename T>
 void launch(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
             const float* factor, int64_t ignore_index, cudaStream_t stream) {
@@ -287,15 +201,6 @@ void launch(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* ta
   if (aligned && sizeof(T) == 2 && V >= kVec && smem <= kSmemRowBytes) {
     static const cudaError_t attr = cudaFuncSetAttribute(cross_entropy_rows_smem_kernel<T, kVec>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRowBytes);
-    if (attr == cudaSuccess && trial_bulk()) {
-      static const cudaError_t battr = cudaFuncSetAttribute(cross_entropy_rows_bulk_kernel<T, kVec>,
-                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRowBytes);
-      if (battr == cudaSuccess) {
-        cross_entropy_rows_bulk_kernel<T, kVec><<<static_cast<unsigned>(rows), kSmemThreads, static_cast<size_t>(smem), stream>>>(
-            p, V, ld, targets, row_loss, factor, ignore_index);
-        return;
-      }
-    }
     if (attr == cudaSuccess) {
       cross_entropy_rows_smem_kernel<T, kVec><<<static_cast<unsigned>(rows), kSmemThreads, static_cast<size_t>(smem), stream>>>(
           p, V, ld, targets, row_loss, factor, ignore_index);
