@@ -82,8 +82,9 @@ bool AdamW::sums_param_squares() const {
 void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::optional<at::Tensor>& found_inf) {
   lazy_init_state();
   at::NoGradGuard no_grad;
-  param_sq_ = at::Tensor();
+  param_sq_ = grad_sq_ = at::Tensor();
   const bool sums = sums_param_squares();
+  const bool grad_sums = sums && cfg_.sum_grad_squares && !grad_scale;
   if (sums && !part_sum_.defined()) {  // once (an eager step: a captured step reuses the buffer)
     int64_t P = 0;
     for (const auto& p : params_) {
@@ -92,6 +93,7 @@ void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::o
     }
     part_sum_ = at::zeros({std::max<int64_t>(P, 1)}, params_.front().options());
   }
+  if (grad_sums && !grad_part_sum_.defined()) grad_part_sum_ = at::zeros_like(part_sum_);
   std::vector<at::Tensor> no_grad_params;
   std::vector<int64_t> no_grad_parts;
   for (const auto& group : groups_) {
@@ -118,7 +120,8 @@ void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::o
     const double wd = decay_[group.front()] ? cfg_.weight_decay : 0.0;
     if (sums)
       kernels::adamw_square_sums_(ps, gs, m, v, st, lr_tensor_.defined() && lr_tensor_.device() == dev ? lr_tensor_ : at::Tensor(),
-                                  lr_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps, dev_scale, dev_found, part_sum_, parts);
+                                  lr_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps, dev_scale, dev_found, part_sum_, parts,
+                                  kernels::Impl::Auto, grad_sums ? &grad_part_sum_ : nullptr);
     else if (lr_tensor_.defined() && lr_tensor_.device() == dev)
       at::_fused_adamw_(ps, gs, m, v, /*max_exp_avg_sqs=*/{}, st, lr_tensor_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps,
                         /*amsgrad=*/false, /*maximize=*/false, dev_scale, dev_found);
@@ -130,6 +133,11 @@ void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::o
   if (sums) {
     if (!no_grad_params.empty()) kernels::square_sum_parts_(no_grad_params, part_sum_, no_grad_parts);
     param_sq_ = kernels::square_sum_total(part_sum_);
+  }
+  if (grad_sums) {  // a parameter without a gradient adds nothing
+    for (size_t k = 0; k < no_grad_params.size(); ++k)
+      grad_part_sum_.narrow(0, no_grad_parts[k], kernels::square_sum_parts(no_grad_params[k].numel())).zero_();
+    grad_sq_ = kernels::square_sum_total(grad_part_sum_);
   }
 }
 

@@ -30,6 +30,9 @@ struct OptimizerConfig {
   // (on CUDA the project's kernel, bit for bit ATen's _fused_adamw_), which leaves the updated parameters' sums of
   // squares for param_square_sum(). Otherwise, and for SGD, ignored.
   bool sum_param_squares = false;
+  // with sum_param_squares, on steps without a GradScaler's scale: the grads' sums of squares from the same pass, for
+  // grad_square_sum() (train.fused_param_norm's gradient norm where nothing scales or clips the grads)
+  bool sum_grad_squares = false;
 };
 
 // A named tensor of optimizer state, for checkpoints.
@@ -52,6 +55,10 @@ class Optimizer : public amp::ScalableOptimizer {
   // kernels::square_sum_nonfinite(params()).first on CUDA) where that step computed it (sum_param_squares), else
   // undefined.
   virtual at::Tensor param_square_sum() const { return {}; }
+  // Σ g² over every parameter's gradient as the last step read it (0-dim fp32; bit for bit
+  // kernels::square_sum_nonfinite(grads).first on CUDA where every parameter had one) where that step computed it
+  // (sum_grad_squares, no grad_scale), else undefined.
+  virtual at::Tensor grad_square_sum() const { return {}; }
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
   // Replaces the parameter tensors (same shapes/dtypes), e.g. after a checkpoint load into new leaves.
@@ -74,13 +81,14 @@ class AdamW final : public Optimizer {
   NamedTensors state() const override;
   void load_state(const NamedTensors& state) override;
   at::Tensor param_square_sum() const override { return param_sq_; }
+  at::Tensor grad_square_sum() const override { return grad_sq_; }
 
  private:
   void fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::optional<at::Tensor>& found_inf);
   bool sums_param_squares() const;  // sum_param_squares, and every parameter fp32 and contiguous on one device
   void lazy_init_state();
   std::vector<int64_t> first_part_;  // sum_param_squares: param i's first partial in part_sum_
-  at::Tensor part_sum_, param_sq_;
+  at::Tensor part_sum_, param_sq_, grad_part_sum_, grad_sq_;
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, steps_;  // per param; steps_: () float32 on the param's device
   // Parameter groups for the fused kernel: same device, dtype and weight decay.
   std::vector<std::vector<size_t>> groups_;

@@ -57,7 +57,8 @@ struct LoopConfig {
   // ENGINE OPTION: the per-step parameter norm from AdamW's own pass (kernels::adamw_square_sums_: the project's
   // kernel on CUDA, bit for bit ATen's _fused_adamw_, summing the updated parameters' squares as it writes them)
   // instead of a pass of its own, where one AdamW holds every model parameter (no master copies, no gradient sync);
-  // the norm is bit for bit the pass's.
+  // the norm is bit for bit the pass's. Where no GradScaler scales the grads and nothing clips them, the gradient norm
+  // comes from that pass's read of the grads too (bit for bit fused_grad_check's pass).
   bool fused_param_norm = false;
   int64_t probe_every = 1;               // grad-element fractions and update norm every N steps (0 = never;
                                          // they cost a few passes over grads and params: NaN on other steps)

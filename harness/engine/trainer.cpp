@@ -128,8 +128,12 @@ Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
   // engine option train.fused_param_norm: where one AdamW steps every model parameter itself, its pass sums their squares
   param_norm_from_optimizer_ = cfg_.loop.fused_param_norm && cfg_.optimizer.kind == "adamw" && masters_.empty() &&
                                !grad_sync_ && second_group_.empty();
+  // and, where no GradScaler scales the grads and nothing clips them, the gradient norm from the same read of the grads
+  grad_norm_from_optimizer_ = param_norm_from_optimizer_ && cfg_.strategy.scaler.kind == ScalerKind::None &&
+                              cfg_.loop.clip_max_norm <= 0;
   OptimizerConfig opt_cfg = cfg_.optimizer;
   opt_cfg.sum_param_squares = param_norm_from_optimizer_;
+  opt_cfg.sum_grad_squares = grad_norm_from_optimizer_;
   for (int g = 0; g < 2; ++g)
     if (!opt_params[g].empty()) optimizers_.push_back(make_optimizer(opt_params[g], decay[g], opt_cfg));
 
@@ -385,7 +389,9 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   at::Tensor scale_used = (scaler_ && scaler_->scale_tensor().defined()) ? scaler_->scale_tensor().clone()
                                                                          : at::ones({}, dev_opts);
   at::Tensor grad_norm;
-  if (cfg_.loop.fused_grad_check) {  // engine option: the same pass is the GradScaler's inf check where it can be
+  if (grad_norm_from_optimizer_) {
+    // train.fused_param_norm, no scaler, no clipping: AdamW's pass reads these very grads; the norm after the step
+  } else if (cfg_.loop.fused_grad_check) {  // engine option: the same pass is the GradScaler's inf check where it can be
     auto [norm, found] = norm_and_found(grads, device_);
     grad_norm = norm / scale_used;
     if (inf_check_from_probe()) scaler_->record_inf_check(*optimizers_[0], found);
@@ -421,6 +427,10 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   const at::Tensor skipped = optimizer_step();
   update_scale();
   master_copy_back();
+  if (grad_norm_from_optimizer_) {  // (the grads as they were: nothing unscales them without a scaler)
+    const at::Tensor gsq = optimizers_[0]->grad_square_sum();
+    grad_norm = (gsq.defined() ? gsq.sqrt() : norm_and_found(grads, device_).first) / scale_used;
+  }
 
   // data parallel: a sharded optimizer's parameters gathered, ranks compared, the loss averaged over the ranks
   if (grad_sync_) {

@@ -117,6 +117,7 @@ class Trainer {
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // one, or two sharing the scaler (loop.two_optimizers)
   std::vector<size_t> second_group_;                    // model parameter indices of the second group
   bool param_norm_from_optimizer_ = false;              // train.fused_param_norm applies: the norm from AdamW's pass
+  bool grad_norm_from_optimizer_ = false;               // and no scaler, no clipping: the gradient norm from it too
   std::unique_ptr<amp::GradScaler> scaler_;
   std::unique_ptr<Fp8Matmuls> fp8_;                    // the model's FP8 matmuls (fp8 strategies), else null
   inject::Injector injector_;

@@ -9,6 +9,9 @@
 //                 the updated parameter's squares is added in square_sums_kernel's order and written to the tensor's
 //                 slot in part_sum, so square_sums_total over every parameter's slots is bit for bit the parameter
 //                 norm's own pass. Where found_inf holds 1 nothing is written but the sums (of the unchanged values).
+//                 With gpart_sum (only without grad_scale: the grads as read are the grads as stored), the grads'
+//                 partial sums of squares too, in the same layout (train.fused_param_norm's gradient norm without a
+//                 GradScaler).
 // Plain CUDA C++; fused.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
@@ -34,6 +37,7 @@ struct AdamArgs {
   int first_block[kAdamTensors + 1];     // tensor t owns blocks [first_block[t], first_block[t + 1])
   uint64_t vec_mask;                     // bit t: p, g, m, v of tensor t all 16-byte aligned
   uint64_t p_vec_mask;                   // bit t: p of tensor t 16-byte aligned (square_sums' order of additions)
+  uint64_t g_vec_mask;                   // bit t: g of tensor t 16-byte aligned
   int count;
 };
 static_assert(kAdamTensors <= 64, "the masks hold one bit per tensor");
@@ -58,8 +62,45 @@ __device__ __forceinline__ void adamw_element(float& param, float& grad, float& 
   param -= step_size * exp_avg / denom;
 }
 
+// Σ x² of x[begin, end) as one thread of square_sums_kernel adds it (8 at a time from `begin + thread · 8` where x is
+// 16-byte aligned, then the tail; else one at a time), onto `sum`.
+__device__ __forceinline__ float thread_square_sum(const float* x, int64_t begin, int64_t end, bool vec, float sum) {
+  int64_t scalar_from = begin;
+  if (vec) {
+    for (int64_t i = begin + static_cast<int64_t>(threadIdx.x) * 8; i + 8 <= end; i += int64_t{kAdamThreads} * 8) {
+      float xv[8];
+      load_f<float, 4>(x + i, *reinterpret_cast<float(*)[4]>(&xv[0]));
+      load_f<float, 4>(x + i + 4, *reinterpret_cast<float(*)[4]>(&xv[4]));
+#pragma unroll
+      for (int k = 0; k < 8; ++k) sum += xv[k] * xv[k];
+    }
+    scalar_from = begin + (end - begin) / 8 * 8;
+  }
+  for (int64_t j = scalar_from + threadIdx.x; j < end; j += kAdamThreads) {
+    const float xj = x[j];
+    sum += xj * xj;
+  }
+  return sum;
+}
+
+// The block's sum (warps in order, as square_sums_kernel) written by thread 0 to out.
+__device__ __forceinline__ void block_sum_to(float sum, float* out) {
+  sum = warp_sum(sum);
+  __shared__ float sm[kAdamThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // sm free (a second call in the block)
+  if (lane == 0) sm[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < kAdamThreads / 32; ++w) total += sm[w];
+    *out = total;
+  }
+}
+
 __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const __grid_constant__ AdamArgs a, const AdamScalars s,
-                                                             float* __restrict__ part_sum) {
+                                                             float* __restrict__ part_sum, float* __restrict__ gpart_sum) {
   int lo = 0, hi = a.count - 1;  // the last t with first_block[t] <= blockIdx.x
   const int b = static_cast<int>(blockIdx.x);
   while (lo < hi) {
@@ -81,16 +122,23 @@ __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const __grid_consta
   const float bias_correction2 = 1 - powf(s.beta2, step_count);
   const float bias_correction2_sqrt = sqrtf(bias_correction2);
 
-  float sum = 0.f;
+  float sum = 0.f, gsum = 0.f;
+  const bool gsums = gpart_sum != nullptr;
   if ((a.vec_mask >> t) & 1u) {  // p, g, m, v aligned: 8 elements per thread and step, in square_sums' order
     for (int64_t i = begin + static_cast<int64_t>(threadIdx.x) * 8; i + 8 <= end; i += int64_t{kAdamThreads} * 8) {
-      float pv[8];
+      float pv[8], gv[8];
       load_f<float, 4>(p + i, *reinterpret_cast<float(*)[4]>(&pv[0]));
       load_f<float, 4>(p + i + 4, *reinterpret_cast<float(*)[4]>(&pv[4]));
-      if (update) {
-        float gv[8], mv[8], vv[8];
+      if (update || gsums) {
         load_f<float, 4>(g + i, *reinterpret_cast<float(*)[4]>(&gv[0]));
         load_f<float, 4>(g + i + 4, *reinterpret_cast<float(*)[4]>(&gv[4]));
+      }
+      if (gsums) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) gsum += gv[k] * gv[k];
+      }
+      if (update) {
+        float mv[8], vv[8];
         load_f<float, 4>(m + i, *reinterpret_cast<float(*)[4]>(&mv[0]));
         load_f<float, 4>(m + i + 4, *reinterpret_cast<float(*)[4]>(&mv[4]));
         load_f<float, 4>(v + i, *reinterpret_cast<float(*)[4]>(&vv[0]));
@@ -115,6 +163,7 @@ __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const __grid_consta
     // the tail (end - begin not a multiple of 8): thread by thread
     for (int64_t j = begin + (end - begin) / 8 * 8 + threadIdx.x; j < end; j += kAdamThreads) {
       float pj = p[j];
+      if (gsums) gsum += g[j] * g[j];
       if (update) {
         float gj = g[j], mj = m[j], vj = v[j];
         adamw_element(pj, gj, mj, vj, s, lr, bias_correction1, bias_correction2_sqrt);
@@ -126,6 +175,7 @@ __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const __grid_consta
       sum += pj * pj;
     }
   } else {  // some tensor not aligned: update element by element, then sum in the order square_sums would
+    if (gsums) gsum = thread_square_sum(g, begin, end, (a.g_vec_mask >> t) & 1u, 0.f);  // (g not written: no scale)
     if (update) {
       for (int64_t j = begin + threadIdx.x; j < end; j += kAdamThreads) {
         float pj = p[j], gj = g[j], mj = m[j], vj = v[j];
@@ -137,38 +187,18 @@ __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const __grid_consta
       }
       __syncthreads();  // the block's updated parameters visible to every thread of the block
     }
-    int64_t scalar_from = begin;
-    if ((a.p_vec_mask >> t) & 1u) {
-      for (int64_t i = begin + static_cast<int64_t>(threadIdx.x) * 8; i + 8 <= end; i += int64_t{kAdamThreads} * 8) {
-        float pv[8];
-        load_f<float, 4>(p + i, *reinterpret_cast<float(*)[4]>(&pv[0]));
-        load_f<float, 4>(p + i + 4, *reinterpret_cast<float(*)[4]>(&pv[4]));
-#pragma unroll
-        for (int k = 0; k < 8; ++k) sum += pv[k] * pv[k];
-      }
-      scalar_from = begin + (end - begin) / 8 * 8;
-    }
-    for (int64_t j = scalar_from + threadIdx.x; j < end; j += kAdamThreads) {
-      const float pj = p[j];
-      sum += pj * pj;
-    }
+    sum = thread_square_sum(p, begin, end, (a.p_vec_mask >> t) & 1u, 0.f);
   }
-  sum = warp_sum(sum);
-  __shared__ float sm[kAdamThreads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) sm[warp] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.f;
-#pragma unroll
-    for (int w = 0; w < kAdamThreads / 32; ++w) total += sm[w];  // warp order, as square_sums_kernel
-    part_sum[a.part_first[t] + (b - a.first_block[t])] = total;
-  }
+  const int64_t slot = a.part_first[t] + (b - a.first_block[t]);
+  block_sum_to(sum, part_sum + slot);
+  if (gsums) block_sum_to(gsum, gpart_sum + slot);
 }
 
 }  // namespace
 
-const char* adamw_square_sums(const AdamTensors& ts, int count, const AdamHyper& h, float* part_sum, void* stream) {
+const char* adamw_square_sums(const AdamTensors& ts, int count, const AdamHyper& h, float* part_sum, float* gpart_sum,
+                              void* stream) {
+  if (gpart_sum && h.grad_scale) return "adamw_square_sums: the grads' sums are of unscaled grads only (no grad_scale)";
   auto st = static_cast<cudaStream_t>(stream);
   AdamScalars s{h.lr_ptr, h.lr, h.beta1, h.beta2, h.weight_decay, h.eps, h.grad_scale, h.found_inf};
   for (int base = 0; base < count; base += kAdamTensors) {
@@ -188,11 +218,12 @@ const char* adamw_square_sums(const AdamTensors& ts, int count, const AdamHyper&
       a.first_block[k] = blocks;
       if (aligned16(ts.p[t]) && aligned16(ts.g[t]) && aligned16(ts.m[t]) && aligned16(ts.v[t])) a.vec_mask |= uint64_t{1} << k;
       if (aligned16(ts.p[t])) a.p_vec_mask |= uint64_t{1} << k;
+      if (aligned16(ts.g[t])) a.g_vec_mask |= uint64_t{1} << k;
       blocks += static_cast<int>((ts.numel[t] + kAdamBlockElems - 1) / kAdamBlockElems);
     }
     if (a.count == 0) continue;
     a.first_block[a.count] = blocks;
-    adamw_kernel<<<static_cast<unsigned>(blocks), kAdamThreads, 0, st>>>(a, s, part_sum);
+    adamw_kernel<<<static_cast<unsigned>(blocks), kAdamThreads, 0, st>>>(a, s, part_sum, gpart_sum);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);
   }

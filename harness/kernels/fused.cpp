@@ -520,9 +520,13 @@ void adamw_square_sums_(const std::vector<at::Tensor>& params, const std::vector
                         const std::vector<at::Tensor>& steps, const at::Tensor& lr, double lr_value, double beta1,
                         double beta2, double weight_decay, double eps, const c10::optional<at::Tensor>& grad_scale,
                         const c10::optional<at::Tensor>& found_inf, at::Tensor& part_sum,
-                        const std::vector<int64_t>& first_part, Impl impl) {
+                        const std::vector<int64_t>& first_part, Impl impl, at::Tensor* grad_part_sum) {
   at::NoGradGuard no_grad;
   const size_t n = params.size();
+  if (grad_part_sum) {
+    TORCH_CHECK(!grad_scale, "adamw_square_sums_: the grads' sums need unscaled grads (no grad_scale)");
+    check_parts(grads, *grad_part_sum, first_part, "adamw_square_sums_ (grads)");
+  }
   TORCH_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
               "adamw_square_sums_: params, grads, exp_avgs, exp_avg_sqs and steps differ in length");
   check_parts(params, part_sum, first_part, "adamw_square_sums_");
@@ -557,12 +561,14 @@ void adamw_square_sums_(const std::vector<at::Tensor>& params, const std::vector
     if (found_inf) h.found_inf = found_inf->data_ptr<float>();
     cuda::AdamTensors ts{p.data(), g.data(), m.data(), v.data(), st.data(), numel.data(), first_part.data()};
     const char* err = cuda::adamw_square_sums(ts, static_cast<int>(n), h, part_sum.data_ptr<float>(),
+                                              grad_part_sum ? grad_part_sum->data_ptr<float>() : nullptr,
                                               at::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == nullptr, "adamw_square_sums_: ", err);
     return;
   }
 #endif
   (void)impl;
+  if (grad_part_sum) square_sum_parts_(grads, *grad_part_sum, first_part, Impl::Reference);
   std::vector<at::Tensor> ps(params), gs(grads), ms(exp_avgs), vs(exp_avg_sqs);
   if (lr.defined())
     at::_fused_adamw_(ps, gs, ms, vs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2, weight_decay, eps,

@@ -112,12 +112,14 @@ void square_sum_parts_(const std::vector<at::Tensor>& ts, at::Tensor& part_sum, 
 // part_sum[first_part[t] ..): the partials square_sum_nonfinite forms for it, so square_sum_total over every
 // parameter's partials in parameter order is that pass's sum. CUDA fp32 contiguous tensors of one device: one pass
 // (kernels/adamw.cu; the update bit for bit _fused_adamw_'s, the partials bit for bit square_sum_nonfinite's);
-// elsewhere the reference: at::_fused_adamw_, then square_sum_parts_.
+// elsewhere the reference: at::_fused_adamw_, then square_sum_parts_. grad_part_sum (optional, like part_sum; only
+// without grad_scale): the grads' partials too, in the same layout (the gradient norm's pass, from the same read).
 void adamw_square_sums_(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
                         const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
                         const std::vector<at::Tensor>& steps, const at::Tensor& lr, double lr_value, double beta1,
                         double beta2, double weight_decay, double eps, const c10::optional<at::Tensor>& grad_scale,
                         const c10::optional<at::Tensor>& found_inf, at::Tensor& part_sum,
-                        const std::vector<int64_t>& first_part, Impl impl = Impl::Auto);
+                        const std::vector<int64_t>& first_part, Impl impl = Impl::Auto,
+                        at::Tensor* grad_part_sum = nullptr);
 
 }  // namespace ampcheck::kernels

@@ -142,6 +142,8 @@ struct AdamHyper {
   const float* grad_scale = nullptr;  // where given, grads are divided by it and the unscaled grads stored
   const float* found_inf = nullptr;   // where it holds 1, nothing is updated (the sums are still written)
 };
-const char* adamw_square_sums(const AdamTensors& ts, int count, const AdamHyper& h, float* part_sum, void* stream);
+// gpart_sum (may be null; only without grad_scale): the grads' partial sums of squares, in part_sum's layout.
+const char* adamw_square_sums(const AdamTensors& ts, int count, const AdamHyper& h, float* part_sum, float* gpart_sum,
+                              void* stream);
 
 }  // namespace ampcheck::kernels::cuda

@@ -1,5 +1,5 @@
 // The engine option train.fused_param_norm: kernels::adamw_square_sums_ (AdamW's step with the updated parameters'
-// sums of squares from the same pass) against ATen's _fused_adamw_ and the parameter norm's own pass
+// sums of squares from the same pass, and without a scale the grads' too) against ATen's _fused_adamw_ and the norms' own passes
 // (kernels::square_sum_nonfinite) — its reference on the CPU, the CUDA kernel on a GPU, where both must hold bit for
 // bit — and training runs with the option against runs without it.
 #include "test_support.h"
@@ -68,7 +68,8 @@ double sum_sq64(const std::vector<at::Tensor>& ts) {
 // partials' total against the parameter norm's own pass on the updated parameters.
 struct Outcome {
   bool states_equal = true;
-  at::Tensor total, pass;
+  at::Tensor total, pass;    // the parameters' partials summed; the norm pass over the updated parameters
+  at::Tensor gtotal, gpass;  // without a scale: the grads' partials summed; the pass over the grads as they were
 };
 Outcome step_both(const AdamState& start, bool lr_tensor, double wd, const c10::optional<at::Tensor>& scale,
                   const c10::optional<at::Tensor>& found, kernels::Impl impl) {
@@ -82,8 +83,12 @@ Outcome step_both(const AdamState& start, bool lr_tensor, double wd, const c10::
   int64_t P = 0;
   const auto first = layout(b.p, &P);
   at::Tensor parts = at::full({P}, NAN, at::TensorOptions().dtype(at::kFloat).device(dev));
-  kernels::adamw_square_sums_(b.p, b.g, b.m, b.v, b.steps, lr, 3e-4, 0.9, 0.95, wd, 1e-8, scale, found, parts, first, impl);
+  at::Tensor gparts = at::full({P}, NAN, at::TensorOptions().dtype(at::kFloat).device(dev));
   Outcome o;
+  if (!scale) o.gpass = kernels::square_sum_nonfinite(b.g, impl).first;
+  kernels::adamw_square_sums_(b.p, b.g, b.m, b.v, b.steps, lr, 3e-4, 0.9, 0.95, wd, 1e-8, scale, found, parts, first, impl,
+                              scale ? nullptr : &gparts);
+  if (!scale) o.gtotal = kernels::square_sum_total(gparts, impl);
   for (size_t t = 0; t < a.p.size(); ++t)
     o.states_equal = o.states_equal && at::equal(a.p[t], b.p[t]) && at::equal(a.g[t], b.g[t]) &&
                      at::equal(a.m[t], b.m[t]) && at::equal(a.v[t], b.v[t]);
@@ -109,6 +114,8 @@ TEST(FusedParamNorm, ReferenceIsFusedAdamWWithTheSumOfSquares) {
       const double want = sum_sq64(after.p);
       EXPECT_NEAR(plain.total.item<double>(), want, 1e-5 * want);
       EXPECT_NEAR(plain.pass.item<double>(), want, 1e-5 * want);
+      const double gwant = sum_sq64(s.g);  // the grads' partials (no scale): of the grads as they were
+      EXPECT_NEAR(plain.gtotal.item<double>(), gwant, 1e-5 * gwant);
     }
   // found_inf = 1: nothing updated; the sums are of the parameters as they were
   Outcome skipped = step_both(s, false, 0.1, scale, one, kernels::Impl::Auto);
@@ -131,6 +138,10 @@ TEST(FusedParamNorm, BadArgumentsAreRefused) {
   EXPECT_THROW(kernels::adamw_square_sums_(s.p, s.g, half_m, s.v, s.steps, {}, 1e-3, 0.9, 0.95, 0, 1e-8, c10::nullopt,
                                            c10::nullopt, parts, first),
                c10::Error);
+  at::Tensor gparts = at::zeros({P});
+  EXPECT_THROW(kernels::adamw_square_sums_(s.p, s.g, s.m, s.v, s.steps, {}, 1e-3, 0.9, 0.95, 0, 1e-8, at::ones({}),
+                                           at::zeros({}), parts, first, kernels::Impl::Auto, &gparts),
+               c10::Error);  // the grads' sums are of unscaled grads only
   auto short_first = first;
   short_first.pop_back();
   EXPECT_THROW(kernels::square_sum_parts_(s.p, parts, short_first), c10::Error);
@@ -160,6 +171,10 @@ TEST(FusedParamNorm, TrainingRunWithTheOptionMatchesWithout) {
       EXPECT_EQ(rb[s][engine::kSkipped], ra[s][engine::kSkipped]) << at_step;
       EXPECT_EQ(rb[s][engine::kLossScale], ra[s][engine::kLossScale]) << at_step;
       EXPECT_NEAR(rb[s][engine::kParamNorm], ra[s][engine::kParamNorm], 1e-5 * ra[s][engine::kParamNorm]) << at_step;
+      if (std::isfinite(ra[s][engine::kGradNorm]))  // bf16 (no scaler): from AdamW's read of the grads
+        EXPECT_NEAR(rb[s][engine::kGradNorm], ra[s][engine::kGradNorm], 1e-5 * ra[s][engine::kGradNorm]) << at_step;
+      else
+        EXPECT_FALSE(std::isfinite(rb[s][engine::kGradNorm])) << at_step;
     }
     if (strategy == "fp16-autocast") EXPECT_EQ(ra[4][engine::kSkipped], 1.0) << "the planted NaN must skip its step";
   }
@@ -190,6 +205,8 @@ TEST(CudaKernels, AdamWMatchesFusedAdamW) {
                                    ", scaled " + std::to_string(scaled);
             EXPECT_TRUE(o.states_equal) << at;
             EXPECT_TRUE(at::equal(o.total, o.pass)) << at << ": " << o.total.item<double>() << " vs " << o.pass.item<double>();
+            if (!scaled)  // the grads' partials (no scale): bit for bit the gradient norm's pass
+              EXPECT_TRUE(at::equal(o.gtotal, o.gpass)) << at << ": " << o.gtotal.item<double>() << " vs " << o.gpass.item<double>();
           }
         }
     }
