@@ -23,6 +23,8 @@ def label(r):
         opts.append("GEMM epilogues")
     if r.get("fused_grad_check"):
         opts.append("fused grad check")
+    if r.get("fused_param_norm"):
+        opts.append("norms from AdamW")
     return f'{r["impl"]} {r["strategy"]}' + (f' ({" + ".join(opts)})' if opts else "")
 
 

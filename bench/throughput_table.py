@@ -79,7 +79,7 @@ base, compiled = baselines("pytorch-python-eager"), baselines("pytorch-python-co
 engine_bf16 = {r.get("probe_every"): r for r in rows if r["impl"] == "ampcheck-cpp" and r["strategy"] == "bf16-autocast"
                and r.get("head_loss", "stock") == "stock" and not r.get("cuda_graphs")
                and not r.get("fused_layernorm") and not r.get("fused_bias_gelu")
-               and not r.get("gemm_epilogues") and not r.get("fused_grad_check")}
+               and not r.get("gemm_epilogues") and not r.get("fused_grad_check") and not r.get("fused_param_norm")}
 
 
 def engine_path(r):
@@ -102,6 +102,8 @@ def engine_path(r):
         parts.append("GEMM epilogues")
     if r.get("fused_grad_check"):
         parts.append("fused grad check")
+    if r.get("fused_param_norm"):
+        parts.append("norms from AdamW")
     return " + ".join(parts) or "stock"
 
 
