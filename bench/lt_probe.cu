@@ -1,5 +1,6 @@
 // cuBLASLt probe: which kernels cuBLASLt offers, and how fast each runs, for the GPT-2 MLP's c_proj input-gradient
-// GEMM with the DGELU epilogue (and the same product without it) in every operand layout. A measurement tool for
+// GEMM with the DGELU epilogue (and the same product without it) in every operand layout; with `wgrad`, for a
+// weight-gradient product with an fp32 output (see wgrad_probe). A measurement tool for
 // docs/PERFORMANCE.md, not part of the engine: `bash bench/lt_probe.sh` builds and runs it on a CUDA machine.
 //
 // The product: d (N × H) = g (N × C2) · w (C2 × H), then d ⊙ GELU'(pre) (pre: N × H), bf16 operands and output,
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                    \
@@ -51,7 +53,10 @@ int attr(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t whi
   return int(v);
 }
 
+int wgrad_probe(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "wgrad") return wgrad_probe(argc - 1, argv + 1);
   const int64_t N = argc > 1 ? atoll(argv[1]) : 16384, H = argc > 2 ? atoll(argv[2]) : 3072,
                 C2 = argc > 3 ? atoll(argv[3]) : 768;
   const int reps = argc > 4 ? atoi(argv[4]) : 100;
@@ -163,6 +168,75 @@ int main(int argc, char** argv) {
         }
       }
     }
+  }
+  return 0;
+}
+
+// `lt_probe wgrad IN OUT ROWS [reps]`: the engine's weight-gradient product (kernels/gemm_epilogues.cpp wgrad_into):
+// column-major dwᵀ (IN × OUT, fp32) = xᵀ (IN × ROWS) · g (ROWS × OUT), x and g bf16 row-major — every candidate of
+// cuBLASLt's first 32, timed, the heuristic's rank beside each (the engine times the first 8).
+int wgrad_probe(int argc, char** argv) {
+  const int64_t IN = argc > 1 ? atoll(argv[1]) : 768, OUT = argc > 2 ? atoll(argv[2]) : 768,
+                R = argc > 3 ? atoll(argv[3]) : 16384;
+  const int reps = argc > 4 ? atoi(argv[4]) : 100;
+  cublasLtHandle_t h;
+  LK(cublasLtCreate(&h));
+  __nv_bfloat16 *x, *g;
+  float* d;
+  CK(cudaMalloc(&x, IN * R * 2));
+  CK(cudaMalloc(&g, OUT * R * 2));
+  CK(cudaMalloc(&d, IN * OUT * 4));
+  fill<<<1024, 256>>>(x, IN * R, 1);
+  fill<<<1024, 256>>>(g, OUT * R, 2);
+  const size_t ws_bytes = size_t{64} << 20;
+  void* ws;
+  CK(cudaMalloc(&ws, ws_bytes));
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t t0, t1;
+  CK(cudaEventCreate(&t0));
+  CK(cudaEventCreate(&t1));
+  const double flop = 2.0 * double(IN) * double(OUT) * double(R);
+  cublasLtMatmulDesc_t op;
+  LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_T;
+  LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  cublasLtMatrixLayout_t la, lb, ld;
+  LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, IN, R, IN));
+  LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, OUT, R, OUT));
+  LK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, IN, OUT, IN));
+  cublasLtMatmulPreference_t pref;
+  LK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t wsb = ws_bytes;
+  LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+  constexpr int kMax = 32;
+  cublasLtMatmulHeuristicResult_t res[kMax]{};
+  int found = 0;
+  LK(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, kMax, res, &found));
+  const float one = 1.f, zero = 0.f;
+  for (int i = 0; i < 2000 && found > 0; ++i)
+    cublasLtMatmul(h, op, &one, x, la, g, lb, &zero, d, ld, d, ld, &res[0].algo, ws, ws_bytes, st);
+  CK(cudaStreamSynchronize(st));
+  std::printf("wgrad IN %lld OUT %lld ROWS %lld (fp32 out), %d candidates, %d reps each\n", (long long)IN,
+              (long long)OUT, (long long)R, found, reps);
+  std::printf("heuristic rank | TFLOP/s us algo tile stages cluster splitk\n");
+  for (int c = 0; c < found; ++c) {
+    if (cublasLtMatmul(h, op, &one, x, la, g, lb, &zero, d, ld, d, ld, &res[c].algo, ws, ws_bytes, st) !=
+        CUBLAS_STATUS_SUCCESS)
+      continue;
+    CK(cudaEventRecord(t0, st));
+    for (int r = 0; r < reps; ++r)
+      cublasLtMatmul(h, op, &one, x, la, g, lb, &zero, d, ld, d, ld, &res[c].algo, ws, ws_bytes, st);
+    CK(cudaEventRecord(t1, st));
+    CK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, t0, t1));
+    const float us = ms * 1000.f / reps;
+    const auto& a = res[c].algo;
+    std::printf("%d | %.0f %.1f %d %d %d %d %d\n", c, flop / (us * 1e6), us, attr<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID),
+                attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID), attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                attr<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
   }
   return 0;
 }
