@@ -145,17 +145,22 @@ if has bench; then
     # BENCH_RATIO=1: the ratio the engine issue asks for and nothing else — per strategy the Python baselines, the
     # engine stock and --fast; BENCH_ROUNDS=N (default 1): torch.compile and --fast N - 1 times more, each round's
     # engine row set against its own torch.compile (bench/throughput_table.py pairs a row with the baseline before it);
-    # BENCH_ALSO="flags": one more engine row after each --fast (e.g. --fast less its newest option: what that bought)
+    # BENCH_ALSO="flags[;flags...]": more engine rows after each --fast (e.g. --fast less its newest option: what that
+    # bought), one per ';'-separated set of flags
+    also_rows() {
+      local sets flags f; IFS=';' read -r -a sets <<< "${BENCH_ALSO:-}"
+      for flags in "${sets[@]}"; do IFS=' ' read -r -a f <<< "$flags"; run_b --strategy "$1" --probe-every 0 "${f[@]}"; done
+    }
     for s in bf16-autocast fp16-autocast; do
       run_py --strategy $s
       run_py --strategy $s --compile
       run_b --strategy $s --probe-every 0
       run_b --strategy $s --probe-every 0 --fast
-      [ -n "${BENCH_ALSO:-}" ] && run_b --strategy $s --probe-every 0 $BENCH_ALSO
+      also_rows $s
       for _ in $(seq 2 "${BENCH_ROUNDS:-1}"); do
         run_py --strategy $s --compile
         run_b --strategy $s --probe-every 0 --fast
-        [ -n "${BENCH_ALSO:-}" ] && run_b --strategy $s --probe-every 0 $BENCH_ALSO
+        also_rows $s
       done
     done
   elif [ -n "${BENCH_QUICK:-}" ]; then
