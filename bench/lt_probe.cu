@@ -53,6 +53,45 @@ int attr(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t whi
   return int(v);
 }
 
+// What every probe shares: the handle, a 64 MiB workspace, a stream and two events; D = op(A) op(B) with an algorithm.
+struct Probe {
+  cublasLtHandle_t h;
+  void* ws;
+  const size_t ws_bytes = size_t{64} << 20;
+  cudaStream_t st;
+  cudaEvent_t t0, t1;
+  Probe() {
+    LK(cublasLtCreate(&h));
+    CK(cudaMalloc(&ws, ws_bytes));
+    CK(cudaStreamCreate(&st));
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+  }
+  bool run(cublasLtMatmulDesc_t op, const void* A, cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb,
+           void* D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t& algo) {
+    const float one = 1.f, zero = 0.f;
+    return cublasLtMatmul(h, op, &one, A, la, B, lb, &zero, D, ld, D, ld, &algo, ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
+  }
+  // about a second of products, so the timings after it run at the clock the power limit holds
+  void warm(cublasLtMatmulDesc_t op, const void* A, cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb,
+            void* D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t& algo) {
+    for (int i = 0; i < 2000; ++i) run(op, A, la, B, lb, D, ld, algo);
+    CK(cudaStreamSynchronize(st));
+  }
+  // µs per product over `reps` back-to-back runs (negative where cuBLASLt refuses the algorithm)
+  float time_us(cublasLtMatmulDesc_t op, const void* A, cublasLtMatrixLayout_t la, const void* B,
+                cublasLtMatrixLayout_t lb, void* D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t& algo, int reps) {
+    if (!run(op, A, la, B, lb, D, ld, algo)) return -1.f;
+    CK(cudaEventRecord(t0, st));
+    for (int r = 0; r < reps; ++r) run(op, A, la, B, lb, D, ld, algo);
+    CK(cudaEventRecord(t1, st));
+    CK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, t0, t1));
+    return ms * 1000.f / reps;
+  }
+};
+
 int wgrad_probe(int argc, char** argv);
 
 int main(int argc, char** argv) {
@@ -60,8 +99,7 @@ int main(int argc, char** argv) {
   const int64_t N = argc > 1 ? atoll(argv[1]) : 16384, H = argc > 2 ? atoll(argv[2]) : 3072,
                 C2 = argc > 3 ? atoll(argv[3]) : 768;
   const int reps = argc > 4 ? atoi(argv[4]) : 100;
-  cublasLtHandle_t h;
-  LK(cublasLtCreate(&h));
+  Probe pr;
   __nv_bfloat16 *g, *w, *pre, *d;
   CK(cudaMalloc(&g, N * C2 * 2));
   CK(cudaMalloc(&w, C2 * H * 2));
@@ -70,18 +108,9 @@ int main(int argc, char** argv) {
   fill<<<1024, 256>>>(g, N * C2, 1);
   fill<<<1024, 256>>>(w, C2 * H, 2);
   fill<<<1024, 256>>>(pre, N * H, 3);
-  const size_t ws_bytes = size_t{64} << 20;
-  void* ws;
-  CK(cudaMalloc(&ws, ws_bytes));
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
-  cudaEvent_t t0, t1;
-  CK(cudaEventCreate(&t0));
-  CK(cudaEventCreate(&t1));
   const double flop = 2.0 * double(N) * double(H) * double(C2);
 
-  // about a second of matrix products first, so every timing below runs at the clock the power limit holds
-  bool warmed = false;
+  bool warmed = false;  // (Probe::warm before the first timing)
   std::printf("N %lld H %lld C2 %lld, %d reps per candidate; TFLOP/s counts 2*N*H*C2\n", (long long)N, (long long)H,
               (long long)C2, reps);
   std::printf("epilogue orient opA opB | rank TFLOP/s us algo tile stages cluster splitk swizzle\n");
@@ -110,39 +139,25 @@ int main(int argc, char** argv) {
           LK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
           cublasLtMatmulPreference_t pref;
           LK(cublasLtMatmulPreferenceCreate(&pref));
-          const uint64_t wsb = ws_bytes;
+          const uint64_t wsb = pr.ws_bytes;
           LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
           constexpr int kMax = 32;
           cublasLtMatmulHeuristicResult_t res[kMax]{};
           int found = 0;
-          const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, kMax, res, &found);
+          const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(pr.h, op, la, lb, ld, ld, pref, kMax, res, &found);
           const char* epi_name = epi_i == 0 ? "dgelu" : "plain";
           if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
             std::printf("%s %d %c %c | none (%s)\n", epi_name, orient, ta_i ? 'T' : 'N', tb_i ? 'T' : 'N',
                         cublasLtGetStatusName(hs));
           } else {
-            const float one = 1.f, zero = 0.f;
             if (!warmed) {
-              for (int i = 0; i < 2000; ++i)
-                cublasLtMatmul(h, op, &one, A, la, B, lb, &zero, d, ld, d, ld, &res[0].algo, ws, ws_bytes, st);
-              CK(cudaStreamSynchronize(st));
+              pr.warm(op, A, la, B, lb, d, ld, res[0].algo);
               warmed = true;
             }
             struct Row { float us; int c; };
             std::vector<Row> rows;
-            for (int c = 0; c < found; ++c) {
-              if (cublasLtMatmul(h, op, &one, A, la, B, lb, &zero, d, ld, d, ld, &res[c].algo, ws, ws_bytes, st) !=
-                  CUBLAS_STATUS_SUCCESS)
-                continue;
-              CK(cudaEventRecord(t0, st));
-              for (int r = 0; r < reps; ++r)
-                cublasLtMatmul(h, op, &one, A, la, B, lb, &zero, d, ld, d, ld, &res[c].algo, ws, ws_bytes, st);
-              CK(cudaEventRecord(t1, st));
-              CK(cudaEventSynchronize(t1));
-              float ms = 0;
-              CK(cudaEventElapsedTime(&ms, t0, t1));
-              rows.push_back({ms * 1000.f / reps, c});
-            }
+            for (int c = 0; c < found; ++c)
+              if (const float us = pr.time_us(op, A, la, B, lb, d, ld, res[c].algo, reps); us >= 0) rows.push_back({us, c});
             std::vector<Row> sorted = rows;
             std::sort(sorted.begin(), sorted.end(), [](const Row& x, const Row& y) { return x.us < y.us; });
             for (size_t r = 0; r < sorted.size() && r < 3; ++r) {
@@ -179,8 +194,7 @@ int wgrad_probe(int argc, char** argv) {
   const int64_t IN = argc > 1 ? atoll(argv[1]) : 768, OUT = argc > 2 ? atoll(argv[2]) : 768,
                 R = argc > 3 ? atoll(argv[3]) : 16384;
   const int reps = argc > 4 ? atoi(argv[4]) : 100;
-  cublasLtHandle_t h;
-  LK(cublasLtCreate(&h));
+  Probe pr;
   __nv_bfloat16 *x, *g;
   float* d;
   CK(cudaMalloc(&x, IN * R * 2));
@@ -188,14 +202,6 @@ int wgrad_probe(int argc, char** argv) {
   CK(cudaMalloc(&d, IN * OUT * 4));
   fill<<<1024, 256>>>(x, IN * R, 1);
   fill<<<1024, 256>>>(g, OUT * R, 2);
-  const size_t ws_bytes = size_t{64} << 20;
-  void* ws;
-  CK(cudaMalloc(&ws, ws_bytes));
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
-  cudaEvent_t t0, t1;
-  CK(cudaEventCreate(&t0));
-  CK(cudaEventCreate(&t1));
   const double flop = 2.0 * double(IN) * double(OUT) * double(R);
   cublasLtMatmulDesc_t op;
   LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -208,31 +214,19 @@ int wgrad_probe(int argc, char** argv) {
   LK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, IN, OUT, IN));
   cublasLtMatmulPreference_t pref;
   LK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t wsb = ws_bytes;
+  const uint64_t wsb = pr.ws_bytes;
   LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
   constexpr int kMax = 32;
   cublasLtMatmulHeuristicResult_t res[kMax]{};
   int found = 0;
-  LK(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, kMax, res, &found));
-  const float one = 1.f, zero = 0.f;
-  for (int i = 0; i < 2000 && found > 0; ++i)
-    cublasLtMatmul(h, op, &one, x, la, g, lb, &zero, d, ld, d, ld, &res[0].algo, ws, ws_bytes, st);
-  CK(cudaStreamSynchronize(st));
+  LK(cublasLtMatmulAlgoGetHeuristic(pr.h, op, la, lb, ld, ld, pref, kMax, res, &found));
+  if (found > 0) pr.warm(op, x, la, g, lb, d, ld, res[0].algo);
   std::printf("wgrad IN %lld OUT %lld ROWS %lld (fp32 out), %d candidates, %d reps each\n", (long long)IN,
               (long long)OUT, (long long)R, found, reps);
   std::printf("heuristic rank | TFLOP/s us algo tile stages cluster splitk\n");
   for (int c = 0; c < found; ++c) {
-    if (cublasLtMatmul(h, op, &one, x, la, g, lb, &zero, d, ld, d, ld, &res[c].algo, ws, ws_bytes, st) !=
-        CUBLAS_STATUS_SUCCESS)
-      continue;
-    CK(cudaEventRecord(t0, st));
-    for (int r = 0; r < reps; ++r)
-      cublasLtMatmul(h, op, &one, x, la, g, lb, &zero, d, ld, d, ld, &res[c].algo, ws, ws_bytes, st);
-    CK(cudaEventRecord(t1, st));
-    CK(cudaEventSynchronize(t1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, t0, t1));
-    const float us = ms * 1000.f / reps;
+    const float us = pr.time_us(op, x, la, g, lb, d, ld, res[c].algo, reps);
+    if (us < 0) continue;
     const auto& a = res[c].algo;
     std::printf("%d | %.0f %.1f %d %d %d %d %d\n", c, flop / (us * 1e6), us, attr<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID),
                 attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID), attr<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),

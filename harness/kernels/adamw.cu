@@ -101,14 +101,8 @@ __device__ __forceinline__ void block_sum_to(float sum, float* out) {
 
 __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const __grid_constant__ AdamArgs a, const AdamScalars s,
                                                              float* __restrict__ part_sum, float* __restrict__ gpart_sum) {
-  int lo = 0, hi = a.count - 1;  // the last t with first_block[t] <= blockIdx.x
   const int b = static_cast<int>(blockIdx.x);
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (a.first_block[mid] <= b) lo = mid;
-    else hi = mid - 1;
-  }
-  const int t = lo;
+  const int t = tensor_of_block(a.first_block, a.count, b);
   float* __restrict__ p = a.p[t];
   float* __restrict__ g = a.g[t];
   float* __restrict__ m = a.m[t];

@@ -31,14 +31,8 @@ struct CastArgs {
 
 template <typename TO>
 __global__ void __launch_bounds__(kCastThreads) cast_many_kernel(const __grid_constant__ CastArgs args) {
-  int lo = 0, hi = args.count - 1;  // the last t with first_block[t] <= blockIdx.x
   const int b = static_cast<int>(blockIdx.x);
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (args.first_block[mid] <= b) lo = mid;
-    else hi = mid - 1;
-  }
-  const int t = lo;
+  const int t = tensor_of_block(args.first_block, args.count, b);
   const float* __restrict__ src = args.src[t];
   TO* __restrict__ dst = static_cast<TO*>(args.dst[t]);
   const int64_t begin = static_cast<int64_t>(b - args.first_block[t]) * kCastBlockElems;

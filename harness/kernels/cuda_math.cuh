@@ -40,6 +40,18 @@ __device__ __forceinline__ void store_f(T* p, const float (&in)[V]) {
   *reinterpret_cast<Pack<T, V>*>(p) = pk;
 }
 
+// Multi-tensor launches (casts.cu, square_sums.cu, adamw.cu): tensor t owns blocks [first_block[t], first_block[t + 1]);
+// the tensor of block b — the last t < count with first_block[t] <= b — by binary search.
+__device__ __forceinline__ int tensor_of_block(const int* first_block, int count, int b) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (first_block[mid] <= b) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;

@@ -43,14 +43,8 @@ template <typename T>
 __global__ void __launch_bounds__(kSqThreads) square_sums_kernel(const __grid_constant__ SquareArgs args,
                                                                  float* __restrict__ part_sum,
                                                                  int* __restrict__ part_bad) {
-  int lo = 0, hi = args.count - 1;  // the last t with first_block[t] <= blockIdx.x
   const int b = static_cast<int>(blockIdx.x);
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (args.first_block[mid] <= b) lo = mid;
-    else hi = mid - 1;
-  }
-  const int t = lo;
+  const int t = tensor_of_block(args.first_block, args.count, b);
   const T* __restrict__ src = static_cast<const T*>(args.src[t]);
   const int64_t begin = static_cast<int64_t>(b - args.first_block[t]) * kSqBlockElems;
   const int64_t end = begin + kSqBlockElems < args.numel[t] ? begin + kSqBlockElems : args.numel[t];
