@@ -177,6 +177,17 @@ TEST(FusedParamNorm, TrainingRunWithTheOptionMatchesWithout) {
         EXPECT_FALSE(std::isfinite(rb[s][engine::kGradNorm])) << at_step;
     }
     if (strategy == "fp16-autocast") EXPECT_EQ(ra[4][engine::kSkipped], 1.0) << "the planted NaN must skip its step";
+    // where the option applies the norms did come from AdamW's pass: the parameters' sum always, the grads' only
+    // without a GradScaler; with master weights it does not apply (the optimizer steps the fp32 copies)
+    const bool applies = strategy != "fp16-master";
+    EXPECT_EQ(tb.optimizer().param_square_sum().defined(), applies) << strategy;
+    EXPECT_EQ(tb.optimizer().grad_square_sum().defined(), strategy == "bf16-autocast") << strategy;
+    EXPECT_FALSE(ta.optimizer().param_square_sum().defined()) << strategy << ": without the option";
+    if (applies) {
+      double sq = 0;
+      for (const auto& p : tb.model().parameter_tensors()) sq += p.to(at::kDouble).square().sum().item<double>();
+      EXPECT_NEAR(tb.optimizer().param_square_sum().item<double>(), sq, 1e-5 * sq) << strategy;
+    }
   }
 }
 
