@@ -1,6 +1,7 @@
 // Component micro-benchmarks (Google Benchmark): what the harness's own machinery costs per training step.
 //   GradScaler: unscale_ + step + update on a GPT's grads, non-fused (host-side skip decision) and fused (grad_scale /
-//               found_inf handed to the fused AdamW kernel, no sync); the optimizer step alone as the baseline
+//               found_inf handed to the fused AdamW kernel, no sync); the optimizer step alone as the baseline;
+//               AdamW's step with the parameter norm from its own pass against _fused_adamw_ + the norm's pass
 //   Probes:     a training step with every probe (grad-element fractions, update norm, FP8 casts' counts) against
 //               one without (train.probe_every 0)
 //   Trajectory: flush (device rows to the host) and the HDF5 write of a trajectory
@@ -99,6 +100,35 @@ void BM_OptimizerStepAlone(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_OptimizerStepAlone)->Unit(benchmark::kMillisecond);
+
+// AdamW's step with the per-step parameter norm (engine option train.fused_param_norm) on the model's parameters with
+// fixed grads: arg 0 the step by kernels::adamw_square_sums_ (the project's kernel on CUDA) and the norm from the
+// partials it left, arg 1 ATen's _fused_adamw_ followed by the norm's own pass (kernels::square_sum_nonfinite).
+void BM_AdamWParamNorm(benchmark::State& state) {
+  const at::Device device = bench_device();
+  engine::RunConfig cfg = run_config("fp32", 0);
+  auto model = models::make_model(cfg.model);
+  model->to(device, at::kFloat);
+  std::vector<at::Tensor> params;
+  std::vector<bool> decay;
+  for (auto& p : model->parameters()) {
+    params.push_back(p.tensor);
+    p.tensor.mutable_grad() = at::randn_like(p.tensor) * 1e-3;
+    decay.push_back(p.decay);
+  }
+  const bool fused = state.range(0) == 0;
+  cfg.optimizer.sum_param_squares = fused;
+  auto opt = engine::make_optimizer(params, decay, cfg.optimizer);
+  for (auto _ : state) {
+    opt->step();
+    at::Tensor norm = fused ? opt->param_square_sum().sqrt() : kernels::square_sum_nonfinite(params).first.sqrt();
+    engine::synchronize(device);
+  }
+  state.SetLabel(!fused ? "_fused_adamw_ + the norm's pass"
+                        : device.is_cuda() && kernels::cuda_kernels_built() ? "AdamW kernel, norm from its partials"
+                                                                            : "fused (reference here: no kernel)");
+}
+BENCHMARK(BM_AdamWParamNorm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_GradScalerStep(benchmark::State& state) {
   const bool fused = state.range(0) != 0;
