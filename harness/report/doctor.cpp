@@ -165,8 +165,8 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
 #endif
   j["support"]["c10d_backends"] = backends;
   // the engine's fused CUDA kernels (harness/kernels): compiled where LibTorch has CUDA and nvcc was found; elsewhere
-  // the engine options model.head_loss: fused, model.fused_layernorm and model.fused_bias_gelu run their ATen
-  // references
+  // the engine options model.head_loss: fused, model.fused_layernorm, model.fused_bias_gelu, train.fused_grad_check and
+  // train.fused_param_norm run their ATen references
   j["support"]["fused_cuda_kernels"] = kernels::cuda_kernels_built();
   // model.gemm_epilogues: cuBLASLt linked (LibTorch's CUDA::cublasLt) or its ATen reference (the stock ops)
   j["support"]["gemm_epilogues"] = kernels::gemm_epilogues_built();
@@ -242,7 +242,8 @@ std::string format_doctor(const nlohmann::json& j) {
     line("c10d backends", b.empty() ? "none (data-parallel scenarios unavailable)" : b);
     if (j["support"].contains("fused_cuda_kernels"))
       line("fused CUDA kernels", j["support"]["fused_cuda_kernels"].get<bool>()
-                                     ? "compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu)"
+                                     ? "compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu, fused_grad_check, "
+                                       "fused_param_norm)"
                                      : "not compiled: the engine options run their ATen references");
     if (j["support"].contains("gemm_epilogues"))
       line("GEMM epilogues", j["support"]["gemm_epilogues"].get<bool>()
