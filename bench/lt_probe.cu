@@ -18,22 +18,16 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                    \
-  do {                                                                           \
-    cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));              \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
-#define LK(x)                                                                    \
-  do {                                                                           \
-    cublasStatus_t s_ = (x);                                                     \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #x, cublasLtGetStatusName(s_));           \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
+// A failed CUDA or cuBLASLt call ends the probe with the call and the library's name for the error.
+inline void check(bool ok, const char* call, const char* error) {
+  if (ok) return;
+  std::fprintf(stderr, "%s: %s\n", call, error);
+  std::exit(1);
+}
+inline const char* error_name(cudaError_t e) { return cudaGetErrorString(e); }
+inline const char* error_name(cublasStatus_t s) { return cublasLtGetStatusName(s); }
+#define CK(x) do { const cudaError_t e_ = (x); check(e_ == cudaSuccess, #x, error_name(e_)); } while (0)
+#define LK(x) do { const cublasStatus_t s_ = (x); check(s_ == CUBLAS_STATUS_SUCCESS, #x, error_name(s_)); } while (0)
 
 __global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -71,6 +65,19 @@ struct Probe {
            void* D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t& algo) {
     const float one = 1.f, zero = 0.f;
     return cublasLtMatmul(h, op, &one, A, la, B, lb, &zero, D, ld, D, ld, &algo, ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
+  }
+  // cuBLASLt's first kMaxCandidates algorithms for the product (within this workspace) into res; how many
+  static constexpr int kMaxCandidates = 32;
+  int candidates(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld,
+                 cublasLtMatmulHeuristicResult_t* res, cublasStatus_t* status) {
+    cublasLtMatmulPreference_t pref;
+    LK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t wsb = ws_bytes;
+    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+    int found = 0;
+    *status = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, kMaxCandidates, res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    return *status == CUBLAS_STATUS_SUCCESS ? found : 0;
   }
   // about a second of products, so the timings after it run at the clock the power limit holds
   void warm(cublasLtMatmulDesc_t op, const void* A, cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb,
@@ -137,14 +144,9 @@ int main(int argc, char** argv) {
           LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ta_i ? k : m, ta_i ? m : k, ta_i ? k : m));
           LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, tb_i ? n : k, tb_i ? k : n, tb_i ? n : k));
           LK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
-          cublasLtMatmulPreference_t pref;
-          LK(cublasLtMatmulPreferenceCreate(&pref));
-          const uint64_t wsb = pr.ws_bytes;
-          LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
-          constexpr int kMax = 32;
-          cublasLtMatmulHeuristicResult_t res[kMax]{};
-          int found = 0;
-          const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(pr.h, op, la, lb, ld, ld, pref, kMax, res, &found);
+          cublasLtMatmulHeuristicResult_t res[Probe::kMaxCandidates]{};
+          cublasStatus_t hs;
+          const int found = pr.candidates(op, la, lb, ld, res, &hs);
           const char* epi_name = epi_i == 0 ? "dgelu" : "plain";
           if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
             std::printf("%s %d %c %c | none (%s)\n", epi_name, orient, ta_i ? 'T' : 'N', tb_i ? 'T' : 'N',
@@ -175,7 +177,6 @@ int main(int argc, char** argv) {
                           tb_i ? 'T' : 'N', rows.front().c == 0 ? rows.front().us : -1.f);
           }
           fflush(stdout);
-          cublasLtMatmulPreferenceDestroy(pref);
           cublasLtMatrixLayoutDestroy(la);
           cublasLtMatrixLayoutDestroy(lb);
           cublasLtMatrixLayoutDestroy(ld);
@@ -212,14 +213,10 @@ int wgrad_probe(int argc, char** argv) {
   LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, IN, R, IN));
   LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, OUT, R, OUT));
   LK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, IN, OUT, IN));
-  cublasLtMatmulPreference_t pref;
-  LK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t wsb = pr.ws_bytes;
-  LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
-  constexpr int kMax = 32;
-  cublasLtMatmulHeuristicResult_t res[kMax]{};
-  int found = 0;
-  LK(cublasLtMatmulAlgoGetHeuristic(pr.h, op, la, lb, ld, ld, pref, kMax, res, &found));
+  cublasLtMatmulHeuristicResult_t res[Probe::kMaxCandidates]{};
+  cublasStatus_t hs;
+  const int found = pr.candidates(op, la, lb, ld, res, &hs);
+  LK(hs);
   if (found > 0) pr.warm(op, x, la, g, lb, d, ld, res[0].algo);
   std::printf("wgrad IN %lld OUT %lld ROWS %lld (fp32 out), %d candidates, %d reps each\n", (long long)IN,
               (long long)OUT, (long long)R, found, reps);
