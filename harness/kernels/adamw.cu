@@ -23,8 +23,8 @@
 namespace ampcheck::kernels::cuda {
 namespace {
 
-constexpr int kAdamThreads = 256;
-constexpr int64_t kAdamBlockElems = int64_t{kAdamThreads} * 8 * 4;  // square_sums.cu's kSqBlockElems: the same blocks
+constexpr int kAdamThreads = kSquareSumThreads;           // square_sums.cu's partition: the same blocks, thread for thread
+constexpr int64_t kAdamBlockElems = kSquareSumBlockElems;
 
 struct AdamArgs {
   float* p[kAdamTensors];

@@ -451,7 +451,10 @@ std::pair<at::Tensor, at::Tensor> square_sum_nonfinite(const std::vector<at::Ten
 // ---------------------------------------------------------------------------------------------------------------
 // Partial sums of squares and AdamW's step with them (train.fused_param_norm)
 namespace {
-constexpr int64_t kPartElems = 8192;  // square_sums.cu's kSqBlockElems and adamw.cu's kAdamBlockElems
+constexpr int64_t kPartElems = 8192;  // the kernels' partition (kernels_cuda.h), which builds without them share
+#ifdef AMPCHECK_CUDA_KERNELS
+static_assert(kPartElems == cuda::kSquareSumBlockElems, "the reference's partials must be the kernels'");
+#endif
 
 void check_parts(const std::vector<at::Tensor>& ts, const at::Tensor& part_sum, const std::vector<int64_t>& first_part,
                  const char* what) {

@@ -116,6 +116,10 @@ namespace ampcheck::kernels::cuda {
 // sum of squares (fp32) and one non-finite flag (int 0 / 1) per block into part_sum / part_bad, which hold
 // square_sums_blocks(numel, count) entries. square_sums_total: out_sum = the partials added in a fixed order (fp64,
 // rounded to fp32), out_found = 1.f where any flag is set, else 0.f — both one fp32 on the device.
+// The partition of a tensor that square_sums and adamw_square_sums share (their partials are the same sums only while
+// both use it): blocks of kSquareSumThreads threads, 8 elements per thread and step, 4 steps.
+constexpr int kSquareSumThreads = 256;
+constexpr int64_t kSquareSumBlockElems = int64_t{kSquareSumThreads} * 8 * 4;
 int64_t square_sums_blocks(const int64_t* numel, int count);
 const char* square_sums(const void* const* src, const int64_t* numel, int count, DType dtype, float* part_sum,
                         int* part_bad, void* stream);

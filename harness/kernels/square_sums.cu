@@ -18,8 +18,8 @@
 namespace ampcheck::kernels::cuda {
 namespace {
 
-constexpr int kSqThreads = 256;
-constexpr int64_t kSqBlockElems = int64_t{kSqThreads} * 8 * 4;  // 8 per thread and step, 4 steps
+constexpr int kSqThreads = kSquareSumThreads;
+constexpr int64_t kSqBlockElems = kSquareSumBlockElems;  // 8 per thread and step, 4 steps
 
 struct SquareArgs {
   const void* src[kMaxCastTensors];
