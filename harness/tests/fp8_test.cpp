@@ -58,11 +58,17 @@ TEST(Fp8, FormatLimits) {
 }
 
 // Current scaling puts the amax at the format's max; the round trip keeps e4m3's 3 mantissa bits: relative error at
-// most 2^-4 per element in the normal range. Nothing saturates or flushes for N(0, 1) data.
+// most 2^-4 per element in the normal range. Nothing saturates or flushes: the data are N(0, 1) with magnitudes
+// floored at 0.01, so the smallest scaled element is 448 * 0.01 / amax (> 0.5 for any amax below 8.96, far above half
+// e4m3's smallest subnormal, 2^-10). Without the floor a draw flushes one element of 4096 in about 2.5% of seeds (an
+// |z| below ~7.6e-6 scales under 2^-10) — the probe then rightly counts it, which is why the data must exclude it.
 TEST(Fp8, CurrentScalingRoundTrip) {
   auto m = one_site(engine::Fp8Scaling::Current);
   m.begin_step(true);
-  at::Tensor x = at::randn({64, 64}, at::TensorOptions().dtype(at::kFloat)) * 1e-3;  // fp8 without a scale: subnormal
+  at::manual_seed(11);
+  at::Tensor z = at::randn({64, 64}, at::TensorOptions().dtype(at::kFloat));
+  ASSERT_LT(z.abs().max().item<double>(), 8.96);
+  at::Tensor x = z.sign() * z.abs().clamp_min(0.01) * 1e-3;  // fp8 without a scale: subnormal
   auto q = m.quantize(0, x);
   at::Tensor back = q.data.to(at::kFloat) * q.inv_scale;
   const double amax = x.abs().max().item<double>();
