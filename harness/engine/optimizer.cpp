@@ -69,7 +69,7 @@ void AdamW::lazy_init_state() {
   }
 }
 
-bool AdamW::sums_param_squares() const {
+bool AdamW::sums_squares() const {
   if (!cfg_.sum_param_squares || params_.empty()) return false;
   for (const auto& p : params_)
     if (p.scalar_type() != at::kFloat || !p.is_contiguous() || p.device() != params_.front().device()) return false;
@@ -83,7 +83,7 @@ void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::o
   lazy_init_state();
   at::NoGradGuard no_grad;
   param_sq_ = grad_sq_ = at::Tensor();
-  const bool sums = sums_param_squares();
+  const bool sums = sums_squares();
   const bool grad_sums = sums && cfg_.sum_grad_squares && !grad_scale;
   if (sums && !part_sum_.defined()) {  // once (an eager step: a captured step reuses the buffer)
     int64_t P = 0;
@@ -161,6 +161,7 @@ void AdamW::load_state(const NamedTensors& state) {
   exp_avg_.clear();
   exp_avg_sq_.clear();
   steps_.clear();
+  param_sq_ = grad_sq_ = at::Tensor();  // the sums described the parameters before the load
   if (state.empty()) return;  // saved before the first step
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -59,6 +59,9 @@ class Optimizer : public amp::ScalableOptimizer {
   // kernels::square_sum_nonfinite(grads).first on CUDA where every parameter had one) where that step computed it
   // (sum_grad_squares, no grad_scale), else undefined.
   virtual at::Tensor grad_square_sum() const { return {}; }
+  // whether this optimizer's steps compute param_square_sum() (and, with sum_grad_squares and no grad_scale,
+  // grad_square_sum()): sum_param_squares set and the parameters ones it can sum (AdamW: fp32, contiguous, one device)
+  virtual bool sums_squares() const { return false; }
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
   // Replaces the parameter tensors (same shapes/dtypes), e.g. after a checkpoint load into new leaves.
@@ -82,10 +85,10 @@ class AdamW final : public Optimizer {
   void load_state(const NamedTensors& state) override;
   at::Tensor param_square_sum() const override { return param_sq_; }
   at::Tensor grad_square_sum() const override { return grad_sq_; }
+  bool sums_squares() const override;
 
  private:
   void fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::optional<at::Tensor>& found_inf);
-  bool sums_param_squares() const;  // sum_param_squares, and every parameter fp32 and contiguous on one device
   void lazy_init_state();
   std::vector<int64_t> first_part_;  // sum_param_squares: param i's first partial in part_sum_
   at::Tensor part_sum_, param_sq_, grad_part_sum_, grad_sq_;

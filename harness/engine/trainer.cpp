@@ -136,6 +136,9 @@ Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
   opt_cfg.sum_grad_squares = grad_norm_from_optimizer_;
   for (int g = 0; g < 2; ++g)
     if (!opt_params[g].empty()) optimizers_.push_back(make_optimizer(opt_params[g], decay[g], opt_cfg));
+  // ... where that AdamW can sum these parameters (fp32, contiguous, one device: not model.half() or model.to(bf16))
+  if (param_norm_from_optimizer_ && !optimizers_[0]->sums_squares())
+    param_norm_from_optimizer_ = grad_norm_from_optimizer_ = false;
 
   scaler_ = make_scaler();
 
@@ -429,7 +432,8 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   master_copy_back();
   if (grad_norm_from_optimizer_) {  // (the grads as they were: nothing unscales them without a scaler)
     const at::Tensor gsq = optimizers_[0]->grad_square_sum();
-    grad_norm = (gsq.defined() ? gsq.sqrt() : norm_and_found(grads, device_).first) / scale_used;
+    TORCH_INTERNAL_ASSERT(gsq.defined(), "train.fused_param_norm: AdamW's step left no gradient sum");
+    grad_norm = gsq.sqrt() / scale_used;
   }
 
   // data parallel: a sharded optimizer's parameters gathered, ranks compared, the loss averaged over the ranks
@@ -445,7 +449,9 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
     at::NoGradGuard no_grad;
     const auto params = model_->parameter_tensors();
     const at::Tensor sq = param_norm_from_optimizer_ ? optimizers_[0]->param_square_sum() : at::Tensor();
-    if (sq.defined()) param_norm = sq.sqrt();  // train.fused_param_norm: AdamW's pass (bit for bit norm_and_found's)
+    // train.fused_param_norm: AdamW's pass (bit for bit norm_and_found's); undefined where no step has summed these
+    // parameters yet (a first step the GradScaler skipped on the host; the first after a checkpoint load): the pass
+    if (sq.defined()) param_norm = sq.sqrt();
     else param_norm = cfg_.loop.fused_grad_check ? norm_and_found(params, device_).first : total_norm(params, device_);
     update_norm = full_probe ? total_norm(at::_foreach_sub(params, prev_params_), device_) : nan;
   }
