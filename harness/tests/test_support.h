@@ -71,6 +71,27 @@ inline void expect_identical_trajectories(const engine::Trajectory& a, const eng
     }
 }
 
+// Two runs that differ only in how their norms are summed (an engine option that moves a norm into another pass):
+// losses, skipped steps and loss scales bit for bit, parameter and gradient norms within `rel` relative (a
+// non-finite gradient norm in both). `what` names the case in failures.
+inline void expect_same_run_but_norms(const engine::Trajectory& want, const engine::Trajectory& got, size_t steps,
+                                      double rel, const std::string& what) {
+  const auto &ra = want.rows, &rb = got.rows;
+  ASSERT_EQ(ra.size(), steps) << what;
+  ASSERT_EQ(rb.size(), steps) << what;
+  for (size_t s = 0; s < steps; ++s) {
+    const std::string at_step = what + ", step " + std::to_string(s);
+    EXPECT_EQ(rb[s][engine::kLoss], ra[s][engine::kLoss]) << at_step;
+    EXPECT_EQ(rb[s][engine::kSkipped], ra[s][engine::kSkipped]) << at_step;
+    EXPECT_EQ(rb[s][engine::kLossScale], ra[s][engine::kLossScale]) << at_step;
+    EXPECT_NEAR(rb[s][engine::kParamNorm], ra[s][engine::kParamNorm], rel * ra[s][engine::kParamNorm]) << at_step;
+    if (std::isfinite(ra[s][engine::kGradNorm]))
+      EXPECT_NEAR(rb[s][engine::kGradNorm], ra[s][engine::kGradNorm], rel * ra[s][engine::kGradNorm]) << at_step;
+    else
+      EXPECT_FALSE(std::isfinite(rb[s][engine::kGradNorm])) << at_step;
+  }
+}
+
 inline void expect_params_equal(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want,
                                 const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
