@@ -27,6 +27,8 @@ struct RunOptions {
   // add + LayerNorm (model.fused_layernorm), the fused bias gradients / GELU backward (model.fused_bias_gelu; GPT) and
   // the GEMM epilogues (model.gemm_epilogues; GPT), which take the block Linears where they apply.
   std::string engine = "stock";
+  bool strict = false;  // check / judge: a warning (a diagnostic beyond its allowance while the outcomes track, a
+                        // column never measured, mixed precision not in effect) fails its scenario
 };
 
 // A scenario as `opts` runs it: the file, with --engine fast's options applied.

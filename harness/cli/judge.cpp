@@ -9,8 +9,10 @@
 #include "reference/external_run.h"
 #include "report/html.h"
 
+#include <cctype>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <stdexcept>
 
 namespace ampcheck::cli {
@@ -21,14 +23,93 @@ std::string attr(const reference::TrajectoryFile& f, const std::string& key, con
   auto it = f.attributes.find(key);
   return it == f.attributes.end() || it->second.empty() ? otherwise : it->second;
 }
+
+// Does a strategy's name claim reduced precision? (fp16 / bf16 / half / fp8 / amp / mixed; not fp32 or tf32)
+bool claims_reduced_precision(std::string strategy) {
+  for (auto& c : strategy) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* k : {"fp16", "bf16", "float16", "half", "fp8", "float8", "amp", "mixed"})
+    if (strategy.find(k) != std::string::npos) return true;
+  return false;
+}
+
+// What `judge` adds to an external run's verdict: columns present but never measured, steps the recorder saw no
+// grads at, and mixed precision that never took effect (from the recorder's attributes, else from the trajectory).
+void add_recorder_warnings(verdict::Verdict& v, const reference::TrajectoryFile& run, const std::string& strategy,
+                           const reference::TrajectoryFile& ref) {
+  for (const auto& w : verdict::unjudged_columns(run.trajectory, run.columns_present, true))
+    verdict::add_warning(v, w.signal, w.message);
+  const std::string without = attr(run, "steps_without_grads", "0");
+  if (without != "0")
+    verdict::add_warning(v, "not_judged", "the recorder saw no grads at " + without + " step(s): grad_norm and the grad "
+                                          "fractions were not judged there — was step() called after zero_grad()?");
+  const bool claims = claims_reduced_precision(strategy);
+  const std::string autocast = attr(run, "autocast_dtype"), params = attr(run, "param_dtype");
+  if (claims && autocast == "none" && params == "float32") {
+    verdict::add_warning(v, "precision", "mixed precision not in effect: the strategy says " + strategy +
+                                         " but the recorder saw float32 parameters and no autocast at the forward" +
+                                         (attr(run, "grad_scaler") == "enabled" ? "" : ", and no enabled GradScaler") +
+                                         " — e.g. the HF Trainer's fp16=True on a CPU trains in FP32 silently");
+    return;
+  }
+  std::string cause;
+  if (!autocast.empty() || !params.empty())
+    cause = "the recorder saw parameters " + (params.empty() ? std::string("?") : params) + ", autocast " +
+            (autocast.empty() ? std::string("?") : autocast);
+  const std::string m = verdict::precision_not_in_effect(claims, run.trajectory, ref.trajectory, ref.noise_runs, cause);
+  if (!m.empty()) verdict::add_warning(v, "precision", m);
+}
+
+// What a spread run is: `seed`, `order` or `ulp`, from a KIND: prefix on the command line or the file's
+// `perturbation` attribute (the recorder's perturbation=...); both given must agree.
+struct SpreadRun {
+  std::string kind, path;
+};
+SpreadRun spread_kind(const std::string& arg) {
+  static const std::vector<std::string> kinds = {"seed", "order", "ulp"};
+  SpreadRun r{"", arg};
+  for (const auto& k : kinds)
+    if (arg.rfind(k + ":", 0) == 0) r = {k, arg.substr(k.size() + 1)};
+  return r;
+}
+
 }  // namespace
 
-int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_runs, const std::string& out,
+int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_args, const std::string& out,
                   bool force) {
-  if (spread_runs.empty())
-    throw std::runtime_error("--spread: at least one more FP32 run is needed (another seed, ulp-nudged weights or "
-                             "another data order): the allowed deviations are measured on how far such runs lie from "
-                             "the reference");
+  if (spread_args.empty())
+    throw std::runtime_error("--spread: at least one more FP32 run is needed (another seed or another data order): "
+                             "the allowed deviations are measured on how far such runs lie from the reference");
+  // 1. what each spread run is, before anything is read in full: a reference whose spread is only ±1-ulp nudges
+  //    measures how fast rounding grows (chaos), not how far an equally valid training lies — correct mixed
+  //    precision then fails (docs/TOLERANCE.md)
+  std::vector<SpreadRun> spread_runs;
+  bool has_valid_alternative = false;
+  for (const auto& arg : spread_args) {
+    SpreadRun sr = spread_kind(arg);
+    const auto file = reference::read_external_run(sr.path);
+    const std::string recorded = attr(file, "perturbation");
+    if (!recorded.empty() && recorded != "seed" && recorded != "order" && recorded != "ulp")
+      throw std::runtime_error(sr.path + ": attribute 'perturbation' is '" + recorded +
+                               "', expected seed, order or ulp for a spread run");
+    if (!sr.kind.empty() && !recorded.empty() && sr.kind != recorded)
+      throw std::runtime_error(sr.path + ": labelled " + sr.kind + ": on the command line, but its attribute "
+                               "'perturbation' says " + recorded);
+    if (sr.kind.empty()) sr.kind = recorded;
+    if (sr.kind.empty())
+      throw std::runtime_error(sr.path + ": what kind of spread run is this? It has no 'perturbation' attribute. "
+                               "HINT: label it on the command line — --spread seed:" + sr.path + " (another init seed), "
+                               "order:" + sr.path + " (another data order) or ulp:" + sr.path + " (weights nudged by an "
+                               "ulp) — or record it with Recorder(..., perturbation=\"seed\")");
+    has_valid_alternative |= sr.kind == "seed" || sr.kind == "order";
+    spread_runs.push_back(sr);
+  }
+  if (!has_valid_alternative)
+    throw std::runtime_error("--spread: every spread run is an ulp nudge; a reference needs at least one seed or order "
+                             "run. HINT: ±1-ulp runs measure how fast rounding grows in FP32, not how far an equally "
+                             "valid training lies, so correct mixed precision would fail against them. Train the FP32 "
+                             "setup once more with another init seed (torch.manual_seed before building the model) or "
+                             "another data order (the sampler's / data loader's seed; HF TrainingArguments(data_seed=...)) "
+                             "and pass it as --spread seed:FILE or order:FILE");
   reference::TrajectoryFile ref = reference::read_external_run(fp32_run);
   const auto check_run = [](const reference::TrajectoryFile& f, const std::string& path, int64_t steps) {
     if (f.trajectory.size() != steps)
@@ -41,14 +122,21 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
   };
   check_run(ref, fp32_run, ref.trajectory.size());
   std::vector<double> spread(ref.trajectory.rows.size(), 0.0);
-  for (const auto& path : spread_runs) {
-    const auto run = reference::read_external_run(path);
-    reference::check_same_training(run, path, ref, fp32_run);
-    check_run(run, path, ref.trajectory.size());
+  std::map<std::string, int> per_kind;
+  std::string sources;
+  for (const auto& sr : spread_runs) {
+    const auto run = reference::read_external_run(sr.path);
+    reference::check_same_training(run, sr.path, ref, fp32_run);
+    check_run(run, sr.path, ref.trajectory.size());
     for (size_t s = 0; s < spread.size(); ++s)
       spread[s] = std::max(spread[s], std::abs(run.trajectory.rows[s][engine::kLoss] - ref.trajectory.rows[s][engine::kLoss]));
-    ref.noise_runs.push_back({file_stem(path), run.trajectory});
+    // labels: the kind, numbered from the second run of a kind on (seed, seed-2, ...); ulp runs start with "ulp"
+    const int k = ++per_kind[sr.kind];
+    const std::string label = k == 1 ? sr.kind : sr.kind + "-" + std::to_string(k);
+    ref.noise_runs.push_back({label, run.trajectory});
+    sources += (sources.empty() ? "" : "\n") + label + "=" + sr.path;
   }
+  ref.attributes["noise_sources"] = sources;
   ref.series["loss_spread"] = spread;
   ref.attributes["kind"] = "external-fp32-reference";
   ref.attributes["reference_of"] = fp32_run;
@@ -126,11 +214,13 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     row.strategy = !strategy.empty() ? strategy : attr(run, "strategy", "-");
     row.device_class = attr(run, "device_class", summary.device_class);
     row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
-    const verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref.trajectory,
-                                              ref.noise_runs, verdict::Tolerance{});
+    verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref.trajectory,
+                                        ref.noise_runs, verdict::Tolerance{});
+    if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
     row.pass = v.verdict == row.expect;
     row.verdict = v.verdict;
     row.message = row.pass ? v.message : "expected " + row.expect + ", got " + v.verdict + ": " + v.message;
+    apply_warnings(row, v, {}, opts.strict);
     std::vector<std::string> missing;
     // the columns the signals read (param_norm, loss_scale, step_time_ms and eval_loss are reported, not judged)
     for (int c : {engine::kGradNorm, engine::kUpdateNorm, engine::kLr, engine::kSkipped, engine::kFracZero,

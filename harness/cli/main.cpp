@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
                     "stock (each scenario's engine options) | fast: CUDA graphs and the fused kernels wherever they apply")
       ->check(CLI::IsMember({"stock", "fast"}));
   check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
+  check->add_flag("--strict", run_opts.strict,
+                  "warnings fail: a diagnostic (zero/subnormal grads, FP8 casts) beyond its allowance while the "
+                  "outcomes track, a column never measured, mixed precision not in effect");
   check->add_option("--jobs,-j", run_opts.jobs,
                     "scenarios at once, each in its own process (default: one per core on the CPU, 1 on a GPU)");
 
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"tracks", "diverges", "stalls", "nonfinite", "error"}));
   judge->add_option("--strategy", judge_strategy, "the strategy family shown for every run (default: the run's "
                                                   "'strategy' attribute)");
+  judge->add_flag("--strict", run_opts.strict, "warnings fail (as for check)");
   add_output_options(judge);
 
   auto* ref_cmd = app.add_subcommand("reference", "a reference from your own FP32 run and a few more FP32 runs that give the noise");
@@ -92,7 +96,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> ref_spread;
   bool ref_force = false;
   ref_cmd->add_option("FP32_RUN", ref_run, "the FP32 run (.h5 or .jsonl)")->required();
-  ref_cmd->add_option("--spread", ref_spread, "FP32 runs with another seed, ulp-nudged weights or another data order")
+  ref_cmd->add_option("--spread", ref_spread,
+                      "FP32 runs that differ from FP32_RUN by one perturbation, each [KIND:]FILE with KIND seed (another "
+                      "init seed), order (another data order) or ulp (weights nudged by an ulp); without KIND: the "
+                      "file's 'perturbation' attribute (the recorder's perturbation=...). At least one seed or order run")
       ->required();
   ref_cmd->add_option("--out", ref_out, "the reference file to write")->required();
   ref_cmd->add_flag("--force", ref_force, "replace an existing reference file");

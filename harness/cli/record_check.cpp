@@ -17,6 +17,7 @@
 
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
@@ -118,6 +119,7 @@ int cmd_check(const RunOptions& opts) {
   make_dirs(opts.out_dir);
   report::RunSummary summary;
   summary.suite = opts.suite;
+  summary.strict = opts.strict;
   std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
   // a rank of a torchrun / srun job runs its scenarios in this process, in the job's order
   const int64_t jobs = dist::in_distributed_environment()
@@ -133,6 +135,7 @@ int cmd_check(const RunOptions& opts) {
     const std::string suite = summary.suite;
     summary = par.header;
     summary.suite = suite;
+    summary.strict = opts.strict;
     summary.scenarios = std::move(par.rows);
   }
   for (size_t i = 0; jobs <= 1 && i < files.size(); ++i) {
@@ -171,6 +174,21 @@ int cmd_check(const RunOptions& opts) {
       v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, ref.file.trajectory,
                          ref.noise, sc.tolerance);
       verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
+      if (r.outcome.status == engine::RunOutcome::Status::Completed) {
+        // nothing judged silently less, and mixed precision that never took effect
+        std::vector<std::string> columns;  // the engine records every column
+        for (int c = 0; c < engine::kNumColumns; ++c) columns.push_back(engine::column_name(c));
+        for (auto& w : verdict::unjudged_columns(r.trajectory, columns, false))
+          verdict::add_warning(v, w.signal, w.message);
+        const auto& st = run.strategy;
+        const bool claims_reduced = st.param_dtype != at::kFloat || st.autocast.has_value() || st.fp8.has_value() ||
+                                    st.master_weights || st.tf32;
+        const bool only_tf32 = st.tf32 && st.param_dtype == at::kFloat && !st.autocast && !st.fp8 && !st.master_weights;
+        const std::string m = verdict::precision_not_in_effect(
+            claims_reduced, r.trajectory, ref.file.trajectory, ref.noise,
+            only_tf32 && !device.is_cuda() ? "TF32 applies to CUDA matmuls only: on the CPU a tf32 run is FP32" : "");
+        if (!m.empty()) verdict::add_warning(v, "precision", m);
+      }
       fill_distributed(row, r);
       const int64_t skipped = r.trajectory.skipped_steps();
       const bool skipped_ok = (sc.expect.skipped_min < 0 || skipped >= sc.expect.skipped_min) &&
@@ -185,6 +203,7 @@ int cmd_check(const RunOptions& opts) {
                              : "expected " + sc.expect.verdict +
                                    (sc.expect.error.empty() ? "" : " ('" + sc.expect.error + "')") + ", got " +
                                    v.verdict + ": " + v.message;
+      apply_warnings(row, v, sc.expect.warnings, opts.strict);
       row.steps = r.trajectory.size();
       fill_verdict_fields(row, v);
       row.skipped_steps = skipped;
@@ -274,6 +293,27 @@ void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v
     if (g.judged) tf.series["margin_" + g.name] = g.margin_series;  // deviation / allowed per step
 }
 
+void apply_warnings(report::ScenarioSummary& row, const verdict::Verdict& v, const std::vector<std::string>& expected,
+                    bool strict) {
+  for (const auto& w : v.warnings) row.warnings.push_back({w.signal, w.message});
+  const auto raised = [&](const std::string& signal) {
+    for (const auto& w : v.warnings)
+      if (w.signal == signal) return true;
+    return false;
+  };
+  std::string why;
+  for (const auto& e : expected)
+    if (!raised(e)) why += (why.empty() ? "" : "; ") + ("expected a " + e + " warning, none was raised");
+  if (strict)
+    for (const auto& w : v.warnings)
+      if (std::find(expected.begin(), expected.end(), w.signal) == expected.end())
+        why += (why.empty() ? "" : "; ") + ("--strict: warning " + w.signal + ": " + w.message);
+  if (why.empty() || v.verdict == "error") return;
+  if (row.pass) row.message = why + " (verdict " + v.verdict + ": " + v.message + ")";
+  else row.message += "; " + why;
+  row.pass = false;
+}
+
 void print_result_table(const report::RunSummary& summary) {
   std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
             << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
@@ -288,6 +328,9 @@ void print_result_table(const report::RunSummary& summary) {
               << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
               << (r.pass ? "PASS" : "FAIL") << "\n";
   }
+  // findings that did not set a verdict, one line each (signals not judged, diagnostics, precision not in effect)
+  for (const auto& r : summary.scenarios)
+    for (const auto& w : r.warnings) std::cout << "WARN " << r.name << " (" << w.signal << "): " << w.message << "\n";
 }
 
 }  // namespace ampcheck::cli

@@ -16,4 +16,9 @@ void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v
                         const std::vector<double>& loss_spread);
 void print_result_table(const report::RunSummary& summary);
 
+// The verdict's warnings into the row, and what they do to PASS/FAIL: every warning `expected` names must be there
+// (a planted event whose only trace is a diagnostic), and under `strict` a warning not expected fails the row.
+void apply_warnings(report::ScenarioSummary& row, const verdict::Verdict& v, const std::vector<std::string>& expected,
+                    bool strict);
+
 }  // namespace ampcheck::cli

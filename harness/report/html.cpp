@@ -65,6 +65,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bott
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left}th{background:#f4f4f4}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .pass{color:#fff;background:#2ca02c;border-radius:3px;padding:0 6px}.fail{color:#fff;background:#d62728;border-radius:3px;padding:0 6px}
+.warn{color:#000;background:#ffbf00;border-radius:3px;padding:0 6px}ul.warnings{margin:4px 0;color:#8a5a00}
 .scenario{border:1px solid #ddd;border-radius:6px;padding:10px 12px;margin:12px 0}.charts{display:flex;flex-wrap:wrap;gap:8px}
 .msg{color:#444;margin:2px 0 8px}table.signals{font-size:12px;margin:6px 0 2px}.meta{color:#555;font-size:12px;margin:6px 0 0}
 svg .ct{font-size:12px;font-weight:600;fill:#222}svg .ax{font-size:10px;fill:#555}svg .lg{font-size:10px;fill:#333}
@@ -224,12 +225,19 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
     if (ser.events.size() > 1) o << " … and " << (ser.events.size() - 1) << " more";
   }
   o << "</p>\n";
+  if (!c.warnings.empty()) {  // findings that did not set the verdict (--strict fails on them)
+    o << "<ul class=\"warnings\">\n";
+    for (const auto& w : c.warnings)
+      o << "<li data-warning=\"" << escape(w.signal) << "\"><b>warning</b> (" << escape(w.signal) << "): " << escape(w.message)
+        << "</li>\n";
+    o << "</ul>\n";
+  }
   if (!c.signals.empty()) {
     o << "<table class=\"signals\"><tr><th>signal</th><th>result</th><th>max deviation / allowed</th><th>at step</th>"
          "<th>what was compared</th></tr>\n";
     for (const auto& g : c.signals)
       o << "<tr data-signal=\"" << escape(g.name) << "\"><td>" << escape(g.name) << "</td><td class=\""
-        << (g.fired && !g.decides ? "\">note" : g.fired ? "fail\">" + escape(g.verdict) : g.judged ? "pass\">within" : "\">not judged")
+        << (g.fired && !g.decides ? "warn\">diagnostic" : g.fired ? "fail\">" + escape(g.verdict) : g.judged ? "pass\">within" : "\">not judged")
         << "</td><td class=\"n\">"
         << (g.judged ? fmt(g.max_margin, 3) : "-") << "</td><td class=\"n\">"
         << (g.max_step >= 0 ? std::to_string(g.max_step) : "-") << "</td><td>" << escape(g.message) << "</td></tr>\n";
@@ -315,8 +323,10 @@ std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& 
        "<th>MFU</th><th>peak memory</th><th>result</th></tr>\n";
   for (const auto& c : s.scenarios)
     o << "<tr><td><a href=\"#" << anchor(c.name) << "\">" << escape(c.name) << "</a></td><td>" << escape(c.strategy)
-      << "</td><td>" << escape(c.expect) << "</td><td>" << escape(c.verdict) << "</td><td>"
-      << escape(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << "</td><td class=\"n\">" << fmt(c.first_loss)
+      << "</td><td>" << escape(c.expect) << "</td><td>" << escape(c.verdict)
+      << (c.warnings.empty() ? std::string() : " <span class=\"warn\">" + std::to_string(c.warnings.size()) +
+                                                   (c.warnings.size() == 1 ? " warning" : " warnings") + "</span>")
+      << "</td><td>" << escape(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << "</td><td class=\"n\">" << fmt(c.first_loss)
       << " → " << fmt(c.final_loss) << "</td><td class=\"n\">"
       << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-") << "</td><td class=\"n\">"
       << fmt(c.max_deviation_bands, 3) << "</td><td class=\"n\">" << c.skipped_steps << "</td><td class=\"n\">"

@@ -46,6 +46,7 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
   j["date"] = s.date;
   j["suite"] = s.suite;
   j["git_commit"] = s.git_commit;
+  j["strict"] = s.strict;
   j["passed"] = s.passed();
   j["failed"] = s.failed();
   j["scenarios"] = nlohmann::json::array();
@@ -91,6 +92,9 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
                      {"noise", num(g.noise)}, {"run_value", num(g.run_value)},
                      {"reference_value", num(g.reference_value)}, {"message", g.message}});
     j["scenarios"].back()["signals"] = sig;
+    nlohmann::json warn = nlohmann::json::array();
+    for (const auto& w : c.warnings) warn.push_back({{"signal", w.signal}, {"message", w.message}});
+    j["scenarios"].back()["warnings"] = warn;
     if (c.distributed.world_size > 0) {
       const auto& d = c.distributed;
       nlohmann::json ms = nlohmann::json::array(), share = nlohmann::json::array();
@@ -132,6 +136,7 @@ RunSummary read_summary_json(const std::string& path) {
     s.date = j.value("date", "");
     s.suite = j.value("suite", "");
     s.git_commit = j.value("git_commit", "");
+    s.strict = j.value("strict", false);
     for (const auto& c : j.at("scenarios")) {
       ScenarioSummary x;
       x.name = c.at("name").get<std::string>();
@@ -204,6 +209,8 @@ RunSummary read_summary_json(const std::string& path) {
           y.message = g.value("message", "");
           x.signals.push_back(y);
         }
+      if (c.contains("warnings"))
+        for (const auto& w : c.at("warnings")) x.warnings.push_back({w.at("signal").get<std::string>(), w.value("message", "")});
       s.scenarios.push_back(x);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -226,10 +233,19 @@ void write_junit(const std::string& path, const RunSummary& s) {
     const double seconds = std::isfinite(c.median_step_ms) ? c.median_step_ms * c.steps / 1000.0 : 0.0;
     x << "    <testcase classname=\"ampcheck." << xml_escape(c.device_class) << "\" name=\"" << xml_escape(c.name)
       << "\" time=\"" << fmt(seconds, 6) << "\">\n";
+    if (!c.warnings.empty()) {  // a non-failing note: properties CI viewers list, and the text in system-out
+      x << "      <properties>\n";
+      for (const auto& w : c.warnings)
+        x << "        <property name=\"ampcheck.warning." << xml_escape(w.signal) << "\" value=\"" << xml_escape(w.message)
+          << "\"/>\n";
+      x << "      </properties>\n";
+    }
     if (!c.pass)
       x << "      <failure message=\"expected " << xml_escape(c.expect) << ", got " << xml_escape(c.verdict) << "\">"
         << xml_escape(c.message) << "</failure>\n";
-    x << "      <system-out>" << xml_escape(c.verdict + ": " + c.message) << "</system-out>\n";
+    std::string out = c.verdict + ": " + c.message;
+    for (const auto& w : c.warnings) out += "\nwarning (" + w.signal + "): " + w.message;
+    x << "      <system-out>" << xml_escape(out) << "</system-out>\n";
     x << "    </testcase>\n";
   }
   x << "  </testsuite>\n</testsuites>\n";
@@ -257,6 +273,15 @@ void write_markdown(const std::string& path, const RunSummary& s) {
       if (!any_engine) m << "\nEngine paths (not the stock engine):\n\n";
       any_engine = true;
       m << "- " << c.name << ": " << c.engine << "\n";
+    }
+  bool any_warning = false;
+  for (const auto& c : s.scenarios)
+    for (const auto& w : c.warnings) {
+      if (!any_warning)
+        m << "\nWarnings (" << (s.strict ? "--strict: they fail their scenario" : "they do not fail a scenario; --strict makes them")
+          << "):\n\n";
+      any_warning = true;
+      m << "- " << c.name << " · `" << w.signal << "`: " << w.message << "\n";
     }
   bool any_fail = false;
   for (const auto& c : s.scenarios)

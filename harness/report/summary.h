@@ -13,8 +13,16 @@
 namespace ampcheck::report {
 
 // Version 2 added the measurement fields (workload .. peak_reserved_bytes); version 3 the per-signal comparisons
-// (signals, deciding_signal, max_signal). Older files are still read.
-constexpr int kSummaryVersion = 3;
+// (signals, deciding_signal, max_signal); version 4 the warnings (findings that did not set the verdict) and
+// `strict`. Older files are still read.
+constexpr int kSummaryVersion = 4;
+
+// A finding that did not set the verdict (verdict::Warning): a diagnostic beyond its allowance while the outcomes
+// track, a column present but never measured, mixed precision not in effect.
+struct WarningSummary {
+  std::string signal;   // zero_grads | subnormal_grads | fp8_saturated | fp8_flushed | not_judged | precision | ...
+  std::string message;
+};
 
 // One signal's comparison with the reference (verdict::SignalResult without its per-step series).
 struct SignalSummary {
@@ -41,6 +49,7 @@ struct ScenarioSummary {
   std::string deciding_signal;   // the signal that set a non-tracking verdict ("" otherwise)
   std::string max_signal;        // the signal with the largest margin
   std::vector<SignalSummary> signals;
+  std::vector<WarningSummary> warnings;  // v4: shown in the verdict line, junit (a non-failing note), summary.md, html
   double final_loss_ratio = NAN;
   double param_drift = NAN;
   int64_t skipped_steps = 0;
@@ -73,6 +82,7 @@ struct ScenarioSummary {
 
 struct RunSummary {
   std::string ampcheck_version, libtorch_version, cuda_version, device_name, device_class, date, suite, git_commit;
+  bool strict = false;  // v4: --strict — a warning fails its scenario
   std::vector<ScenarioSummary> scenarios;
   int64_t passed() const;
   int64_t failed() const;

@@ -553,6 +553,19 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
       sc.expect.skipped_min = skipped[0].as<int64_t>();
       sc.expect.skipped_max = skipped[1].as<int64_t>();
     }
+    YAML::Node warnings = e.raw("warnings");
+    if (warnings.IsDefined() && !warnings.IsNull()) {
+      const std::set<std::string> known = {"zero_grads", "subnormal_grads", "fp8_saturated", "fp8_flushed",
+                                           "not_judged", "precision"};
+      if (!warnings.IsSequence()) e.fail(warnings, "expect.warnings: expected a list of warning signals");
+      for (size_t j = 0; j < warnings.size(); ++j) {
+        const std::string field = "warnings[" + std::to_string(j) + "]";
+        if (!warnings[j].IsScalar() || !known.count(warnings[j].Scalar()))
+          e.fail_at(warnings[j], field, "expected one of zero_grads, subnormal_grads, fp8_saturated, fp8_flushed, "
+                                        "not_judged, precision, got " + Fields::describe(warnings[j]));
+        sc.expect.warnings.push_back(warnings[j].Scalar());
+      }
+    }
     if (sc.expect.verdict == "error" && sc.expect.error.empty()) e.fail_key("verdict", "verdict 'error' needs expect.error: the message");
     if (sc.expect.verdict != "error" && !sc.expect.error.empty()) e.fail_key("error", "only verdict 'error' takes a message");
     e.done();

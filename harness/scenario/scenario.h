@@ -22,6 +22,10 @@ struct Expect {
   std::string verdict = "tracks";  // tracks | diverges | stalls | nonfinite | error
   std::string error;               // for `error`: the exact message the engine must raise
   int64_t skipped_min = -1, skipped_max = -1;  // optional bounds on the skipped steps (-1: none)
+  // warnings the run must raise (verdict::Warning::signal: zero_grads, subnormal_grads, fp8_saturated, fp8_flushed,
+  // not_judged, precision): a planted event whose only trace is a diagnostic. Under --strict, a warning not listed
+  // here fails the scenario.
+  std::vector<std::string> warnings;
 };
 
 struct Scenario {

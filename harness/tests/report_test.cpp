@@ -126,6 +126,34 @@ TEST(ReportSummary, JsonRoundTripsEveryField) {
   EXPECT_EQ(back.failed(), 1);
 }
 
+// A warning (a finding that did not set the verdict) reaches every output: summary.json (v4), junit.xml as a
+// non-failing note, summary.md and report.html.
+TEST(ReportSummary, WarningsReachEveryOutputAndDoNotFailTheTestcase) {
+  const std::string d = dir() + "_warn";
+  ::mkdir(d.c_str(), 0755);
+  RunSummary s = sample();
+  s.strict = true;
+  s.scenarios[0].warnings = {{"zero_grads", "20% of grad elements zero vs 1.8% in FP32 <&>"}};
+  write_run_reports(d, s);
+  const RunSummary back = read_summary_json(d + "/summary.json");
+  ASSERT_EQ(back.scenarios[0].warnings.size(), 1u);
+  EXPECT_EQ(back.scenarios[0].warnings[0].signal, "zero_grads");
+  EXPECT_EQ(back.scenarios[0].warnings[0].message, "20% of grad elements zero vs 1.8% in FP32 <&>");
+  EXPECT_TRUE(back.strict);
+  EXPECT_TRUE(back.scenarios[1].warnings.empty());
+  EXPECT_NE(slurp(d + "/summary.json").find("\"version\": 4"), std::string::npos);
+  const std::string junit = slurp(d + "/junit.xml");
+  EXPECT_NE(junit.find("<property name=\"ampcheck.warning.zero_grads\" value=\"20% of grad elements zero vs 1.8% in "
+                       "FP32 &lt;&amp;&gt;\"/>"), std::string::npos) << junit;
+  EXPECT_EQ(count(junit, "<failure"), 1u) << "the warning is a note: only the failed scenario has a <failure>";
+  EXPECT_NE(slurp(d + "/summary.md").find("- fp16-autocast-scaler · `zero_grads`: 20% of grad elements zero"),
+            std::string::npos);
+  write_html_report(d, s);
+  const std::string html = slurp(d + "/report.html");
+  EXPECT_NE(html.find("<li data-warning=\"zero_grads\"><b>warning</b>"), std::string::npos);
+  EXPECT_NE(html.find("<span class=\"warn\">1 warning</span>"), std::string::npos);
+}
+
 TEST(ReportSummary, BadSummaryIsAnErrorNamingFileAndField) {
   const std::string p = dir() + "/bad.json";
   std::ofstream(p) << R"({"schema": "ampcheck-summary", "version": 99, "scenarios": []})";
@@ -303,7 +331,7 @@ TEST(ReportHtml, ASectionWithThreeChartsPerScenarioAndNothingExternal) {
   // signal beyond its allowance as a note
   EXPECT_EQ(count(html, "<tr data-signal="), 3u);
   EXPECT_NE(html.find("data-signal=\"update_norm\"><td>update_norm</td><td class=\"fail\">stalls"), std::string::npos);
-  EXPECT_NE(html.find("data-signal=\"subnormal_grads\"><td>subnormal_grads</td><td class=\"\">note"), std::string::npos);
+  EXPECT_NE(html.find("data-signal=\"subnormal_grads\"><td>subnormal_grads</td><td class=\"warn\">diagnostic"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg")) << "no URL but the SVG namespace";
 }

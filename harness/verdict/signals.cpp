@@ -188,7 +188,9 @@ SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory
   std::ostringstream m;
   if (!r.fired) {
     m << "loss within " << num(r.max_margin, 2) << " of its allowed deviation (step " << r.max_step << ")";
-  } else if (dev_last > 0 && shed_run >= 0) {
+  } else if (dev_last > 0 && shed_run >= 0 && shed_run < shed_ref) {
+    // learned less than the reference but still learned: a stall. A run that ends above the reference while it
+    // shed as much or more (it started elsewhere, or went up and came down) moved elsewhere: diverges, below.
     r.verdict = "stalls";
     m << "loss ";
     if (shed_ref > allowed[last]) m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed ("
@@ -235,7 +237,9 @@ SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const 
   auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
     const auto v = per_lr(t);
     const auto raw = aligned_deviation(std::min(n, v.size()), skips, [&](size_t s, size_t j) {
-      if (updates && t.rows[s][engine::kSkipped] > 0.5) return kNaN;  // a skipped step moves nothing by design
+      // a skipped step moves nothing by design, and its grads (inf, or zeroed by a clip of inf) are no sample of
+      // learning: the skipped signal alone judges it
+      if (t.rows[s][engine::kSkipped] > 0.5) return kNaN;
       if (!std::isfinite(v[s]) || !(ref_v[j] > 0) || !std::isfinite(ref_v[j])) return kNaN;
       return std::log(std::max(v[s], ref_v[j] * 1e-12) / ref_v[j]);  // an exact 0 counts as 1e-12 x
     });
@@ -278,6 +282,7 @@ SignalResult fraction_signal(int column, const engine::Trajectory& run, const en
   auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
     const auto v = t.column(column);
     const auto raw = aligned_deviation(std::min(n, v.size()), skips, [&](size_t s, size_t j) {
+      if (t.rows[s][engine::kSkipped] > 0.5) return kNaN;  // a skipped step's grads are no sample of learning
       return std::isfinite(v[s]) && std::isfinite(ref_v[j]) ? v[s] - ref_v[j] : kNaN;
     });
     return trailing_mean(raw, tol.window);
@@ -291,15 +296,13 @@ SignalResult fraction_signal(int column, const engine::Trajectory& run, const en
   const auto run_sm = trailing_mean(run.column(column), tol.window);
   r.run_value = run_sm[r.max_step];
   r.reference_value = r.run_value - r.deviation;
-  r.decides = zero;
+  r.decides = false;  // a diagnostic: it explains an outcome or warns, it never sets the verdict
   std::ostringstream m;
-  if (r.fired && !zero) {
-    m << "note: " << pct(r.run_value) << " of grad elements subnormal vs " << pct(r.reference_value)
-      << " in FP32 at step " << r.max_step << " (kept at reduced precision; reported, not judged)";
-  } else if (r.fired) {
-    r.verdict = "stalls";
+  if (r.fired) {
+    r.verdict = "stalls";  // what it would point to: grads lost to underflow
     m << pct(r.run_value) << " of grad elements " << what << " vs " << pct(r.reference_value) << " in FP32 at step "
-      << r.max_step << " (excess allowed " << pct(r.allowed) << "; out from step " << r.first_step << ")";
+      << r.max_step << " (excess allowed " << pct(r.allowed) << "; out from step " << r.first_step << ")"
+      << (zero ? "" : " (a subnormal keeps its value at reduced precision)");
   } else {
     m << what << " grad elements " << pct(r.run_value) << " vs " << pct(r.reference_value) << " in FP32";
   }
@@ -401,6 +404,7 @@ SignalResult fp8_signal(bool saturated, const engine::Trajectory& run, const Tol
     for (size_t s = 0; s < n; ++s)
       if (std::isfinite(x[s]) && (!std::isfinite(worst[s]) || x[s] > worst[s])) worst[s] = x[s], worst_cast[s] = c;
   }
+  r.decides = false;  // a diagnostic: what the casts did; the outcome signals say whether it cost anything
   const double floor = saturated ? tol.fp8_saturated_floor : tol.fp8_flushed_floor;
   const std::vector<double> allowed(n, floor), none(n, kNaN);
   judge_series(r, worst, allowed, none, [](double d) { return std::max(d, 0.0); });

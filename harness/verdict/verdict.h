@@ -2,13 +2,16 @@
 //
 //   error      the engine raised (message kept)
 //   nonfinite  NaN/inf reached the parameters (or the final loss), or non-finite grads were applied
-//   tracks     every signal within its allowed deviation at every step (signals.h: loss, true grad norm, update
-//              norm, zero / subnormal / non-finite grad elements, skipped steps)
-//   stalls     a signal fired that says learning was lost: updates or grads collapsed, grads underflowed, too many
-//              steps skipped, or the loss shed only part of what the reference shed
-//   diverges   a signal fired otherwise (loss off in either direction while learning, grads or updates too large)
-// When several signals fire, the one with the largest margin (deviation / allowed) decides the verdict; the message
-// names every signal that fired, largest first. docs/TOLERANCE.md documents every constant and its calibration.
+//   tracks     every outcome signal within its allowed deviation at every step (signals.h: loss, true grad norm,
+//              update norm, non-finite grads applied, skipped steps)
+//   stalls     an outcome signal fired that says learning was lost: updates or grads collapsed, too many steps
+//              skipped, or the loss shed only part of what the reference shed
+//   diverges   an outcome signal fired otherwise (the loss moved elsewhere, grads or updates too large)
+// Outcomes decide, diagnostics explain: the zero / subnormal grad fractions and the FP8 cast probes never set the
+// verdict. A diagnostic beyond its allowance while every outcome tracks is a warning (Verdict::warnings; `--strict`
+// fails on warnings); beside a failing outcome it is named in the message as the likely cause.
+// When several outcome signals fire, the one with the largest margin (deviation / allowed) decides the verdict; the
+// message names every signal that fired, largest first. docs/TOLERANCE.md documents every constant and its calibration.
 #pragma once
 
 #include "engine/precision.h"
@@ -25,6 +28,13 @@ namespace ampcheck::verdict {
 // the number format).
 Tolerance default_tolerance(const engine::Strategy& s);
 
+// A finding that does not change the verdict: a diagnostic signal beyond its allowance while the outcomes track,
+// a signal that could not be judged although its column is present, mixed precision that never took effect.
+struct Warning {
+  std::string signal;   // zero_grads | subnormal_grads | fp8_saturated | fp8_flushed | not_judged | precision
+  std::string message;  // one clause, e.g. "zero_grads: 20% of grad elements zero vs 1.8% in FP32 at step 118 ..."
+};
+
 struct Verdict {
   std::string verdict;                 // tracks | diverges | stalls | nonfinite | error
   std::string deciding_signal;         // the signal that set the verdict ("" for tracks / error / status)
@@ -39,6 +49,7 @@ struct Verdict {
   int64_t skipped_steps = 0;
   std::string message;                 // one sentence on what happened
   std::vector<SignalResult> signals;   // every signal, judged or not (empty for error / nonfinite status)
+  std::vector<Warning> warnings;       // tracks (or any verdict): findings that did not decide it
   // Per-step series for reports: the smoothed reference loss and its allowed deviation (whenever a reference is
   // given), the smoothed run loss and its deviation in allowed units (completed runs).
   std::vector<double> reference_smoothed, band, run_smoothed, deviation_bands;
@@ -49,6 +60,23 @@ std::string report_margin(double m);  // a margin as two significant digits
 // status: "completed" | "nonfinite" | "error"; error: the engine's message for "error".
 Verdict judge(const std::string& status, const std::string& error, const engine::Trajectory& run,
               const engine::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol);
+
+// Mixed precision that never took effect: a run that claims a reduced-precision strategy (claims_reduced) but whose
+// loss is bit-identical to the FP32 reference's at every step, or within the spread of the reference's ±1-ulp noise
+// runs (FP32's own rounding noise) at every step, computed in FP32. Returns the warning's message ("" if none).
+// `cause` names what the run's attributes say about it (empty: unknown) and is appended.
+std::string precision_not_in_effect(bool claims_reduced, const engine::Trajectory& run,
+                                    const engine::Trajectory& reference, const std::vector<NoiseRun>& noise,
+                                    const std::string& cause);
+
+// A column the run holds but whose every value on the steps the optimizer took is NaN: nothing of it was judged.
+// One warning per such column among the judged ones (grad_norm, update_norm, frac_zero_grad, ...); for a run of a
+// user's loop (`recorded`) the grad columns name the likely cause (step() after zero_grad()).
+std::vector<Warning> unjudged_columns(const engine::Trajectory& run, const std::vector<std::string>& columns_present,
+                                      bool recorded);
+
+// Adds a warning (and its clause to the message); the verdict itself is unchanged.
+void add_warning(Verdict& v, const std::string& signal, const std::string& message);
 
 // Data parallel: ranks that disagreed at a cross-rank check (harness/dist/) make the verdict `diverges`, with the
 // check's message first, whatever rank 0's own signals say: a run whose ranks hold different models or scales is
