@@ -15,7 +15,9 @@ keep=--keep; [ "${FORCE:-0}" = 1 ] && keep=--force
 mkdir -p "$out/runs"
 noise=(fp32-ulp+1 fp32-ulp-1 fp32-seed fp32-order)
 "$python" "$here/train_amp.py" --out "$out/runs" --steps "${STEPS:-100}" $keep fp32 "${noise[@]}" "${variants[@]}"
-spread=(); for n in "${noise[@]}"; do spread+=("$out/runs/$n.h5"); done
+# each spread run labelled with what it is (ulp nudges measure rounding chaos; the seed and order runs make the spread)
+kinds=(ulp ulp seed order)
+spread=(); for i in "${!noise[@]}"; do spread+=("${kinds[$i]}:$out/runs/${noise[$i]}.h5"); done
 runs=(); for v in "${variants[@]}"; do runs+=("$out/runs/$v.h5"); done
 "$ampcheck" reference "$out/runs/fp32.h5" --spread "${spread[@]}" --out "$out/reference.h5" --force
 "$ampcheck" judge "${runs[@]}" --reference "$out/reference.h5" --out "$out/report" --force

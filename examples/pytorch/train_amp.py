@@ -16,7 +16,7 @@ run is one way to train it:
 
     python3 examples/pytorch/train_amp.py --out runs/                      # every run: runs/<run>.h5
     python3 examples/pytorch/train_amp.py --out runs/ fp32 fp32-seed fp16-autocast-scaler
-    ampcheck reference runs/fp32.h5 --spread runs/fp32-ulp+1.h5 runs/fp32-ulp-1.h5 runs/fp32-seed.h5 \\
+    ampcheck reference runs/fp32.h5 --spread ulp:runs/fp32-ulp+1.h5 ulp:runs/fp32-ulp-1.h5 seed:runs/fp32-seed.h5 \\
         runs/fp32-order.h5 --out runs/reference.h5
     ampcheck judge runs/fp16-autocast-scaler.h5 --reference runs/reference.h5 --out report/
 

@@ -2,7 +2,8 @@
 # `ampcheck reference` + `ampcheck judge` end to end on runs written outside `check`: three FP32 runs of the micro
 # GPT (seeds 1337, 1338, 1339) make a reference; the correct fp16 autocast + GradScaler run tracks it (also as JSON
 # lines holding only loss and grad norm, which says what it could not judge); a forgotten zero_grad fails with the
-# signal that fired; a run of another length, an existing reference and existing reports without --force are refused.
+# signal that fired; a run of another length, an existing reference and existing reports without --force are refused,
+# and so are a spread of ulp runs only and a spread run whose kind is unknown.
 set -euo pipefail
 ampcheck=$1; src=$2; python=${3:-python3}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -14,9 +15,22 @@ done
   "$src/scenarios/fp16-autocast-scaler.yaml" "$src/scenarios/zero-grad-forgotten.yaml" --device cpu --out "$work/runs" > "$work/run.log"
 "$ampcheck" run "$src/scenarios/fp16-autocast-scaler.yaml" --steps 30 --device cpu --out "$work/short" > /dev/null
 r=$work/runs
-"$ampcheck" reference "$r/fp32.h5" --spread "$r/fp32-seed1338.h5" "$r/fp32-seed1339.h5" --out "$work/ref.h5"
+# a spread of ±1-ulp runs only, or a run whose kind nobody said, is refused (exit 2) with a HINT, nothing written
+"$ampcheck" run "$src/scenarios/fp32.yaml" --device cpu --out "$work/again" > /dev/null
+set +e
+"$ampcheck" reference "$r/fp32.h5" --spread "ulp:$work/again/fp32.h5" --out "$work/ulp-ref.h5" 2> "$work/err.txt"; rc=$?
+set -e
+[ $rc = 2 ] && grep -q "every spread run is an ulp nudge" "$work/err.txt" && grep -q "HINT" "$work/err.txt" && [ ! -e "$work/ulp-ref.h5" ] \
+  || { cat "$work/err.txt"; echo "FAIL: an ulp-only spread was not refused (rc $rc)"; exit 1; }
+set +e
+"$ampcheck" reference "$r/fp32.h5" --spread "$r/fp32-seed1338.h5" --out "$work/unlabelled.h5" 2> "$work/err.txt"; rc=$?
+set -e
+[ $rc = 2 ] && grep -q "fp32-seed1338.h5: what kind of spread run is this" "$work/err.txt" && [ ! -e "$work/unlabelled.h5" ] \
+  || { cat "$work/err.txt"; echo "FAIL: an unlabelled spread run was not refused (rc $rc)"; exit 1; }
+"$ampcheck" reference "$r/fp32.h5" --spread "seed:$r/fp32-seed1338.h5" "seed:$r/fp32-seed1339.h5" --out "$work/ref.h5"
+"$python" -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert sorted(f['noise']) == ['seed', 'seed-2'], list(f['noise'])" "$work/ref.h5"
 sum_before=$(md5sum "$work/ref.h5")
-if "$ampcheck" reference "$r/fp32.h5" --spread "$r/fp32-seed1338.h5" --out "$work/ref.h5" 2> "$work/err.txt"; then
+if "$ampcheck" reference "$r/fp32.h5" --spread "seed:$r/fp32-seed1338.h5" --out "$work/ref.h5" 2> "$work/err.txt"; then
   echo "FAIL: an existing reference was replaced without --force"; exit 1
 fi
 grep -q "refusing to overwrite" "$work/err.txt" || { cat "$work/err.txt"; echo "FAIL: no clear error"; exit 1; }

@@ -53,7 +53,7 @@ expect_error truncated "truncated.h5: cannot open as HDF5" "$work/truncated.h5"
 expect_error no-loss "no-loss.jsonl:2: 'loss' is required" "$work/no-loss.jsonl"
 expect_error other-model "attribute 'model_parameters' is '1234567'.*mismatched provenance" "$work/other-model.h5"
 expect_error other-length "short/fp32.h5: 40 steps, the reference" "$work/short/fp32.h5"
-set +e; "$ampcheck" reference "$work/other-model.h5" --spread "$runs/fp32-seed.h5" --out "$work/ref2.h5" 2> "$work/err.txt"; rc=$?; set -e
+set +e; "$ampcheck" reference "$work/other-model.h5" --spread "seed:$runs/fp32-seed.h5" --out "$work/ref2.h5" 2> "$work/err.txt"; rc=$?; set -e
 [ $rc = 2 ] && grep -q "mismatched provenance" "$work/err.txt" && [ ! -e "$work/ref2.h5" ] || { cat "$work/err.txt"; echo "FAIL: reference"; exit 1; }
 [ "$(md5sum "$ref")" = "$ref_sum" ] || { echo "FAIL: the reference changed"; exit 1; }
 # the recorder refuses to replace a run before training starts
