@@ -127,7 +127,7 @@ Batch BatchSampler::train_batch(int64_t step, int64_t micro) const {
   const uint64_t range = static_cast<uint64_t>(split_ - T_ - 1);
   for (int64_t b = first; b < first + local; ++b)
     offsets[b - first] =
-        static_cast<int64_t>(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ (micro * 7919 + b)) % range);
+        static_cast<int64_t>(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(micro * B_ + b)) % range);
   return gather(offsets);
 }
 

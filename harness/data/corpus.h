@@ -54,7 +54,9 @@ class BatchSampler {
  public:
   // Copies the corpus to `device` once; train windows come from [0, split), eval windows from [split, end).
   BatchSampler(const TokenCorpus& corpus, const DataConfig& cfg, at::Device device);
-  // Deterministic in (seed, step, micro): the micro-th micro-batch of optimizer step `step`.
+  // Deterministic in (seed, step, micro): the micro-th micro-batch of optimizer step `step`. Sample i of a step's
+  // global batch (i = micro × batch_size + b) is the same window whatever the split: M micro-batches of B/M hold the
+  // samples one batch of B holds (the accumulation invariance test relies on it), as ranks' shards do.
   Batch train_batch(int64_t step, int64_t micro = 0) const;
   // The i-th fixed eval batch.
   Batch eval_batch(int64_t i) const;

@@ -175,3 +175,38 @@ TEST(EngineProbes, TrueGradNormIsIndependentOfTheLossScale) {
   EXPECT_EQ(ta.trajectory().rows[0][engine::kLossScale], 65536.0);
   EXPECT_EQ(tb.trajectory().rows[0][engine::kLossScale], 1024.0);
 }
+
+// The accumulation invariance: in FP32 an optimizer step over one batch of 8 and over 2 micro-batches of 4 (the loss
+// divided by the micro-batches) is the same update — the same samples (data::BatchSampler keys a sample by its index
+// in the step's global batch), the same mean gradient, summed in another order (tolerance 1e-5 relative: float32
+// rounding of two partial means, ~1e-7, with margin; a wrong division is off by 100%). Without the division (the
+// pitfall) the grads are the sum: the true grad norm doubles.
+TEST(EngineAccumulation, OneBatchAndTwoMicroBatchesGiveTheSameUpdateInFp32) {
+  auto whole = micro_run("fp32", 3), split = micro_run("fp32", 3), undivided = micro_run("fp32", 3);
+  whole.data.batch_size = 8;
+  split.data.batch_size = 4;
+  split.loop.micro_batches = 2;
+  undivided.data.batch_size = 4;
+  undivided.loop.micro_batches = 2;
+  undivided.loop.divide_loss_by_micro_batches = false;
+  for (auto* c : {&whole, &split, &undivided}) c->optimizer.kind = "sgd", c->optimizer.lr = 0.05, c->optimizer.momentum = 0;
+  engine::Trainer a(whole, at::kCPU), b(split, at::kCPU), u(undivided, at::kCPU);
+  a.run();
+  b.run();
+  u.run();
+  for (int s = 0; s < 3; ++s) {
+    const auto& ra = a.trajectory().rows[s];
+    const auto& rb = b.trajectory().rows[s];
+    for (int c : {engine::kLoss, engine::kGradNorm, engine::kUpdateNorm, engine::kParamNorm})
+      EXPECT_NEAR(rb[c], ra[c], 1e-5 * std::abs(ra[c])) << "step " << s << ", " << engine::column_name(c);
+  }
+  auto pa = a.model().parameter_tensors(), pb = b.model().parameter_tensors();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const double diff = (pa[i] - pb[i]).abs().max().item<double>(), scale = pa[i].abs().max().item<double>();
+    EXPECT_LE(diff, 1e-5 * scale + 1e-7) << "parameter " << a.model().parameters()[i].name;
+  }
+  EXPECT_NEAR(u.trajectory().rows[0][engine::kGradNorm], 2 * a.trajectory().rows[0][engine::kGradNorm],
+              1e-5 * a.trajectory().rows[0][engine::kGradNorm])
+      << "without dividing the loss the accumulated grads are the sum of the micro-batches'";
+}

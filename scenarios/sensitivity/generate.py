@@ -37,7 +37,6 @@ SCALES = {
             "fp16-autocast-underflow-no-scaler": ("diverges", "the grads that survive the 1e-5 underflow keep only "
                                                   "fp16-subnormal precision and are multiplied back: noisy updates "
                                                   "raise the loss (5.57 -> 18.1); nothing becomes non-finite"),
-            "accumulation-loss-not-divided": ("nonfinite", "SGD at 8x its learning rate blows the nano GPT up"),
             "two-optimizers-inf-in-one": ({"skipped": [1, 2]}, "the dynamic scale 65536 also overflows once (step 15)"),
             "fp16-autocast-activation-overflow": ({"skipped": [2, 3]},
                                                   "the dynamic scale 65536 also overflows once (step 15)"),
