@@ -27,6 +27,7 @@ struct RunOptions {
   // add + LayerNorm (model.fused_layernorm), the fused bias gradients / GELU backward (model.fused_bias_gelu; GPT) and
   // the GEMM epilogues (model.gemm_epilogues; GPT), which take the block Linears where they apply.
   std::string engine = "stock";
+  std::vector<std::string> tolerance;  // judge: KEY=VALUE overrides of verdict::Tolerance (k, window, ratio_floor, ...)
   bool strict = false;  // check / judge: a warning (a diagnostic beyond its allowance while the outcomes track, a
                         // column never measured, mixed precision not in effect) fails its scenario
 };

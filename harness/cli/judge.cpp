@@ -197,6 +197,27 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
                                  "HINT: pass --force to replace it, or another --out");
   }
 
+  verdict::Tolerance tol;
+  for (const auto& kv : opts.tolerance) {
+    const auto eq = kv.find('=');
+    const std::string key = kv.substr(0, eq == std::string::npos ? kv.size() : eq);
+    double value = NAN;
+    try {
+      if (eq != std::string::npos) value = std::stod(kv.substr(eq + 1));
+    } catch (const std::exception&) {
+    }
+    if (!std::isfinite(value) || value <= 0)
+      throw std::runtime_error("--tolerance " + kv + ": expected KEY=VALUE with a positive number");
+    if (key == "k") tol.k = value;
+    else if (key == "window") tol.window = static_cast<int64_t>(value);
+    else if (key == "ratio_floor" && value >= 1) tol.ratio_floor = value;
+    else if (key == "fraction_floor" && value < 1) tol.fraction_floor = value;
+    else if (key == "max_skipped_fraction" && value <= 1) tol.max_skipped_fraction = value;
+    else
+      throw std::runtime_error("--tolerance " + kv + ": expected k, window, ratio_floor (>= 1), fraction_floor (< 1) "
+                               "or max_skipped_fraction (<= 1)");
+  }
+
   // 2. judge each run and write its annotated trajectory, then the reports
   const auto spread_it = ref.series.find("loss_spread");
   const std::vector<double> spread =
@@ -215,7 +236,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     row.device_class = attr(run, "device_class", summary.device_class);
     row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
     verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref.trajectory,
-                                        ref.noise_runs, verdict::Tolerance{});
+                                        ref.noise_runs, tol);
     if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
     row.pass = v.verdict == row.expect;
     row.verdict = v.verdict;

@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
   judge->add_option("--strategy", judge_strategy, "the strategy family shown for every run (default: the run's "
                                                   "'strategy' attribute)");
   judge->add_flag("--strict", run_opts.strict, "warnings fail (as for check)");
+  judge->add_option("--tolerance", run_opts.tolerance,
+                    "KEY=VALUE: a verdict constant other than the calibrated default (k, window, ratio_floor, "
+                    "fraction_floor, max_skipped_fraction; docs/TOLERANCE.md), e.g. for a calibration sweep");
   add_output_options(judge);
 
   auto* ref_cmd = app.add_subcommand("reference", "a reference from your own FP32 run and a few more FP32 runs that give the noise");

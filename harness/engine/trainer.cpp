@@ -282,6 +282,13 @@ bool Trainer::inf_check_from_probe() const {
          scaler_->stage(*optimizers_[0]) == amp::GradScaler::Stage::READY;
 }
 
+std::vector<at::Tensor> Trainer::stepped_parameters() const {
+  if (masters_.empty()) return model_->parameter_tensors();
+  std::vector<at::Tensor> out;
+  for (const auto& m : masters_) out.push_back(m.detach());
+  return out;
+}
+
 void Trainer::master_grads() {
   if (masters_.empty()) return;
   at::NoGradGuard no_grad;
@@ -405,7 +412,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   if (full_probe) {
     stats = grad_stats(grads);
     at::NoGradGuard no_grad;
-    const auto params = model_->parameter_tensors();
+    const auto params = stepped_parameters();
     if (prev_params_.empty()) {
       for (const auto& p : params) prev_params_.push_back(p.detach().clone());
     } else {
@@ -447,7 +454,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   const at::Tensor nan = full_probe ? at::Tensor() : at::full({}, kNaN, dev_opts);  // the columns not probed
   {
     at::NoGradGuard no_grad;
-    const auto params = model_->parameter_tensors();
+    const auto params = stepped_parameters();
     const at::Tensor sq = param_norm_from_optimizer_ ? optimizers_[0]->param_square_sum() : at::Tensor();
     // train.fused_param_norm: AdamW's pass (bit for bit norm_and_found's); undefined where no step has summed these
     // parameters yet (a first step the GradScaler skipped on the host; the first after a checkpoint load): the pass

@@ -102,6 +102,10 @@ class Trainer {
   at::Tensor backward_target(const at::Tensor& loss); // scaler.scale(loss) (or the loss: no scaler / pitfall)
   at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
   void update_scale();                                // scaler.update() / update(S)
+  // The parameters the optimizer steps: the fp32 masters where the strategy keeps them (their update is the
+  // optimizer's; the fp16 copy rounds an update below its ulp to 0 or a whole ulp), else the model's. The update and
+  // parameter norms are measured on these.
+  std::vector<at::Tensor> stepped_parameters() const;
   void master_grads();                                // model grads -> fp32 master grads
   bool inf_check_from_probe() const;                  // train.fused_grad_check: the probe stands for the scaler's check
   void master_copy_back();                            // fp32 masters -> model params
