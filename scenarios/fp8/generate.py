@@ -42,12 +42,17 @@ CASES = [
     ("fp8-spike-current", "fp8", True, "tracks",
      "A x1024 activation spike at one block's c_fc input at steps 25 and 45 (exact in FP32): the current amax "
      "scales it back, so the FP8 run tracks."),
-    ("fp8-delayed-stale-spike", "{preset: fp8, fp8: {scaling: delayed, history: 16}}", True, "diverges",
+    ("fp8-delayed-stale-spike", "{preset: fp8, fp8: {scaling: delayed, history: 16}}", True,
+     "{verdict: tracks, warnings: [fp8_saturated]}",
      "The same spike under delayed scaling: the scale comes from an amax history that has not seen it, so the cast "
-     "saturates nearly every element of that c_fc input at the spike steps."),
-    ("fp8-no-scaling", "{preset: fp8, fp8: {scaling: none}}", False, "stalls",
+     "saturates nearly every element of that c_fc input at the spike steps (the fp8_saturated diagnostic). Outcomes "
+     "decide: on the H200 (2026-12-03) loss, grad norm and updates still tracked FP32 over 60 steps (margins <= "
+     "0.41), so this is a warning, not a failure."),
+    ("fp8-no-scaling", "{preset: fp8, fp8: {scaling: none}}", False,
+     {"gpt2": "stalls", "mini": "diverges"},
      "FP8 casts without a scale (x.to(float8)): the gradients (~1e-6) are far below e5m2's smallest subnormal "
-     "(1.5e-5) and flush to zero, so the blocks stop learning."),
+     "(1.5e-5) and flush to zero (the zero_grads and fp8_flushed diagnostics). On GPT-2 the updates collapse "
+     "(stalls); on mini the true grad norm grows 13x past FP32's (H200, 2026-12-03: diverges)."),
     ("fp8-embedding-head", "{preset: fp8, fp8: {layers: all}}", False, "tracks",
      "FP8 also in the token / position embedding lookups and the tied LM head, which recipes keep in higher "
      "precision. Measured (H200, 2026-12-03): with e5m2 gradients and per-tensor current scaling it tracks FP32 at "
@@ -76,7 +81,9 @@ def scenario(scale, cfg, name, strategy, spike, expect, why):
             f"strategy: {strategy}\n")
     if spike:
         text += "inject:\n" + SPIKE.format(block=cfg["spike_block"])
-    text += f"expect: {{verdict: {expect}}}\n"
+    if isinstance(expect, dict):  # per scale
+        expect = expect[scale]
+    text += f"expect: {expect}\n" if expect.startswith("{") else f"expect: {{verdict: {expect}}}\n"
     return text
 
 

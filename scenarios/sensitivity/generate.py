@@ -59,9 +59,11 @@ SCALES = {
                  "fp8-unsupported-on-cpu",  # FP8 runs on the GPU: the fp8 suite (scenarios/fp8) judges it
                  "bf16-autocast-chunked-head"],  # not yet run on the H200 (issue 13): the CPU scales judge it
         "expect": {
-            "fp16-autocast-underflow-scaled": ("stalls", "GPT-2's grads are far smaller than micro's: under the "
-                                               "1e-5 injection the scale 65536 no longer rescues them and a third "
-                                               "flush to zero (H200, 2026-12-03)"),
+            "fp16-autocast-underflow-scaled": ({"verdict": "tracks", "warnings": ["zero_grads"]},
+                                               "GPT-2's grads are far smaller than micro's: under the 1e-5 injection "
+                                               "the scale 65536 no longer rescues them and a third flush to zero "
+                                               "(H200, 2026-12-03), yet loss, grad norm and updates track over 60 "
+                                               "steps (margins <= 0.58): a zero_grads warning, not a failure"),
             "fp16-autocast-underflow-no-scaler": ("stalls", "the flushed grads stall SGD; nothing blows up"),
             "fp16-pure-underflow-stalls": ("stalls", "GPT-2's true grad norm collapses (the flushed grads) before "
                                            "the loss can climb"),
