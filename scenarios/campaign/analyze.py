@@ -468,7 +468,7 @@ def main():
     sets = []
     for label, fname in [("check (training-time binary, 4 noise runs)", "results-check.jsonl")] + \
             [(f"re-judged: {s}", os.path.join("rejudge", s, "results.jsonl"))
-             for s in ("all", "seed", "order", "seed+order", "ulp")]:
+             for s in ("all", "seed", "order", "seed+order", "ulp", "all@k=4", "all@ratio_floor=1.05")]:
         rs = []
         for d in args.dirs:
             p = os.path.join(d, fname)
@@ -492,9 +492,12 @@ def main():
             caught = sum(r["verdict"] != "tracks" for r in b)
             bm = [r for r in b if (r["_dir"], r["name"]) in meas_names]
             bmc = sum(r["verdict"] != "tracks" for r in bm)
+            tm = sorted(r.get("max_deviation_bands") or 0 for r in c if r["verdict"] == "tracks")
             srows.append([label, len(c), f"{len(fa)} ({pct(len(fa), len(c))})", fa_d, counter_str(collections.Counter(decider(r) for r in fa)),
+                          fmt(tm[-1] if tm else None), sum(1 for m in tm if m > 0.5),
                           f"{caught}/{len(b)} ({pct(caught, len(b))})", f"{bmc}/{len(bm)} ({pct(bmc, len(bm))})"])
-        P(table(["verdicts", "correct", "false alarms", "only diag.", "false alarms by signal", "bugs caught",
+        P(table(["verdicts", "correct", "false alarms", "only diag.", "false alarms by signal",
+                 "largest margin of a correct run that tracks", "correct runs > 1/2 of their allowance", "bugs caught",
                  "measurable caught"], srows))
         P("")
 
