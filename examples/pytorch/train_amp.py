@@ -35,7 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from ampcheck_recorder import Recorder  # noqa: E402
+from ampcheck_recorder import Recorder, nudge_ulp  # noqa: E402
 
 VARIANTS = ("fp32", "fp16-autocast-scaler", "bf16-autocast", "half-gradscaler", "clip-before-unscale",
             "update-forgotten")
@@ -114,9 +114,7 @@ def train(variant, out_path, steps=100, batch=8, seq=32, lr=3e-3, noise=None, de
     torch.manual_seed(seed)
     model = TinyLM(seq=seq).to(device)
     if noise in ("ulp+1", "ulp-1"):  # every initial weight one ulp away
-        with torch.no_grad():
-            for p in model.parameters():
-                p.copy_(torch.nextafter(p, torch.full_like(p, math.inf if noise == "ulp+1" else -math.inf)))
+        nudge_ulp(model, +1 if noise == "ulp+1" else -1)
     corpus = markov_corpus(64, 64 * 1024)
     order = torch.Generator().manual_seed(99 + (1 if noise == "order" else 0))
     fp16 = variant in ("fp16-autocast-scaler", "clip-before-unscale", "update-forgotten", "half-gradscaler")
@@ -129,8 +127,10 @@ def train(variant, out_path, steps=100, batch=8, seq=32, lr=3e-3, noise=None, de
         autocast_dtype = None
     attributes = {"strategy": variant if noise is None else f"fp32 ({noise})", "expect": expect,
                   "run_key": RUN_KEY, "dataset": "markov-64x65536-seed7", "steps": steps}
+    # noise runs say what they are (`ampcheck reference` needs a seed or order run; ulp runs alone are refused)
+    perturbation = None if noise is None else {"ulp+1": "ulp", "ulp-1": "ulp"}.get(noise, noise)
     rec = (Recorder(out_path, model, optimizer, scaler, attributes=attributes, overwrite=overwrite,
-                    probe_every=probe_every) if record else None)
+                    probe_every=probe_every, perturbation=perturbation) if record else None)
     try:
         with rec or contextlib.nullcontext():
             for step in range(steps):
@@ -142,9 +142,7 @@ def train(variant, out_path, steps=100, batch=8, seq=32, lr=3e-3, noise=None, de
                 optimizer.zero_grad(set_to_none=True)
                 with torch.autocast(device, dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
                     loss = model(x, y)
-                scaler.scale(loss).backward()
-                if rec:
-                    rec.after_backward()
+                scaler.scale(loss).backward()  # the recorder reads the grads here, by backward hooks
                 if variant != "clip-before-unscale":
                     scaler.unscale_(optimizer)  # (a no-op when the scaler is disabled)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
