@@ -70,4 +70,27 @@ fi
 grep -q "summary.json: exists; refusing to overwrite" "$work/err.txt" && [ "$(md5sum "$work/bad/summary.json")" = "$sum_before" ] \
   || { cat "$work/err.txt"; echo "FAIL: no clear error, or the reports changed"; exit 1; }
 [ -f "$work/ok/report.html" ] && [ -f "$work/ok/junit.xml" ] || { echo "FAIL: reports missing"; exit 1; }
+# nothing judged silently less: a run whose grad columns are present but NaN at every step (a recorder that saw no
+# grads: step() after zero_grad without its backward hooks) is named on the terminal and in the reports, as a warning;
+# --strict fails on it. A run claiming fp16 that is FP32 bit for bit (here the FP32 run itself) gets a precision warning.
+"$python" - "$r/fp16-autocast-scaler.h5" "$work/no-grads.h5" <<'PY'
+import h5py, shutil, sys
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "a") as f:
+    for c in ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad"):
+        f["steps"][c][...] = float("nan")
+    f.attrs["steps_without_grads"] = str(len(f["steps/loss"]))
+PY
+"$ampcheck" judge "$work/no-grads.h5" --reference "$work/ref.h5" --out "$work/warn" > "$work/warn.log" \
+  || { cat "$work/warn.log"; echo "FAIL: a run with unjudged columns failed without --strict"; exit 1; }
+grep -q "WARN no-grads (not_judged): grad_norm not judged: every value NaN — was step() called after zero_grad()?" "$work/warn.log" \
+  && grep -q "WARN no-grads (not_judged): the recorder saw no grads at 60 step(s)" "$work/warn.log" \
+  && grep -q 'ampcheck.warning.not_judged' "$work/warn/junit.xml" \
+  || { cat "$work/warn.log"; echo "FAIL: unjudged grad columns not named"; exit 1; }
+if "$ampcheck" judge "$work/no-grads.h5" --reference "$work/ref.h5" --out "$work/warn-strict" --strict > "$work/strict.log"; then
+  cat "$work/strict.log"; echo "FAIL: --strict passed a run with warnings"; exit 1
+fi
+"$ampcheck" judge "$r/fp32.h5" --strategy fp16-autocast --reference "$work/ref.h5" --out "$work/precision" > "$work/precision.log"
+grep -q "WARN fp32 (precision): mixed precision not in effect: the loss is bit-identical" "$work/precision.log" \
+  || { cat "$work/precision.log"; echo "FAIL: an FP32 run claiming fp16 was not named"; exit 1; }
 echo "judge: reference built, correct runs track, bugs and bad input refused"
