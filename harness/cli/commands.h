@@ -28,6 +28,7 @@ struct RunOptions {
   // the GEMM epilogues (model.gemm_epilogues; GPT), which take the block Linears where they apply.
   std::string engine = "stock";
   std::vector<std::string> tolerance;  // judge: KEY=VALUE overrides of verdict::Tolerance (k, window, ratio_floor, ...)
+  bool more_noise = false;  // record: also a second seed and a second data order (6 noise runs)
   bool strict = false;  // check / judge: a warning (a diagnostic beyond its allowance while the outcomes track, a
                         // column never measured, mixed precision not in effect) fails its scenario
 };

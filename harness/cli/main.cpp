@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   add_scenario_options(record);
   record->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
   record->add_flag("--force", run_opts.force, "re-record references that exist");
+  record->add_flag("--more-noise", run_opts.more_noise,
+                   "six noise runs instead of four: also init seed + 2 and a second data order (for chaotic setups)");
 
   auto* check = app.add_subcommand("check", "run scenarios, compare with their FP32 references, PASS/FAIL");
   add_scenario_options(check);

@@ -76,12 +76,12 @@ int cmd_record(const RunOptions& opts) {
       continue;
     }
     std::cout << "recording " << path << " for " << sc.run.name << " (" << base.loop.steps << " steps + "
-              << reference::noise_perturbations().size() << " noise runs)\n" << std::flush;
+              << reference::noise_perturbations(opts.more_noise).size() << " noise runs)\n" << std::flush;
     const engine::RunConfig ref_cfg = reference::reference_run_config(base);
     reference::TrajectoryFile tf;
     tf.trajectory = train_reference(ref_cfg, device);
     std::vector<double> spread(tf.trajectory.rows.size(), 0.0);
-    for (const auto& p : reference::noise_perturbations()) {
+    for (const auto& p : reference::noise_perturbations(opts.more_noise)) {
       const auto t = train_reference(reference::perturbed(ref_cfg, p), device);
       for (size_t s = 0; s < spread.size(); ++s)
         spread[s] = std::max(spread[s], std::abs(t.rows[s][engine::kLoss] - tf.trajectory.rows[s][engine::kLoss]));
@@ -93,7 +93,7 @@ int cmd_record(const RunOptions& opts) {
     tf.attributes["reference_key"] = key.key;
     tf.attributes["reference_canonical"] = key.canonical;
     std::string labels;
-    for (const auto& p : reference::noise_perturbations()) labels += (labels.empty() ? "" : ",") + p.label;
+    for (const auto& p : reference::noise_perturbations(opts.more_noise)) labels += (labels.empty() ? "" : ",") + p.label;
     tf.attributes["noise_runs"] = labels;
     tf.attributes["status"] = "completed";
     if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) tf.attributes["git_commit"] = commit;

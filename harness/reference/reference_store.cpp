@@ -76,10 +76,13 @@ std::string reference_path(const std::string& root, const std::string& device_cl
   return root + "/" + device_class + "/" + key + ".h5";
 }
 
-std::vector<NoisePerturbation> noise_perturbations() {
+std::vector<NoisePerturbation> noise_perturbations(bool more) {
   // ulp nudges: how fast this model and optimizer amplify a rounding-sized difference; seed and order: how far an
   // equally valid FP32 training (other initial weights, other batch order) lies from the reference.
-  return {{"ulp+1", 1.0, 0, 0}, {"ulp-1", -1.0, 0, 0}, {"seed", 0.0, 1, 0}, {"order", 0.0, 0, 0x0dde5eedULL}};
+  std::vector<NoisePerturbation> out = {
+      {"ulp+1", 1.0, 0, 0}, {"ulp-1", -1.0, 0, 0}, {"seed", 0.0, 1, 0}, {"order", 0.0, 0, 0x0dde5eedULL}};
+  if (more) out.insert(out.end(), {{"seed-2", 0.0, 2, 0}, {"order-2", 0.0, 0, 0x5eed0dd2ULL}});
+  return out;
 }
 
 engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoisePerturbation& p) {

@@ -36,7 +36,9 @@ struct NoisePerturbation {
   uint64_t seed_offset = 0;  // added to the init seed
   uint64_t order_seed = 0;   // DataConfig::order_seed (0 = unchanged)
 };
-std::vector<NoisePerturbation> noise_perturbations();
+// The four of `ampcheck record`; `more` adds a second seed (+2) and a second data order (record --more-noise): for a
+// workload whose FP32 training is chaotic (docs/TOLERANCE.md, the calibration campaign's spread-count study).
+std::vector<NoisePerturbation> noise_perturbations(bool more = false);
 engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoisePerturbation& p);
 
 struct Reference {

@@ -468,7 +468,8 @@ def main():
     sets = []
     for label, fname in [("check (training-time binary, 4 noise runs)", "results-check.jsonl")] + \
             [(f"re-judged: {s}", os.path.join("rejudge", s, "results.jsonl"))
-             for s in ("all", "seed", "order", "seed+order", "ulp", "all@k=4", "all@ratio_floor=1.05")]:
+             for s in ("all", "seed", "order", "seed+order", "ulp", "all@k=4", "all@ratio_floor=1.05", "more",
+                       "2seeds+2orders", "2seeds+order", "seed+2orders")]:
         rs = []
         for d in args.dirs:
             p = os.path.join(d, fname)

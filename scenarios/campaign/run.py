@@ -34,7 +34,13 @@ NOISE_SETS = {
     "order": ["order"],
     "seed+order": ["seed", "order"],
     "ulp": ["ulp+1", "ulp-1"],
+    # with references recorded by `ampcheck record --more-noise` (--refs refs-more): six noise runs
+    "more": None,
+    "2seeds+2orders": ["seed", "seed-2", "order", "order-2"],
+    "2seeds+order": ["seed", "seed-2", "order"],
+    "seed+2orders": ["seed", "order", "order-2"],
 }
+MORE_NOISE_SETS = ("more", "2seeds+2orders", "2seeds+order", "seed+2orders")
 
 _children = {}  # pid -> Popen, only processes this script started
 
@@ -315,6 +321,8 @@ def rejudge(args, manifest, workloads):
             if not runs or len(refs) != 1:
                 continue
             ref = os.path.join(d, refs.pop())
+            if s in MORE_NOISE_SETS:  # the same reference recorded with six noise runs (--refs, default refs-more)
+                ref = os.path.join(d, args.refs, os.path.relpath(ref, os.path.join(d, "refs")))
             if NOISE_SETS[s] is not None:
                 dst = os.path.join(d, "refsets", s, os.path.basename(ref))
                 if not os.path.exists(dst):
@@ -379,6 +387,9 @@ def main():
     ap.add_argument("--rejudge", action="store_true", help="re-judge the trajectories (no training)")
     ap.add_argument("--sets", default=",".join(NOISE_SETS), help="noise sets for --rejudge (default: all five)")
     ap.add_argument("--force", action="store_true", help="--rejudge: judge again where results exist")
+    ap.add_argument("--refs", default="refs-more",
+                    help="--rejudge of the sets more, 2seeds+2orders, 2seeds+order, seed+2orders: the folder inside DIR "
+                         "with the references recorded by `ampcheck record --more-noise` (default refs-more)")
     ap.add_argument("--tolerance", action="append", metavar="KEY=VALUE",
                     help="--rejudge: a verdict constant other than the default (ampcheck judge --tolerance), e.g. k=4; "
                          "repeatable; the verdicts go to DIR/rejudge/<set>@<overrides>/")
