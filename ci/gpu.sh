@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU run recipe, for a machine with no network that has what ../shared/GPU.md lists (torch under
+# The GPU run recipe, for a machine with no network that has (torch under
 # /opt/torch/.venv, HDF5, GoogleTest, Google Benchmark, yaml-cpp, CLI11, nlohmann-json): build, every CTest test
 # (gpu label included), the gpu suite, the data-parallel runs (NCCL on every GPU), the throughput benchmark against
 # PyTorch-Python and `doctor`.

@@ -1,6 +1,6 @@
 // Training-step throughput of the ampcheck engine: a GPT preset trained with a strategy for warm-up + measured
 // steps; prints one JSON line with tokens/s, TFLOP/s (Model::training_flops_per_token: 6 per matmul weight +
-// attention 12·L·C·T per token, as in ../shared/GPU.md but without the position-embedding lookup), median and spread of the step time, and peak memory. Timing is device-synchronised over
+// attention 12·L·C·T per token, as in the GPU machine's reference table but without the position-embedding lookup), median and spread of the step time, and peak memory. Timing is device-synchronised over
 // windows of `--window` steps (one flush = one sync per window), so host-device overlap is kept inside a window.
 //
 //   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --seq 1024 --steps 30
