@@ -15,7 +15,7 @@ export PATH=/opt/torch/.venv/bin:$PATH
 export AMPCHECK_PYTHON=$(command -v python3)
 export BUILD_DIR=${BUILD_DIR:-build-gpu}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
-# NVLink multicast stays off (the lent machines' rule, ../.library/device/KINDS.md); the ranks ampcheck starts inherit it
+# NVLink multicast stays off (a rule of the lent GPU machines); the ranks ampcheck starts inherit it
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 bench profile components doctor}
