@@ -63,12 +63,14 @@ void add_recorder_warnings(verdict::Verdict& v, const reference::TrajectoryFile&
 // `perturbation` attribute (the recorder's perturbation=...); both given must agree.
 struct SpreadRun {
   std::string kind, path;
+  reference::TrajectoryFile file;  // read once, when its kind is decided
 };
 SpreadRun spread_kind(const std::string& arg) {
   static const std::vector<std::string> kinds = {"seed", "order", "ulp"};
-  SpreadRun r{"", arg};
+  SpreadRun r{"", arg, {}};
   for (const auto& k : kinds)
-    if (arg.rfind(k + ":", 0) == 0) r = {k, arg.substr(k.size() + 1)};
+    if (arg.rfind(k + ":", 0) == 0) r = {k, arg.substr(k.size() + 1), {}};
+  if (r.path.empty()) throw std::runtime_error("--spread " + arg + ": expected [KIND:]FILE, with a file after the label");
   return r;
 }
 
@@ -86,7 +88,8 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
   bool has_valid_alternative = false;
   for (const auto& arg : spread_args) {
     SpreadRun sr = spread_kind(arg);
-    const auto file = reference::read_external_run(sr.path);
+    sr.file = reference::read_external_run(sr.path);
+    const auto& file = sr.file;
     const std::string recorded = attr(file, "perturbation");
     if (!recorded.empty() && recorded != "seed" && recorded != "order" && recorded != "ulp")
       throw std::runtime_error(sr.path + ": attribute 'perturbation' is '" + recorded +
@@ -101,7 +104,7 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
                                "order:" + sr.path + " (another data order) or ulp:" + sr.path + " (weights nudged by an "
                                "ulp) — or record it with Recorder(..., perturbation=\"seed\")");
     has_valid_alternative |= sr.kind == "seed" || sr.kind == "order";
-    spread_runs.push_back(sr);
+    spread_runs.push_back(std::move(sr));
   }
   if (!has_valid_alternative)
     throw std::runtime_error("--spread: every spread run is an ulp nudge; a reference needs at least one seed or order "
@@ -125,7 +128,7 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
   std::map<std::string, int> per_kind;
   std::string sources;
   for (const auto& sr : spread_runs) {
-    const auto run = reference::read_external_run(sr.path);
+    const auto& run = sr.file;
     reference::check_same_training(run, sr.path, ref, fp32_run);
     check_run(run, sr.path, ref.trajectory.size());
     for (size_t s = 0; s < spread.size(); ++s)
@@ -209,13 +212,13 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     if (!std::isfinite(value) || value <= 0)
       throw std::runtime_error("--tolerance " + kv + ": expected KEY=VALUE with a positive number");
     if (key == "k") tol.k = value;
-    else if (key == "window") tol.window = static_cast<int64_t>(value);
+    else if (key == "window" && value >= 1 && value == std::floor(value)) tol.window = static_cast<int64_t>(value);
     else if (key == "ratio_floor" && value >= 1) tol.ratio_floor = value;
     else if (key == "fraction_floor" && value < 1) tol.fraction_floor = value;
     else if (key == "max_skipped_fraction" && value <= 1) tol.max_skipped_fraction = value;
     else
-      throw std::runtime_error("--tolerance " + kv + ": expected k, window, ratio_floor (>= 1), fraction_floor (< 1) "
-                               "or max_skipped_fraction (<= 1)");
+      throw std::runtime_error("--tolerance " + kv + ": expected k, window (a whole number of steps), ratio_floor "
+                               "(>= 1), fraction_floor (< 1) or max_skipped_fraction (<= 1)");
   }
 
   // 2. judge each run and write its annotated trajectory, then the reports

@@ -56,6 +56,18 @@ z = json.load(open(sys.argv[1]))["scenarios"][0]
 assert z["verdict"] != "tracks" and not z["pass"] and z["deciding_signal"], z
 print("zero_grad forgotten:", z["verdict"], "by", z["deciding_signal"])
 PY
+# --tolerance overrides a constant (a calibration sweep): at k = 1000 the forgotten zero_grad's deviation is allowed;
+# a bad override is refused before anything is written
+"$ampcheck" judge "$r/zero-grad-forgotten.h5" --reference "$work/ref.h5" --out "$work/wide" --tolerance k=1000 \
+  > "$work/wide.log" || { cat "$work/wide.log"; echo "FAIL: --tolerance k=1000 did not widen the allowance"; exit 1; }
+for bad in window=0.5 k=abc foo=1; do
+  set +e; "$ampcheck" judge "$r/zero-grad-forgotten.h5" --reference "$work/ref.h5" --out "$work/bad-tol" \
+    --tolerance "$bad" > /dev/null 2> "$work/err.txt"; rc=$?; set -e
+  [ $rc = 2 ] && grep -q -- "--tolerance $bad: expected" "$work/err.txt" && [ ! -e "$work/bad-tol" ] \
+    || { cat "$work/err.txt"; echo "FAIL: --tolerance $bad not refused up front (rc $rc)"; exit 1; }
+done
+set +e; "$ampcheck" reference "$r/fp32.h5" --spread "seed:" --out "$work/empty.h5" 2> "$work/err.txt"; rc=$?; set -e
+[ $rc = 2 ] && grep -q "expected \[KIND:\]FILE" "$work/err.txt" || { cat "$work/err.txt"; echo "FAIL: empty spread label"; exit 1; }
 # a run of another length is refused before anything is written; so are existing reports without --force
 set +e
 "$ampcheck" judge "$r/fp16-autocast-scaler.h5" "$work/short/fp16-autocast-scaler.h5" --reference "$work/ref.h5" \

@@ -1,4 +1,4 @@
-// CPU behaviour tests for ampcheck's GradScaler, written from the rules in /work/shared/GRADSCALER.md and mirroring
+// CPU behaviour tests for ampcheck's GradScaler, written from PyTorch 2.11's GradScaler rules and mirroring
 // PyTorch's own GradScaler tests (test_torch.py / test_cuda.py / test_optim.py): the update-scale arithmetic, unscale_
 // finding inf/nan in contiguous, transposed and sliced grads and in mixed float32/bfloat16 lists, the fused-optimizer
 // hand-over (grad_scale / found_inf, fp16 grads allowed there), state_dict round trips with and without lazy
