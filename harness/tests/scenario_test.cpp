@@ -75,6 +75,17 @@ TEST(ScenarioParse, UnknownStrategyListsTheKnownOnes) {
   EXPECT_NE(e.find("fp8-delayed"), std::string::npos) << e;
 }
 
+TEST(ScenarioParse, ExpectedWarningsAreKnownSignalsInAList) {
+  const auto sc = parse_scenario(std::string(kBase) + "expect: {verdict: tracks, warnings: [zero_grads, precision]}\n",
+                                 "scenarios/t.yaml");
+  EXPECT_EQ(sc.expect.warnings, (std::vector<std::string>{"zero_grads", "precision"}));
+  std::string e = error_of(std::string(kBase) + "expect: {verdict: tracks, warnings: [zero_grad]}\n");
+  EXPECT_NE(e.find("warnings[0]: expected one of zero_grads, subnormal_grads"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 'zero_grad'"), std::string::npos) << e;
+  e = error_of(std::string(kBase) + "expect: {verdict: tracks, warnings: zero_grads}\n");
+  EXPECT_NE(e.find("expect.warnings: expected a list of warning signals"), std::string::npos) << e;
+}
+
 TEST(ScenarioParse, ImpossibleCombinationsAreRefused) {
   EXPECT_NE(error_of("name: t\nwhy: w\nstrategy: {preset: fp32, master_weights: true}\n").find("master_weights"),
             std::string::npos);
