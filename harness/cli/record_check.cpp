@@ -174,21 +174,8 @@ int cmd_check(const RunOptions& opts) {
       v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, ref.file.trajectory,
                          ref.noise, sc.tolerance);
       verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
-      if (r.outcome.status == engine::RunOutcome::Status::Completed) {
-        // nothing judged silently less, and mixed precision that never took effect
-        std::vector<std::string> columns;  // the engine records every column
-        for (int c = 0; c < engine::kNumColumns; ++c) columns.push_back(engine::column_name(c));
-        for (auto& w : verdict::unjudged_columns(r.trajectory, columns, false))
-          verdict::add_warning(v, w.signal, w.message);
-        const auto& st = run.strategy;
-        const bool claims_reduced = st.param_dtype != at::kFloat || st.autocast.has_value() || st.fp8.has_value() ||
-                                    st.master_weights || st.tf32;
-        const bool only_tf32 = st.tf32 && st.param_dtype == at::kFloat && !st.autocast && !st.fp8 && !st.master_weights;
-        const std::string m = verdict::precision_not_in_effect(
-            claims_reduced, r.trajectory, ref.file.trajectory, ref.noise,
-            only_tf32 && !device.is_cuda() ? "TF32 applies to CUDA matmuls only: on the CPU a tf32 run is FP32" : "");
-        if (!m.empty()) verdict::add_warning(v, "precision", m);
-      }
+      if (r.outcome.status == engine::RunOutcome::Status::Completed)  // columns not judged, precision not in effect
+        verdict::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory, ref.noise);
       fill_distributed(row, r);
       const int64_t skipped = r.trajectory.skipped_steps();
       const bool skipped_ok = (sc.expect.skipped_min < 0 || skipped >= sc.expect.skipped_min) &&

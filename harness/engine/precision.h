@@ -55,6 +55,11 @@ struct Strategy {
   std::optional<Fp8Config> fp8;                       // FP8 matmuls (engine/fp8); nullopt = none
 
   std::string describe() const;   // one line, PyTorch-Python terms
+  // Anything other than plain FP32: reduced-precision params, autocast, FP8, master copies or TF32 (what a run that
+  // is FP32 bit for bit would claim in vain: verdict::precision_not_in_effect)
+  bool reduces_precision() const {
+    return param_dtype != at::kFloat || autocast.has_value() || fp8.has_value() || master_weights || tf32;
+  }
 };
 
 // The presets: fp32, tf32, fp16-pure-scaler, fp16-pure, fp16-autocast, fp16-static, bf16-autocast, bf16-pure,

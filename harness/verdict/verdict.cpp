@@ -163,6 +163,19 @@ std::string precision_not_in_effect(bool claims_reduced, const engine::Trajector
   return m;
 }
 
+void add_engine_run_warnings(Verdict& v, const engine::Trajectory& run, const engine::Strategy& strategy, bool on_cuda,
+                             const engine::Trajectory& reference, const std::vector<NoiseRun>& noise) {
+  std::vector<std::string> columns;  // the engine records every column
+  for (int c = 0; c < engine::kNumColumns; ++c) columns.push_back(engine::column_name(c));
+  for (const auto& w : unjudged_columns(run, columns, false)) add_warning(v, w.signal, w.message);
+  const bool only_tf32 = strategy.tf32 && strategy.param_dtype == at::kFloat && !strategy.autocast && !strategy.fp8 &&
+                         !strategy.master_weights;
+  const std::string m = precision_not_in_effect(
+      strategy.reduces_precision(), run, reference, noise,
+      only_tf32 && !on_cuda ? "TF32 applies to CUDA matmuls only: on the CPU a tf32 run is FP32" : "");
+  if (!m.empty()) add_warning(v, "precision", m);
+}
+
 std::vector<Warning> unjudged_columns(const engine::Trajectory& run, const std::vector<std::string>& columns_present,
                                       bool recorded) {
   std::vector<Warning> out;

@@ -75,6 +75,11 @@ std::string precision_not_in_effect(bool claims_reduced, const engine::Trajector
 std::vector<Warning> unjudged_columns(const engine::Trajectory& run, const std::vector<std::string>& columns_present,
                                       bool recorded);
 
+// The warnings of a completed run of ampcheck's own engine: every column not judged, and the strategy's reduced
+// precision not in effect (`on_cuda`: TF32 exists there; on the CPU a tf32 run is FP32 and the warning says why).
+void add_engine_run_warnings(Verdict& v, const engine::Trajectory& run, const engine::Strategy& strategy, bool on_cuda,
+                             const engine::Trajectory& reference, const std::vector<NoiseRun>& noise);
+
 // Adds a warning (and its clause to the message); the verdict itself is unchanged.
 void add_warning(Verdict& v, const std::string& signal, const std::string& message);
 
