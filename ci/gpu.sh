@@ -7,8 +7,14 @@
 # summary.json/md, report.html, log), margins.txt (the margin table of every run), compare.txt,
 # bench.jsonl, bench.md, doctor.txt + doctor.json, run.tar.gz (the whole run directory),
 # references.tar.gz (the cuda references recorded here), logs.tar.gz (build log, benchmark stderr).
+# Fails closed: the first stage that fails stops the script with a non-zero exit and a line naming the stage and what
+# failed (after that stage's results are packed into $OUT, so what ran still comes back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+STAGE=setup
+die() { echo "ci/gpu.sh: stage '$STAGE' failed: $*" >&2; exit 1; }
+# ok RC WHAT: an exit status checked once the command's output is saved; anything but 0 stops the script
+ok() { [ "$1" -eq 0 ] || die "$2 (exit $1)"; }
 OUT=${OUT:-out/gpu}
 mkdir -p "$OUT"
 export PATH=/opt/torch/.venv/bin:$PATH
@@ -19,21 +25,25 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 bench profile components doctor}
-has() { [[ " $STAGES " == *" $1 "* ]]; }
+KNOWN="build tests record suite fastsuite dist multigpu fp8 bench profile components doctor"
+for s in $STAGES; do [[ " $KNOWN " == *" $s "* ]] || die "unknown stage '$s' (known: $KNOWN)"; done
+has() { [[ " $STAGES " == *" $1 "* ]] && STAGE=$1; }
 
-{ nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1
+{ nvidia-smi -L && nvidia-smi --query-gpu=driver_version,memory.total --format=csv; } > "$OUT/doctor.txt" 2>&1 ||
+  { cat "$OUT/doctor.txt"; die "nvidia-smi: no GPU visible"; }
 if has build; then
-  ( time bash ci/build.sh ) > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
+  ( time bash ci/build.sh ) > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; die "ci/build.sh (log: $OUT/build.log)"; }
   tail -3 "$OUT/build.log"
 fi
 if has tests; then
   # the CUDA tests (the gpu label's gtests; the CPU-only tests ran in CI already), verbosely, so the log shows each
   # one ran rather than skipped
-  "$BUILD_DIR/harness/tests/ampcheck_tests" --gtest_filter='Cuda*' > "$OUT/tests.log" 2>&1
-  echo "ampcheck_tests Cuda* rc=$?"
-  "$BUILD_DIR/harness/tests/ampcheck_amp_tests" --gtest_filter='Cuda*' >> "$OUT/tests.log" 2>&1
-  echo "ampcheck_amp_tests Cuda* rc=$?"
-  grep -E "^\[ +(OK|FAILED|SKIPPED) +\] Cuda" "$OUT/tests.log" | sort | uniq -c | head -20
+  "$BUILD_DIR/harness/tests/ampcheck_tests" --gtest_filter='Cuda*' > "$OUT/tests.log" 2>&1; rc1=$?
+  echo "ampcheck_tests Cuda* rc=$rc1"
+  "$BUILD_DIR/harness/tests/ampcheck_amp_tests" --gtest_filter='Cuda*' >> "$OUT/tests.log" 2>&1; rc2=$?
+  echo "ampcheck_amp_tests Cuda* rc=$rc2"
+  grep -E "^\[ +(OK|FAILED|SKIPPED) +\] Cuda" "$OUT/tests.log" | awk '{print $1, $2, $3}' | sort | uniq -c | head -20
+  ok $rc1 "ampcheck_tests --gtest_filter=Cuda*"; ok $rc2 "ampcheck_amp_tests --gtest_filter=Cuda*"
 fi
 WORK=${WORK:-/tmp/ampcheck-gpu}; mkdir -p "$WORK"
 if has record; then
@@ -41,22 +51,24 @@ if has record; then
   # references; RECORD_SCENARIOS (files) limits it to some scenarios' references
   what=(--suite gpu); [ -n "${RECORD_SCENARIOS:-}" ] && what=($RECORD_SCENARIOS)
   rm -rf "$WORK/references"
-  ( time "$BUILD_DIR/ampcheck" record "${what[@]}" --device cuda --references "$WORK/references" --force ) > "$WORK/record.log" 2>&1
-  echo "record rc=$?"; tail -8 "$WORK/record.log"
+  ( time "$BUILD_DIR/ampcheck" record "${what[@]}" --device cuda --references "$WORK/references" --force ) > "$WORK/record.log" 2>&1; rc=$?
+  echo "record rc=$rc"; tail -8 "$WORK/record.log"
   tar czf "$OUT/references.tar.gz" -C "$WORK" references record.log
+  ok $rc "ampcheck record"
 fi
 if has dist; then
   # the data-parallel path on CUDA: NCCL at world size 1 (the dist-gpu suite), against FP32 references recorded here
-  grep -E "ampcheck: (c10d|NCCL|no gloo)" "$OUT/build.log" 2>/dev/null
+  grep -E "ampcheck: (c10d|NCCL|no gloo)" "$OUT/build.log" 2>/dev/null || true
   rm -rf "$WORK/dist-references" "$WORK/dist"
-  "$BUILD_DIR/ampcheck" record --suite dist-gpu --device cuda --references "$WORK/dist-references" > "$WORK/dist-record.log" 2>&1
-  echo "dist record rc=$?"; tail -3 "$WORK/dist-record.log"
+  "$BUILD_DIR/ampcheck" record --suite dist-gpu --device cuda --references "$WORK/dist-references" > "$WORK/dist-record.log" 2>&1; rc_rec=$?
+  echo "dist record rc=$rc_rec"; tail -3 "$WORK/dist-record.log"
   "$BUILD_DIR/ampcheck" check --suite dist-gpu --device cuda --jobs 1 --references "$WORK/dist-references" \
-    --out "$WORK/dist" --force > "$WORK/dist.log" 2>&1
-  echo "dist check rc=$?"; tail -12 "$WORK/dist.log"
+    --out "$WORK/dist" --force > "$WORK/dist.log" 2>&1; rc=$?
+  echo "dist check rc=$rc"; tail -12 "$WORK/dist.log"
   cp "$WORK/dist.log" "$WORK/dist-record.log" "$WORK/dist/" 2>/dev/null
   cp -r "$WORK/dist-references" "$WORK/dist/references" 2>/dev/null
   tar czf "$OUT/dist.tar.gz" -C "$WORK" dist
+  ok $rc_rec "ampcheck record --suite dist-gpu"; ok $rc "ampcheck check --suite dist-gpu"
 fi
 if has multigpu; then
   # data parallel over this machine's GPUs (NCCL): the dist-multigpu suite's scenarios with at most as many ranks as
@@ -73,20 +85,22 @@ if has multigpu; then
   done
   if [ ${#files[@]} -gt 0 ]; then
     ( time "$BUILD_DIR/ampcheck" check "${files[@]}" --device cuda --jobs 1 --out "$WORK/multigpu/run" --force ) \
-      > "$WORK/multigpu/suite.log" 2>&1
-    echo "multigpu suite rc=$?"; tail -16 "$WORK/multigpu/suite.log"
+      > "$WORK/multigpu/suite.log" 2>&1; rc=$?
+    echo "multigpu suite rc=$rc"; tail -16 "$WORK/multigpu/suite.log"
   else  # fewer than 2 GPUs: what ampcheck says for a 2-GPU scenario
     "$BUILD_DIR/ampcheck" check scenarios/dist-multigpu/dist-gpt2-bf16-2gpus.yaml --device cuda --out "$WORK/multigpu/run" \
-      > "$WORK/multigpu/suite.log" 2>&1
-    echo "multigpu suite on $gpus GPU(s) rc=$? (77: skipped)"; cat "$WORK/multigpu/suite.log"
+      > "$WORK/multigpu/suite.log" 2>&1; rc=$?
+    echo "multigpu suite on $gpus GPU(s) rc=$rc (77: skipped)"; cat "$WORK/multigpu/suite.log"
+    [ $rc -eq 77 ] && rc=0
   fi
   worlds=1; for w in 2 4 8; do [ $w -le "$gpus" ] && worlds="$worlds,$w"; done
   python3 bench/dist_scaling.py --ampcheck "$BUILD_DIR/ampcheck" --out "$WORK/multigpu/scaling" --force \
     --preset gpt2-124m --strategy bf16-autocast --per-rank-batch 8 --seq-len 1024 --world-sizes "$worlds" \
-    --backend nccl --device cuda --steps ${SCALING_STEPS:-30} > "$WORK/multigpu/scaling.log" 2>&1
-  echo "scaling rc=$?"; tail -8 "$WORK/multigpu/scaling.log"
+    --backend nccl --device cuda --steps ${SCALING_STEPS:-30} > "$WORK/multigpu/scaling.log" 2>&1; rc_sc=$?
+  echo "scaling rc=$rc_sc"; tail -8 "$WORK/multigpu/scaling.log"
   cp "$WORK/multigpu/scaling/scaling.md" "$WORK/multigpu/scaling/scaling.jsonl" "$OUT/" 2>/dev/null
   tar czf "$OUT/multigpu.tar.gz" -C "$WORK" multigpu
+  ok $rc "ampcheck check (dist-multigpu)"; ok $rc_sc "bench/dist_scaling.py"
 fi
 if has fp8; then
   # the fp8 suite (FP8 recipes and planted failures, GPT-2 124M and mini): the GPT-2 scenarios share the committed
@@ -97,16 +111,18 @@ if has fp8; then
   if [ -n "${FP8_RECORD:-}" ] || ! ls references/cuda-sm90/gpt-mini-*.h5 > /dev/null 2>&1; then
     rm -f "$WORK"/fp8-references/cuda-sm90/gpt-mini-*.h5
     ( time "$BUILD_DIR/ampcheck" record scenarios/fp8/mini/fp8-mini.yaml --device cuda --references "$WORK/fp8-references" ) \
-      > "$WORK/fp8-record.log" 2>&1
-    echo "fp8 record rc=$?"; tail -3 "$WORK/fp8-record.log"
+      > "$WORK/fp8-record.log" 2>&1; rc=$?
+    echo "fp8 record rc=$rc"; tail -3 "$WORK/fp8-record.log"
+    ok $rc "ampcheck record scenarios/fp8/mini/fp8-mini.yaml"
   fi
   ( time "$BUILD_DIR/ampcheck" check --suite fp8 --device cuda --jobs 1 --references "$WORK/fp8-references" \
-    --out "$WORK/fp8" --force ) > "$WORK/fp8.log" 2>&1
-  echo "fp8 check rc=$?"; tail -26 "$WORK/fp8.log"
+    --out "$WORK/fp8" --force ) > "$WORK/fp8.log" 2>&1; rc=$?
+  echo "fp8 check rc=$rc"; tail -26 "$WORK/fp8.log"
   mkdir -p "$WORK/fp8/references"
   cp "$WORK/fp8.log" "$WORK/fp8-record.log" "$WORK/fp8/" 2>/dev/null
   find "$WORK/fp8-references" -name 'gpt-mini-*.h5' -exec cp {} "$WORK/fp8/references/" \;
   tar czf "$OUT/fp8.tar.gz" -C "$WORK" fp8
+  ok $rc "ampcheck check --suite fp8"
 fi
 if has suite; then
   # RUNS (default "1 2 3"): the suite checked once per entry, into $WORK/run<N>; each run leaves $OUT/run<N>.tar.gz
@@ -115,16 +131,20 @@ if has suite; then
   refs=${REFERENCES:-references}; [ -d "$WORK/references" ] && refs="$WORK/references"
   for r in ${RUNS:-1 2 3}; do
     "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --jobs "${CHECK_JOBS:-1}" --references "$refs" \
-      --out "$WORK/run$r" --force > "$WORK/suite$r.log" 2>&1
-    echo "suite run $r rc=$?"; tail -32 "$WORK/suite$r.log"
+      --out "$WORK/run$r" --force > "$WORK/suite$r.log" 2>&1; rc=$?
+    echo "suite run $r rc=$rc"; tail -32 "$WORK/suite$r.log"
     cp "$WORK/suite$r.log" "$WORK/run$r/suite.log"
     tar czf "$OUT/run$r.tar.gz" -C "$WORK" "run$r"
+    ok $rc "ampcheck check --suite gpu (run $r)"
   done
   runs=$(cd "$WORK" && ls -d run[0-9]* | sed "s|^|$WORK/|")
-  python3 scenarios/sensitivity/margins.py $runs > "$OUT/margins.txt" 2>&1; echo "margins rc=$?"; tail -3 "$OUT/margins.txt"
+  python3 scenarios/sensitivity/margins.py $runs > "$OUT/margins.txt" 2>&1; rc=$?
+  # exit 3: some scenario below its calibration target — a finding the table states, not a failed stage
+  echo "margins rc=$rc"; tail -3 "$OUT/margins.txt"; [ $rc -eq 3 ] || ok $rc "scenarios/sensitivity/margins.py"
   set -- $runs
   if [ $# -ge 2 ]; then
-    "$BUILD_DIR/ampcheck" compare "$1" "$2" > "$OUT/compare.txt" 2>&1; echo "compare rc=$?"; tail -4 "$OUT/compare.txt"
+    "$BUILD_DIR/ampcheck" compare "$1" "$2" > "$OUT/compare.txt" 2>&1; rc=$?
+    echo "compare rc=$rc"; tail -4 "$OUT/compare.txt"; ok $rc "ampcheck compare"
   fi
 fi
 if has bench; then
@@ -135,8 +155,10 @@ if has bench; then
   # BENCH_WARMUP_SECONDS: every run (engine and Python) trains that long past its 21 warm-up steps before the timed
   # windows (the GPU's clocks and temperature under load); BENCH_STEPS: the timed steps (windows of 10)
   WS=${BENCH_WARMUP_SECONDS:-0} NS=${BENCH_STEPS:-30}
-  run_b() { "$B" --preset gpt2-124m --batch 16 --steps $NS --warmup 21 --warmup-seconds $WS "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"; }
-  run_py() { python3 bench/gpt_baseline.py --preset gpt2-124m --batch 16 --steps $NS --warmup 21 --warmup-seconds $WS "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err"; }
+  run_b() { "$B" --preset gpt2-124m --batch 16 --steps $NS --warmup 21 --warmup-seconds $WS "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err" ||
+    { tail -5 "$OUT/bench.err"; kill $SMI_PID 2>/dev/null; die "ampcheck_bench_train $*"; }; }
+  run_py() { python3 bench/gpt_baseline.py --preset gpt2-124m --batch 16 --steps $NS --warmup 21 --warmup-seconds $WS "$@" >> "$OUT/bench.jsonl" 2>>"$OUT/bench.err" ||
+    { tail -5 "$OUT/bench.err"; kill $SMI_PID 2>/dev/null; die "bench/gpt_baseline.py $*"; }; }
   : > "$OUT/bench.jsonl"
   # the GPU's clocks, temperature and power every 250 ms while the benchmark runs (read only)
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
@@ -187,16 +209,21 @@ if has bench; then
     done
   fi
   kill $SMI_PID 2>/dev/null
-  python3 bench/throughput_table.py "$OUT/bench.jsonl" --clocks "$OUT/bench-clocks.csv" > "$OUT/bench.md"; cat "$OUT/bench.md"
+  python3 bench/throughput_table.py "$OUT/bench.jsonl" --clocks "$OUT/bench-clocks.csv" > "$OUT/bench.md" ||
+    die "bench/throughput_table.py"
+  cat "$OUT/bench.md"
   tail -5 "$OUT/bench.err" 2>/dev/null
-  [ -z "${BENCH_QUICK:-}${BENCH_RATIO:-}" ] && "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err"
+  if [ -z "${BENCH_QUICK:-}${BENCH_RATIO:-}" ]; then
+    "$B" --fp8-breakdown --batch 16 --seq 1024 > "$OUT/fp8_breakdown.json" 2>>"$OUT/bench.err" || die "--fp8-breakdown"
+  fi
 fi
 if has fastsuite; then
   # the gpu suite on the engine's fastest path (check --engine fast: CUDA graphs and the fused LM head wherever they
   # apply), against the committed references: the fused path must give the verdicts the stock path gives
-  "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --jobs 1 --engine fast --out "$WORK/fast" --force > "$WORK/fast.log" 2>&1
-  echo "fast suite rc=$?"; tail -40 "$WORK/fast.log"
+  "$BUILD_DIR/ampcheck" check --suite gpu --device cuda --jobs 1 --engine fast --out "$WORK/fast" --force > "$WORK/fast.log" 2>&1; rc=$?
+  echo "fast suite rc=$rc"; tail -40 "$WORK/fast.log"
   cp "$WORK/fast.log" "$WORK/fast/suite.log"; tar czf "$OUT/fast.tar.gz" -C "$WORK" fast
+  ok $rc "ampcheck check --suite gpu --engine fast"
 fi
 if has profile; then
   # where one GPT-2 step's GPU time goes (batch 16 x 1024), by kernel category (bench/kernel_categories.json): the
@@ -206,27 +233,37 @@ if has profile; then
   # PROFILE_QUICK=1: bf16 and fp16 only
   for s in bf16-autocast fp16-autocast fp8; do
     [ -n "${PROFILE_QUICK:-}" ] && [ $s = fp8 ] && continue
-    "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
+    "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err" || die "profile $s"
     "$B" --preset gpt2-124m --strategy $s --batch 16 --warmup 8 --probe-every 0 --profile 5 --fast \
-      >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
+      >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err" || die "profile $s --fast"
   done
   for s in bf16-autocast fp16-autocast; do
     [ -n "${PROFILE_QUICK:-}" ] && continue  # PROFILE_QUICK=1: the engine only
-    python3 bench/profile_step.py --strategy $s --batch 16 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
-    python3 bench/profile_step.py --strategy $s --batch 16 --compile >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err"
+    python3 bench/profile_step.py --strategy $s --batch 16 >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err" || die "profile_step.py $s"
+    python3 bench/profile_step.py --strategy $s --batch 16 --compile >> "$OUT/profile.jsonl" 2>>"$OUT/profile.err" ||
+      die "profile_step.py $s --compile"
   done
-  python3 bench/breakdown_table.py "$OUT/profile.jsonl" > "$OUT/profile.md"; cat "$OUT/profile.md"
+  python3 bench/breakdown_table.py "$OUT/profile.jsonl" > "$OUT/profile.md" || die "bench/breakdown_table.py"
+  cat "$OUT/profile.md"
   grep -v "^\[W\|^W1\|DeviceProperties" "$OUT/profile.err" | tail -5
 fi
 if has components; then
   # the harness's own machinery per GPT-2 step (Google Benchmark): GradScaler paths, probes, trajectory write, verdict;
   # and PyTorch-Python's GradScaler on the same model's grads
-  "$BUILD_DIR/harness/bench/ampcheck_bench_components" --benchmark_min_time=0.5 > "$OUT/components.txt" 2>>"$OUT/profile.err"
-  echo "components rc=$?"; cat "$OUT/components.txt" | tail -16
-  python3 bench/gradscaler_python.py --preset gpt2-124m >> "$OUT/components.txt" 2>>"$OUT/profile.err"; tail -1 "$OUT/components.txt"
+  "$BUILD_DIR/harness/bench/ampcheck_bench_components" --benchmark_min_time=0.5 > "$OUT/components.txt" 2>>"$OUT/profile.err"; rc=$?
+  echo "components rc=$rc"; tail -16 "$OUT/components.txt"; ok $rc "ampcheck_bench_components"
+  python3 bench/gradscaler_python.py --preset gpt2-124m >> "$OUT/components.txt" 2>>"$OUT/profile.err" ||
+    die "bench/gradscaler_python.py"
+  tail -1 "$OUT/components.txt"
 fi
 if has doctor; then
-  "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
-  "$BUILD_DIR/ampcheck" doctor --json > "$OUT/doctor.json" 2>&1
+  "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; rc=$?; cat "$OUT/doctor.txt"; ok $rc "ampcheck doctor"
+  "$BUILD_DIR/ampcheck" doctor --json > "$OUT/doctor.json" 2>&1 || die "ampcheck doctor --json"
 fi
-tar czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls build.log bench.err profile.err 2>/dev/null) && rm -f "$OUT/build.log" "$OUT/bench.err" "$OUT/profile.err"
+STAGE=pack
+logs=$(cd "$OUT" && ls build.log bench.err profile.err 2>/dev/null)
+if [ -n "$logs" ]; then
+  tar czf "$OUT/logs.tar.gz" -C "$OUT" $logs || die "tar logs"
+  rm -f "$OUT/build.log" "$OUT/bench.err" "$OUT/profile.err"
+fi
+echo "ci/gpu.sh: every stage passed ($STAGES)"
