@@ -216,6 +216,7 @@ int cmd_check(const RunOptions& opts) {
       row.peak_memory_bytes = r.peak_memory_bytes;
       row.peak_reserved_bytes = r.peak_reserved_bytes;
       row.engine = r.engine;
+      for (const auto& d : r.engine_plan) row.engine_plan.push_back({d.option, d.label, d.note, d.applied});
       row.trajectory_file = sc.run.name + ".h5";
       reference::TrajectoryFile tf;
       tf.attributes = engine::provenance(sc, device);

@@ -1,6 +1,8 @@
 // Checkpoint reader/writer.
 #include "engine/checkpoint.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -121,6 +123,60 @@ Checkpoint read_checkpoint(const std::string& path) {
     ck.tensors.emplace(name, x);
   }
   return ck;
+}
+
+}  // namespace ampcheck::engine
+
+// ---------------------------------------------------------------------------------------------------------------
+// training checkpoints
+
+namespace ampcheck::engine {
+
+void save_training_state(const std::string& path, const TrainingState& st, nlohmann::json meta) {
+  NamedTensors tensors;
+  for (const auto& p : st.params) tensors.emplace_back("model/" + p.name, p.tensor.detach());
+  for (size_t i = 0; i < st.masters.size(); ++i) tensors.emplace_back("master/" + std::to_string(i), st.masters[i].detach());
+  for (size_t o = 0; o < st.optimizers.size(); ++o)
+    for (auto& [name, t] : st.optimizers[o]->state())
+      tensors.emplace_back((o == 0 ? "optim/" : "optim" + std::to_string(o) + "/") + name, t);
+  if (st.precision)
+    for (auto& nt : st.precision->state()) tensors.push_back(std::move(nt));  // delayed scaling's amax histories
+  meta["next_step"] = st.next_step;
+  nlohmann::json sd = nlohmann::json::object();
+  if (st.scaler)
+    for (const auto& [k, v] : st.scaler->state_dict()) sd[k] = v;
+  meta["scaler"] = sd;
+  write_checkpoint(path, tensors, meta);
+}
+
+void load_training_state(const std::string& path, TrainingState& st, bool restore_scaler) {
+  Checkpoint ck = read_checkpoint(path);
+  at::NoGradGuard no_grad;
+  auto take = [&](const std::string& name, at::Tensor& into) {
+    auto it = ck.tensors.find(name);
+    if (it == ck.tensors.end()) throw std::runtime_error(path + ": checkpoint has no tensor '" + name + "'");
+    if (it->second.sizes() != into.sizes() || it->second.scalar_type() != into.scalar_type())
+      throw std::runtime_error(path + ": tensor '" + name + "' is " + c10::toString(it->second.scalar_type()) + " " +
+                               c10::str(it->second.sizes()) + ", the run expects " + c10::toString(into.scalar_type()) +
+                               " " + c10::str(into.sizes()) + ". HINT: resume with the scenario that saved it");
+    into.copy_(it->second);
+  };
+  for (auto& p : st.params) take("model/" + p.name, p.tensor);
+  for (size_t i = 0; i < st.masters.size(); ++i) take("master/" + std::to_string(i), st.masters[i]);
+  for (size_t o = 0; o < st.optimizers.size(); ++o) {
+    const std::string prefix = o == 0 ? "optim/" : "optim" + std::to_string(o) + "/";
+    NamedTensors optim_state;
+    for (const auto& [name, t] : ck.tensors)
+      if (name.rfind(prefix, 0) == 0) optim_state.emplace_back(name.substr(prefix.size()), t);
+    st.optimizers[o]->load_state(optim_state);
+  }
+  if (st.scaler && restore_scaler) {
+    amp::GradScalerStateDict sd;
+    for (auto& [k, v] : ck.meta.at("scaler").items()) sd[k] = v.get<double>();
+    st.scaler->load_state_dict(sd);
+  }
+  if (st.precision) st.precision->load_state(ck.tensors, path);
+  st.next_step = ck.meta.at("next_step").get<int64_t>();
 }
 
 }  // namespace ampcheck::engine

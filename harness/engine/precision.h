@@ -1,6 +1,6 @@
 // Precision strategies: how a training run handles number formats, as one typed value — the parameter dtype
 // (what `model.half()` changes), the autocast dtype, the loss scaler, fp32 master weights (Apex O2 / Megatron),
-// TF32. The named presets are DESIGN.md's table. NumericsGuard applies TF32 / determinism flags for a run and
+// TF32. The named presets are strategy_preset_names(). NumericsGuard applies TF32 / determinism flags for a run and
 // restores the previous ones (RAII), and check_supported() says "unsupported here" instead of falling back.
 #pragma once
 

@@ -128,16 +128,9 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
                  " x " + std::to_string(d.seq_len);
     r.outcome = trainer.run();
     r.trajectory = trainer.trajectory();
-    std::vector<std::string> path;
-    if (cfg.model.head_loss != "stock") path.push_back(cfg.model.head_loss + " head");
-    if (cfg.model.fused_layernorm) path.push_back("fused residual LayerNorm");
-    if (cfg.model.fused_bias_gelu) path.push_back("fused bias grads + GELU");
-    if (cfg.model.gemm_epilogues) path.push_back("GEMM epilogues");
-    if (cfg.loop.fused_grad_check) path.push_back("fused grad check");
-    if (cfg.loop.fused_param_norm) path.push_back("parameter norm from AdamW");
-    if (cfg.loop.cuda_graphs) path.push_back("cuda graphs " + trainer.cuda_graphs_status());
-    for (const auto& p : path) r.engine += (r.engine.empty() ? "" : "; ") + p;
-    if (r.engine.empty()) r.engine = "stock";
+    const EnginePlan plan = trainer.plan();  // the engine options as they ran (applied, or refused and why)
+    r.engine = plan.describe();
+    r.engine_plan = plan.decisions;
     synchronize(device);
     const MemoryStats mem = memory_stats(device);
     r.peak_memory_bytes = mem.peak_allocated_bytes;

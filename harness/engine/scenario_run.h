@@ -48,9 +48,11 @@ struct ScenarioResult {
   double flops_per_step = 0;        // model FLOPs of one training step (Model::training_flops_per_token)
   int64_t peak_memory_bytes = 0;    // CUDA: peak allocated by the caching allocator; CPU: peak RSS of the process
   int64_t peak_reserved_bytes = 0;  // CUDA: peak reserved; CPU: peak RSS
-  // the engine path it ran: "stock", or its engine options ("fused head; cuda graphs captured: 1 graph(s), 58 of
-  // 60 steps replayed", "cuda graphs uncaptured: <why>")
+  // the engine path it ran (EnginePlan::describe): "stock", or the options applied ("fused head; cuda graphs
+  // (captured: 1 graph(s), 58 of 60 steps replayed)") then those refused ("not applied: GEMM epilogues (needs a CUDA
+  // device: the run is on cpu)"); engine_plan: each requested option, applied or not, with its note / reason
   std::string engine;
+  std::vector<OptionDecision> engine_plan;
   DistributedSummary distributed;
   bool expectation_met = false;     // against expect: for error / nonfinite decidable now; tracks etc. need references
   std::string expectation_note;

@@ -1,16 +1,24 @@
-// Trainer — the training engine. One optimizer step reads as named phases:
-//   zero_grad -> [forward -> backward] x micro-batches -> inject -> grad_sync -> probe -> master_grads
-//   -> unscale -> clip -> step -> update -> master_copy_back -> after_step (data parallel) -> probe
-// With train.cuda_graphs those phases (step_on_device) are captured once per kind of step and replayed (step_graph.h).
+// Trainer — the training engine. One optimizer step reads as named phases (step_on_device):
+//   zero_grad -> [forward -> backward] x micro-batches -> planted grad events -> gradient sync -> probes
+//   -> master grads -> unscale + clip -> step -> update -> master copy-back -> after_step (data parallel) -> row
+// Each phase's machinery lives in its own unit: the engine options resolved once (engine_plan.h), the probes and the
+// trajectory row (step_probes.h), fp32 master weights (master_weights.h), FP8's per-step state (precision_runtime.h),
+// checkpoints (checkpoint.h), the data-parallel side (gradient_sync.h). With train.cuda_graphs the phases are
+// captured once per kind of step and replayed (step_graph.h).
 // Precision handling (casts, autocast, loss scaling, master weights) is the strategy's, applied here, never in models.
 #pragma once
 
 #include "data/corpus.h"
-#include "engine/fp8.h"
+#include "engine/checkpoint.h"
+#include "engine/engine_plan.h"
+#include "engine/gradient_sync.h"
+#include "engine/master_weights.h"
 #include "engine/optimizer.h"
 #include "engine/precision.h"
+#include "engine/precision_runtime.h"
 #include "engine/run_config.h"
 #include "engine/step_graph.h"
+#include "engine/step_probes.h"
 #include "engine/step_timer.h"
 #include "engine/trajectory.h"
 #include "inject/injection.h"
@@ -24,25 +32,6 @@
 #include <string>
 
 namespace ampcheck::engine {
-
-// The data-parallel side of a step (harness/dist/ implements it; a single process has none). The trainer calls it at
-// fixed points and knows nothing of ranks or collectives:
-//   construction: data_shard (which slice of the global batch), owns_parameter (ZeRO-1: what this rank's
-//                 optimizer steps), found_inf_reducer (ZeRO-1: GradScaler's inf check agreed across ranks)
-//   grad_sync:    all_reduce — after backward (and planted events), before probes, unscale, clip and step
-//   after_step:   all-gather a sharded optimizer's parameters, the cross-rank consistency check; returns the loss
-//                 averaged over the ranks (what the trajectory records)
-class GradientSync {
- public:
-  virtual ~GradientSync() = default;
-  virtual int64_t rank() const = 0;
-  virtual int64_t world_size() const = 0;
-  virtual void all_reduce(const std::vector<at::Tensor>& grads) = 0;
-  virtual bool owns_parameter(size_t /*index*/) const { return true; }
-  virtual std::function<void(at::Tensor&)> found_inf_reducer() { return nullptr; }
-  virtual at::Tensor after_step(int64_t step, const std::vector<at::Tensor>& params, const at::Tensor& loss,
-                                const at::Tensor& loss_scale, const at::Tensor& skipped) = 0;
-};
 
 struct RunOutcome {
   enum class Status { Completed, NonFinite, Error };
@@ -76,6 +65,8 @@ class Trainer {
 
   int64_t next_step() const { return next_step_; }
   const RunConfig& config() const { return cfg_; }
+  // the engine options as resolved for this run (train.cuda_graphs' entry says how many steps were replayed)
+  EnginePlan plan() const;
   models::Model& model() { return *model_; }
   Optimizer& optimizer() { return *optimizers_.front(); }
   const std::vector<std::unique_ptr<Optimizer>>& optimizers() const { return optimizers_; }
@@ -94,47 +85,52 @@ class Trainer {
   std::string cuda_graphs_status() const;
 
  private:
+  // construction
+  void build_model();
+  void build_data();
+  void build_optimizers();
   std::unique_ptr<amp::GradScaler> make_scaler() const;
-  void raised(RunOutcome& out, const std::string& error);  // ends a run on an exception
+  // the step's phases
   at::Tensor step_on_device(int64_t step, bool full_probe, const std::vector<data::Batch>& batches);  // -> row
   at::Tensor step_through_graph(int64_t step, bool full_probe, const std::vector<data::Batch>& batches);  // -> row
+  void zero_grads();
   at::Tensor forward_backward(int64_t step, const std::vector<data::Batch>& batches);  // summed unscaled loss
   at::Tensor backward_target(const at::Tensor& loss); // scaler.scale(loss) (or the loss: no scaler / pitfall)
+  void unscale_and_clip();
   at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
   void update_scale();                                // scaler.update() / update(S)
+  // helpers
+  at::Tensor scale_or_one() const;                    // the GradScaler's scale tensor, or 1
+  bool inf_check_from_probe() const;                  // this step: the probe's pass stands for the scaler's check
   // The parameters the optimizer steps: the fp32 masters where the strategy keeps them (their update is the
   // optimizer's; the fp16 copy rounds an update below its ulp to 0 or a whole ulp), else the model's. The update and
   // parameter norms are measured on these.
   std::vector<at::Tensor> stepped_parameters() const;
-  void master_grads();                                // model grads -> fp32 master grads
-  bool inf_check_from_probe() const;                  // train.fused_grad_check: the probe stands for the scaler's check
-  void master_copy_back();                            // fp32 masters -> model params
   std::vector<at::Tensor> model_grads() const;
-  std::vector<at::Tensor> grad_stats(const std::vector<at::Tensor>& grads) const;  // zero, subnormal, nonfinite
+  TrainingState state();
+  void raised(RunOutcome& out, const std::string& error);  // ends a run on an exception
 
   RunConfig cfg_;
   at::Device device_;
+  EnginePlan plan_;                                   // the engine options, resolved once
   std::unique_ptr<NumericsGuard> numerics_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<data::BatchSampler> sampler_;
-  std::vector<at::Tensor> masters_;                   // fp32 master weights (empty unless strategy.master_weights)
+  MasterWeights masters_;                             // fp32 master weights (empty unless strategy.master_weights)
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // one, or two sharing the scaler (loop.two_optimizers)
   std::vector<size_t> second_group_;                    // model parameter indices of the second group
-  bool param_norm_from_optimizer_ = false;              // train.fused_param_norm applies: the norm from AdamW's pass
-  bool grad_norm_from_optimizer_ = false;               // and no scaler, no clipping: the gradient norm from it too
   std::unique_ptr<amp::GradScaler> scaler_;
-  std::unique_ptr<Fp8Matmuls> fp8_;                    // the model's FP8 matmuls (fp8 strategies), else null
+  std::unique_ptr<PrecisionRuntime> precision_;       // FP8's per-step state (fp8 strategies), else null
   inject::Injector injector_;
   GradientSync* grad_sync_ = nullptr;
   ProgressFn progress_;
-  std::vector<at::Tensor> prev_params_;               // for the update norm
+  StepProbes probes_;
 
   Trajectory trajectory_;
   std::vector<at::Tensor> pending_rows_;              // (kNumDeviceColumns,) fp64 per step, on device
   std::vector<std::array<double, kNumColumns>> pending_host_;
   StepTimer timer_;                                    // per-step time (CUDA events / wall clock)
-  std::unique_ptr<StepGraphs> graphs_;                 // train.cuda_graphs where the run allows it, else null
-  std::string graphs_uncaptured_;                      // why not, where asked for and refused
+  std::unique_ptr<StepGraphs> graphs_;                 // train.cuda_graphs where the plan applies it, else null
   std::vector<data::Batch> static_batches_;            // the captured step's inputs (graphs only)
   at::Tensor static_rows_[2];                          // the captured steps' rows: plain step, probe step
   int64_t next_step_ = 0;

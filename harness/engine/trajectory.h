@@ -1,4 +1,4 @@
-// Trajectory — the per-step record of a run (DESIGN.md): one row per optimizer step, every value a double
+// Trajectory — the per-step record of a run (docs/TRAJECTORY_FORMAT.md): one row per optimizer step, every value a double
 // (NaN where not measured, e.g. eval_loss between evals). Column order is the file format's: append only.
 #pragma once
 

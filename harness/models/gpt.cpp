@@ -145,7 +145,7 @@ at::Tensor Gpt::embedding(int site, const at::Tensor& w, const at::Tensor& indic
 void Gpt::cast_weights(const at::Tensor& like) {
   casts_.clear();
   if (!cfg_.gemm_epilogues || matmul_override() != nullptr || !kernels::gemm_epilogues_built() || !like.is_cuda()) return;
-  const at::ScalarType dt = amp::autocast_dtype_or(like.device().type(), at::kFloat);
+  const at::ScalarType dt = cfg_.compute_dtype;  // the engine plan's: what the Linears compute in
   if (dt != at::kBFloat16 && dt != at::kHalf) return;
   std::vector<size_t> which;
   for (const Block& b : blocks_)
@@ -241,7 +241,7 @@ bool Gpt::fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opt
 }
 
 at::Tensor Gpt::hidden_fused(at::Tensor x) {
-  const at::ScalarType out = amp::autocast_dtype_or(x.device().type(), at::kFloat);  // what the next Linear computes in
+  const at::ScalarType out = cfg_.compute_dtype;  // what the next Linear computes in (the engine plan's)
   const auto A = kernels::Impl::Auto;
   at::Tensor pending, pending_bias;  // the previous block's MLP output, not yet added to the residual stream; its bias
   for (size_t l = 0; l < blocks_.size(); ++l) {
@@ -295,7 +295,7 @@ at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const 
     at::Tensor h = hidden(inputs, opts, tied);
     at::Tensor loss = fused_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}),
                                                cfg_.head_chunk_rows, opts.loss_grad_scale, cfg_.gemm_epilogues, pc(wte_),
-                                               tied);
+                                               tied, cfg_.compute_dtype);
     casts_.clear();
     return loss;
   }

@@ -82,8 +82,8 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& targets, int64_t chunk_rows, const at::Tensor& grad_scale_hint,
                             bool need_grads, bool fp32_wgrad, const std::optional<at::Tensor>& w_cast,
-                            int64_t tied_address) {
-    const at::ScalarType dt = amp::autocast_dtype_or(x.device().type(), x.scalar_type());  // at::linear's dtype
+                            int64_t tied_address, int64_t compute_dtype) {
+    const at::ScalarType dt = static_cast<at::ScalarType>(compute_dtype);
     const int64_t N = x.size(0), C = x.size(1), V = w.size(0);
     const int64_t R = fused_rows_per_chunk(chunk_rows, N, V, at::elementSize(dt));
     const auto f32 = x.options().dtype(at::kFloat);
@@ -151,21 +151,25 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
       tied->grad = gw;  // tied_embedding's backward adds the lookup's rows and returns it
       gw = at::Tensor();
     }
-    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 }  // namespace
 
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                     int64_t chunk_rows, const at::Tensor& grad_scale_hint, bool fp32_wgrad,
-                                    const at::Tensor& w_cast, TiedGradient* tied) {
+                                    const at::Tensor& w_cast, TiedGradient* tied,
+                                    std::optional<at::ScalarType> compute_dtype) {
+  // at::linear's dtype under the caller's autocast where the caller does not say
+  const at::ScalarType dt = compute_dtype ? *compute_dtype : amp::autocast_dtype_or(x.device().type(), x.scalar_type());
   const bool need_grads = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
   // (an undefined tensor cannot pass through a custom Function: 1 as a tensor)
   const at::Tensor hint = grad_scale_hint.defined() ? grad_scale_hint
                                                     : at::ones({}, x.options().dtype(at::kFloat));
   const std::optional<at::Tensor> cast = w_cast.defined() ? std::optional<at::Tensor>(w_cast) : std::nullopt;
   return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads, fp32_wgrad, cast,
-                                      reinterpret_cast<int64_t>(tied));
+                                      reinterpret_cast<int64_t>(tied), static_cast<int64_t>(dt));
 }
 
 namespace {

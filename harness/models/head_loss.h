@@ -7,6 +7,8 @@
 // head matmul (recomputing the logits) for the logits' memory. Tested against the stock path (head_loss_test).
 #pragma once
 
+#include <optional>
+
 #include <ATen/ATen.h>
 
 namespace ampcheck::models {
@@ -33,11 +35,13 @@ at::Tensor chunked_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, 
 // each into fp32 zeros). w_cast: w already in the logits' dtype (the step's one-pass casts), used instead of
 // casting w here — the same values.
 // tied: see TiedGradient (null: w's gradient is returned to autograd as any input's).
+// compute_dtype: the dtype the logits are computed in (the model passes its engine plan's); unset: at::linear's
+// under the caller's autocast, for a call outside a model.
 struct TiedGradient;
 at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets,
                                     int64_t chunk_rows = 0, const at::Tensor& grad_scale_hint = {},
                                     bool fp32_wgrad = false, const at::Tensor& w_cast = {},
-                                    TiedGradient* tied = nullptr);
+                                    TiedGradient* tied = nullptr, std::optional<at::ScalarType> compute_dtype = {});
 
 // The fused head's tied path: the head's weight gradient and the token embedding's meet in one tensor instead of
 // autograd's sum of two. The fused head's backward (which runs first: the loss is its output) leaves its gradient

@@ -128,6 +128,10 @@ struct ModelConfig {
   // under bf16 / fp16 autocast where no FP8 matmul replaces the Linear and no planted spike scales it; elsewhere
   // fused_bias_gelu's path or the stock ops run.
   bool gemm_epilogues = false;
+  // Set by the engine plan (engine/engine_plan.h), not by scenarios: the dtype the Linears compute in (the strategy's
+  // autocast dtype, else the parameters'), which the fused ops write their outputs in as at::linear would. The model
+  // reads it instead of the thread-local autocast state.
+  at::ScalarType compute_dtype = at::kFloat;
 };
 
 // Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.

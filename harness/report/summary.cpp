@@ -84,6 +84,10 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
                               {"engine", c.engine},
                               {"deciding_signal", c.deciding_signal},
                               {"max_signal", c.max_signal}});
+    nlohmann::json plan = nlohmann::json::array();
+    for (const auto& o : c.engine_plan)
+      plan.push_back({{"option", o.option}, {"label", o.label}, {"applied", o.applied}, {"note", o.note}});
+    j["scenarios"].back()["engine_plan"] = plan;
     nlohmann::json sig = nlohmann::json::array();
     for (const auto& g : c.signals)
       sig.push_back({{"name", g.name}, {"unit", g.unit}, {"judged", g.judged}, {"fired", g.fired}, {"decides", g.decides},
@@ -170,6 +174,9 @@ RunSummary read_summary_json(const std::string& path) {
       x.peak_reserved_bytes = c.value("peak_reserved_bytes", int64_t{0});
       x.trajectory_file = c.value("trajectory_file", "");
       x.engine = c.value("engine", "");
+      if (c.contains("engine_plan") && c.at("engine_plan").is_array())
+        for (const auto& o : c.at("engine_plan"))
+          x.engine_plan.push_back({o.value("option", ""), o.value("label", ""), o.value("note", ""), o.value("applied", false)});
       x.deciding_signal = c.value("deciding_signal", "");
       x.max_signal = c.value("max_signal", "");
       if (c.contains("distributed")) {

@@ -15,7 +15,7 @@ namespace ampcheck::report {
 // Version 2 added the measurement fields (workload .. peak_reserved_bytes); version 3 the per-signal comparisons
 // (signals, deciding_signal, max_signal); version 4 the warnings (findings that did not set the verdict) and
 // `strict`. Older files are still read.
-constexpr int kSummaryVersion = 4;
+constexpr int kSummaryVersion = 5;
 
 // A finding that did not set the verdict (verdict::Warning): a diagnostic beyond its allowance while the outcomes
 // track, a column present but never measured, mixed precision not in effect.
@@ -70,6 +70,12 @@ struct ScenarioSummary {
   int64_t peak_reserved_bytes = 0; // CUDA: peak reserved by the caching allocator; CPU: as peak_memory_bytes
   std::string trajectory_file;   // relative to the run directory
   std::string engine;            // the engine path (engine::ScenarioResult::engine); "" in older summaries
+  // (v5) each requested engine option as the run's engine plan resolved it: applied, or refused with the reason
+  struct EngineOption {
+    std::string option, label, note;  // "model.gemm_epilogues", "GEMM epilogues", how it applied / why not
+    bool applied = false;
+  };
+  std::vector<EngineOption> engine_plan;
   // data parallel (world_size 0: a single-process run; JSON: the "distributed" object, absent then)
   struct Distributed {
     int64_t world_size = 0;

@@ -573,6 +573,15 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
     top.raw("expect");
   }
   // cross-field checks
+  {  // the data must fit the model (vocabulary and sequence length default to the model's)
+    const models::ModelConfig m = models::resolve_preset(sc.run.model);
+    if (sc.run.data.vocab_size > m.vocab_size)
+      top.fail(root, "data.vocab_size: " + std::to_string(sc.run.data.vocab_size) + " exceeds the model's vocab (" +
+                         std::to_string(m.vocab_size) + ")");
+    if (sc.run.data.seq_len > m.block_size)
+      top.fail(root, "data.seq_len: " + std::to_string(sc.run.data.seq_len) + " exceeds the model's block_size (" +
+                         std::to_string(m.block_size) + ")");
+  }
   if (sc.run.loop.unscale_each_micro_batch && sc.run.strategy.scaler.kind == engine::ScalerKind::None)
     top.fail(root, "train.unscale_each_micro_batch: needs a loss scaler (strategy.scaler)");
   if (sc.run.optimizer.fused && sc.run.optimizer.kind != "adamw") top.fail(root, "optimizer.fused: only adamw");

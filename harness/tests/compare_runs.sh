@@ -26,8 +26,26 @@ grep -q "clip-after-unscale .*tracks -> stalls" "$work/ac.txt" || { cat "$work/a
 cat "$work/ab.txt" "$work/ac.txt"
 "$ampcheck" check "$src/scenarios/bf16-autocast.yaml" "${opts[@]}" --engine fast --out "$work/d" > "$work/d.log" \
   || { cat "$work/d.log"; echo "FAIL: --engine fast changed the verdict"; exit 1; }
-grep -q "bf16-autocast: fused head; fused residual LayerNorm; fused bias grads + GELU; GEMM epilogues; fused grad check; parameter norm from AdamW; cuda graphs uncaptured: CUDA graphs need a CUDA device" \
-  "$work/d/summary.md" || { cat "$work/d/summary.md"; echo "FAIL: the engine path is not reported"; exit 1; }
+# the engine plan as it ran on the CPU: the restructured ops applied (on their ATen references), the GPU-only options
+# refused with their reasons, and no GPU-only option among those applied
+line=$(grep "^- bf16-autocast: " "$work/d/summary.md") || { cat "$work/d/summary.md"; echo "FAIL: the engine path is not reported"; exit 1; }
+applied=${line%%not applied:*}
+for want in "fused head (ATen reference" "fused residual LayerNorm" "fused bias grads + GELU" "fused grad check" \
+            "parameter norm from AdamW" "not applied: GEMM epilogues (needs a CUDA device: the run is on cpu)" \
+            "cuda graphs (CUDA graphs need a CUDA device"; do
+  [[ "$line" == *"$want"* ]] || { echo "$line"; echo "FAIL: the engine path does not say '$want'"; exit 1; }
+done
+for gpu_only in "GEMM epilogues" "cuda graphs"; do
+  [[ "$applied" != *"$gpu_only"* ]] || { echo "$line"; echo "FAIL: '$gpu_only' reported as applied on the CPU"; exit 1; }
+done
+python3 - "$work/d/summary.json" <<'PY' || { echo "FAIL: summary.json's engine_plan"; exit 1; }
+import json, sys
+plan = {o["option"]: o for o in json.load(open(sys.argv[1]))["scenarios"][0]["engine_plan"]}
+assert not plan["model.gemm_epilogues"]["applied"] and "CUDA device" in plan["model.gemm_epilogues"]["note"], plan
+assert not plan["train.cuda_graphs"]["applied"], plan
+assert all(plan[k]["applied"] for k in ("model.head_loss", "model.fused_layernorm", "model.fused_bias_gelu",
+                                        "train.fused_grad_check", "train.fused_param_norm")), plan
+PY
 if "$ampcheck" check "$src/scenarios/bf16-autocast.yaml" --engine turbo --out "$work/e" > "$work/e.log" 2>&1; then
   echo "FAIL: --engine turbo accepted"; exit 1
 fi

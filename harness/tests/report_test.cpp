@@ -141,7 +141,7 @@ TEST(ReportSummary, WarningsReachEveryOutputAndDoNotFailTheTestcase) {
   EXPECT_EQ(back.scenarios[0].warnings[0].message, "20% of grad elements zero vs 1.8% in FP32 <&>");
   EXPECT_TRUE(back.strict);
   EXPECT_TRUE(back.scenarios[1].warnings.empty());
-  EXPECT_NE(slurp(d + "/summary.json").find("\"version\": 4"), std::string::npos);
+  EXPECT_NE(slurp(d + "/summary.json").find("\"version\": 5"), std::string::npos);
   const std::string junit = slurp(d + "/junit.xml");
   EXPECT_NE(junit.find("<property name=\"ampcheck.warning.zero_grads\" value=\"20% of grad elements zero vs 1.8% in "
                        "FP32 &lt;&amp;&gt;\"/>"), std::string::npos) << junit;
@@ -342,10 +342,18 @@ TEST(ReportSummary, EnginePathIsWrittenReadAndShown) {
   const std::string d = dir();
   RunSummary s = sample();
   s.scenarios[0].engine = "fused head; cuda graphs uncaptured: CUDA graphs need a CUDA device (the run is on cpu)";
+  s.scenarios[0].engine_plan = {{"model.head_loss", "fused head", "", true},
+                                {"model.gemm_epilogues", "GEMM epilogues", "needs a CUDA device: the run is on cpu", false}};
   s.scenarios[1].engine = "stock";
   write_run_reports(d, s);
   const RunSummary back = read_summary_json(d + "/summary.json");
   EXPECT_EQ(back.scenarios[0].engine, s.scenarios[0].engine);
+  ASSERT_EQ(back.scenarios[0].engine_plan.size(), 2u);  // (v5) each option, applied or refused with the reason
+  EXPECT_EQ(back.scenarios[0].engine_plan[1].option, "model.gemm_epilogues");
+  EXPECT_FALSE(back.scenarios[0].engine_plan[1].applied);
+  EXPECT_EQ(back.scenarios[0].engine_plan[1].note, "needs a CUDA device: the run is on cpu");
+  EXPECT_TRUE(back.scenarios[0].engine_plan[0].applied);
+  EXPECT_TRUE(back.scenarios[1].engine_plan.empty());
   EXPECT_EQ(back.scenarios[1].engine, "stock");
   const std::string m = slurp(d + "/summary.md");
   EXPECT_NE(m.find("Engine paths (not the stock engine):\n\n- fp16-autocast-scaler: fused head; cuda graphs uncaptured"),

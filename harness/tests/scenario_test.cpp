@@ -100,6 +100,16 @@ TEST(ScenarioParse, ImpossibleCombinationsAreRefused) {
             std::string::npos);
 }
 
+// The data must fit the model: the parser says so naming the file and the field (the engine only asserts it).
+TEST(ScenarioParse, DataThatDoesNotFitTheModelIsRefused) {
+  const std::string vocab = error_of(std::string(kBase) + "data: {vocab_size: 100000}\n");
+  EXPECT_NE(vocab.find("scenarios/t.yaml"), std::string::npos) << vocab;
+  EXPECT_NE(vocab.find("data.vocab_size: 100000 exceeds the model's vocab"), std::string::npos) << vocab;
+  const std::string seq = error_of(std::string(kBase) + "data: {seq_len: 100000}\n");
+  EXPECT_NE(seq.find("data.seq_len: 100000 exceeds the model's block_size"), std::string::npos) << seq;
+  EXPECT_EQ(error_of(std::string(kBase) + "data: {seq_len: 8}\n"), "(no error)");
+}
+
 TEST(ScenarioParse, MissingWhyAndNameAreErrors) {
   EXPECT_NE(error_of("name: t\nstrategy: fp32\n").find("why: required"), std::string::npos);
   EXPECT_NE(error_of("why: w\nstrategy: fp32\n").find("name: required"), std::string::npos);

@@ -71,7 +71,7 @@ TEST(StrategyCpu, Fp32RunTwiceIsBitIdentical) {
   expect_identical_trajectories(a, b);
 }
 
-// The strategies that are correct ways to train (DESIGN.md's table): each must learn.
+// The strategies that are correct ways to train (the strategy presets): each must learn.
 const char* const kCorrectStrategies[] = {"fp32", "fp16-autocast", "bf16-autocast", "fp16-master", "fp16-static"};
 
 void expect_correct_strategies_learn(const at::Device& device) {

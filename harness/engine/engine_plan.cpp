@@ -1,0 +1,140 @@
+// EnginePlan: each requested engine option, applied or refused with its reason (engine_plan.h).
+#include "engine/engine_plan.h"
+
+#include "engine/precision.h"
+#include "engine/step_graph.h"
+#include "kernels/fused.h"
+#include "kernels/gemm_epilogues.h"
+
+namespace ampcheck::engine {
+
+namespace {
+
+std::string dtype_str(at::ScalarType t) { return dtype_name(t); }
+
+// where a fused op runs its ATen reference instead of the project's CUDA kernel (the same arithmetic, as fast as the
+// stock ops or slower): worth saying in the report, since the option then buys no speed
+std::string reference_note(const at::Device& device) {
+  if (!device.is_cuda()) return "ATen reference: no CUDA kernels on " + device.str();
+  if (!kernels::cuda_kernels_built()) return "ATen reference: this build has no CUDA kernels";
+  return "";
+}
+
+// FP8 matmuls replace the block Linears (every fp8 layers setting includes the blocks)
+bool fp8_blocks(const RunConfig& cfg) { return cfg.strategy.fp8.has_value(); }
+
+bool activation_events(const RunConfig& cfg) {
+  for (const auto& inj : cfg.injections)
+    if (inj.kind == inject::InjectionKind::ActivationScale) return true;
+  return false;
+}
+
+struct Decide {
+  EnginePlan& plan;
+  // records the decision; returns whether the option applies
+  bool operator()(const std::string& option, const std::string& label, const std::string& refused,
+                  const std::string& note = "") {
+    plan.decisions.push_back({option, label, refused.empty(), refused.empty() ? note : refused});
+    return refused.empty();
+  }
+};
+
+}  // namespace
+
+EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, bool data_parallel) {
+  EnginePlan plan;
+  Decide decide{plan};
+  const models::ModelConfig& req = cfg.model;
+  models::ModelConfig& m = plan.model;
+  m = req;
+  m.head_loss = "stock";
+  m.fused_layernorm = m.fused_bias_gelu = m.gemm_epilogues = false;
+  // the dtype the model's Linears compute in: what the fused ops write their outputs in (as at::linear would)
+  m.compute_dtype = cfg.strategy.autocast ? *cfg.strategy.autocast : cfg.strategy.param_dtype;
+  const bool gpt = req.kind == "gpt";
+  const std::string not_gpt = "only the GPT model has it (the model is " + req.kind + ")";
+  const std::string ref = reference_note(device);
+
+  if (req.head_loss != "stock") {
+    const bool fp8_head = cfg.strategy.fp8 && cfg.strategy.fp8->layers != "blocks";
+    std::string why = !gpt ? not_gpt
+                      : (req.head_loss == "fused" && fp8_head) ? "FP8 computes the LM head (fp8 layers " + cfg.strategy.fp8->layers + ")"
+                                                               : "";
+    if (decide("model.head_loss", req.head_loss + " head", why, req.head_loss == "fused" ? ref : ""))
+      m.head_loss = req.head_loss;
+  }
+  if (req.fused_layernorm) {
+    std::string why = !gpt                                     ? not_gpt
+                      : req.dropout > 0                        ? "dropout sits between the residual adds and the LayerNorms"
+                      : cfg.strategy.param_dtype != at::kFloat ? "the residual stream is " + dtype_str(cfg.strategy.param_dtype) +
+                                                                     " (the kernel takes fp32 parameters)"
+                      : !req.attention_query_dtype.empty()     ? "the attention-dtype pitfall changes the block's ops"
+                                                               : "";
+    std::string note = ref;
+    if (activation_events(cfg))
+      note += std::string(note.empty() ? "" : "; ") + "stock ops on the steps of a planted activation event";
+    if (decide("model.fused_layernorm", "fused residual LayerNorm", why, note)) m.fused_layernorm = true;
+  }
+  if (req.fused_bias_gelu) {
+    std::string why = !gpt ? not_gpt : fp8_blocks(cfg) ? "FP8 matmuls compute the block Linears" : "";
+    if (decide("model.fused_bias_gelu", "fused bias grads + GELU", why, ref)) m.fused_bias_gelu = true;
+  }
+  if (req.gemm_epilogues) {
+    const std::optional<at::ScalarType>& ac = cfg.strategy.autocast;
+    std::string why = !gpt                                ? not_gpt
+                      : !device.is_cuda()                 ? "needs a CUDA device: the run is on " + device.str()
+                      : !kernels::gemm_epilogues_built()  ? "this build has no cuBLASLt"
+                      : fp8_blocks(cfg)                   ? "FP8 matmuls compute the block Linears"
+                      : !ac || (*ac != at::kBFloat16 && *ac != at::kHalf)
+                          ? "needs bf16 or fp16 autocast (the strategy computes in " + dtype_str(m.compute_dtype) + ")"
+                          : "";
+    if (decide("model.gemm_epilogues", "GEMM epilogues", why,
+               "per Linear whose dimensions are multiples of 8; stock ops on the steps of a planted MLP spike"))
+      m.gemm_epilogues = true;
+  }
+  const LoopConfig& loop = cfg.loop;
+  if (loop.fused_grad_check) {
+    plan.fused_grad_check = decide("train.fused_grad_check", "fused grad check", "", ref);
+    plan.inf_check_from_probe = cfg.strategy.scaler.kind != ScalerKind::None && cfg.optimizer.fused &&
+                                !cfg.strategy.master_weights && !data_parallel && !loop.two_optimizers &&
+                                loop.clip_max_norm <= 0 && loop.step_through_scaler;
+    if (plan.inf_check_from_probe) plan.decisions.back().note += std::string(ref.empty() ? "" : "; ") +
+                                                                 "its pass is also the GradScaler's inf check";
+  }
+  if (loop.fused_param_norm) {
+    std::string why = cfg.optimizer.kind != "adamw"             ? "only AdamW's pass sums the parameters (optimizer " +
+                                                                      cfg.optimizer.kind + ")"
+                      : cfg.strategy.master_weights              ? "AdamW steps fp32 master copies, not the model's parameters"
+                      : data_parallel                            ? "the gradient sync runs around the optimizer step"
+                      : loop.two_optimizers                      ? "two optimizers share the parameters"
+                      : cfg.strategy.param_dtype != at::kFloat   ? "AdamW sums fp32 parameters only (they are " +
+                                                                      dtype_str(cfg.strategy.param_dtype) + ")"
+                                                                 : "";
+    plan.grad_norm_from_optimizer = why.empty() && cfg.strategy.scaler.kind == ScalerKind::None && loop.clip_max_norm <= 0;
+    std::string note = ref;
+    if (plan.grad_norm_from_optimizer) note += std::string(note.empty() ? "" : "; ") + "the gradient norm too";
+    plan.param_norm_from_optimizer = decide("train.fused_param_norm", "parameter norm from AdamW", why, note);
+  }
+  if (loop.cuda_graphs)
+    plan.cuda_graphs = decide("train.cuda_graphs", "cuda graphs", StepGraphs::why_not(cfg, device, data_parallel));
+  return plan;
+}
+
+std::string EnginePlan::describe() const {
+  std::string applied, refused;
+  for (const auto& d : decisions) {
+    std::string& out = d.applied ? applied : refused;
+    out += (out.empty() ? "" : "; ") + d.label + (d.note.empty() ? "" : " (" + d.note + ")");
+  }
+  if (decisions.empty()) return "stock";
+  if (refused.empty()) return applied;
+  return (applied.empty() ? "stock" : applied) + "; not applied: " + refused;
+}
+
+const OptionDecision* EnginePlan::find(const std::string& option) const {
+  for (const auto& d : decisions)
+    if (d.option == option) return &d;
+  return nullptr;
+}
+
+}  // namespace ampcheck::engine
