@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
                           {"head_loss", head_loss}, {"fused_layernorm", fused_layernorm},
                           {"fused_bias_gelu", fused_bias_gelu}, {"gemm_epilogues", gemm_epilogues},
                           {"fused_grad_check", fused_grad_check}, {"fused_param_norm", fused_param_norm},
-                          {"cuda_graphs", trainer.cuda_graphs_status()}};
+                          {"cuda_graphs", trainer.cuda_graphs_status()}, {"engine", trainer.plan().describe()}};
     out.update(profile_steps(trainer, device, profile, categories));
     out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
     std::cout << out.dump() << std::endl;
@@ -281,6 +281,7 @@ int main(int argc, char** argv) {
                         {"strategy", strategy},
                         {"head_loss", head_loss},
                         {"cuda_graphs", trainer.cuda_graphs_status()},
+                        {"engine", trainer.plan().describe()},  // the options as the engine plan applied them
                         {"fused_layernorm", fused_layernorm},
                         {"fused_bias_gelu", fused_bias_gelu},
                         {"gemm_epilogues", gemm_epilogues},

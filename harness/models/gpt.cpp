@@ -235,9 +235,10 @@ at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_sc
 // anyway (add_layer_norm's y_bias: no column-sum pass of its own).
 constexpr double kLayerNormEps = 1e-5;  // at::layer_norm's default, which the stock path uses
 
+// The engine plan applied the option where it can (no dropout, fp32 parameters, no attention-dtype pitfall); what
+// only a forward knows stays here: a step with a planted activation event, and the stream's dtype (an FP8 embedding)
 bool Gpt::fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opts) const {
-  return cfg_.fused_layernorm && opts.hidden_scale == 1.0 && cfg_.dropout == 0.0 && x.scalar_type() == at::kFloat &&
-         cfg_.attention_query_dtype.empty();
+  return cfg_.fused_layernorm && opts.hidden_scale == 1.0 && x.scalar_type() == at::kFloat;
 }
 
 at::Tensor Gpt::hidden_fused(at::Tensor x) {

@@ -114,8 +114,8 @@ struct ModelConfig {
   int64_t head_chunk_rows = 0;
   // ENGINE OPTION (gpt): each residual add fused with the LayerNorm after it, one CUDA C++ kernel forward and one
   // backward (kernels::add_layer_norm), the normalised output written directly in the autocast dtype. Applies where
-  // the residual stream is fp32 (fp32 parameters) and no planted activation event or dropout is in the forward;
-  // elsewhere the stock ops run.
+  // the engine plan applies it (fp32 parameters, no dropout, no attention-dtype pitfall: engine/engine_plan.h) and on
+  // every step without a planted activation event; elsewhere the stock ops run.
   bool fused_layernorm = false;
   // ENGINE OPTION (gpt): every block Linear's bias gradient as one column-sum pass over its output gradient, fused
   // with the GELU backward for the MLP's first Linear (kernels::linear_bias_gelu); forward and the GEMMs as stock.
