@@ -41,9 +41,6 @@ std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions
 
 namespace {
 
-
-std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
-
 // Trains one FP32 reference run; throws if it does not complete (a reference must be clean).
 engine::Trajectory train_reference(const engine::RunConfig& cfg, const at::Device& device) {
   engine::Trainer trainer(cfg, device);
@@ -253,71 +250,6 @@ int cmd_report(const std::string& run_dir, bool force) {
   report::write_markdown(run_dir + "/summary.md", summary);
   std::cout << report::write_html_report(run_dir, summary) << "\n" << run_dir << "/summary.md\n";
   return 0;
-}
-
-
-void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v) {
-  row.first_divergence_step = v.first_divergence_step;
-  row.max_deviation_bands = v.max_deviation_bands;
-  row.deciding_signal = v.deciding_signal;
-  row.max_signal = v.max_signal;
-  for (const auto& g : v.signals)
-    row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.decides, g.verdict, g.first_step, g.max_step, g.max_margin,
-                           g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
-  row.final_loss_ratio = v.final_loss_ratio;
-  row.param_drift = v.param_drift;
-}
-
-void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v, const engine::Trajectory& reference,
-                        const std::vector<double>& loss_spread) {
-  tf.series["reference_loss"] = reference.column(engine::kLoss);
-  tf.series["reference_loss_spread"] = loss_spread;
-  tf.series["reference_smoothed_loss"] = v.reference_smoothed;
-  tf.series["band"] = v.band;
-  if (!v.run_smoothed.empty()) tf.series["smoothed_loss"] = v.run_smoothed;
-  if (!v.deviation_bands.empty()) tf.series["deviation_bands"] = v.deviation_bands;
-  for (const auto& g : v.signals)
-    if (g.judged) tf.series["margin_" + g.name] = g.margin_series;  // deviation / allowed per step
-}
-
-void apply_warnings(report::ScenarioSummary& row, const verdict::Verdict& v, const std::vector<std::string>& expected,
-                    bool strict) {
-  for (const auto& w : v.warnings) row.warnings.push_back({w.signal, w.message});
-  const auto raised = [&](const std::string& signal) {
-    for (const auto& w : v.warnings)
-      if (w.signal == signal) return true;
-    return false;
-  };
-  std::string why;
-  for (const auto& e : expected)
-    if (!raised(e)) why += (why.empty() ? "" : "; ") + ("expected a " + e + " warning, none was raised");
-  if (strict)
-    for (const auto& w : v.warnings)
-      if (std::find(expected.begin(), expected.end(), w.signal) == expected.end())
-        why += (why.empty() ? "" : "; ") + ("--strict: warning " + w.signal + ": " + w.message);
-  if (why.empty() || v.verdict == "error") return;
-  if (row.pass) row.message = why + " (verdict " + v.verdict + ": " + v.message + ")";
-  else row.message += "; " + why;
-  row.pass = false;
-}
-
-void print_result_table(const report::RunSummary& summary) {
-  std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
-            << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
-            << std::setw(16) << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
-            << "skipped" << "result\n";
-  for (const auto& r : summary.scenarios) {
-    std::cout << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
-              << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
-              << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
-              << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal)
-              << std::setw(9) << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4)
-              << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
-              << (r.pass ? "PASS" : "FAIL") << "\n";
-  }
-  // findings that did not set a verdict, one line each (signals not judged, diagnostics, precision not in effect)
-  for (const auto& r : summary.scenarios)
-    for (const auto& w : r.warnings) std::cout << "WARN " << r.name << " (" << w.signal << "): " << w.message << "\n";
 }
 
 }  // namespace ampcheck::cli
