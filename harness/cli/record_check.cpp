@@ -174,23 +174,12 @@ int cmd_check(const RunOptions& opts) {
       if (r.outcome.status == engine::RunOutcome::Status::Completed)  // columns not judged, precision not in effect
         verdict::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory, ref.noise);
       fill_distributed(row, r);
-      const int64_t skipped = r.trajectory.skipped_steps();
-      const bool skipped_ok = (sc.expect.skipped_min < 0 || skipped >= sc.expect.skipped_min) &&
-                              (sc.expect.skipped_max < 0 || skipped <= sc.expect.skipped_max);
-      row.pass = v.verdict == sc.expect.verdict &&
-                 (sc.expect.verdict != "error" || r.outcome.error == sc.expect.error) && skipped_ok;
-      if (!skipped_ok)
-        v.message += "; " + std::to_string(skipped) + " skipped steps, expected " +
-                     std::to_string(sc.expect.skipped_min) + ".." + std::to_string(sc.expect.skipped_max);
-      row.verdict = v.verdict;
-      row.message = row.pass ? v.message
-                             : "expected " + sc.expect.verdict +
-                                   (sc.expect.error.empty() ? "" : " ('" + sc.expect.error + "')") + ", got " +
-                                   v.verdict + ": " + v.message;
-      apply_warnings(row, v, sc.expect.warnings, opts.strict);
+      const auto decision =
+          verdict::decide(scenario::expectation(sc.expect), verdict::observe(v, r.outcome.error), opts.strict);
+      v.message = decision.verdict_message;  // with the skipped steps outside the expected bounds
+      fill_result(row, v, decision);
       row.steps = r.trajectory.size();
-      fill_verdict_fields(row, v);
-      row.skipped_steps = skipped;
+      row.skipped_steps = r.trajectory.skipped_steps();
       row.first_loss = r.first_loss;
       row.final_loss = r.final_loss;
       row.workload = r.workload;

@@ -3,7 +3,6 @@
 
 #include "report/format.h"
 
-#include <algorithm>
 #include <iomanip>
 #include <iostream>
 
@@ -23,6 +22,14 @@ void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v
                            g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
   row.final_loss_ratio = v.final_loss_ratio;
   row.param_drift = v.param_drift;
+  for (const auto& w : v.warnings) row.warnings.push_back({w.signal, w.message});
+}
+
+void fill_result(report::ScenarioSummary& row, const verdict::Verdict& v, const verdict::Decision& d) {
+  row.verdict = v.verdict;
+  row.pass = d.pass;
+  row.message = d.message;
+  fill_verdict_fields(row, v);
 }
 
 void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v, const engine::Trajectory& reference,
@@ -35,27 +42,6 @@ void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v
   if (!v.deviation_bands.empty()) tf.series["deviation_bands"] = v.deviation_bands;
   for (const auto& g : v.signals)
     if (g.judged) tf.series["margin_" + g.name] = g.margin_series;  // deviation / allowed per step
-}
-
-void apply_warnings(report::ScenarioSummary& row, const verdict::Verdict& v, const std::vector<std::string>& expected,
-                    bool strict) {
-  for (const auto& w : v.warnings) row.warnings.push_back({w.signal, w.message});
-  const auto raised = [&](const std::string& signal) {
-    for (const auto& w : v.warnings)
-      if (w.signal == signal) return true;
-    return false;
-  };
-  std::string why;
-  for (const auto& e : expected)
-    if (!raised(e)) why += (why.empty() ? "" : "; ") + ("expected a " + e + " warning, none was raised");
-  if (strict)
-    for (const auto& w : v.warnings)
-      if (std::find(expected.begin(), expected.end(), w.signal) == expected.end())
-        why += (why.empty() ? "" : "; ") + ("--strict: warning " + w.signal + ": " + w.message);
-  if (why.empty() || v.verdict == "error") return;
-  if (row.pass) row.message = why + " (verdict " + v.verdict + ": " + v.message + ")";
-  else row.message += "; " + why;
-  row.pass = false;
 }
 
 void print_result_table(const report::RunSummary& summary) {
