@@ -2,6 +2,7 @@
 // judged against its reference.
 #include "report/format.h"
 #include "cli/commands.h"
+#include "cli/output_dir.h"
 #include "dist/process_group.h"
 #include "cli/verdict_rows.h"
 
@@ -33,11 +34,6 @@ std::string references_dir() {
   if (const char* env = std::getenv("AMPCHECK_REFERENCES")) return env;
   return std::string(AMPCHECK_SOURCE_DIR) + "/references";
 }
-
-std::vector<std::string> resolve_scenario_files(const RunOptions& opts);  // commands.cpp
-// "" unless every scenario named is data-parallel on CUDA with more ranks than this machine has GPUs: then why
-// (check and run skip, exit code 77, as they do without a GPU)
-std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions& opts);  // commands.cpp
 
 namespace {
 
@@ -104,11 +100,7 @@ int cmd_record(const RunOptions& opts) {
 
 int cmd_check(const RunOptions& opts) {
   const auto files = resolve_scenario_files(opts);
-  if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
-    std::cout << "SKIPPED: --device " << opts.device << " but no CUDA device is available here\n";
-    return 77;
-  }
-  if (const auto why = too_few_gpus(files, opts); !why.empty()) {
+  if (const auto why = why_skipped(files, opts); !why.empty()) {
     std::cout << "SKIPPED: " << why << "\n";
     return 77;
   }
@@ -147,7 +139,7 @@ int cmd_check(const RunOptions& opts) {
     verdict::Verdict v;
     engine::RunConfig run = sc.run;
     if (opts.steps > 0) run.loop.steps = opts.steps;
-    const at::Device device = engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
+    const at::Device device = run_device(sc, opts);
     row.device_class = engine::device_info(device).device_class;
     if (summary.device_class.empty()) {
       const auto prov = engine::provenance(sc, device);
@@ -203,18 +195,12 @@ int cmd_check(const RunOptions& opts) {
       row.peak_reserved_bytes = r.peak_reserved_bytes;
       row.engine = r.engine;
       row.trajectory_file = sc.run.name + ".h5";
-      reference::TrajectoryFile tf;
-      tf.attributes = engine::provenance(sc, device);
-      tf.attributes["status"] = engine::status_name(r.outcome.status);
-      tf.attributes["error"] = r.outcome.error;
+      reference::TrajectoryFile tf = result_file(sc, device, r);
       tf.attributes["verdict"] = v.verdict;
-      tf.attributes["engine"] = r.engine;
       tf.attributes["verdict_message"] = v.message;
       tf.attributes["reference"] = ref.path;
-      tf.trajectory = r.trajectory;
       add_verdict_series(tf, v, ref.file.trajectory, ref.loss_spread);
-      const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
-      reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, overwrite);
+      write_result(opts, row.trajectory_file, tf);
     } catch (const std::exception& e) {
       row.pass = false;
       row.message = e.what();
