@@ -24,6 +24,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -36,6 +37,11 @@ std::string references_dir() {
 }
 
 namespace {
+
+// --references, else references_dir()
+std::string reference_root(const RunOptions& opts) {
+  return opts.references.empty() ? references_dir() : opts.references;
+}
 
 // Trains one FP32 reference run; throws if it does not complete (a reference must be clean).
 engine::Trajectory train_reference(const engine::RunConfig& cfg, const at::Device& device) {
@@ -51,7 +57,7 @@ engine::Trajectory train_reference(const engine::RunConfig& cfg, const at::Devic
 
 int cmd_record(const RunOptions& opts) {
   const auto files = resolve_scenario_files(opts);
-  const std::string root = opts.references.empty() ? references_dir() : opts.references;
+  const std::string root = reference_root(opts);
   std::set<std::string> done;
   int recorded = 0, kept = 0;
   for (const auto& f : files) {
@@ -98,18 +104,104 @@ int cmd_record(const RunOptions& opts) {
   return 0;
 }
 
+namespace {
+
+// The run summary's provenance, from the first scenario's: versions, the device, the date, the commit.
+void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device) {
+  const auto prov = engine::provenance(sc, device);
+  summary.ampcheck_version = prov.at("ampcheck_version");
+  summary.libtorch_version = prov.at("libtorch_version");
+  summary.cuda_version = prov.at("cuda_version");
+  summary.device_name = prov.at("device_name");
+  summary.device_class = prov.at("device_class");
+  summary.date = prov.at("date");
+  if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) summary.git_commit = commit;
+}
+
+// What a run measured, into its row: steps, losses, workload, step times, throughput and MFU, memory, engine path.
+// peak_tflops: the measured matmul rate per device class / compute dtype, measured once.
+void fill_measurements(report::ScenarioSummary& row, const engine::ScenarioResult& r, const at::Device& device,
+                       std::map<std::string, double>& peak_tflops) {
+  row.steps = r.trajectory.size();
+  row.skipped_steps = r.trajectory.skipped_steps();
+  row.first_loss = r.first_loss;
+  row.final_loss = r.final_loss;
+  row.workload = r.workload;
+  row.compute_dtype = r.compute_dtype;
+  row.timing_method = r.timing.method;
+  row.warmup_steps = r.timing.warmup_steps;
+  row.median_step_ms = r.timing.median_ms;
+  row.p10_step_ms = r.timing.p10_ms;
+  row.p90_step_ms = r.timing.p90_ms;
+  const double steps_per_s = 1000.0 / r.timing.median_ms;
+  row.tokens_per_s = r.tokens_per_step * steps_per_s;
+  row.samples_per_s = r.samples_per_step * steps_per_s;
+  row.tflops = r.flops_per_step * steps_per_s / 1e12;
+  if (std::isfinite(row.tflops)) {
+    const std::string key = row.device_class + "/" + r.compute_dtype;
+    if (!peak_tflops.count(key)) peak_tflops[key] = report::measured_matmul_tflops(device.str(), r.compute_dtype);
+    row.peak_tflops = peak_tflops[key];
+    row.mfu = row.tflops / row.peak_tflops;
+  }
+  row.peak_memory_bytes = r.peak_memory_bytes;
+  row.peak_reserved_bytes = r.peak_reserved_bytes;
+  row.engine = r.engine;
+}
+
+// One scenario in this process: its reference, the run, the verdict, the pass rule's decision (verdict::decide) and
+// the result file. What stops it (no reference, a result file that may not be replaced) is the row's FAIL message.
+// nullopt on a joined rank other than 0: rank 0 judges and writes.
+std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& sc, const at::Device& device,
+                                                      const RunOptions& opts,
+                                                      std::map<std::string, double>& peak_tflops) {
+  report::ScenarioSummary row;
+  row.name = sc.run.name;
+  row.strategy = sc.run.strategy.name;
+  row.expect = sc.expect.verdict;
+  row.verdict = "-";
+  row.device_class = engine::device_info(device).device_class;
+  engine::RunConfig run = sc.run;
+  if (opts.steps > 0) run.loop.steps = opts.steps;
+  try {
+    // load the reference first: a missing one is reported before minutes of training
+    const auto ref = reference::load_reference(reference_root(opts), row.device_class, run, opts.suite);
+    bool writes = true;
+    const auto r = run_any_scenario(sc, opts, &writes, engine::terminal_progress(run.loop.steps));
+    if (!writes) return std::nullopt;
+    verdict::Verdict v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory,
+                                        ref.file.trajectory, ref.noise, sc.tolerance);
+    verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
+    if (r.outcome.status == engine::RunOutcome::Status::Completed)  // columns not judged, precision not in effect
+      verdict::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory, ref.noise);
+    const auto decision =
+        verdict::decide(scenario::expectation(sc.expect), verdict::observe(v, r.outcome.error), opts.strict);
+    v.message = decision.verdict_message;  // with the skipped steps outside the expected bounds
+    fill_result(row, v, decision);
+    fill_distributed(row, r);
+    fill_measurements(row, r, device, peak_tflops);
+    row.trajectory_file = sc.run.name + ".h5";
+    reference::TrajectoryFile tf = result_file(sc, device, r);
+    tf.attributes["verdict"] = v.verdict;
+    tf.attributes["verdict_message"] = v.message;
+    tf.attributes["reference"] = ref.path;
+    add_verdict_series(tf, v, ref.file.trajectory, ref.loss_spread);
+    write_result(opts, row.trajectory_file, tf);
+  } catch (const std::exception& e) {
+    row.pass = false;
+    row.message = e.what();
+  }
+  return row;
+}
+
+}  // namespace
+
 int cmd_check(const RunOptions& opts) {
   const auto files = resolve_scenario_files(opts);
   if (const auto why = why_skipped(files, opts); !why.empty()) {
     std::cout << "SKIPPED: " << why << "\n";
     return 77;
   }
-  const std::string root = opts.references.empty() ? references_dir() : opts.references;
   make_dirs(opts.out_dir);
-  report::RunSummary summary;
-  summary.suite = opts.suite;
-  summary.strict = opts.strict;
-  std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
   // a rank of a torchrun / srun job runs its scenarios in this process, in the job's order
   const int64_t jobs = dist::in_distributed_environment()
                            ? 1
@@ -118,96 +210,31 @@ int cmd_check(const RunOptions& opts) {
   // a joined rank other than 0 (RANK set by torchrun / srun): rank 0 judges and writes the reports
   const char* rank_env = std::getenv("RANK");
   bool follower = dist::in_distributed_environment() && rank_env && std::string(rank_env) != "0";
+  report::RunSummary summary;
   if (jobs > 1) {
     std::cout << files.size() << " scenarios, " << jobs << " at a time\n" << std::flush;
     auto par = check_in_processes(files, opts, jobs);
-    const std::string suite = summary.suite;
-    summary = par.header;
-    summary.suite = suite;
-    summary.strict = opts.strict;
+    summary = std::move(par.header);
     summary.scenarios = std::move(par.rows);
-  }
-  for (size_t i = 0; jobs <= 1 && i < files.size(); ++i) {
-    const auto sc = load_for_run(files[i], opts);
-    std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
-              << std::flush;
-    report::ScenarioSummary row;
-    row.name = sc.run.name;
-    row.strategy = sc.run.strategy.name;
-    row.expect = sc.expect.verdict;
-    row.verdict = "-";
-    verdict::Verdict v;
-    engine::RunConfig run = sc.run;
-    if (opts.steps > 0) run.loop.steps = opts.steps;
-    const at::Device device = run_device(sc, opts);
-    row.device_class = engine::device_info(device).device_class;
-    if (summary.device_class.empty()) {
-      const auto prov = engine::provenance(sc, device);
-      summary.ampcheck_version = prov.at("ampcheck_version");
-      summary.libtorch_version = prov.at("libtorch_version");
-      summary.cuda_version = prov.at("cuda_version");
-      summary.device_name = prov.at("device_name");
-      summary.device_class = prov.at("device_class");
-      summary.date = prov.at("date");
-      if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) summary.git_commit = commit;
-    }
-    try {
-      // load the reference first: a missing one is reported before minutes of training
-      const auto ref = reference::load_reference(root, row.device_class, run, opts.suite);
-      bool writes = true;
-      auto r = run_any_scenario(sc, opts, &writes, engine::terminal_progress(run.loop.steps));
-      if (!writes) {
+  } else {
+    std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
+    for (size_t i = 0; i < files.size(); ++i) {
+      const auto sc = load_for_run(files[i], opts);
+      std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name
+                << ")\n" << std::flush;
+      const at::Device device = run_device(sc, opts);
+      if (summary.device_class.empty()) set_provenance(summary, sc, device);
+      const auto row = check_scenario(sc, device, opts, peak_tflops);
+      if (!row) {
         follower = true;
         continue;
       }
-      v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, ref.file.trajectory,
-                         ref.noise, sc.tolerance);
-      verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
-      if (r.outcome.status == engine::RunOutcome::Status::Completed)  // columns not judged, precision not in effect
-        verdict::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory, ref.noise);
-      fill_distributed(row, r);
-      const auto decision =
-          verdict::decide(scenario::expectation(sc.expect), verdict::observe(v, r.outcome.error), opts.strict);
-      v.message = decision.verdict_message;  // with the skipped steps outside the expected bounds
-      fill_result(row, v, decision);
-      row.steps = r.trajectory.size();
-      row.skipped_steps = r.trajectory.skipped_steps();
-      row.first_loss = r.first_loss;
-      row.final_loss = r.final_loss;
-      row.workload = r.workload;
-      row.compute_dtype = r.compute_dtype;
-      row.timing_method = r.timing.method;
-      row.warmup_steps = r.timing.warmup_steps;
-      row.median_step_ms = r.timing.median_ms;
-      row.p10_step_ms = r.timing.p10_ms;
-      row.p90_step_ms = r.timing.p90_ms;
-      const double steps_per_s = 1000.0 / r.timing.median_ms;
-      row.tokens_per_s = r.tokens_per_step * steps_per_s;
-      row.samples_per_s = r.samples_per_step * steps_per_s;
-      row.tflops = r.flops_per_step * steps_per_s / 1e12;
-      if (std::isfinite(row.tflops)) {
-        const std::string key = row.device_class + "/" + r.compute_dtype;
-        if (!peak_tflops.count(key)) peak_tflops[key] = report::measured_matmul_tflops(device.str(), r.compute_dtype);
-        row.peak_tflops = peak_tflops[key];
-        row.mfu = row.tflops / row.peak_tflops;
-      }
-      row.peak_memory_bytes = r.peak_memory_bytes;
-      row.peak_reserved_bytes = r.peak_reserved_bytes;
-      row.engine = r.engine;
-      row.trajectory_file = sc.run.name + ".h5";
-      reference::TrajectoryFile tf = result_file(sc, device, r);
-      tf.attributes["verdict"] = v.verdict;
-      tf.attributes["verdict_message"] = v.message;
-      tf.attributes["reference"] = ref.path;
-      add_verdict_series(tf, v, ref.file.trajectory, ref.loss_spread);
-      write_result(opts, row.trajectory_file, tf);
-    } catch (const std::exception& e) {
-      row.pass = false;
-      row.message = e.what();
+      if (!row->pass) std::cout << "  FAIL " << row->name << ": " << row->message << "\n";
+      summary.scenarios.push_back(*row);
     }
-    if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
-    summary.scenarios.push_back(row);
   }
+  summary.suite = opts.suite;
+  summary.strict = opts.strict;
   if (follower) return 0;
   print_result_table(summary);
   report::write_run_reports(opts.out_dir, summary);
