@@ -1,6 +1,7 @@
 // Subcommand implementations: list, run, doctor and the default job.
 #include "report/format.h"
 #include "cli/commands.h"
+#include "cli/output_dir.h"
 #include "dist/launcher.h"
 #include "engine/checkpoint.h"
 
@@ -59,6 +60,12 @@ std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions
   return first + (files.size() > 1 ? " (and so does every other scenario named)" : "");
 }
 
+std::string why_skipped(const std::vector<std::string>& files, const RunOptions& opts) {
+  if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA())
+    return "--device " + opts.device + " but no CUDA device is available here";
+  return too_few_gpus(files, opts);
+}
+
 void make_dirs(const std::string& path) { engine::make_dirs(path); }
 
 bool file_exists(const std::string& path) {
@@ -108,6 +115,10 @@ scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts)
   return sc;
 }
 
+at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts) {
+  return engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
+}
+
 engine::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
                                         engine::Trainer::ProgressFn progress) {
   if (writes_results) *writes_results = true;
@@ -133,13 +144,9 @@ void fill_distributed(report::ScenarioSummary& row, const engine::ScenarioResult
 
 int cmd_run(const RunOptions& opts) {
   const auto files = resolve_scenario_files(opts);
-  if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
-    std::cout << "SKIPPED: --device " << opts.device << " but no CUDA device is available here\n";
-    return 77;  // CTest's skip code for the gpu label
-  }
-  if (const auto why = too_few_gpus(files, opts); !why.empty()) {
+  if (const auto why = why_skipped(files, opts); !why.empty()) {
     std::cout << "SKIPPED: " << why << "\n";
-    return 77;
+    return 77;  // CTest's skip code for the gpu label
   }
   make_dirs(opts.out_dir);
   int failures = 0;
@@ -160,17 +167,8 @@ int cmd_run(const RunOptions& opts) {
       std::cout << "  " << r.distributed.world_size << " ranks (" << r.distributed.backend << "): "
                 << (r.distributed.consistency.empty() ? "ranks agreed at every check" : r.distributed.consistency)
                 << "\n";
-    if (!r.trajectory.rows.empty() || r.outcome.status == engine::RunOutcome::Status::Error) {
-      reference::TrajectoryFile tf;
-      tf.attributes = engine::provenance(sc, engine::resolve_device(opts.device.empty() ? sc.device : opts.device));
-      tf.attributes["status"] = engine::status_name(r.outcome.status);
-      tf.attributes["error"] = r.outcome.error;
-      tf.attributes["engine"] = r.engine;
-      tf.trajectory = r.trajectory;
-      // reports/latest is, by its name, replaced by every run; any other --out keeps its files unless --force.
-      const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
-      reference::write_trajectory(opts.out_dir + "/" + sc.run.name + ".h5", tf, overwrite);
-    }
+    if (!r.trajectory.rows.empty() || r.outcome.status == engine::RunOutcome::Status::Error)
+      write_result(opts, sc.run.name + ".h5", result_file(sc, run_device(sc, opts), r));
     failures += !r.expectation_met;
     results.push_back(std::move(r));
   }

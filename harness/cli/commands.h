@@ -35,6 +35,15 @@ struct RunOptions {
 
 // A scenario as `opts` runs it: the file, with --engine fast's options applied.
 scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts);
+// The device it runs on: --device, else the scenario's own.
+at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts);
+
+// The scenario files named (files, then --suite's); throws if none.
+std::vector<std::string> resolve_scenario_files(const RunOptions& opts);
+// Why run and check skip these scenarios here ("" if they do not): --device cuda without a CUDA device, or every
+// scenario named data-parallel on CUDA with more ranks than this machine has GPUs. They print "SKIPPED: <why>" and
+// exit 77 (CTest's skip code).
+std::string why_skipped(const std::vector<std::string>& files, const RunOptions& opts);
 
 int cmd_list(const std::string& suite);
 int cmd_run(const RunOptions& opts);     // train, write trajectories, judge error/nonfinite expectations only

@@ -3,6 +3,7 @@
 // weights, another data order) that give the noise; `judge` compares external runs (docs/TRAJECTORY_FORMAT.md)
 // with it signal by signal, exactly as `check` compares ampcheck's own runs, and writes the same reports.
 #include "cli/commands.h"
+#include "cli/output_dir.h"
 #include "cli/verdict_rows.h"
 
 #include "engine/scenario_run.h"
@@ -188,17 +189,9 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
                                  file_stem(path) + ".h5 in the output directory");
     inputs.push_back(std::move(in));
   }
-  const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
-  if (!overwrite) {
-    for (const char* f : {"summary.json", "junit.xml", "summary.md", "report.html"})
-      if (file_exists(opts.out_dir + "/" + f))
-        throw std::runtime_error(opts.out_dir + "/" + f + ": exists; refusing to overwrite. HINT: pass --force to "
-                                 "replace it, or another --out");
-    for (const auto& in : inputs)
-      if (file_exists(opts.out_dir + "/" + file_stem(in.path) + ".h5"))
-        throw std::runtime_error(opts.out_dir + "/" + file_stem(in.path) + ".h5: exists; refusing to overwrite. "
-                                 "HINT: pass --force to replace it, or another --out");
-  }
+  std::vector<std::string> outputs = {"summary.json", "junit.xml", "summary.md", "report.html"};
+  for (const auto& in : inputs) outputs.push_back(file_stem(in.path) + ".h5");
+  refuse_existing_outputs(opts, outputs);
 
   verdict::Tolerance tol;
   for (const auto& kv : opts.tolerance) {
@@ -241,10 +234,10 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref.trajectory,
                                         ref.noise_runs, tol);
     if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
-    row.pass = v.verdict == row.expect;
-    row.verdict = v.verdict;
-    row.message = row.pass ? v.message : "expected " + row.expect + ", got " + v.verdict + ": " + v.message;
-    apply_warnings(row, v, {}, opts.strict);
+    // --expect alone: any error message, no bounds on the skipped steps, no warnings expected
+    verdict::Expectation expected;
+    expected.verdict = row.expect;
+    fill_result(row, v, verdict::decide(expected, verdict::observe(v, attr(run, "error")), opts.strict));
     std::vector<std::string> missing;
     // the columns the signals read (param_norm, loss_scale, step_time_ms and eval_loss are reported, not judged)
     for (int c : {engine::kGradNorm, engine::kUpdateNorm, engine::kLr, engine::kSkipped, engine::kFracZero,
@@ -258,7 +251,6 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
       for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
       row.message += " (not recorded, not judged: " + m + ")";
     }
-    fill_verdict_fields(row, v);
     row.steps = run.trajectory.size();
     row.skipped_steps = run.trajectory.skipped_steps();
     if (!run.trajectory.rows.empty()) {

@@ -4,6 +4,7 @@
 // running, then merges their summary.json rows in the order of the files and moves their trajectory files into
 // <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use the cores once.
 #include "cli/commands.h"
+#include "cli/output_dir.h"
 
 #include "engine/device.h"
 
@@ -85,6 +86,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
       if (!opts.references.empty()) args.insert(args.end(), {"--references", opts.references});
       if (opts.steps > 0) args.insert(args.end(), {"--steps", std::to_string(opts.steps)});
       if (opts.engine != "stock") args.insert(args.end(), {"--engine", opts.engine});
+      if (opts.strict) args.push_back("--strict");  // (each process decides its scenarios' pass)
       make_dirs(part_dir(next));
       running[spawn(args, part_dir(next) + "/log.txt", threads)] = next;
       ++next;
@@ -104,7 +106,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
   }
 
   ParallelResult out;
-  const bool overwrite = opts.force || opts.out_dir == RunOptions{}.out_dir;
+  const bool overwrite = may_overwrite(opts);
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string summary = part_dir(i) + "/summary.json";
     if (!file_exists(summary)) {  // the child died before writing its summary: keep its output in the message
@@ -123,7 +125,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
         const std::string from = part_dir(i) + "/" + row.trajectory_file, to = opts.out_dir + "/" + row.trajectory_file;
         if (file_exists(to) && !overwrite) {
           row.pass = false;
-          row.message = to + ": exists; refusing to overwrite. HINT: pass --force to replace it";
+          row.message = refusing_to_overwrite(to);
         } else if (file_exists(from) && std::rename(from.c_str(), to.c_str()) != 0) {
           row.pass = false;
           row.message = to + ": could not move the trajectory there from " + from;

@@ -147,21 +147,11 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
     for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[kLoss]);
     r.timing = step_timing(r.trajectory, timing_method);
   }
-  // expectations decidable without a reference
-  const std::string& want = sc.expect.verdict;
-  const auto st = r.outcome.status;
-  if (want == "error") {
-    r.expectation_met = st == RunOutcome::Status::Error && r.outcome.error == sc.expect.error;
-    r.expectation_note = st == RunOutcome::Status::Error ? "raised: " + r.outcome.error : "expected an error, none raised";
-  } else if (want == "nonfinite") {
-    r.expectation_met = st == RunOutcome::Status::NonFinite;
-    r.expectation_note = st == RunOutcome::Status::NonFinite ? "non-finite as expected" : std::string("run ") + status_name(st);
-  } else {
-    r.expectation_met = st == RunOutcome::Status::Completed;
-    r.expectation_note = st == RunOutcome::Status::Completed
-                             ? "completed; '" + want + "' is judged against the FP32 reference"
-                             : std::string("run ended ") + status_name(st) + (r.outcome.error.empty() ? "" : ": " + r.outcome.error);
-  }
+  // expectations decidable without a reference: the run's status alone (verdict/pass_rule.h)
+  const auto d = verdict::decide(scenario::expectation(sc.expect),
+                                 verdict::observe_status(status_name(r.outcome.status), r.outcome.error), false);
+  r.expectation_met = d.pass;
+  r.expectation_note = d.message;
   return r;
 }
 

@@ -603,6 +603,16 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   return sc;
 }
 
+verdict::Expectation expectation(const Expect& e) {
+  verdict::Expectation x;
+  x.verdict = e.verdict;
+  x.error = e.error;
+  x.skipped_min = e.skipped_min;
+  x.skipped_max = e.skipped_max;
+  x.warnings = e.warnings;
+  return x;
+}
+
 Scenario load_scenario(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ScenarioError(path + ": cannot open scenario file");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/run_config.h"
+#include "verdict/pass_rule.h"
 #include "verdict/verdict.h"
 
 #include <stdexcept>
@@ -27,6 +28,9 @@ struct Expect {
   // here fails the scenario.
   std::vector<std::string> warnings;
 };
+// The expectation as the pass rule (verdict/pass_rule.h) takes it: the error message always compared (the parser
+// requires one exactly for verdict `error`).
+verdict::Expectation expectation(const Expect& e);
 
 struct Scenario {
   std::string path;          // file it came from

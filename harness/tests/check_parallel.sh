@@ -32,3 +32,16 @@ if (a["passed"], a["failed"]) != (3, 1) or (b["passed"], b["failed"]) != (3, 1):
     sys.exit("FAIL: expected 3 passed, 1 failed in both")
 print("check --jobs 2 == --jobs 1:", key(b))
 PY
+# --strict reaches the processes: a warning the scenario does not expect (tf32 on the CPU is FP32 bit for bit: the
+# precision warning, here not listed in expect) fails the run with --jobs 2 as with --jobs 1
+sed 's/^name: tf32$/name: tf32-unexpected-warning/; s/expect: {verdict: tracks, warnings: \[precision\]}/expect: {verdict: tracks}/' \
+  "$src/scenarios/tf32.yaml" > "$work/tf32-unexpected-warning.yaml"
+grep -q "expect: {verdict: tracks}" "$work/tf32-unexpected-warning.yaml"
+for j in 1 2; do
+  rc=0
+  "$ampcheck" check "$work/tf32-unexpected-warning.yaml" "$src/scenarios/fp32.yaml" --device cpu --jobs $j --strict \
+    --out "$work/s$j" > "$work/s$j.log" 2>&1 || rc=$?
+  [ $rc = 1 ] || { cat "$work/s$j.log"; echo "FAIL: --strict --jobs $j exited $rc, expected 1 (an unexpected warning)"; exit 1; }
+  grep -q "tf32-unexpected-warning .*FAIL" "$work/s$j.log" || { cat "$work/s$j.log"; echo "FAIL: --jobs $j: the row did not fail"; exit 1; }
+done
+echo "check --strict --jobs 2 == --jobs 1: the unexpected warning fails both"
