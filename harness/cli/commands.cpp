@@ -1,16 +1,18 @@
 // Subcommand implementations: list, run, doctor and the default job.
 #include "report/format.h"
 #include "cli/commands.h"
-#include "dist/launcher.h"
-#include "engine/checkpoint.h"
+#include "distributed/launcher.h"
+#include "io/files.h"
 
 #include "engine/device.h"
 #include "engine/precision.h"
-#include "engine/scenario_run.h"
+#include "run/progress.h"
+#include "run/provenance.h"
+#include "run/scenario_run.h"
 #include "reference/trajectory_file.h"
-#include "report/doctor.h"
-#include "dist/allreduce_check.h"
-#include "dist/process_group.h"
+#include "doctor/doctor.h"
+#include "distributed/allreduce_check.h"
+#include "distributed/process_group.h"
 #include "scenario/scenario.h"
 
 #include <ATen/Context.h>

@@ -5,7 +5,8 @@
 #include "cli/commands.h"
 #include "cli/verdict_rows.h"
 
-#include "engine/scenario_run.h"
+#include "run/provenance.h"
+#include "run/scenario_run.h"
 #include "reference/external_run.h"
 #include "report/html.h"
 

@@ -1,5 +1,5 @@
 // doctor implementation.
-#include "report/doctor.h"
+#include "doctor/doctor.h"
 
 #include "engine/device.h"
 #include "engine/fp8.h"
@@ -7,7 +7,7 @@
 #include "kernels/gemm_epilogues.h"
 #include "engine/precision.h"
 #include "engine/trainer.h"
-#include "report/gpu_topology.h"
+#include "doctor/gpu_topology.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
