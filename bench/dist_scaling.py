@@ -7,7 +7,7 @@ Per world size: the step time (the slowest rank's median after the warm-up steps
 scaling efficiency (tokens/s per GPU against world size 1 measured in the same call) and the share of the step
 spent in collectives (per rank: collective time / step time, over every step; the median of the ranks — NCCL:
 elapsed GPU time between CUDA events around each collective on the step's stream; Gloo: the blocking wait's wall
-clock, harness/dist/data_parallel.h), peak memory. Everything is written under --out: scenarios/ (the generated
+clock, harness/distributed/data_parallel.h), peak memory. Everything is written under --out: scenarios/ (the generated
 scenario files), runs/ (every run's trajectories, rank files and logs), scaling.jsonl, scaling.md.
 
     python3 bench/dist_scaling.py --ampcheck build/ampcheck --out /tmp/scaling \

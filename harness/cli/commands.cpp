@@ -2,16 +2,18 @@
 #include "report/format.h"
 #include "cli/commands.h"
 #include "cli/output_dir.h"
-#include "dist/launcher.h"
-#include "engine/checkpoint.h"
+#include "distributed/launcher.h"
+#include "io/files.h"
 
 #include "engine/device.h"
 #include "engine/precision.h"
-#include "engine/scenario_run.h"
+#include "run/progress.h"
+#include "run/provenance.h"
+#include "run/scenario_run.h"
 #include "reference/trajectory_file.h"
-#include "report/doctor.h"
-#include "dist/allreduce_check.h"
-#include "dist/process_group.h"
+#include "doctor/doctor.h"
+#include "distributed/allreduce_check.h"
+#include "distributed/process_group.h"
 #include "scenario/scenario.h"
 
 #include <ATen/Context.h>
@@ -66,7 +68,7 @@ std::string why_skipped(const std::vector<std::string>& files, const RunOptions&
   return too_few_gpus(files, opts);
 }
 
-void make_dirs(const std::string& path) { engine::make_dirs(path); }
+void make_dirs(const std::string& path) { io::make_dirs(path); }
 
 bool file_exists(const std::string& path) {
   struct stat st;

@@ -1,7 +1,7 @@
 // The ampcheck subcommands.
 #pragma once
 
-#include "engine/scenario_run.h"
+#include "run/scenario_run.h"
 #include "report/compare.h"
 #include "report/summary.h"
 #include "scenario/scenario.h"
@@ -61,7 +61,7 @@ int cmd_default(RunOptions opts);        // check the default suite on the best 
 // External runs (judge.cpp): a reference from the user's FP32 run + noise runs; verdicts for runs of other loops.
 int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_runs, const std::string& out,
                   bool force);
-// Runs one scenario: in this process, or (distributed:) over its ranks (harness/dist/launcher.h). writes_results is
+// Runs one scenario: in this process, or (distributed:) over its ranks (harness/distributed/launcher.h). writes_results is
 // false on a joined rank other than 0, which must not write the run directory.
 engine::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
                                         engine::Trainer::ProgressFn progress);

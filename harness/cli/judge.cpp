@@ -6,7 +6,8 @@
 #include "cli/output_dir.h"
 #include "cli/verdict_rows.h"
 
-#include "engine/scenario_run.h"
+#include "run/provenance.h"
+#include "run/scenario_run.h"
 #include "reference/external_run.h"
 #include "report/html.h"
 

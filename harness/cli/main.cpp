@@ -1,8 +1,8 @@
 // ampcheck — command-line entry point. With no subcommand it runs the default suite on the best device
 // (the GPU when there is one, else the CPU) and ends with a result table.
 #include "cli/commands.h"
-#include "dist/allreduce_check.h"
-#include "dist/launcher.h"
+#include "distributed/allreduce_check.h"
+#include "distributed/launcher.h"
 
 #include <CLI/CLI.hpp>
 

@@ -1,6 +1,8 @@
 // Checkpoint reader/writer.
 #include "engine/checkpoint.h"
 
+#include "io/files.h"
+
 #include <ATen/core/grad_mode.h>
 
 #include <cerrno>
@@ -39,39 +41,6 @@ at::ScalarType dtype_from_tag(const std::string& s, const std::string& path) {
 }
 }  // namespace
 
-void make_dirs(const std::string& path) {
-  std::string cur = !path.empty() && path[0] == '/' ? "/" : "";
-  std::stringstream ss(path);
-  std::string part;
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += part + "/";
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-      throw std::runtime_error(cur + ": cannot create directory: " + std::strerror(errno));
-  }
-}
-
-void write_file_atomically(const std::string& path, const std::string& bytes, bool overwrite) {
-  struct stat st;
-  if (!overwrite && ::stat(path.c_str(), &st) == 0)
-    throw std::runtime_error(path + ": exists; refusing to overwrite. HINT: pass --force to replace it");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(tmp + ": cannot open for writing");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error(tmp + ": write failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(path + ": rename from " + tmp + " failed");
-  }
-}
-
 void write_checkpoint(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                       const nlohmann::json& meta) {
   nlohmann::json header;
@@ -93,7 +62,7 @@ void write_checkpoint(const std::string& path, const std::vector<std::pair<std::
   bytes.append(reinterpret_cast<const char*>(&hlen), sizeof(hlen));
   bytes += h;
   bytes += payload;
-  write_file_atomically(path, bytes, /*overwrite=*/true);
+  io::write_file_atomically(path, bytes, /*overwrite=*/true);
 }
 
 Checkpoint read_checkpoint(const std::string& path) {

@@ -64,7 +64,7 @@ struct LoopConfig {
                                          // they cost a few passes over grads and params: NaN on other steps)
 };
 
-// Data-parallel training (harness/dist/): `distributed:` in a scenario. Ranks are processes; each reads its slice
+// Data-parallel training (harness/distributed/): `distributed:` in a scenario. Ranks are processes; each reads its slice
 // of the global batch (data.batch_size is the global batch), and gradients are averaged across ranks at the trainer's
 // gradient-sync point.
 struct DistributedConfig {

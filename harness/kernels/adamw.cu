@@ -1,4 +1,4 @@
-// AdamW's fused step with the updated parameters' sums of squares in the same pass (kernels/fused.h:
+// AdamW's fused step with the updated parameters' sums of squares in the same pass (kernels/adamw.h:
 // adamw_square_sums_, engine option train.fused_param_norm):
 //   adamw_kernel: up to kAdamTensors fp32 tensors per launch, their pointers in the kernel's arguments; each block
 //                 finds its tensor by a binary search over the tensors' first blocks and takes kSqBlockElems elements
@@ -12,7 +12,7 @@
 //                 With gpart_sum (only without grad_scale: the grads as read are the grads as stored), the grads'
 //                 partial sums of squares too, in the same layout (train.fused_param_norm's gradient norm without a
 //                 GradScaler).
-// Plain CUDA C++; fused.cpp is the ATen side.
+// Plain CUDA C++; adamw.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
 

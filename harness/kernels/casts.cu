@@ -1,11 +1,11 @@
-// Casts in few passes (kernels/fused.h: cast_many, widen_sum):
+// Casts in few passes (kernels/casts.h: cast_many, widen_sum):
 //   cast_many: up to kMaxCastTensors fp32 tensors rounded to bf16 / fp16 (round to nearest even, as at::Tensor::to)
 //              in one launch: the tensors' pointers and sizes travel in the kernel's arguments; each block finds its
 //              tensor by a binary search over the tensors' first blocks, then casts 8 elements per thread and step
 //              (two 16-byte loads, one 16-byte store) where the tensor is aligned so, one at a time elsewhere.
 //   widen_sum: out (fp32) = Σ_k parts[k] (fp16 / bf16) added in k order in fp32, with 16-byte loads; with one part a
 //              vectorised widening cast.
-// Plain CUDA C++; fused.cpp is the ATen side.
+// Plain CUDA C++; casts.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
 

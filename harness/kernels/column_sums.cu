@@ -1,13 +1,13 @@
 // Column sums (a Linear's bias gradient: the sum of the output gradient over rows) and the GELU (tanh) backward fused
-// with them (kernels/fused.h: linear_bias_gelu); and the fixed-order sum of per-block partial rows that these and the
-// LayerNorm backward (layer_norm.cu) end with.
+// with them (kernels/bias_gelu.h: linear_bias_gelu); and the fixed-order sum of per-block partial rows that these and
+// the LayerNorm backward (layer_norm.cu) end with.
 //   column_sums: grid (column tiles of 32·V, row blocks); each warp of a block takes every kColWarps-th row of the
 //                block's rows, each lane V consecutive columns (one 16-byte load for V = 16 / sizeof(T), else V = 1),
 //                kRows rows' loads in flight before the first is used, summing in fp32 in row order; the block adds
 //                its warps in warp order and writes one row of partials.
 //   sum_partials: out[c] = Σ_b part[b][c] in block order, one warp per 32 columns, rounded through the dtype the
 //                 stock op would have returned (columns from round_from on: the LayerNorm's dγ, dβ stay fp32).
-// Deterministic: no atomics, every order fixed. Plain CUDA C++; fused.cpp is the ATen side.
+// Deterministic: no atomics, every order fixed. Plain CUDA C++; bias_gelu.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
 

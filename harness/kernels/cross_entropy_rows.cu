@@ -1,11 +1,11 @@
-// The fused head's row kernel (kernels/fused.h: cross_entropy_rows_): for each row of logits, in one block,
+// The fused head's row kernel (kernels/head.h: cross_entropy_rows_): for each row of logits, in one block,
 //   pass 1: running max and sum of exp over the row (fp32, online softmax), combined across the block;
 //   the row's loss = log-sum-exp − logit[target];
 //   pass 2: the row overwritten in place by (softmax − one-hot(target)) · factor, rounded to the logits' dtype.
 // Two reads and one write of the row in its own dtype — where the stock path writes fp32 copies of the whole
 // (rows × vocab) logits, their log-softmax and its gradient. Where the row fits twice in an SM's shared memory (16-bit
 // logits, V up to about 58k: GPT-2's 50257), the shared-memory kernel below reads each row from device memory once.
-// Plain CUDA C++ (no ATen headers): fused_cuda.cpp is the
+// Plain CUDA C++ (no ATen headers): head.cpp is the
 // ATen side. Built only where LibTorch has CUDA and nvcc is found (CMake option AMPCHECK_CUDA_KERNELS).
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"

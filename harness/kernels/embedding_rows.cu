@@ -1,4 +1,4 @@
-// The tied token embedding's backward and the fused head's gradient scaling (kernels/fused.h:
+// The tied token embedding's backward and the fused head's gradient scaling (kernels/head.h:
 // embedding_backward_add_, scale_unless_one_):
 //   embedding_rows_add: grad[id] += Σ rows[n] over the positions n holding token id, given the positions sorted by
 //     token (a stable sort: within a token, in position order). Two kernels: blocks of 16 sorted positions sum their
@@ -9,7 +9,7 @@
 //   scale_unless_one: x *= *r (r rounded to x's dtype, the product in fp32 rounded once: x.mul_(r)) unless that r is 1,
 //     in which case every block
 //     returns before touching x: on the fused head's normal path (grad / hint == 1) the step pays no pass.
-// Plain CUDA C++; fused.cpp is the ATen side.
+// Plain CUDA C++; head.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
 

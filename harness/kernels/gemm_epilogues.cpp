@@ -2,6 +2,9 @@
 // as their column-major transposes: a contiguous (R, C) tensor is a C × R column-major matrix with leading dimension C.
 #include "kernels/gemm_epilogues.h"
 
+#include "kernels/bias_gelu.h"
+#include "kernels/casts.h"
+
 #include <ampcheck/amp/autocast.h>
 
 #include <torch/csrc/autograd/custom_function.h>

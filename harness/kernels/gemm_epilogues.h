@@ -22,7 +22,7 @@
 // eight candidates timed once per problem (gemm_lt.cu).
 #pragma once
 
-#include "kernels/fused.h"
+#include "kernels/impl.h"
 
 #include <ATen/ATen.h>
 

@@ -1,5 +1,6 @@
 // The CUDA C++ kernels' launchers: plain C++ signatures (raw pointers, a cudaStream_t passed as void*), so neither
-// side includes the other's headers. Each returns nullptr or the CUDA error's text. Only fused_cuda.cpp calls them.
+// side includes the other's headers. Each returns nullptr or the CUDA error's text. Only the ops' .cpp files
+// beside them (through kernels/dispatch.h) and gemm_epilogues.cpp call them.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,7 @@ const char* column_sums(const void* g, const void* pre, void* dpre, DType dtype,
 namespace ampcheck::kernels::cuda {
 
 // See gemm_lt.cu: one cuBLASLt product D (m × n) = op(A) op(B) (+ D when accumulate), column-major, fp32 compute,
-// with an epilogue. Whether this build links cuBLASLt is fused.h's gemm_epilogues_built().
+// with an epilogue. Whether this build links cuBLASLt is gemm_epilogues.h's gemm_epilogues_built().
 enum class LtEpilogue {
   None,
   DGelu,  // D = op(A) op(B) · GELU'(aux), GELU (tanh)'s derivative at aux (D's dtype, m × n column-major)

@@ -1,4 +1,4 @@
-// The fused residual add + LayerNorm (kernels/fused.h: add_layer_norm): one warp per row of C = 32·K channels
+// The fused residual add + LayerNorm (kernels/layer_norm.h: add_layer_norm): one warp per row of C = 32·K channels
 // (K ≤ 32, the row held in registers).
 //   forward:  s = x + y (fp32; y in its own dtype, may be absent), h = (s − mean)·rstd·γ + β computed in fp32 and
 //             rounded once to the output dtype (what autocast's fp32 LayerNorm followed by the Linear's cast gives);
@@ -6,7 +6,7 @@
 //   backward: ds = ds_in + rstd·(g − mean(g) − x̂·mean(g·x̂)), g = dh·γ, in fp32, written fp32 and (for the branch y)
 //             rounded to y's dtype; per-block partial sums of dh·x̂ (dγ), dh (dβ) and, where asked, of dy as written
 //             (the bias gradient of the Linear whose output y is), summed by the caller.
-// Plain CUDA C++; fused.cpp is the ATen side.
+// Plain CUDA C++; layer_norm.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
 

@@ -1,13 +1,13 @@
-// The sum of squares of many tensors and whether any element is inf or NaN, in one pass over them (kernels/fused.h:
-// square_sum_nonfinite — the trainer's gradient and parameter norms, and the GradScaler's inf check read from the same
-// pass):
+// The sum of squares of many tensors and whether any element is inf or NaN, in one pass over them
+// (kernels/square_sums.h: square_sum_nonfinite — the trainer's gradient and parameter norms, and the GradScaler's inf
+// check read from the same pass):
 //   square_sums_kernel: up to kMaxCastTensors tensors of one dtype per launch, their pointers and sizes in the kernel's
 //                       arguments; each block finds its tensor by a binary search over the tensors' first blocks, sums
 //                       x² (fp32) over its kSqBlockElems elements (8 per thread and step: 16-byte loads where aligned)
 //                       and writes one partial sum and one non-finite flag.
 //   square_sums_finish: one block adds the partials in a fixed order in fp64 (deterministic), rounds the total to fp32
 //                       (inf where it exceeds fp32's range, as fp32 sums overflow) and writes the flag as 1.f / 0.f.
-// Plain CUDA C++; fused.cpp is the ATen side.
+// Plain CUDA C++; square_sums.cpp is the ATen side.
 #include "kernels/cuda_math.cuh"
 #include "kernels/kernels_cuda.h"
 

@@ -4,7 +4,7 @@
 #include "report/format.h"
 #include "report/svg.h"
 
-#include "engine/checkpoint.h"
+#include "io/files.h"
 #include "reference/trajectory_file.h"
 
 #include <algorithm>
@@ -356,7 +356,7 @@ std::string write_html_report(const std::string& dir, const RunSummary& s) {
     series.push_back(!c.trajectory_file.empty() && exists(p) ? load_series(p) : ScenarioSeries{});
   }
   const std::string path = dir + "/report.html";
-  engine::write_file_atomically(path, render_html(s, series));
+  io::write_file_atomically(path, render_html(s, series));
   return path;
 }
 

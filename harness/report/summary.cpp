@@ -3,7 +3,7 @@
 
 #include "report/format.h"
 
-#include "engine/checkpoint.h"
+#include "io/files.h"
 
 #include <nlohmann/json.hpp>
 
@@ -112,7 +112,7 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
           {"consistency", d.consistency}};
     }
   }
-  engine::write_file_atomically(path, j.dump(2) + "\n");
+  io::write_file_atomically(path, j.dump(2) + "\n");
 }
 
 RunSummary read_summary_json(const std::string& path) {
@@ -256,7 +256,7 @@ void write_junit(const std::string& path, const RunSummary& s) {
     x << "    </testcase>\n";
   }
   x << "  </testsuite>\n</testsuites>\n";
-  engine::write_file_atomically(path, x.str());
+  io::write_file_atomically(path, x.str());
 }
 
 void write_markdown(const std::string& path, const RunSummary& s) {
@@ -297,7 +297,7 @@ void write_markdown(const std::string& path, const RunSummary& s) {
       any_fail = true;
       m << "- **" << c.name << "**: " << c.message << "\n";
     }
-  engine::write_file_atomically(path, m.str());
+  io::write_file_atomically(path, m.str());
 }
 
 void write_run_reports(const std::string& dir, const RunSummary& s) {

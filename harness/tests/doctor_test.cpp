@@ -2,7 +2,7 @@
 // healthy CPU stack (fp16 / bf16 autocast within their floors of fp32 after 12 steps, a planted inf skipped once
 // with the scale halved).
 #include "kernels/fused.h"
-#include "report/doctor.h"
+#include "doctor/doctor.h"
 
 #include <gtest/gtest.h>
 

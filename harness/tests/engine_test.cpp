@@ -4,6 +4,7 @@
 #include "test_support.h"
 
 #include "engine/checkpoint.h"
+#include "io/files.h"
 #include "reference/trajectory_file.h"
 
 #include <ATen/core/grad_mode.h>
@@ -68,7 +69,7 @@ TEST(EngineCheckpoint, TensorsRoundTripInEveryDtype) {
 
 TEST(EngineCheckpoint, CorruptFileIsAnErrorNamingIt) {
   const std::string path = temp_path("bad.ckpt");
-  engine::write_file_atomically(path, "not a checkpoint");
+  io::write_file_atomically(path, "not a checkpoint");
   try {
     engine::read_checkpoint(path);
     FAIL();

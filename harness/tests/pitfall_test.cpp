@@ -4,7 +4,7 @@
 // EnginePitfall* / EngineReferenceKey* so that `unit.engine` runs them.
 #include "test_support.h"
 
-#include "engine/scenario_run.h"
+#include "run/scenario_run.h"
 #include "reference/reference_store.h"
 #include "reference/trajectory_file.h"
 #include "scenario/scenario.h"

@@ -7,7 +7,7 @@
 #include "report/svg.h"
 
 #include "engine/device.h"
-#include "engine/scenario_run.h"
+#include "run/scenario_run.h"
 #include "engine/step_timer.h"
 
 #include <gtest/gtest.h>

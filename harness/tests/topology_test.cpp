@@ -1,9 +1,9 @@
 // doctor's machine view for data-parallel runs: `nvidia-smi topo -m`'s link matrix parsed (escape codes, NIC rows and
 // the legend ignored), the one-line description, and the all-reduce check's exact-sum verification (the pattern
 // each rank contributes sums to integers below 2^24, so the check is bit for bit and one wrong element counts).
-#include "dist/allreduce_check.h"
-#include "report/doctor.h"
-#include "report/gpu_topology.h"
+#include "distributed/allreduce_check.h"
+#include "doctor/doctor.h"
+#include "doctor/gpu_topology.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Verdicts: every signal's rule on synthetic trajectories (each rule alone, against noise runs whose deviation is
 // known), and the reference store's refusals. The planted bugs on real runs are the sensitivity suite
 // (scenarios/sensitivity/, CTest label cpu).
-#include "engine/scenario_run.h"
+#include "run/scenario_run.h"
 #include "reference/reference_store.h"
 #include "scenario/scenario.h"
 #include "verdict/verdict.h"

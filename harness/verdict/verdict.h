@@ -83,7 +83,7 @@ void add_engine_run_warnings(Verdict& v, const engine::Trajectory& run, const en
 // Adds a warning (and its clause to the message); the verdict itself is unchanged.
 void add_warning(Verdict& v, const std::string& signal, const std::string& message);
 
-// Data parallel: ranks that disagreed at a cross-rank check (harness/dist/) make the verdict `diverges`, with the
+// Data parallel: ranks that disagreed at a cross-rank check (harness/distributed/) make the verdict `diverges`, with the
 // check's message first, whatever rank 0's own signals say: a run whose ranks hold different models or scales is
 // not one training run any more.
 void apply_rank_consistency(Verdict& v, int64_t diverged_step, const std::string& message);

@@ -1,5 +1,5 @@
 // c10d process groups (process_group.h).
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>

@@ -1,8 +1,8 @@
 // doctor's all-reduce check (allreduce_check.h).
-#include "dist/allreduce_check.h"
+#include "distributed/allreduce_check.h"
 
-#include "dist/process_group.h"
-#include "dist/spawn.h"
+#include "distributed/process_group.h"
+#include "distributed/spawn.h"
 #include "engine/device.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>

@@ -1,5 +1,5 @@
 // doctor implementation.
-#include "report/doctor.h"
+#include "doctor/doctor.h"
 
 #include "engine/device.h"
 #include "engine/fp8.h"
@@ -7,10 +7,11 @@
 #include "kernels/gemm_epilogues.h"
 #include "engine/precision.h"
 #include "engine/trainer.h"
-#include "report/gpu_topology.h"
+#include "doctor/gpu_topology.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -155,7 +156,8 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   // every visible GPU, peer access and the link matrix (a data-parallel run's interconnect)
   j["topology"] = gpu_topology();
   j["support"] = {{"bf16", bf16}, {"fp8_e4m3_matmul", fp8}, {"tf32", device.is_cuda() && info.compute_capability_major >= 8}};
-  // the c10d backends this build compiled in (harness/dist: Gloo where gloo's headers were found, NCCL where nccl.h was)
+  // the c10d backends this build compiled in (harness/distributed: Gloo where gloo's headers were found, NCCL where
+  // nccl.h was)
   nlohmann::json backends = nlohmann::json::array();
 #ifdef AMPCHECK_HAVE_GLOO
   backends.push_back("gloo");

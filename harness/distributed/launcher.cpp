@@ -1,12 +1,13 @@
 // Launching and joining data-parallel runs (launcher.h).
-#include "dist/launcher.h"
+#include "distributed/launcher.h"
 
-#include "dist/data_parallel.h"
-#include "dist/process_group.h"
-#include "dist/spawn.h"
-#include "engine/checkpoint.h"
+#include "distributed/data_parallel.h"
+#include "distributed/process_group.h"
+#include "distributed/spawn.h"
 #include "engine/device.h"
+#include "io/files.h"
 #include "reference/trajectory_file.h"
+#include "run/provenance.h"
 
 #include <algorithm>
 #include <chrono>
@@ -174,7 +175,7 @@ void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spe
 engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
                                        const std::string& out_dir, bool* writes_results) {
   const std::string dir = out_dir + "/" + sc.run.name + ".ranks";
-  engine::make_dirs(dir);
+  io::make_dirs(dir);
   if (writes_results) *writes_results = true;
   if (in_distributed_environment()) {  // started by torchrun / srun: this process is one rank
     const RankEnv env = rank_env_from_environment();

@@ -1,61 +1,12 @@
 // run_scenario: the glue between a Scenario and the Trainer.
-#include "engine/scenario_run.h"
+#include "run/scenario_run.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <ctime>
-#include <cstdio>
-#include <functional>
-#include <memory>
-#include <unistd.h>
+#include <stdexcept>
+#include <vector>
 
 namespace ampcheck::engine {
-
-std::string utc_now() {
-  char date[64];
-  std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return date;
-}
-
-std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device) {
-  const DeviceInfo info = device_info(device);
-  const std::string date = utc_now();
-  return {{"ampcheck_version", AMPCHECK_VERSION},
-          {"libtorch_version", libtorch_version()},
-          {"cuda_version", cuda_runtime_version()},
-          {"cudnn_version", cudnn_version()},
-          {"device_name", info.name},
-          {"device_class", info.device_class},
-          {"scenario_name", sc.run.name},
-          {"scenario_path", sc.path},
-          {"scenario_text", sc.text},
-          {"scenario_hash", std::to_string(std::hash<std::string>{}(sc.text))},
-          {"strategy", sc.run.strategy.name + ": " + sc.run.strategy.describe()},
-          {"date", date}};
-}
-
-Trainer::ProgressFn terminal_progress(int64_t total_steps) {
-  const bool tty = ::isatty(STDOUT_FILENO);
-  auto start = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-  auto next_plain = std::make_shared<int64_t>(0);
-  return [=](int64_t step, const Trajectory& t) {
-    const int64_t done = step + 1;
-    if (!tty && done < *next_plain && done != total_steps) return;
-    *next_plain = done + std::max<int64_t>(1, total_steps / 10);
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - *start).count();
-    const double eta = done > 0 ? elapsed / done * (total_steps - done) : 0;
-    const auto& row = t.rows.back();
-    char line[160];
-    std::snprintf(line, sizeof(line), "  step %lld/%lld  loss %.4f  scale %g  skipped %lld  eta %.0fs",
-                  static_cast<long long>(done), static_cast<long long>(total_steps), row[kLoss], row[kLossScale],
-                  static_cast<long long>(t.skipped_steps()), eta);
-    if (tty) std::printf("\r%-78s%s", line, done == total_steps ? "\n" : "");
-    else std::printf("%s\n", line);
-    std::fflush(stdout);
-  };
-}
 
 StepTiming step_timing(const Trajectory& t, const std::string& method) {
   StepTiming st;

@@ -12,7 +12,7 @@
 // (PR_SET_PDEATHSIG).
 #pragma once
 
-#include "engine/scenario_run.h"
+#include "run/scenario_run.h"
 #include "scenario/scenario.h"
 
 #include <string>

@@ -1,7 +1,7 @@
 // DataParallel (data_parallel.h).
-#include "dist/data_parallel.h"
+#include "distributed/data_parallel.h"
 
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/Event.h>

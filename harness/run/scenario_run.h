@@ -1,5 +1,5 @@
-// Running one scenario end to end: build the trainer on the resolved device, train, classify the outcome, write
-// the trajectory file with provenance. Shared by the CLI and the tests.
+// Running one scenario end to end: build the trainer on the resolved device, train, classify the outcome (the
+// trajectory file's provenance: run/provenance.h; a progress printer: run/progress.h). Shared by the CLI and the tests.
 #pragma once
 
 #include "engine/device.h"
@@ -22,7 +22,7 @@ StepTiming step_timing(const Trajectory& t, const std::string& method);
 // parameter dtype, with fp32 reported as tf32 when TF32 is on.
 std::string compute_dtype(const Strategy& s);
 
-// A data-parallel run (harness/dist/): what the ranks did, for the reports.
+// A data-parallel run (harness/distributed/): what the ranks did, for the reports.
 struct DistributedSummary {
   int64_t world_size = 0;           // 0: not a data-parallel run
   std::string backend, sharding, reduce_dtype, launch;  // launch: "ampcheck" (started its ranks) | "environment"
@@ -60,16 +60,8 @@ struct ScenarioResult {
 
 // Runs the scenario. device_spec: auto | cpu | cuda (overrides the scenario's device unless empty).
 // steps_override > 0 replaces train.steps.
-// sync: a data-parallel rank's GradientSync (harness/dist/ passes it; nullptr: one process).
+// sync: a data-parallel rank's GradientSync (harness/distributed/ passes it; nullptr: one process).
 ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override = 0,
                             Trainer::ProgressFn progress = nullptr, GradientSync* sync = nullptr);
-
-// A progress printer for long runs: on a terminal one line rewritten in place (step, loss, scale, ETA); otherwise a
-// plain line every 10% of the steps.
-Trainer::ProgressFn terminal_progress(int64_t total_steps);
-
-// Provenance attributes for result and reference files.
-std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device);
-std::string utc_now();  // ISO 8601, e.g. 2026-12-03T09:40:00Z
 
 }  // namespace ampcheck::engine

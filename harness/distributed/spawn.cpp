@@ -1,5 +1,5 @@
 // Starting and watching the ranks of a job (spawn.h).
-#include "dist/spawn.h"
+#include "distributed/spawn.h"
 
 #include <algorithm>
 #include <cerrno>

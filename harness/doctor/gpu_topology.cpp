@@ -1,5 +1,5 @@
 // GPU list, peer access and link matrix (gpu_topology.h).
-#include "report/gpu_topology.h"
+#include "doctor/gpu_topology.h"
 
 #include "engine/device.h"
 
