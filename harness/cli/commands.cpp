@@ -201,7 +201,7 @@ int cmd_compare(const std::string& run_a, const std::string& run_b, const report
 int cmd_doctor(const std::string& device, bool json, const DoctorOptions& o) {
   auto report = report::doctor_report(device);
   bool ok = report["smoke_test"]["ok"].get<bool>();
-  // the all-reduce check (harness/dist/allreduce_check.h): NCCL over every GPU on a CUDA device, Gloo over 2 CPU
+  // the all-reduce check (harness/distributed/allreduce_check.h): NCCL over every GPU on a CUDA device, Gloo over 2 CPU
   // processes on the CPU, where that backend is compiled in; --allreduce-ranks N sets the rank count (0: skip)
   const bool cuda = engine::resolve_device(device).is_cuda();
   dist::AllReduceCheckSpec spec;

@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   ref_cmd->add_option("--out", ref_out, "the reference file to write")->required();
   ref_cmd->add_flag("--force", ref_force, "replace an existing reference file");
 
-  // one rank of a data-parallel run started by ampcheck itself (harness/dist/launcher.h); not for users
+  // one rank of a data-parallel run started by ampcheck itself (harness/distributed/launcher.h); not for users
   auto* rank_cmd = app.add_subcommand("_rank", "")->group("");
   std::string rank_scenario, rank_out, rank_device;
   int64_t rank_steps = 0;
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   rank_cmd->add_option("--device", rank_device);
   rank_cmd->add_option("--steps", rank_steps);
 
-  // one rank of doctor's all-reduce check (harness/dist/allreduce_check.h); not for users
+  // one rank of doctor's all-reduce check (harness/distributed/allreduce_check.h); not for users
   auto* allreduce_cmd = app.add_subcommand("_allreduce", "")->group("");
   std::string allreduce_backend;
   int64_t allreduce_bytes = 0, allreduce_iterations = 0;

@@ -1,6 +1,8 @@
 // The run directory's rules (output_dir.h).
 #include "cli/output_dir.h"
 
+#include "run/provenance.h"
+
 #include <stdexcept>
 
 namespace ampcheck::cli {

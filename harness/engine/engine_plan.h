@@ -50,7 +50,7 @@ struct EnginePlan {
   const OptionDecision* find(const std::string& option) const;
 };
 
-// The plan for a run of cfg on device; data_parallel: a gradient sync is attached (harness/dist).
+// The plan for a run of cfg on device; data_parallel: a gradient sync is attached (harness/distributed).
 EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, bool data_parallel);
 
 }  // namespace ampcheck::engine
