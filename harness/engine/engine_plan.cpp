@@ -80,17 +80,21 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
     if (decide("model.fused_bias_gelu", "fused bias grads + GELU", why, ref)) m.fused_bias_gelu = true;
   }
   if (req.gemm_epilogues) {
-    const std::optional<at::ScalarType>& ac = cfg.strategy.autocast;
-    std::string why = !gpt                                ? not_gpt
-                      : !device.is_cuda()                 ? "needs a CUDA device: the run is on " + device.str()
-                      : !kernels::gemm_epilogues_built()  ? "this build has no cuBLASLt"
-                      : fp8_blocks(cfg)                   ? "FP8 matmuls compute the block Linears"
-                      : !ac || (*ac != at::kBFloat16 && *ac != at::kHalf)
-                          ? "needs bf16 or fp16 autocast (the strategy computes in " + dtype_str(m.compute_dtype) + ")"
+    // the block Linears' GEMMs take the epilogues in the dtype they compute in — autocast's, or the parameters' for a
+    // model cast whole to fp16 / bf16; the fused LM head sums its weight gradient in fp32 inside the GEMM (bf16)
+    const at::ScalarType cd = m.compute_dtype;
+    std::string why = !gpt                               ? not_gpt
+                      : !device.is_cuda()                ? "needs a CUDA device: the run is on " + device.str()
+                      : !kernels::gemm_epilogues_built() ? "this build has no cuBLASLt"
+                      : cd != at::kBFloat16 && cd != at::kHalf
+                          ? "needs bf16 or fp16 compute (autocast or parameters): the strategy computes in " + dtype_str(cd)
+                      : fp8_blocks(cfg) && m.head_loss != "fused"
+                          ? "FP8 matmuls compute the block Linears (and the LM head is not the fused one)"
                           : "";
-    if (decide("model.gemm_epilogues", "GEMM epilogues", why,
-               "per Linear whose dimensions are multiples of 8; stock ops on the steps of a planted MLP spike"))
-      m.gemm_epilogues = true;
+    std::string note = fp8_blocks(cfg) ? "the fused LM head's weight gradient only: FP8 matmuls compute the block Linears"
+                                       : "per Linear whose dimensions are multiples of 8; stock ops on the steps of a "
+                                         "planted MLP spike";
+    if (decide("model.gemm_epilogues", "GEMM epilogues", why, note)) m.gemm_epilogues = true;
   }
   const LoopConfig& loop = cfg.loop;
   if (loop.fused_grad_check) {

@@ -2,6 +2,7 @@
 // device and build; the trainer and the reports read the plan.
 #include "engine/engine_plan.h"
 #include "engine/trainer.h"
+#include "kernels/gemm_epilogues.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -96,6 +97,30 @@ TEST(EnginePlan, RefusalsNameTheReason) {
     cfg.loop.clip_max_norm = 1.0;
     EXPECT_FALSE(engine::resolve_engine_plan(cfg, at::Device("cpu"), false).inf_check_from_probe);
   }
+}
+
+// GEMM epilogues on a CUDA device (the plan needs no GPU to be resolved): they take the GEMMs in the dtype the model
+// computes in — autocast's, or the parameters' for a model cast whole to fp16 / bf16 —, not fp32; with FP8 blocks only
+// the fused LM head's weight gradient.
+TEST(EnginePlan, GemmEpiloguesFollowTheComputeDtype) {
+  if (!kernels::gemm_epilogues_built()) GTEST_SKIP() << "this build has no cuBLASLt";
+  const at::Device cuda("cuda");
+  auto gemm = [&](engine::RunConfig cfg) {
+    const auto plan = engine::resolve_engine_plan(cfg, cuda, false);
+    return std::make_pair(plan.model.gemm_epilogues, decision(plan, "model.gemm_epilogues").note);
+  };
+  EXPECT_TRUE(gemm(fast(testing::micro_run("bf16-autocast"))).first);
+  EXPECT_TRUE(gemm(fast(testing::micro_run("fp16-master"))).first);  // fp16 parameters, no autocast
+  EXPECT_TRUE(gemm(fast(testing::micro_run("bf16-pure"))).first);
+  const auto fp32 = gemm(fast(testing::micro_run("fp32")));
+  EXPECT_FALSE(fp32.first);
+  EXPECT_EQ(fp32.second, "needs bf16 or fp16 compute (autocast or parameters): the strategy computes in fp32");
+  engine::RunConfig fp8 = fast(testing::micro_run("fp8"));
+  const auto head = gemm(fp8);
+  EXPECT_TRUE(head.first);
+  EXPECT_NE(head.second.find("LM head's weight gradient only"), std::string::npos) << head.second;
+  fp8.model.head_loss = "stock";
+  EXPECT_FALSE(gemm(fp8).first);
 }
 
 TEST(EnginePlan, TheTrainerReportsThePlanItRan) {
