@@ -156,7 +156,7 @@ void BM_TrainStep(benchmark::State& state, const std::string& strategy, bool fas
   engine::RunConfig cfg = run_config(strategy, state.range(0));
   if (fast) {
     cfg.loop.cuda_graphs = true;
-    cfg.model.head_loss = "fused";
+    cfg.model.head_loss = models::HeadLoss::Fused;
     cfg.model.fused_layernorm = cfg.model.fused_bias_gelu = cfg.model.gemm_epilogues = true;  // as --engine fast
   }
   engine::Trainer trainer(cfg, device);

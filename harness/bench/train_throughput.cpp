@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
   cfg.name = "bench";
   cfg.model.kind = "gpt";
   cfg.model.preset = preset;
-  cfg.model.head_loss = head_loss;  // engine option: stock | chunked | fused (models/head_loss.h)
+  cfg.model.head_loss = models::parse_head_loss(head_loss);  // engine option: stock | chunked | fused (models/head_loss.h)
   cfg.model.fused_layernorm = fused_layernorm;  // engine option (kernels::add_layer_norm)
   cfg.model.fused_bias_gelu = fused_bias_gelu;  // engine option (kernels::linear_bias_gelu)
   cfg.model.gemm_epilogues = gemm_epilogues;    // engine option (kernels/gemm_epilogues.h)

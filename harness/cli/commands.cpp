@@ -108,7 +108,8 @@ scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts)
   if (opts.engine == "fast") {
     sc.run.loop.cuda_graphs = sc.run.loop.fused_grad_check = sc.run.loop.fused_param_norm = true;
     const bool fp8_head = sc.run.strategy.fp8 && sc.run.strategy.fp8->layers != "blocks";
-    if (sc.run.model.kind == "gpt" && sc.run.model.head_loss == "stock" && !fp8_head) sc.run.model.head_loss = "fused";
+    if (sc.run.model.kind == "gpt" && sc.run.model.head_loss == models::HeadLoss::Stock && !fp8_head)
+      sc.run.model.head_loss = models::HeadLoss::Fused;
     if (sc.run.model.kind == "gpt")
       sc.run.model.fused_layernorm = sc.run.model.fused_bias_gelu = sc.run.model.gemm_epilogues = true;
   } else if (opts.engine != "stock") {

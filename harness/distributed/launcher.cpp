@@ -8,6 +8,8 @@
 #include "io/files.h"
 #include "reference/trajectory_file.h"
 #include "run/provenance.h"
+#include "scenario/scenario.h"
+#include "verdict/pass_rule.h"
 
 #include <algorithm>
 #include <chrono>
@@ -125,7 +127,9 @@ engine::ScenarioResult merge(const scenario::Scenario& sc, const std::string& di
     if (attr(files[k], "status") == "error" && (r.outcome.status != engine::RunOutcome::Status::Error)) {
       r.outcome.status = engine::RunOutcome::Status::Error;
       r.outcome.error = "rank " + std::to_string(k) + ": " + attr(files[k], "error");
-      r.expectation_met = sc.expect.verdict == "error" && attr(files[k], "error") == sc.expect.error;
+      r.expectation_met =  // the one pass rule, on that rank's own error text
+          verdict::decide(scenario::expectation(sc.expect), verdict::observe_status("error", attr(files[k], "error")), false)
+              .pass;
     }
   const auto& rows = r.trajectory.rows;
   if (!rows.empty()) {

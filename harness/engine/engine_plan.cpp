@@ -47,7 +47,7 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
   const models::ModelConfig& req = cfg.model;
   models::ModelConfig& m = plan.model;
   m = req;
-  m.head_loss = "stock";
+  m.head_loss = models::HeadLoss::Stock;
   m.fused_layernorm = m.fused_bias_gelu = m.gemm_epilogues = false;
   // the dtype the model's Linears compute in: what the fused ops write their outputs in (as at::linear would)
   m.compute_dtype = cfg.strategy.autocast ? *cfg.strategy.autocast : cfg.strategy.param_dtype;
@@ -55,12 +55,13 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
   const std::string not_gpt = "only the GPT model has it (the model is " + req.kind + ")";
   const std::string ref = reference_note(device);
 
-  if (req.head_loss != "stock") {
+  if (req.head_loss != models::HeadLoss::Stock) {
+    const bool fused = req.head_loss == models::HeadLoss::Fused;
     const bool fp8_head = cfg.strategy.fp8 && cfg.strategy.fp8->layers != "blocks";
     std::string why = !gpt ? not_gpt
-                      : (req.head_loss == "fused" && fp8_head) ? "FP8 computes the LM head (fp8 layers " + cfg.strategy.fp8->layers + ")"
+                      : (fused && fp8_head) ? "FP8 computes the LM head (fp8 layers " + cfg.strategy.fp8->layers + ")"
                                                                : "";
-    if (decide("model.head_loss", req.head_loss + " head", why, req.head_loss == "fused" ? ref : ""))
+    if (decide("model.head_loss", std::string(models::head_loss_name(req.head_loss)) + " head", why, fused ? ref : ""))
       m.head_loss = req.head_loss;
   }
   if (req.fused_layernorm) {
@@ -88,7 +89,7 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
                       : !kernels::gemm_epilogues_built() ? "this build has no cuBLASLt"
                       : cd != at::kBFloat16 && cd != at::kHalf
                           ? "needs bf16 or fp16 compute (autocast or parameters): the strategy computes in " + dtype_str(cd)
-                      : fp8_blocks(cfg) && m.head_loss != "fused"
+                      : fp8_blocks(cfg) && m.head_loss != models::HeadLoss::Fused
                           ? "FP8 matmuls compute the block Linears (and the LM head is not the fused one)"
                           : "";
     std::string note = fp8_blocks(cfg) ? "the fused LM head's weight gradient only: FP8 matmuls compute the block Linears"

@@ -84,11 +84,11 @@ at::Tensor StepProbes::before_step(const std::vector<at::Tensor>& grads, const a
   return found;
 }
 
-at::Tensor StepProbes::row(const at::Tensor& loss, const at::Tensor& skipped, const Optimizer& first,
+at::Tensor StepProbes::row(const at::Tensor& loss, const at::Tensor& skipped, const Optimizer* first,
                            const std::vector<at::Tensor>& stepped) {
   const auto dev_opts = at::TensorOptions().dtype(at::kFloat).device(device_);
   if (grad_norm_from_optimizer_) {  // (the grads as they were: nothing unscales them without a scaler)
-    const at::Tensor gsq = first.grad_square_sum();
+    const at::Tensor gsq = first ? first->grad_square_sum() : at::Tensor();
     TORCH_INTERNAL_ASSERT(gsq.defined(), "train.fused_param_norm: AdamW's step left no gradient sum");
     grad_norm_ = gsq.sqrt() / scale_;
   }
@@ -96,7 +96,7 @@ at::Tensor StepProbes::row(const at::Tensor& loss, const at::Tensor& skipped, co
   const at::Tensor nan = full_probe_ ? at::Tensor() : at::full({}, kNaN, dev_opts);  // the columns not probed
   {
     at::NoGradGuard no_grad;
-    const at::Tensor sq = param_norm_from_optimizer_ ? first.param_square_sum() : at::Tensor();
+    const at::Tensor sq = param_norm_from_optimizer_ && first ? first->param_square_sum() : at::Tensor();
     // train.fused_param_norm: AdamW's pass (bit for bit norm_and_found's); undefined where no step has summed these
     // parameters yet (a first step the GradScaler skipped on the host; the first after a checkpoint load): the pass
     if (sq.defined()) param_norm = sq.sqrt();

@@ -29,8 +29,8 @@ class StepProbes {
   at::Tensor before_step(const std::vector<at::Tensor>& grads, const at::Tensor& scale, bool full_probe,
                          const std::vector<at::Tensor>& stepped);
   // The step's row ((kNumDeviceColumns,) fp64 on the device) once it stepped: first = the (single) optimizer whose
-  // pass the plan may read; stepped: the parameters it stepped.
-  at::Tensor row(const at::Tensor& loss, const at::Tensor& skipped, const Optimizer& first,
+  // pass the plan may read (null: this rank steps no parameter); stepped: the parameters it stepped.
+  at::Tensor row(const at::Tensor& loss, const at::Tensor& skipped, const Optimizer* first,
                  const std::vector<at::Tensor>& stepped);
   // after a checkpoint load: the next probe step starts a new snapshot
   void forget_snapshot() { prev_params_.clear(); }

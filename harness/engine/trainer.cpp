@@ -138,8 +138,8 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   if (grad_sync_) grad_sync_->all_reduce(model_grads());
 
   // probes: the gradient as backward produced it (scaled; true norm = scaled norm / scale), a snapshot of the params
-  const at::Tensor found =
-      probes_.before_step(model_grads(), scale_or_one(), full_probe, full_probe ? stepped_parameters() : std::vector<at::Tensor>{});
+  const std::vector<at::Tensor> snapshot = full_probe ? stepped_parameters() : std::vector<at::Tensor>{};
+  const at::Tensor found = probes_.before_step(model_grads(), scale_or_one(), full_probe, snapshot);
   if (found.defined() && inf_check_from_probe()) scaler_->record_inf_check(*optimizers_[0], found);
 
   // fp16/bf16 model grads -> fp32 master grads
@@ -154,7 +154,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   if (grad_sync_) loss = grad_sync_->after_step(step, model_->parameter_tensors(), loss, scale_or_one(), skipped);
 
   // probes after the step, and the row
-  return probes_.row(loss, skipped, *optimizers_[0], stepped_parameters());
+  return probes_.row(loss, skipped, optimizers_.empty() ? nullptr : optimizers_[0].get(), stepped_parameters());
 }
 
 // zero_grad (PITFALL zero_grad: false skips it: backward adds this step's grads to the last step's), and the model's
@@ -173,7 +173,7 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
     const data::Batch& batch = batches[static_cast<size_t>(micro)];
     std::vector<std::string> scratch;
     models::ForwardOptions fwd = injector_.forward_options(step, micro == 0 ? trajectory_.events : scratch);
-    if (plan_.model.head_loss == "fused") fwd.loss_grad_scale = loss_grad_scale(step);  // (only it reads the hint)
+    if (plan_.model.head_loss == models::HeadLoss::Fused) fwd.loss_grad_scale = loss_grad_scale(step);  // (only it reads the hint)
     at::Tensor loss;
     {  // forward, under the strategy's autocast (backward runs outside it, as PyTorch recommends)
       std::optional<amp::AutocastGuard> autocast;

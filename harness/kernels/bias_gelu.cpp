@@ -10,11 +10,7 @@
 
 namespace ampcheck::kernels {
 
-using detail::kernel_dtype_ok;
-#ifdef AMPCHECK_CUDA_KERNELS
-using detail::aligned;
-using detail::kernel_dtype;
-#endif
+using namespace detail;  // kernel_dtype_ok; with the CUDA kernels also aligned, kernel_dtype (dispatch.h)
 
 std::pair<at::Tensor, at::Tensor> bias_grad(const at::Tensor& g, const at::Tensor& pre, Impl impl) {
   TORCH_CHECK(g.dim() == 2, "bias_grad: g must be (rows, columns)");

@@ -7,11 +7,7 @@
 
 namespace ampcheck::kernels {
 
-using detail::kernel_dtype_ok;
-#ifdef AMPCHECK_CUDA_KERNELS
-using detail::aligned;
-using detail::kernel_dtype;
-#endif
+using namespace detail;  // kernel_dtype_ok; with the CUDA kernels also aligned, kernel_dtype (dispatch.h)
 
 std::vector<at::Tensor> cast_many(const std::vector<at::Tensor>& srcs, at::ScalarType dtype, Impl impl) {
   TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16, "cast_many: dtype must be float16 or bfloat16, got ", dtype);

@@ -8,11 +8,7 @@
 
 namespace ampcheck::kernels {
 
-using detail::kernel_dtype_ok;
-#ifdef AMPCHECK_CUDA_KERNELS
-using detail::aligned;
-using detail::kernel_dtype;
-#endif
+using namespace detail;  // kernel_dtype_ok; with the CUDA kernels also aligned, kernel_dtype (dispatch.h)
 
 namespace {
 void check_rows(const at::Tensor& logits, const at::Tensor& targets, const at::Tensor& row_loss,

@@ -10,11 +10,7 @@
 
 namespace ampcheck::kernels {
 
-using detail::kernel_dtype_ok;
-#ifdef AMPCHECK_CUDA_KERNELS
-using detail::aligned;
-using detail::kernel_dtype;
-#endif
+using namespace detail;  // kernel_dtype_ok; with the CUDA kernels also aligned, kernel_dtype (dispatch.h)
 
 namespace {
 // with_bias_gradient (layer_norm.h)

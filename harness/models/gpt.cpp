@@ -150,7 +150,7 @@ void Gpt::cast_weights(const at::Tensor& like) {
   std::vector<size_t> which;
   for (const Block& b : blocks_)
     which.insert(which.end(), {b.attn_w, b.attn_b, b.attn_proj_w, b.attn_proj_b, b.fc_w, b.fc_b, b.fc_proj_w, b.fc_proj_b});
-  if (cfg_.head_loss == "fused") which.push_back(wte_);
+  if (cfg_.head_loss == HeadLoss::Fused) which.push_back(wte_);
   std::vector<at::Tensor> srcs;
   for (size_t i : which) {
     const at::Tensor& t = p(i);
@@ -284,12 +284,12 @@ at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {
 }
 
 at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts) {
-  if (cfg_.head_loss == "chunked") {  // engine option: the tied head fused with cross-entropy in chunks of rows
+  if (cfg_.head_loss == HeadLoss::Chunked) {  // engine option: the tied head fused with cross-entropy in chunks of rows
     at::Tensor h = hidden(inputs, opts);
     casts_.clear();
     return chunked_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows);
   }
-  if (cfg_.head_loss == "fused") {  // engine option: the same with the gradients computed in the forward
+  if (cfg_.head_loss == HeadLoss::Fused) {  // engine option: the same with the gradients computed in the forward
     // the tied weight's two gradients in one tensor (not where a matmul override owns the lookup, e.g. FP8's)
     TiedGradient* tied = matmul_override() == nullptr ? &tied_ : nullptr;
     tied_.grad = at::Tensor();

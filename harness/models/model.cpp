@@ -74,4 +74,19 @@ std::unique_ptr<Model> make_model(const ModelConfig& raw) {
   return model;
 }
 
+const char* head_loss_name(HeadLoss h) {
+  switch (h) {
+    case HeadLoss::Stock: return "stock";
+    case HeadLoss::Chunked: return "chunked";
+    case HeadLoss::Fused: return "fused";
+  }
+  return "?";
+}
+
+HeadLoss parse_head_loss(const std::string& name) {
+  for (HeadLoss h : {HeadLoss::Stock, HeadLoss::Chunked, HeadLoss::Fused})
+    if (name == head_loss_name(h)) return h;
+  throw std::invalid_argument("head_loss: expected stock, chunked or fused, got '" + name + "'");
+}
+
 }  // namespace ampcheck::models

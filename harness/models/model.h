@@ -92,6 +92,11 @@ class Model {
   std::vector<NamedParameter> params_;
 };
 
+// ENGINE OPTION (gpt) model.head_loss: how the tied output projection and the cross-entropy are computed (below).
+enum class HeadLoss { Stock, Chunked, Fused };
+const char* head_loss_name(HeadLoss h);                // "stock" | "chunked" | "fused"
+HeadLoss parse_head_loss(const std::string& name);     // throws std::invalid_argument naming the known ones
+
 struct ModelConfig {
   std::string kind = "gpt";     // gpt | mlp
   std::string preset = "nano";  // see presets in gpt.cpp / mlp.cpp; explicit fields below override (0 = preset)
@@ -110,7 +115,7 @@ struct ModelConfig {
   // ENGINE OPTION (gpt): how the tied output projection and the cross-entropy are computed. "stock": at::linear
   // then at::cross_entropy_loss (the (B·T × V) logits held whole); "chunked": fused in chunks of head_chunk_rows
   // rows (0 = ~256 MiB of fp32 logits per chunk), the logits never held whole (models/head_loss.h).
-  std::string head_loss = "stock";
+  HeadLoss head_loss = HeadLoss::Stock;
   int64_t head_chunk_rows = 0;
   // ENGINE OPTION (gpt): each residual add fused with the LayerNorm after it, one CUDA C++ kernel forward and one
   // backward (kernels::add_layer_norm), the normalised output written directly in the autocast dtype. Applies where

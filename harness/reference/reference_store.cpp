@@ -34,7 +34,7 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   r.loop.resume_at = 0;                  // the reference runs uninterrupted
   r.distributed = engine::DistributedConfig{};  // one process over the global batch: what N ranks must reproduce
   r.model.attention_query_dtype.clear();
-  r.model.head_loss = "stock";  // engine options compute the same function: judged against the stock FP32 path
+  r.model.head_loss = models::HeadLoss::Stock;  // engine options compute the same function: judged against the stock FP32 path
   r.model.head_chunk_rows = 0;
   r.model.fused_layernorm = false;
   r.model.fused_bias_gelu = false;

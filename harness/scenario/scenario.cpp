@@ -137,7 +137,7 @@ void parse_model(Fields f, models::ModelConfig& m) {
   m.dropout = f.num("dropout", 0.0);
   m.attention_query_dtype = f.choice("attention_query_dtype", "", {"", "fp16", "bf16"});
   if (!m.attention_query_dtype.empty() && m.kind != "gpt") f.fail_key("attention_query_dtype", "only for kind gpt");
-  m.head_loss = f.choice("head_loss", "stock", {"stock", "chunked", "fused"});
+  m.head_loss = models::parse_head_loss(f.choice("head_loss", "stock", {"stock", "chunked", "fused"}));
   m.head_chunk_rows = f.integer("head_chunk_rows", 0);
   m.fused_layernorm = f.boolean("fused_layernorm", false);
   if (m.fused_layernorm && m.kind != "gpt") f.fail_key("fused_layernorm", "only for kind gpt");
@@ -145,7 +145,7 @@ void parse_model(Fields f, models::ModelConfig& m) {
   if (m.fused_bias_gelu && m.kind != "gpt") f.fail_key("fused_bias_gelu", "only for kind gpt");
   m.gemm_epilogues = f.boolean("gemm_epilogues", false);
   if (m.gemm_epilogues && m.kind != "gpt") f.fail_key("gemm_epilogues", "only for kind gpt");
-  if (m.head_loss != "stock" && m.kind != "gpt") f.fail_key("head_loss", "only for kind gpt");
+  if (m.head_loss != models::HeadLoss::Stock && m.kind != "gpt") f.fail_key("head_loss", "only for kind gpt");
   if (m.head_chunk_rows < 0) f.fail_key("head_chunk_rows", "must be >= 0 (0 = automatic)");
   if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");
   f.done();
@@ -591,8 +591,8 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
     const int64_t seq = sc.run.data.seq_len > 0 ? sc.run.data.seq_len : m.block_size;
     const int64_t rows = sc.run.data.batch_size * seq / std::max<int64_t>(1, sc.run.distributed.world_size);
     const bool head = sc.run.strategy.fp8->layers != "blocks";
-    if (head && m.head_loss != "stock")
-      top.fail(root, "model.head_loss: " + m.head_loss + " computes the LM head itself; strategy.fp8.layers " +
+    if (head && m.head_loss != models::HeadLoss::Stock)
+      top.fail(root, "model.head_loss: " + std::string(models::head_loss_name(m.head_loss)) + " computes the LM head itself; strategy.fp8.layers " +
                          sc.run.strategy.fp8->layers + " puts it in FP8 (use layers: blocks, or head_loss: stock)");
     if (m.n_embd % 16 != 0 || rows % 16 != 0 || (head && m.vocab_size % 16 != 0))
       top.fail(root, "strategy.fp8: at::_scaled_mm needs every matmul dimension to be a multiple of 16: n_embd " +

@@ -12,7 +12,7 @@ namespace {
 
 engine::RunConfig fast(engine::RunConfig cfg) {  // what `--engine fast` requests for a GPT
   cfg.loop.cuda_graphs = cfg.loop.fused_grad_check = cfg.loop.fused_param_norm = true;
-  cfg.model.head_loss = "fused";
+  cfg.model.head_loss = models::HeadLoss::Fused;
   cfg.model.fused_layernorm = cfg.model.fused_bias_gelu = cfg.model.gemm_epilogues = true;
   return cfg;
 }
@@ -28,7 +28,7 @@ TEST(EnginePlan, NothingRequestedIsStock) {
   const auto plan = engine::resolve_engine_plan(testing::micro_run("bf16-autocast"), at::Device("cpu"), false);
   EXPECT_TRUE(plan.decisions.empty());
   EXPECT_EQ(plan.describe(), "stock");
-  EXPECT_EQ(plan.model.head_loss, "stock");
+  EXPECT_EQ(plan.model.head_loss, models::HeadLoss::Stock);
   EXPECT_EQ(plan.model.compute_dtype, at::kBFloat16);  // the strategy's autocast dtype, for the fused ops
   EXPECT_FALSE(plan.cuda_graphs || plan.fused_grad_check || plan.param_norm_from_optimizer);
 }
@@ -50,7 +50,7 @@ TEST(EnginePlan, OnTheCpuNoGpuOnlyOptionApplies) {
     EXPECT_TRUE(decision(plan, o).applied) << o;
     EXPECT_NE(decision(plan, o).note.find("ATen reference"), std::string::npos) << o;
   }
-  EXPECT_EQ(plan.model.head_loss, "fused");
+  EXPECT_EQ(plan.model.head_loss, models::HeadLoss::Fused);
   EXPECT_TRUE(plan.model.fused_layernorm && plan.model.fused_bias_gelu);
   // no scaler, no clipping: the gradient norm comes from AdamW's pass too
   EXPECT_TRUE(plan.param_norm_from_optimizer && plan.grad_norm_from_optimizer);
@@ -119,7 +119,7 @@ TEST(EnginePlan, GemmEpiloguesFollowTheComputeDtype) {
   const auto head = gemm(fp8);
   EXPECT_TRUE(head.first);
   EXPECT_NE(head.second.find("LM head's weight gradient only"), std::string::npos) << head.second;
-  fp8.model.head_loss = "stock";
+  fp8.model.head_loss = models::HeadLoss::Stock;
   EXPECT_FALSE(gemm(fp8).first);
 }
 

@@ -154,7 +154,7 @@ TEST(CudaKernels, CrossEntropyRowsMatchTheirReference) {
 TEST(HeadLoss, TrainingRunTracksTheStockHead) {
   for (const char* head : {"chunked", "fused"}) {
     engine::RunConfig a = ampcheck::testing::micro_run("fp32", 10), b = a;
-    b.model.head_loss = head;
+    b.model.head_loss = models::parse_head_loss(head);
     b.model.head_chunk_rows = 48;
     engine::Trainer ta(a, at::kCPU), tb(b, at::kCPU);
     const auto oa = ta.run(), ob = tb.run();
@@ -171,7 +171,7 @@ TEST(HeadLoss, TrainingRunTracksTheStockHead) {
 // fused head's run stays within 1% of the stock head's loss at every step and skips the same steps.
 TEST(HeadLoss, Fp16ScaledTrainingRunTracksTheStockHead) {
   engine::RunConfig a = ampcheck::testing::micro_run("fp16-autocast", 10), b = a;
-  b.model.head_loss = "fused";
+  b.model.head_loss = models::HeadLoss::Fused;
   engine::Trainer ta(a, at::kCPU), tb(b, at::kCPU);
   const auto oa = ta.run(), ob = tb.run();
   ASSERT_EQ(oa.status, engine::RunOutcome::Status::Completed) << oa.error;
@@ -190,7 +190,7 @@ TEST(HeadLoss, Fp16ScaledTrainingRunTracksTheStockHead) {
 // (docs/TOLERANCE.md). FusedHeadTakesItsFp16RangeFromTheHint shows the hint decides the flush.
 TEST(HeadLoss, TrainerHintsTheFusedHeadWithWhatBackwardBrings) {
   engine::RunConfig c = ampcheck::testing::micro_run("fp16-autocast", 6);
-  c.model.head_loss = "fused";
+  c.model.head_loss = models::HeadLoss::Fused;
   c.loop.micro_batches = 2;
   inject::InjectionConfig u = ampcheck::testing::underflow_injection(3, 1e-5);
   u.steps.clear();
@@ -210,7 +210,7 @@ TEST(HeadLoss, ScenarioFieldAndItsConflictWithAnFp8Head) {
   const std::string base = "name: t\nwhy: w\ndata: {batch_size: 8, seq_len: 32}\n";
   const auto sc = scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, head_loss: chunked}\nstrategy: fp32\n",
                                            "scenarios/t.yaml");
-  EXPECT_EQ(sc.run.model.head_loss, "chunked");
+  EXPECT_EQ(sc.run.model.head_loss, models::HeadLoss::Chunked);
   try {
     scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, head_loss: chunked}\n"
                                     "strategy: {preset: fp8, fp8: {layers: blocks+head}}\n", "scenarios/t.yaml");

@@ -64,7 +64,7 @@ TEST(CudaGraphs, CapturedRunTracksTheUncapturedOne) {
   for (const std::string strategy : {"bf16-autocast", "fp16-autocast"}) {
     for (const std::string head : {"stock", "fused"}) {
       engine::RunConfig a = gpu_run(strategy), b = a;
-      a.model.head_loss = b.model.head_loss = head;
+      a.model.head_loss = b.model.head_loss = models::parse_head_loss(head);
       b.loop.cuda_graphs = true;
       if (strategy == "fp16-autocast") a.strategy.scaler.init_scale = b.strategy.scaler.init_scale = 4294967296.0;  // 2^32: the first steps overflow
       engine::Trainer ta(a, at::Device(at::kCUDA, 0)), tb(b, at::Device(at::kCUDA, 0));
@@ -88,7 +88,7 @@ TEST(CudaGraphs, FastPathTracksTheStockEngine) {
   for (const std::string strategy : {"bf16-autocast", "fp16-autocast"}) {
     engine::RunConfig a = gpu_run(strategy), b = a;
     b.loop.cuda_graphs = true;
-    b.model.head_loss = "fused";
+    b.model.head_loss = models::HeadLoss::Fused;
     b.model.fused_layernorm = true;
     b.model.fused_bias_gelu = true;
     b.model.gemm_epilogues = true;
