@@ -172,6 +172,9 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   j["support"]["fused_cuda_kernels"] = kernels::cuda_kernels_built();
   // model.gemm_epilogues: cuBLASLt linked (LibTorch's CUDA::cublasLt) or its ATen reference (the stock ops)
   j["support"]["gemm_epilogues"] = kernels::gemm_epilogues_built();
+  // the stack fingerprint every trajectory and reference carries (attributes stack_<key>; engine/device.h)
+  j["stack"] = nlohmann::json::object();
+  for (const auto& [k, v] : engine::stack_fingerprint(device)) j["stack"][k] = v;
   j["flags"] = {{"tf32_cublas", ctx.allowTF32CuBLAS()},
                 {"tf32_cudnn", ctx.allowTF32CuDNN()},
                 {"deterministic_algorithms", ctx.deterministicAlgorithms()},
@@ -259,6 +262,10 @@ std::string format_doctor(const nlohmann::json& j) {
                                   (j["flags"]["tf32_cudnn"].get<bool>() ? "on" : "off"));
   line("deterministic", j["flags"]["deterministic_algorithms"].get<bool>() ? "on" : "off");
   line("intra-op threads", str(j["flags"]["intra_op_threads"]));
+  line("CPU ISA / ATen CPU", (j["stack"]["cpu_isa"].get<std::string>().empty() ? std::string("-") : str(j["stack"]["cpu_isa"])) +
+                                 " / " + str(j["stack"]["aten_cpu_capability"]));
+  line("cuBLAS reductions", str(j["stack"]["fp16_reduction_cublas"]) + " / " +
+                                 str(j["stack"]["bf16_reduction_cublas"]) + " (fp16 / bf16)");
   std::ostringstream rates;
   for (const char* k : {"fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_e4m3_tflops"})
     if (j["matmul"].contains(k))

@@ -4,6 +4,8 @@
 
 #include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/version.h>
 
@@ -170,6 +172,56 @@ std::string cuda_driver_version() {
 #else
   return "";
 #endif
+}
+
+std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Device& device) {
+  const DeviceInfo info = device_info(device);
+  std::string isa;  // the x86 extensions LibTorch's CPU kernels dispatch on (FP32 bits differ with them)
+  {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("flags", 0) == 0) {
+        std::istringstream flags(line.substr(line.find(':') + 1));
+        std::string f;
+        while (flags >> f)
+          if (f == "avx2" || f == "fma" || f == "avx512f" || f == "avx512_bf16" || f == "avx512_fp16" || f == "amx_tile" ||
+              f == "amx_bf16" || f == "amx_fp16")
+            isa += (isa.empty() ? "" : " ") + f;
+        break;
+      }
+  }
+  auto& ctx = at::globalContext();
+  auto flag = [](bool b) { return std::string(b ? "on" : "off"); };
+  auto reduction = [](at::CuBLASReductionOption o) {  // cuBLAS's fp16 / bf16 GEMM reductions
+    switch (o) {
+      case at::CuBLASReductionOption::AllowReducedPrecisionWithSplitK: return std::string("reduced precision, split-K");
+      case at::CuBLASReductionOption::DisallowReducedPrecisionAllowSplitK: return std::string("fp32, split-K");
+      case at::CuBLASReductionOption::DisallowReducedPrecisionDisallowSplitK: return std::string("fp32, no split-K");
+    }
+    return std::string("?");
+  };
+  const bool cuda = device.is_cuda();
+  return {{"torch", libtorch_version()},
+          {"cuda_runtime", cuda_runtime_version()},
+          {"cuda_driver", cuda ? cuda_driver_version() : ""},
+          {"nvidia_driver", cuda ? nvidia_driver_version() : ""},
+          {"cudnn", cudnn_version()},
+          {"device_name", info.name},
+          {"device_class", info.device_class},
+          {"compute_capability", cuda ? std::to_string(info.compute_capability_major) + "." +
+                                            std::to_string(info.compute_capability_minor)
+                                      : ""},
+          {"device_memory_bytes", cuda ? std::to_string(info.total_memory_bytes) : ""},
+          {"cpu_model", cpu_model_name()},
+          {"cpu_isa", isa},
+          {"aten_cpu_capability", at::get_cpu_capability()},
+          {"threads", std::to_string(at::get_num_threads())},
+          {"deterministic_algorithms", flag(ctx.deterministicAlgorithms())},
+          {"tf32_cublas", flag(ctx.allowTF32CuBLAS())},
+          {"tf32_cudnn", flag(ctx.allowTF32CuDNN())},
+          {"fp16_reduction_cublas", reduction(ctx.allowFP16ReductionCuBLAS())},
+          {"bf16_reduction_cublas", reduction(ctx.allowBF16ReductionCuBLAS())}};
 }
 
 int64_t cuda_device_count() { return at::hasCUDA() ? static_cast<int64_t>(at::accelerator::deviceCount()) : 0; }

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ampcheck::engine {
 
@@ -50,6 +52,15 @@ std::string cuda_driver_version();
 // (cudaDeviceCanAccessPeer: NVLink or PCIe peer access; false where unknown — built without the CUDA headers) and
 // a device's PCI bus id ("0000:19:00.0"; "" where unknown).
 int64_t cuda_device_count();
+
+// The stack a run computes on, as ordered (key, value) pairs: torch, CUDA runtime and driver, cuDNN, the device (name,
+// class, compute capability, memory), the CPU (model, the ISA extensions that change FP32 bits, ATen's CPU kernel
+// capability, intra-op threads) and the process's numerics defaults as they stand when asked, outside a run's
+// NumericsGuard (deterministic algorithms, TF32 in cuBLAS / cuDNN, cuBLAS's fp16 / bf16 GEMM reductions: what an
+// environment or a library default turns on; a run's own TF32 / determinism are its strategy's). Empty values where
+// unknown (no CUDA).
+// Every trajectory and reference carries it (attributes "stack_<key>"); `ampcheck doctor` prints it.
+std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Device& device);
 bool cuda_peer_access(int64_t from, int64_t to);
 std::string cuda_pci_bus_id(int64_t device);
 

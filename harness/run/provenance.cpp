@@ -18,7 +18,7 @@ std::string utc_now() {
 std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device) {
   const DeviceInfo info = device_info(device);
   const std::string date = utc_now();
-  return {{"ampcheck_version", AMPCHECK_VERSION},
+  std::map<std::string, std::string> p = {{"ampcheck_version", AMPCHECK_VERSION},
           {"libtorch_version", libtorch_version()},
           {"cuda_version", cuda_runtime_version()},
           {"cudnn_version", cudnn_version()},
@@ -30,6 +30,8 @@ std::map<std::string, std::string> provenance(const scenario::Scenario& sc, cons
           {"scenario_hash", std::to_string(std::hash<std::string>{}(sc.text))},
           {"strategy", sc.run.strategy.name + ": " + sc.run.strategy.describe()},
           {"date", date}};
+  for (const auto& [k, v] : stack_fingerprint(device)) p["stack_" + k] = v;  // what a validation compares
+  return p;
 }
 
 }  // namespace ampcheck::engine
