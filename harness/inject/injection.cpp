@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <stdexcept>
 
 namespace ampcheck::inject {
 
@@ -90,10 +91,47 @@ void Injector::after_backward(const std::vector<models::NamedParameter>& params,
   }
 }
 
+namespace {
+// flips bit c.bit of element c.element of the first matching parameter's value or gradient, through an integer view of
+// its storage (the same bits whatever the float format)
+void flip_bit(const InjectionConfig& c, const std::vector<models::NamedParameter>& params, int64_t step,
+              std::vector<std::string>& events) {
+  for (const auto& p : params) {
+    if (!glob_match(c.params, p.name)) continue;
+    at::Tensor t = c.flip_param ? p.tensor.detach() : p.tensor.grad();
+    const std::string what = p.name + (c.flip_param ? "" : " grad");
+    if (!t.defined()) {
+      events.push_back("step " + std::to_string(step) + ": no bit flipped: " + what + " is undefined");
+      return;
+    }
+    at::Tensor flat = t.view({-1});
+    const int64_t bits = 8 * static_cast<int64_t>(t.element_size());
+    if (c.element >= flat.numel() || c.bit >= bits)
+      throw std::invalid_argument("inject bitflip: element " + std::to_string(c.element) + " bit " + std::to_string(c.bit) +
+                                  " outside " + what + " (" + std::to_string(flat.numel()) + " elements of " +
+                                  std::to_string(bits) + " bits)");
+    const double before = flat[c.element].item<double>();  // SYNC POINT (a planted event; never on the hot path)
+    at::Tensor word = flat.view(bits == 64 ? at::kLong : bits == 32 ? at::kInt : at::kShort).narrow(0, c.element, 1);
+    const int64_t mask = bits == 64 ? static_cast<int64_t>(uint64_t{1} << c.bit)
+                         : bits == 32 ? static_cast<int64_t>(static_cast<int32_t>(uint32_t{1} << c.bit))
+                                      : static_cast<int64_t>(static_cast<int16_t>(static_cast<uint16_t>(1u << c.bit)));
+    word.bitwise_xor_(mask);
+    events.push_back("step " + std::to_string(step) + ": flipped bit " + std::to_string(c.bit) + " of element " +
+                     std::to_string(c.element) + " of " + what + ": " + num(before) + " -> " +
+                     num(flat[c.element].item<double>()));
+    return;
+  }
+}
+}  // namespace
+
 void Injector::on_grads(const std::vector<models::NamedParameter>& params, int64_t step,
                         std::vector<std::string>& events) const {
   at::NoGradGuard no_grad;
   for (const auto& c : cfgs_) {
+    if (c.kind == InjectionKind::BitFlip && fires(c, step)) {
+      flip_bit(c, params, step, events);
+      continue;
+    }
     if (c.kind != InjectionKind::GradValue || !fires(c, step)) continue;
     int hits = 0;
     for (const auto& p : params) {

@@ -27,7 +27,9 @@
 
 namespace ampcheck::inject {
 
-enum class InjectionKind { GradValue, ActivationScale, LossScale, NanLoss };
+// BitFlip: one bit of one element of a parameter or a gradient flipped in place (a silent data corruption of the kind
+// a faulty GPU or memory produces), after backward and before the step.
+enum class InjectionKind { GradValue, ActivationScale, LossScale, NanLoss, BitFlip };
 
 struct InjectionConfig {
   InjectionKind kind = InjectionKind::GradValue;
@@ -41,6 +43,12 @@ struct InjectionConfig {
   models::ActivationSite at = models::ActivationSite::Residual;  // ActivationScale: residual | mlp_input | mlp_input_spike
   bool compensate = true;              // LossScale: multiply the grads back by 1/factor after backward
   int64_t rank = -1;                   // data-parallel: only on this rank (-1: every rank)
+  // BitFlip: the first parameter matching `params`, its gradient ("grad") or its value ("param" — the model's copy: with
+  // fp32 master weights the masters' copy-back overwrites it the same step), element `element` of its flattened
+  // storage, bit `bit` (0 = the lowest mantissa bit; 30 = fp32's highest exponent bit; up to 8 x element size - 1)
+  bool flip_param = false;
+  int64_t element = 0;
+  int64_t bit = 0;
 };
 
 class Injector {

@@ -369,10 +369,12 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
   for (size_t i = 0; i < list.size(); ++i) {
     Fields f(list[i], top.file(), "inject[" + std::to_string(i) + "]");
     inject::InjectionConfig c;
-    const std::string kind = f.choice("kind", "", {"grad", "activation", "underflow", "nan_loss"});
-    c.kind = kind == "grad" ? inject::InjectionKind::GradValue
+    const std::string kind = f.choice("kind", "", {"grad", "activation", "underflow", "nan_loss", "bitflip"});
+    c.kind = kind == "grad"         ? inject::InjectionKind::GradValue
              : kind == "activation" ? inject::InjectionKind::ActivationScale
-             : kind == "underflow" ? inject::InjectionKind::LossScale : inject::InjectionKind::NanLoss;
+             : kind == "underflow"  ? inject::InjectionKind::LossScale
+             : kind == "bitflip"    ? inject::InjectionKind::BitFlip
+                                    : inject::InjectionKind::NanLoss;
     YAML::Node steps_node = f.raw("steps");
     if (f.has("from")) {
       c.from_step = f.integer("from", -1);
@@ -391,6 +393,20 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
     }
     if (c.steps.empty() && c.from_step < 0)
       f.fail(list[i], "needs steps: [..] and/or from: N (every step from N on)");
+    if (c.kind == inject::InjectionKind::BitFlip) {  // one bit of one element: which tensor, element and bit
+      c.flip_param = f.choice("target", "grad", {"grad", "param"}) == "param";
+      c.params = f.str("params", "*");
+      if (param_names.empty()) param_names = model_parameter_names(run.model);
+      bool matched = false;
+      for (const auto& name : param_names) matched = matched || inject::glob_match(c.params, name);
+      if (!matched)
+        f.fail_key("params", "'" + c.params + "' matches no parameter of the model (" +
+                                 some_names(models::resolve_preset(run.model), param_names) + ")");
+      c.element = f.integer("element", 0);
+      if (c.element < 0) f.fail_key("element", "must be >= 0");
+      c.bit = f.integer("bit", 0);
+      if (c.bit < 0 || c.bit > 63) f.fail_key("bit", "expected 0..63 (the element's size bounds it at run time)");
+    }
     if (c.kind == inject::InjectionKind::GradValue) {
       std::string v = f.str("value", "inf");  // the one number that may be non-finite: it is the planted event
       if (v == "inf") c.value = INFINITY;
