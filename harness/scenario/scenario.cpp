@@ -368,6 +368,17 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
   std::vector<std::string> param_names;  // computed on the first grad injection
   for (size_t i = 0; i < list.size(); ++i) {
     Fields f(list[i], top.file(), "inject[" + std::to_string(i) + "]");
+    // `params`: a glob that must match a parameter of the model
+    auto params_glob = [&](Fields& fields) {
+      const std::string glob = fields.str("params", "*");
+      if (param_names.empty()) param_names = model_parameter_names(run.model);
+      bool matched = false;
+      for (const auto& name : param_names) matched = matched || inject::glob_match(glob, name);
+      if (!matched)
+        fields.fail_key("params", "'" + glob + "' matches no parameter of the model (expected a glob over its names; " +
+                                      some_names(models::resolve_preset(run.model), param_names) + ")");
+      return glob;
+    };
     inject::InjectionConfig c;
     const std::string kind = f.choice("kind", "", {"grad", "activation", "underflow", "nan_loss", "bitflip"});
     c.kind = kind == "grad"         ? inject::InjectionKind::GradValue
@@ -395,13 +406,7 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
       f.fail(list[i], "needs steps: [..] and/or from: N (every step from N on)");
     if (c.kind == inject::InjectionKind::BitFlip) {  // one bit of one element: which tensor, element and bit
       c.flip_param = f.choice("target", "grad", {"grad", "param"}) == "param";
-      c.params = f.str("params", "*");
-      if (param_names.empty()) param_names = model_parameter_names(run.model);
-      bool matched = false;
-      for (const auto& name : param_names) matched = matched || inject::glob_match(c.params, name);
-      if (!matched)
-        f.fail_key("params", "'" + c.params + "' matches no parameter of the model (" +
-                                 some_names(models::resolve_preset(run.model), param_names) + ")");
+      c.params = params_glob(f);
       c.element = f.integer("element", 0);
       if (c.element < 0) f.fail_key("element", "must be >= 0");
       c.bit = f.integer("bit", 0);
@@ -419,13 +424,7 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
           f.fail_key("value", "expected inf, -inf, nan or a number, got '" + v + "'");
         }
       }
-      c.params = f.str("params", "*");
-      if (param_names.empty()) param_names = model_parameter_names(run.model);
-      bool matched = false;
-      for (const auto& name : param_names) matched = matched || inject::glob_match(c.params, name);
-      if (!matched)
-        f.fail_key("params", "'" + c.params + "' matches no parameter of the model (expected a glob over its names; " +
-                                 some_names(models::resolve_preset(run.model), param_names) + ")");
+      c.params = params_glob(f);
       c.count = f.positive("count", 1);
     }
     if (c.kind == inject::InjectionKind::ActivationScale || c.kind == inject::InjectionKind::LossScale) {

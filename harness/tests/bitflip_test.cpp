@@ -13,16 +13,7 @@
 using namespace ampcheck;
 
 namespace {
-inject::InjectionConfig bitflip(int64_t step, const std::string& params, int64_t element, int64_t bit, bool param) {
-  inject::InjectionConfig c;
-  c.kind = inject::InjectionKind::BitFlip;
-  c.steps = {step};
-  c.params = params;
-  c.element = element;
-  c.bit = bit;
-  c.flip_param = param;
-  return c;
-}
+using ampcheck::testing::bitflip_injection;
 
 engine::Trajectory train(const engine::RunConfig& cfg) {  // (a flipped exponent may end the run non-finite)
   engine::Trainer t(cfg, at::kCPU);
@@ -37,7 +28,7 @@ TEST(EngineBitFlip, FlipsTheNamedBitOfTheNamedElement) {
   t.run_until(1);
   const at::Tensor w = t.model().parameters()[0].tensor.detach().clone();
   const std::string name = t.model().parameters()[0].name;
-  inject::Injector inj({bitflip(0, name, 3, 30, /*param=*/true)});
+  inject::Injector inj({bitflip_injection(0, name, 3, 30, /*param=*/true)});
   std::vector<std::string> events;
   inj.on_grads(t.model().parameters(), 0, events);
   const at::Tensor after = t.model().parameters()[0].tensor.detach();
@@ -47,9 +38,9 @@ TEST(EngineBitFlip, FlipsTheNamedBitOfTheNamedElement) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_NE(events[0].find("flipped bit 30 of element 3 of " + name), std::string::npos) << events[0];
   // out of range: named, not undefined behaviour
-  inject::Injector bad({bitflip(0, name, w.numel(), 0, true)});
+  inject::Injector bad({bitflip_injection(0, name, w.numel(), 0, true)});
   EXPECT_THROW(bad.on_grads(t.model().parameters(), 0, events), std::invalid_argument);
-  inject::Injector wide({bitflip(0, name, 0, 32, true)});
+  inject::Injector wide({bitflip_injection(0, name, 0, 32, true)});
   EXPECT_THROW(wide.on_grads(t.model().parameters(), 0, events), std::invalid_argument);
 }
 
@@ -63,7 +54,7 @@ TEST(EngineBitFlip, ExponentBitChangesTheRunMantissaBitBarely) {
   const engine::Trajectory clean = train(base);
   auto drift = [&](int64_t bit) {
     engine::RunConfig cfg = base;
-    cfg.injections = {bitflip(5, "h.0.mlp.c_fc.weight", 0, bit, /*param=*/true)};
+    cfg.injections = {bitflip_injection(5, "h.0.mlp.c_fc.weight", 0, bit, /*param=*/true)};
     const engine::Trajectory t = train(cfg);
     EXPECT_EQ(t.events.size(), 1u);
     for (int64_t s = 0; s < 5; ++s) EXPECT_EQ(t.rows[s][engine::kLoss], clean.rows[s][engine::kLoss]) << s;

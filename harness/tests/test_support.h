@@ -50,6 +50,19 @@ inline inject::InjectionConfig grad_injection(int64_t step, double value, const 
   return c;
 }
 
+// one bit of one element of the first parameter matching `params` (its value where param, else its gradient)
+inline inject::InjectionConfig bitflip_injection(int64_t step, const std::string& params, int64_t element, int64_t bit,
+                                                 bool param) {
+  inject::InjectionConfig c;
+  c.kind = inject::InjectionKind::BitFlip;
+  c.steps = {step};
+  c.params = params;
+  c.element = element;
+  c.bit = bit;
+  c.flip_param = param;
+  return c;
+}
+
 inline inject::InjectionConfig underflow_injection(int64_t step, double factor, bool compensate = true) {
   inject::InjectionConfig c;
   c.kind = inject::InjectionKind::LossScale;
