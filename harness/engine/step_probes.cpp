@@ -59,7 +59,7 @@ StepProbes::StepProbes(const EnginePlan& plan, const at::Device& device)
 at::Tensor StepProbes::before_step(const std::vector<at::Tensor>& grads, const at::Tensor& scale, bool full_probe,
                                    const std::vector<at::Tensor>& stepped) {
   full_probe_ = full_probe;
-  scale_ = scale.clone();  // the scale these grads carry (the scaler's update changes it in place)
+  scale_ = scale;  // the scale these grads carry (a tensor the step does not change afterwards: the caller's copy)
   grad_norm_ = at::Tensor();
   at::Tensor found;
   if (grad_norm_from_optimizer_) {

@@ -23,7 +23,8 @@ class StepProbes {
  public:
   StepProbes(const EnginePlan& plan, const at::Device& device);
 
-  // grads: the model's grads as backward left them; scale: the loss scale they carry (1 without a scaler);
+  // grads: the model's grads as backward left them; scale: the loss scale they carry (1 without a scaler), a tensor
+  // the step does not change afterwards (a copy of the GradScaler's, which update() changes in place);
   // stepped: the parameters the optimizer steps (used on probe steps only). Returns the fused grad check's non-finite
   // flag where its pass ran (undefined otherwise).
   at::Tensor before_step(const std::vector<at::Tensor>& grads, const at::Tensor& scale, bool full_probe,

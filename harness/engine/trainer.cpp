@@ -139,7 +139,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
 
   // probes: the gradient as backward produced it (scaled; true norm = scaled norm / scale), a snapshot of the params
   const std::vector<at::Tensor> snapshot = full_probe ? stepped_parameters() : std::vector<at::Tensor>{};
-  const at::Tensor found = probes_.before_step(model_grads(), scale_or_one(), full_probe, snapshot);
+  const at::Tensor found = probes_.before_step(model_grads(), scale_or_one(/*copy=*/true), full_probe, snapshot);
   if (found.defined() && inf_check_from_probe()) scaler_->record_inf_check(*optimizers_[0], found);
 
   // fp16/bf16 model grads -> fp32 master grads
@@ -264,8 +264,8 @@ void Trainer::unscale_and_clip() {
   clip_grad_norm_(grads, cfg_.loop.clip_max_norm);
 }
 
-at::Tensor Trainer::scale_or_one() const {
-  if (scaler_ && scaler_->scale_tensor().defined()) return scaler_->scale_tensor();
+at::Tensor Trainer::scale_or_one(bool copy) const {
+  if (scaler_ && scaler_->scale_tensor().defined()) return copy ? scaler_->scale_tensor().clone() : scaler_->scale_tensor();
   return at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device_));
 }
 

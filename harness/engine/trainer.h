@@ -100,7 +100,8 @@ class Trainer {
   at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
   void update_scale();                                // scaler.update() / update(S)
   // helpers
-  at::Tensor scale_or_one() const;                    // the GradScaler's scale tensor, or 1
+  // the GradScaler's scale tensor (copy: a copy, which the scaler's update leaves as it is), or a fresh 1
+  at::Tensor scale_or_one(bool copy = false) const;
   bool inf_check_from_probe() const;                  // this step: the probe's pass stands for the scaler's check
   // The parameters the optimizer steps: the fp32 masters where the strategy keeps them (their update is the
   // optimizer's; the fp16 copy rounds an update below its ulp to 0 or a whole ulp), else the model's. The update and

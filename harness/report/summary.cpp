@@ -175,8 +175,12 @@ RunSummary read_summary_json(const std::string& path) {
       x.trajectory_file = c.value("trajectory_file", "");
       x.engine = c.value("engine", "");
       if (c.contains("engine_plan") && c.at("engine_plan").is_array())
-        for (const auto& o : c.at("engine_plan"))
+        for (const auto& o : c.at("engine_plan")) {
+          if (!o.is_object())
+            throw std::runtime_error(path + ": field 'engine_plan' of scenario " + x.name +
+                                     ": expected {option, label, applied, note} objects, got " + o.dump());
           x.engine_plan.push_back({o.value("option", ""), o.value("label", ""), o.value("note", ""), o.value("applied", false)});
+        }
       x.deciding_signal = c.value("deciding_signal", "");
       x.max_signal = c.value("max_signal", "");
       if (c.contains("distributed")) {

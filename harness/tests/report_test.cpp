@@ -165,6 +165,21 @@ TEST(ReportSummary, BadSummaryIsAnErrorNamingFileAndField) {
   }
 }
 
+// (v5) an engine_plan entry that is not an object names the field and the value instead of a JSON library type error
+TEST(ReportSummary, BadEnginePlanEntryNamesTheField) {
+  const std::string p = dir() + "/bad-plan.json";
+  std::ofstream(p) << R"({"schema": "ampcheck-summary", "version": 5, "scenarios": [{"name": "a", "expect": "tracks",
+      "verdict": "tracks", "pass": true, "engine_plan": [7]}]})";
+  try {
+    read_summary_json(p);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("field 'engine_plan' of scenario a: expected {option, label, applied, note} objects, got 7"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(ReportJunit, OneTestcasePerScenarioAndFailuresCarryTheEscapedMessage) {
   const std::string d = dir();
   write_run_reports(d, sample());
