@@ -24,8 +24,8 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8
 # NVLink multicast stays off (a rule of the lent GPU machines); the ranks ampcheck starts inherit it
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 bench profile components doctor}
-KNOWN="build tests record suite fastsuite dist multigpu fp8 bench profile components doctor"
+STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor}
+KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor"
 for s in $STAGES; do [[ " $KNOWN " == *" $s "* ]] || die "unknown stage '$s' (known: $KNOWN)"; done
 has() { [[ " $STAGES " == *" $1 "* ]] && STAGE=$1; }
 
@@ -255,6 +255,38 @@ if has components; then
   python3 bench/gradscaler_python.py --preset gpt2-124m >> "$OUT/components.txt" 2>>"$OUT/profile.err" ||
     die "bench/gradscaler_python.py"
   tail -1 "$OUT/components.txt"
+fi
+if has validate; then
+  # `ampcheck validate` on this GPU (docs/VALIDATE.md): the validate and validate-8gb suites' FP32 references and
+  # goldens recorded here (validate.tar.gz: to commit), then validated on the same machine (bit for bit); a planted
+  # bit flip, persistent and transient; the committed CPU goldens and references as the nearest class (statistical,
+  # the cross-class margins); the detection table of planted faults (detection-gpu.md).
+  V=$WORK/validate; rm -rf "$V"; mkdir -p "$V/refs"
+  A="$BUILD_DIR/ampcheck"
+  { "$A" record --suite validate --device cuda --references "$V/refs" &&
+    "$A" record --suite validate-8gb --device cuda --references "$V/refs" &&
+    "$A" validate --record --suite validate --references "$V/refs" &&
+    "$A" validate --record --suite validate-8gb --references "$V/refs" &&
+    "$A" validate --suite validate --references "$V/refs" --out "$V/same" &&
+    "$A" validate --suite validate-8gb --references "$V/refs" --out "$V/same-8gb"; } > "$V/validate.log" 2>&1; rc=$?
+  grep -E "^VALIDATE|passed|failed|rc=" "$V/validate.log" | tail -12
+  if [ $rc -eq 0 ]; then
+    sc=scenarios/validate/fp32-gpt.yaml
+    "$A" validate $sc --references "$V/refs" --out "$V/persistent" --plant 'bitflip:param:h.0.mlp.c_fc.weight:0:30@10' > "$V/persistent.log" 2>&1; p=$?
+    "$A" validate $sc --references "$V/refs" --out "$V/transient" --plant 'bitflip:param:h.0.mlp.c_fc.weight:0:30@10:transient' > "$V/transient.log" 2>&1; t=$?
+    grep -h "^VALIDATE" "$V/persistent.log" "$V/transient.log"
+    mkdir -p "$V/cpu-only" && cp -r references/cpu references/validate "$V/cpu-only/"
+    "$A" validate --suite validate --references "$V/cpu-only" --out "$V/cross" > "$V/cross.log" 2>&1; x=$?
+    grep "^VALIDATE" "$V/cross.log"; echo "cross-class (GPU against the CPU goldens and references) rc=$x"
+    python3 scenarios/validate/detection.py --ampcheck "$A" --references "$V/refs" --bits 30,23,22,10,0 \
+      --out "$OUT/detection-gpu.md" --force > "$V/detection.log" 2>&1; d=$?
+    head -8 "$OUT/detection-gpu.md" 2>/dev/null
+  fi
+  tar czf "$OUT/validate.tar.gz" -C "$V" . || die "tar validate"
+  ok $rc "record + validate the validate suites"
+  [ $p -eq 1 ] || die "a persistent bit flip was not caught (exit $p)"
+  [ $t -eq 1 ] || die "a transient bit flip was not caught (exit $t)"
+  ok $d "scenarios/validate/detection.py"
 fi
 if has doctor; then
   "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; rc=$?; cat "$OUT/doctor.txt"; ok $rc "ampcheck doctor"

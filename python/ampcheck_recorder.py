@@ -82,8 +82,10 @@ Root attributes the recorder adds (besides provenance):
                          first forward) among the model's first 16 calls; `unknown` if the model never ran forward;
                          with a model
   grad_scaler            `enabled` / `disabled` (a GradScaler was passed) or `none`
-  perturbation           Recorder(..., perturbation=...): `none` (the FP32 reference run itself), `ulp`, `seed` or
-                         `order` (a noise run for `ampcheck reference`); written only when given
+  perturbation           Recorder(..., perturbation=...): `none` (the FP32 reference run itself), `ulp`, `seed`,
+                         `order` or `skip` (a noise run for `ampcheck reference`; `skip`: the FP32 loop with its first
+                         optimizer.step() not taken, as a GradScaler skips an overflowing step — the recorder marks
+                         that step skipped); written only when given
 nudge_ulp(model, +1 / -1) moves every floating parameter one ulp, for `ulp` runs.
 
 The file is written once, atomically (a temporary file in the same directory, then a rename), when the Recorder
@@ -114,7 +116,7 @@ _DEVICE_COLUMNS = ("loss", "grad_norm", "param_norm", "update_norm", "loss_scale
                    "frac_subnormal_grad", "frac_nonfinite_grad")
 _GRAD_COLUMNS = ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")
 GRAD_PROBES = ("backward-hooks", "after_backward", "at_step")  # the values of the attribute grad_probe (and `none`)
-PERTURBATIONS = ("none", "ulp", "seed", "order")  # the values of the attribute perturbation
+PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the attribute perturbation
 _FORWARDS_LOOKED_AT = 16  # the forward pre-hook looks at this many forwards at most, then removes itself
 
 _open_recorders = weakref.WeakSet()
@@ -158,7 +160,7 @@ class Recorder:
         for given in (self.attributes.get("perturbation"), perturbation):
             if given is not None and str(given) not in PERTURBATIONS:
                 raise ValueError(f"perturbation {str(given)!r}: must be one of 'none' (the FP32 reference run "
-                                 f"itself), 'ulp', 'seed', 'order' (a noise run of that kind)")
+                                 f"itself), 'ulp', 'seed', 'order', 'skip' (a noise run of that kind)")
         if perturbation is not None:
             if self.attributes.get("perturbation", str(perturbation)) != str(perturbation):
                 raise ValueError(f"perturbation={perturbation!r} and attributes['perturbation']="

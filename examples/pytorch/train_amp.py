@@ -5,8 +5,9 @@ A small causal transformer (2 layers, width 64, ~0.1M parameters) learns a synth
 (no downloads) with AdamW, warmup + cosine, gradient clipping at 1.0 — the loop of the PyTorch AMP recipe. Each
 run is one way to train it:
 
-  fp32                   the FP32 run a reference is built from; fp32-ulp+1, fp32-ulp-1, fp32-seed, fp32-order:
-                         its noise runs (every initial weight one ulp up / down, init seed + 1, another batch order)
+  fp32                   the FP32 run a reference is built from; fp32-ulp+1, fp32-ulp-1, fp32-seed, fp32-order,
+                         fp32-skip: its noise runs (every initial weight one ulp up / down, init seed + 1, another
+                         batch order, the first optimizer step not taken — as a GradScaler skips an overflowing step)
   fp16-autocast-scaler   correct: fp16 autocast over fp32 parameters + GradScaler, unscale_ before clipping
   bf16-autocast          correct: bf16 autocast, no scaler
   half-gradscaler        model.half() + GradScaler: PyTorch raises 'Attempting to unscale FP16 gradients.'
@@ -39,7 +40,7 @@ from ampcheck_recorder import Recorder, nudge_ulp  # noqa: E402
 
 VARIANTS = ("fp32", "fp16-autocast-scaler", "bf16-autocast", "half-gradscaler", "clip-before-unscale",
             "update-forgotten")
-NOISE = ("ulp+1", "ulp-1", "seed", "order")
+NOISE = ("ulp+1", "ulp-1", "seed", "order", "skip")
 RUNS = ("fp32",) + tuple(f"fp32-{n}" for n in NOISE) + VARIANTS[1:]
 RUN_KEY = "example-tinylm-v1"
 
@@ -146,7 +147,8 @@ def train(variant, out_path, steps=100, batch=8, seq=32, lr=3e-3, noise=None, de
                 if variant != "clip-before-unscale":
                     scaler.unscale_(optimizer)  # (a no-op when the scaler is disabled)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                scaler.step(optimizer)
+                if not (noise == "skip" and step == 0):  # the skip noise run: step 0 not taken (recorded skipped)
+                    scaler.step(optimizer)
                 if variant != "update-forgotten":
                     scaler.update()
                 if rec:

@@ -7,6 +7,7 @@
 #include "scenario/scenario.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,21 @@ int64_t default_jobs(const std::string& device);
 std::string file_stem(const std::string& path);  // "dir/run.h5" -> "run"
 void make_dirs(const std::string& path);         // mkdir -p
 bool file_exists(const std::string& path);
+
+// check's row helpers (record_check.cpp), which validate shares: the summary's provenance from the first scenario, and
+// what a run measured into its row (peak_tflops: the measured matmul rate per device class / compute dtype).
+void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device);
+void fill_measurements(report::ScenarioSummary& row, const engine::ScenarioResult& r, const at::Device& device,
+                       std::map<std::string, double>& peak_tflops);
+
+// `ampcheck validate` (validate.cpp): the validation suite's scenarios against their golden trajectories (bit for bit
+// where the stack matches), else statistically against the FP32 references; with --record, the goldens of this stack.
+struct ValidateOptions {
+  std::vector<std::string> plants;  // --plant: planted faults (validate/validate.h parse_plant)
+  int64_t replays = 3;              // replays of a differing step
+  bool record = false;              // write this stack's goldens instead of comparing
+};
+int cmd_validate(RunOptions opts, const ValidateOptions& v);
 
 std::string scenarios_dir();   // $AMPCHECK_SCENARIOS, else <source>/scenarios
 std::string references_dir();  // $AMPCHECK_REFERENCES, else <source>/references

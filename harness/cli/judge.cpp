@@ -61,14 +61,14 @@ void add_recorder_warnings(verdict::Verdict& v, const reference::TrajectoryFile&
   if (!m.empty()) verdict::add_warning(v, "precision", m);
 }
 
-// What a spread run is: `seed`, `order` or `ulp`, from a KIND: prefix on the command line or the file's
+// What a spread run is: `seed`, `order`, `skip` (the first optimizer step not taken) or `ulp`, from a KIND: prefix on the command line or the file's
 // `perturbation` attribute (the recorder's perturbation=...); both given must agree.
 struct SpreadRun {
   std::string kind, path;
   reference::TrajectoryFile file;  // read once, when its kind is decided
 };
 SpreadRun spread_kind(const std::string& arg) {
-  static const std::vector<std::string> kinds = {"seed", "order", "ulp"};
+  static const std::vector<std::string> kinds = {"seed", "order", "skip", "ulp"};
   SpreadRun r{"", arg, {}};
   for (const auto& k : kinds)
     if (arg.rfind(k + ":", 0) == 0) r = {k, arg.substr(k.size() + 1), {}};
@@ -93,9 +93,9 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
     sr.file = reference::read_external_run(sr.path);
     const auto& file = sr.file;
     const std::string recorded = attr(file, "perturbation");
-    if (!recorded.empty() && recorded != "seed" && recorded != "order" && recorded != "ulp")
+    if (!recorded.empty() && recorded != "seed" && recorded != "order" && recorded != "skip" && recorded != "ulp")
       throw std::runtime_error(sr.path + ": attribute 'perturbation' is '" + recorded +
-                               "', expected seed, order or ulp for a spread run");
+                               "', expected seed, order, skip or ulp for a spread run");
     if (!sr.kind.empty() && !recorded.empty() && sr.kind != recorded)
       throw std::runtime_error(sr.path + ": labelled " + sr.kind + ": on the command line, but its attribute "
                                "'perturbation' says " + recorded);
@@ -103,8 +103,9 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
     if (sr.kind.empty())
       throw std::runtime_error(sr.path + ": what kind of spread run is this? It has no 'perturbation' attribute. "
                                "HINT: label it on the command line — --spread seed:" + sr.path + " (another init seed), "
-                               "order:" + sr.path + " (another data order) or ulp:" + sr.path + " (weights nudged by an "
-                               "ulp) — or record it with Recorder(..., perturbation=\"seed\")");
+                               "order:" + sr.path + " (another data order), skip:" + sr.path + " (the first optimizer step not "
+                               "taken) or ulp:" + sr.path + " (weights nudged by an ulp) — or record it with "
+                               "Recorder(..., perturbation=\"seed\")");
     has_valid_alternative |= sr.kind == "seed" || sr.kind == "order";
     spread_runs.push_back(std::move(sr));
   }

@@ -56,6 +56,20 @@ int main(int argc, char** argv) {
   check->add_option("--jobs,-j", run_opts.jobs,
                     "scenarios at once, each in its own process (default: one per core on the CPU, 1 on a GPU)");
 
+  auto* validate = app.add_subcommand(
+      "validate", "does this stack compute what a known-good one did? the validation suite against its golden "
+                  "trajectories: bit for bit where the stack fingerprint matches, else statistically (and which)");
+  ampcheck::cli::ValidateOptions validate_opts;
+  add_scenario_options(validate);
+  add_output_options(validate);
+  validate->add_option("--references", run_opts.references, "reference root with validate/<class>/ goldens (default: <source>/references)");
+  validate->add_flag("--record", validate_opts.record, "write this stack's goldens (references/validate/<class>/) instead of comparing");
+  validate->add_option("--plant", validate_opts.plants,
+                       "plant a fault to prove the checks: bitflip:<param|grad>:<glob>:<element>:<bit>@<step>[:transient], "
+                       "tf32, nondeterministic, reduced-reduction, matmul-bf16 (repeatable)");
+  validate->add_option("--replays", validate_opts.replays, "replays of the first differing step (default 3)");
+  validate->add_flag("--strict", run_opts.strict, "warnings fail the statistical verdict (as for check)");
+
   auto* compare = app.add_subcommand("compare", "two run directories side by side; exit 1 on a regression");
   std::string run_a, run_b;
   ampcheck::report::CompareThresholds thresholds;
@@ -137,6 +151,7 @@ int main(int argc, char** argv) {
     if (*run) return ampcheck::cli::cmd_run(run_opts);
     if (*record) return ampcheck::cli::cmd_record(run_opts);
     if (*check) return ampcheck::cli::cmd_check(run_opts);
+    if (*validate) return ampcheck::cli::cmd_validate(run_opts, validate_opts);
     if (*compare) return ampcheck::cli::cmd_compare(run_a, run_b, thresholds);
     if (*report) return ampcheck::cli::cmd_report(report_dir, report_force);
     if (*doctor) return ampcheck::cli::cmd_doctor(doctor_device, doctor_json, doctor_opts);

@@ -106,7 +106,6 @@ int cmd_record(const RunOptions& opts) {
   return 0;
 }
 
-namespace {
 
 // The run summary's provenance, from the first scenario's: versions, the device, the date, the commit.
 void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device) {
@@ -150,6 +149,8 @@ void fill_measurements(report::ScenarioSummary& row, const engine::ScenarioResul
   row.engine = r.engine;
   for (const auto& d : r.engine_plan) row.engine_plan.push_back({d.option, d.label, d.note, d.applied});
 }
+
+namespace {
 
 // One scenario in this process: its reference, the run, the verdict, the pass rule's decision (verdict::decide) and
 // the result file. What stops it (no reference, a result file that may not be replaced) is the row's FAIL message.

@@ -15,6 +15,7 @@
 #endif
 
 #include <cctype>
+#include <dlfcn.h>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -164,6 +165,25 @@ std::string nvidia_driver_version() {
   return "";
 }
 
+std::string cublas_version() {
+  // cuBLASLt's version from the library LibTorch loaded (looked up in the process, so a CPU build links nothing):
+  // major * 10000 + minor * 100 + patch
+  using Fn = size_t (*)();
+  auto f = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "cublasLtGetVersion"));
+  if (f == nullptr || !at::hasCUDA()) return "";
+  const size_t v = f();
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+}
+
+std::string nccl_version() {
+  // NCCL's version from the library LibTorch loaded: major * 10000 + minor * 100 + patch (NCCL >= 2.9)
+  using Fn = int (*)(int*);
+  auto f = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "ncclGetVersion"));
+  int v = 0;
+  if (f == nullptr || !at::hasCUDA() || f(&v) != 0 || v <= 0) return "";
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+}
+
 std::string cuda_driver_version() {
 #ifdef AMPCHECK_HAVE_CUDA_HEADERS
   int v = 0;
@@ -207,6 +227,8 @@ std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Dev
           {"cuda_driver", cuda ? cuda_driver_version() : ""},
           {"nvidia_driver", cuda ? nvidia_driver_version() : ""},
           {"cudnn", cudnn_version()},
+          {"cublas", cuda ? cublas_version() : ""},
+          {"nccl", cuda ? nccl_version() : ""},
           {"device_name", info.name},
           {"device_class", info.device_class},
           {"compute_capability", cuda ? std::to_string(info.compute_capability_major) + "." +
@@ -221,7 +243,10 @@ std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Dev
           {"tf32_cublas", flag(ctx.allowTF32CuBLAS())},
           {"tf32_cudnn", flag(ctx.allowTF32CuDNN())},
           {"fp16_reduction_cublas", reduction(ctx.allowFP16ReductionCuBLAS())},
-          {"bf16_reduction_cublas", reduction(ctx.allowBF16ReductionCuBLAS())}};
+          {"bf16_reduction_cublas", reduction(ctx.allowBF16ReductionCuBLAS())},
+          {"float32_matmul_precision", ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGHEST ? "highest"
+                                       : ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGH ? "high"
+                                                                                                          : "medium"}};
 }
 
 int64_t cuda_device_count() { return at::hasCUDA() ? static_cast<int64_t>(at::accelerator::deviceCount()) : 0; }

@@ -43,6 +43,8 @@ void synchronize(const at::Device& device);            // SYNC POINT: waits for 
 std::string libtorch_version();
 std::string cuda_runtime_version();  // "" without CUDA
 std::string cudnn_version();         // "" without cuDNN
+std::string cublas_version();        // cuBLASLt's major.minor.patch ("13.1.0"); "" without CUDA
+std::string nccl_version();          // "2.27.7"; "" without CUDA / NCCL
 // The NVIDIA kernel driver's version ("580.159.04", from /proc/driver/nvidia/version) and the CUDA version the
 // driver supports ("13.0", cudaDriverGetVersion; needs the CUDA headers at build time); "" where unknown.
 std::string nvidia_driver_version();

@@ -153,8 +153,11 @@ void check_supported(const Strategy& s, const at::Device& device) {
     throw std::invalid_argument("strategy '" + s.name + "': fp16 params under bf16 autocast is not a strategy");
 }
 
-NumericsGuard::NumericsGuard(const Strategy& s) {
+NumericsGuard::NumericsGuard(const Strategy& s, const StackFault& fault) {
   auto& ctx = at::globalContext();
+  fp16_reduction_ = ctx.allowFP16ReductionCuBLAS();
+  bf16_reduction_ = ctx.allowBF16ReductionCuBLAS();
+  matmul_precision_ = ctx.float32MatmulPrecision();
   tf32_cublas_ = ctx.allowTF32CuBLAS();
   tf32_cudnn_ = ctx.allowTF32CuDNN();
   deterministic_ = ctx.deterministicAlgorithms();
@@ -170,15 +173,38 @@ NumericsGuard::NumericsGuard(const Strategy& s) {
   ctx.setDeterministicAlgorithms(s.deterministic, /*warn_only=*/false);
   ctx.setBenchmarkCuDNN(!s.deterministic && cudnn_benchmark_);
   ctx.setDeterministicCuDNN(s.deterministic);
+  if (fault.tf32) {
+    ctx.setAllowTF32CuBLAS(true);
+    ctx.setAllowTF32CuDNN(true);
+  }
+  if (fault.nondeterministic) {
+    ctx.setDeterministicAlgorithms(false, false);
+    ctx.setDeterministicCuDNN(false);
+    ctx.setBenchmarkCuDNN(true);
+  }
+  if (fault.reduced_reduction) {
+    ctx.setAllowFP16ReductionCuBLAS(true, true);
+    ctx.setAllowBF16ReductionCuBLAS(true, true);
+  }
+  if (fault.matmul_bf16) ctx.setFloat32MatmulPrecision("medium");
 }
 
 NumericsGuard::~NumericsGuard() {
   auto& ctx = at::globalContext();
+  ctx.setFloat32MatmulPrecision(matmul_precision_ == at::Float32MatmulPrecision::HIGHEST ? "highest"
+                                : matmul_precision_ == at::Float32MatmulPrecision::HIGH  ? "high"
+                                                                                          : "medium");
   ctx.setAllowTF32CuBLAS(tf32_cublas_);
   ctx.setAllowTF32CuDNN(tf32_cudnn_);
   ctx.setDeterministicAlgorithms(deterministic_, deterministic_warn_only_);
   ctx.setBenchmarkCuDNN(cudnn_benchmark_);
   ctx.setDeterministicCuDNN(cudnn_deterministic_);
+  auto restore = [](at::CuBLASReductionOption o, auto set) {
+    set(o == at::CuBLASReductionOption::AllowReducedPrecisionWithSplitK,
+        o != at::CuBLASReductionOption::DisallowReducedPrecisionDisallowSplitK);
+  };
+  restore(fp16_reduction_, [&](bool r, bool k) { ctx.setAllowFP16ReductionCuBLAS(r, k); });
+  restore(bf16_reduction_, [&](bool r, bool k) { ctx.setAllowBF16ReductionCuBLAS(r, k); });
 }
 
 }  // namespace ampcheck::engine

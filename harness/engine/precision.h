@@ -71,16 +71,30 @@ std::vector<std::string> strategy_preset_names();
 // without bf16, TF32 below sm80, CUDA requested with no CUDA, FP8 on the CPU or below sm89).
 void check_supported(const Strategy& s, const at::Device& device);
 
-// RAII: TF32 (cuBLAS + cuDNN), deterministic algorithms, cuDNN benchmark/determinism; restores all on exit.
+// Planted stack faults (`ampcheck validate --plant`): what a misconfigured or faulty stack does without being asked,
+// applied after the strategy's numerics are set, so the run's request (and its reports) still say what was asked.
+struct StackFault {
+  bool tf32 = false;              // TF32 in cuBLAS matmuls and cuDNN convolutions of a run that asked for FP32
+  bool nondeterministic = false;  // deterministic algorithms off (cuDNN benchmark on)
+  bool reduced_reduction = false; // cuBLAS fp16 / bf16 GEMMs reduce in reduced precision (split-K)
+  bool matmul_bf16 = false;       // float32 matmul precision "medium": bf16 inside FP32 matmuls where the backend has it
+  bool any() const { return tf32 || nondeterministic || reduced_reduction || matmul_bf16; }
+};
+
+// RAII: TF32 (cuBLAS + cuDNN), deterministic algorithms, cuDNN benchmark/determinism, cuBLAS reduced-precision
+// reductions and the float32 matmul precision; the strategy's settings, then a planted StackFault's; restores all on
+// exit.
 class NumericsGuard {
  public:
-  explicit NumericsGuard(const Strategy& s);
+  explicit NumericsGuard(const Strategy& s, const StackFault& fault = {});
   ~NumericsGuard();
   NumericsGuard(const NumericsGuard&) = delete;
   NumericsGuard& operator=(const NumericsGuard&) = delete;
 
  private:
   bool tf32_cublas_, tf32_cudnn_, deterministic_, deterministic_warn_only_, cudnn_benchmark_, cudnn_deterministic_;
+  at::CuBLASReductionOption fp16_reduction_, bf16_reduction_;
+  at::Float32MatmulPrecision matmul_precision_;
 };
 
 const char* dtype_name(at::ScalarType t);  // "fp32", "fp16", "bf16"

@@ -45,6 +45,13 @@ struct LoopConfig {
   // A second loss, backpropagated through the scaler by its own backward call: aux_loss_weight * sum of the squared
   // parameters of the second group (0 = none).
   double aux_loss_weight = 0.0;
+  // The first `delay_steps` optimizer steps are skipped, as a GradScaler skips a step whose grads overflowed (nothing
+  // stepped, the step counted as skipped): only the references' `skip` noise run sets it, to measure how far a one-step
+  // delay moves this workload's FP32 training (reference/reference_store.h). Not a scenario field.
+  int64_t delay_steps = 0;
+  // Per-step digests of every parameter and gradient into the trajectory (Trajectory::digests; a host copy of each
+  // per step): `ampcheck validate` sets it for its bitwise comparison. Not a scenario field.
+  bool digests = false;
   int64_t resume_at = 0;                 // checkpoint at this step and resume from the file in a fresh state (0 = no)
   bool resume_restore_scaler = true;     // false = PITFALL: the resumed run starts a new GradScaler
   // ENGINE OPTION: capture each kind of step (plain, probe) as a CUDA graph after two eager warm-up steps and replay
@@ -91,6 +98,7 @@ struct RunConfig {
   Strategy strategy;
   std::vector<inject::InjectionConfig> injections;
   DistributedConfig distributed;
+  StackFault stack_fault;                // `ampcheck validate --plant`: a planted stack fault (engine/precision.h)
 };
 
 }  // namespace ampcheck::engine

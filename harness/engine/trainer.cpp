@@ -3,6 +3,7 @@
 #include "engine/trainer.h"
 
 #include "engine/device.h"
+#include "engine/digest.h"
 
 #include <ampcheck/amp/autocast.h>
 
@@ -49,7 +50,7 @@ Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
     injector_ = inject::Injector(mine);
   }
   check_supported(cfg_.strategy, device_);
-  numerics_ = std::make_unique<NumericsGuard>(cfg_.strategy);
+  numerics_ = std::make_unique<NumericsGuard>(cfg_.strategy, cfg_.stack_fault);
   build_model();
   build_data();
   build_optimizers();
@@ -97,6 +98,7 @@ void Trainer::train_step(int64_t step) {
   pending_host_.push_back(host);
   next_step_ = step + 1;
   timer_.stop();
+  if (cfg_.loop.digests) record_digests();
 
   if (static_cast<int64_t>(pending_rows_.size()) >= cfg_.loop.log_every) flush();
   if (cfg_.loop.eval_every > 0 && next_step_ % cfg_.loop.eval_every == 0) {
@@ -146,7 +148,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   masters_.take_grads(model_->parameters());
 
   unscale_and_clip();
-  const at::Tensor skipped = optimizer_step();
+  const at::Tensor skipped = step < cfg_.loop.delay_steps ? delayed_step() : optimizer_step();
   update_scale();
   masters_.copy_back(model_->parameters());
 
@@ -243,6 +245,25 @@ at::Tensor Trainer::optimizer_step() {
   }
   return skipped;
 }
+
+// LoopConfig::digests: the digest of every parameter (after the step) and of its gradient (as the step used it).
+void Trainer::record_digests() {
+  StepDigests& d = trajectory_.digests;
+  const auto& params = model_->parameters();
+  if (d.tensors.empty())
+    for (const auto& p : params) d.tensors.push_back(p.name);
+  std::vector<uint64_t> values, grads;
+  for (const auto& p : params) {
+    values.push_back(tensor_digest(p.tensor));
+    grads.push_back(tensor_digest(p.tensor.grad()));
+  }
+  d.params.push_back(std::move(values));
+  d.grads.push_back(std::move(grads));
+}
+
+// A step the run's configuration delays (LoopConfig::delay_steps, the references' `skip` noise run): nothing is
+// stepped, and the row says skipped, as after a GradScaler's skip.
+at::Tensor Trainer::delayed_step() { return at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device_)); }
 
 // update: a static scale is pinned by update(S); a dynamic one follows update() (never, PITFALL call_update: false).
 // update() without any inf check recorded since the last one (step_through_scaler: false) raises, as PyTorch does.

@@ -98,7 +98,9 @@ class Trainer {
   at::Tensor backward_target(const at::Tensor& loss); // scaler.scale(loss) (or the loss: no scaler / pitfall)
   void unscale_and_clip();
   at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
+  at::Tensor delayed_step();                          // a step LoopConfig::delay_steps skips (skipped flag 1)
   void update_scale();                                // scaler.update() / update(S)
+  void record_digests();                              // LoopConfig::digests: this step's tensor digests
   // helpers
   // the GradScaler's scale tensor (copy: a copy, which the scaler's update leaves as it is), or a fresh 1
   at::Tensor scale_or_one(bool copy = false) const;

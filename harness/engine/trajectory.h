@@ -38,8 +38,18 @@ struct Fp8Probes {
   bool empty() const { return casts.empty(); }
 };
 
+// Per step, the digest (engine/digest.h) of every parameter after the step and of its gradient as the step used it
+// (LoopConfig::digests; `ampcheck validate`'s bitwise comparison names the first tensor that differs). Empty unless
+// asked for.
+struct StepDigests {
+  std::vector<std::string> tensors;              // parameter names, in the model's order
+  std::vector<std::vector<uint64_t>> params, grads;  // [step][tensor]
+  bool empty() const { return tensors.empty(); }
+};
+
 struct Trajectory {
   std::vector<std::array<double, kNumColumns>> rows;
+  StepDigests digests;              // empty unless LoopConfig::digests
   Fp8Probes fp8;                    // empty unless the strategy has FP8 matmuls
   std::vector<std::string> events;  // "step 12: injected inf into h.0.attn.c_attn.weight grad", ...
 
@@ -49,7 +59,7 @@ struct Trajectory {
   int64_t skipped_steps() const;
 };
 
-// A trajectory with a name: a reference's noise runs ("ulp+1", "ulp-1", "seed", "order").
+// A trajectory with a name: a reference's noise runs ("ulp+1", "ulp-1", "seed", "order", "skip").
 struct LabelledTrajectory {
   std::string label;
   Trajectory trajectory;

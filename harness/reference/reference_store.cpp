@@ -78,9 +78,11 @@ std::string reference_path(const std::string& root, const std::string& device_cl
 
 std::vector<NoisePerturbation> noise_perturbations(bool more) {
   // ulp nudges: how fast this model and optimizer amplify a rounding-sized difference; seed and order: how far an
-  // equally valid FP32 training (other initial weights, other batch order) lies from the reference.
+  // equally valid FP32 training (other initial weights, other batch order) lies from the reference; skip: how far a
+  // one-step delay (the first step skipped, as a GradScaler skips an overflowing step) moves it.
   std::vector<NoisePerturbation> out = {
-      {"ulp+1", 1.0, 0, 0}, {"ulp-1", -1.0, 0, 0}, {"seed", 0.0, 1, 0}, {"order", 0.0, 0, 0x0dde5eedULL}};
+      {"ulp+1", 1.0, 0, 0}, {"ulp-1", -1.0, 0, 0}, {"seed", 0.0, 1, 0}, {"order", 0.0, 0, 0x0dde5eedULL},
+      {"skip", 0.0, 0, 0, 1}};
   if (more) out.insert(out.end(), {{"seed-2", 0.0, 2, 0}, {"order-2", 0.0, 0, 0x5eed0dd2ULL}});
   return out;
 }
@@ -90,6 +92,7 @@ engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoiseP
   r.model.init_perturb_ulps = p.init_ulps;
   r.seed += p.seed_offset;
   if (p.order_seed != 0) r.data.order_seed = r.data.seed ^ p.order_seed;
+  r.loop.delay_steps = p.delay_steps;
   r.name = reference_run.name + "~" + p.label;
   return r;
 }

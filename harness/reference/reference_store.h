@@ -6,7 +6,9 @@
 // clipping, update() called, no unscale per micro-batch). The key is a stable hash (FNV-1a) of the canonical text
 // of exactly those fields, so scenarios that differ only in strategy, injections or pitfalls share one reference.
 // Beside the FP32 trajectory the file holds its noise runs (/noise/<label>/): FP32 runs of the same reference config
-// that differ only by a perturbation — initial weights moved by +1 / -1 ulp, another init seed, another data order.
+// that differ only by a perturbation — initial weights moved by +1 / -1 ulp, another init seed, another data order,
+// the first optimizer step skipped (what a dynamic GradScaler does when its starting scale overflows: whether this
+// workload's training shrugs off a one-step delay or is moved by it, which the verdict's skip alignment assumes).
 // The verdict measures every signal's noise on them (verdict/signals.h). series/loss_spread keeps, per step, the
 // largest |loss - reference loss| over them (for charts).
 #pragma once
@@ -35,8 +37,9 @@ struct NoisePerturbation {
   double init_ulps = 0;    // ModelConfig::init_perturb_ulps
   uint64_t seed_offset = 0;  // added to the init seed
   uint64_t order_seed = 0;   // DataConfig::order_seed (0 = unchanged)
+  int64_t delay_steps = 0;   // LoopConfig::delay_steps: the first optimizer step skipped, as a GradScaler skips one
 };
-// The four of `ampcheck record`; `more` adds a second seed (+2) and a second data order (record --more-noise): for a
+// The five of `ampcheck record` (ulp+1, ulp-1, seed, order, skip); `more` adds a second seed (+2) and a second data order (record --more-noise): for a
 // workload whose FP32 training is chaotic (docs/TOLERANCE.md, the calibration campaign's spread-count study).
 std::vector<NoisePerturbation> noise_perturbations(bool more = false);
 engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoisePerturbation& p);

@@ -94,6 +94,50 @@ std::vector<std::vector<double>> read_matrix(hid_t file, const std::string& name
   return rows;
 }
 
+// A (steps x tensors) matrix of 64-bit digests (engine::StepDigests) as one 2-D uint64 dataset.
+void write_digests(hid_t group, const std::string& name, const std::vector<std::vector<uint64_t>>& rows, size_t cols) {
+  hsize_t dims[2] = {rows.size(), cols};
+  std::vector<uint64_t> flat;
+  flat.reserve(rows.size() * cols);
+  for (const auto& r : rows) {
+    if (r.size() != cols) throw std::runtime_error("HDF5: digests/" + name + ": ragged rows");
+    flat.insert(flat.end(), r.begin(), r.end());
+  }
+  hid_t space = checked(H5Screate_simple(2, dims, nullptr), "dataspace");
+  hid_t ds = checked(H5Dcreate2(group, name.c_str(), H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                     "dataset digests/" + name);
+  if (!flat.empty()) check(H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "write digests/" + name);
+  H5Dclose(ds);
+  H5Sclose(space);
+}
+
+std::vector<std::vector<uint64_t>> read_digests(hid_t file, const std::string& name, size_t cols, size_t steps,
+                                                const std::string& path) {
+  hid_t ds = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  if (ds < 0) throw std::runtime_error(path + ": missing dataset /" + name);
+  hid_t space = H5Dget_space(ds);
+  hid_t type = H5Dget_type(ds);
+  hsize_t dims[2] = {0, 0};
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank == 2) H5Sget_simple_extent_dims(space, dims, nullptr);
+  const bool integer = H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 8;
+  H5Tclose(type);
+  if (rank != 2 || dims[1] != cols || dims[0] != steps || !integer) {
+    H5Sclose(space);
+    H5Dclose(ds);
+    throw std::runtime_error(path + ": dataset /" + name + " must be (steps x tensors) = (" + std::to_string(steps) +
+                             " x " + std::to_string(cols) + ") uint64, one column per name in /digests attribute 'tensors'");
+  }
+  std::vector<uint64_t> flat(dims[0] * dims[1]);
+  herr_t rc = flat.empty() ? 0 : H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data());
+  H5Sclose(space);
+  H5Dclose(ds);
+  if (rc < 0) throw std::runtime_error(path + ": dataset /" + name + " could not be read");
+  std::vector<std::vector<uint64_t>> rows(dims[0]);
+  for (hsize_t i = 0; i < dims[0]; ++i) rows[i].assign(flat.begin() + i * cols, flat.begin() + (i + 1) * cols);
+  return rows;
+}
+
 herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* op_data) {
   static_cast<std::vector<std::string>*>(op_data)->push_back(name);
   return 0;
@@ -175,6 +219,15 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
       write_matrix(g, "scale", t.fp8.scale, t.fp8.casts.size());
       H5Gclose(g);
     }
+    if (!t.digests.empty()) {  // /digests: attribute tensors (names, one per line) + params / grads (steps x tensors)
+      hid_t g = checked(H5Gcreate2(f, "digests", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group digests");
+      std::string names;
+      for (const auto& n : t.digests.tensors) names += n + "\n";
+      write_string_attr(g, "tensors", names);
+      write_digests(g, "params", t.digests.params, t.digests.tensors.size());
+      write_digests(g, "grads", t.digests.grads, t.digests.tensors.size());
+      H5Gclose(g);
+    }
     std::string events;
     for (const auto& e : t.events) events += e + "\n";
     write_string_attr(f, "events", events);
@@ -244,6 +297,21 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
         if (m->size() != steps)
           throw std::runtime_error(path + ": /fp8 datasets have " + std::to_string(m->size()) + " rows, expected one per step (" +
                                    std::to_string(steps) + ")");
+    }
+    if (H5Lexists(f, "digests", H5P_DEFAULT) > 0) {
+      hid_t g = H5Gopen2(f, "digests", H5P_DEFAULT);
+      std::map<std::string, std::string> attrs;
+      hsize_t ai = 0;
+      H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_NATIVE, &ai, collect_attr, &attrs);
+      H5Gclose(g);
+      std::string names = attrs["tensors"];
+      for (size_t pos; (pos = names.find('\n')) != std::string::npos; names.erase(0, pos + 1))
+        out.trajectory.digests.tensors.push_back(names.substr(0, pos));
+      if (out.trajectory.digests.tensors.empty())
+        throw std::runtime_error(path + ": group /digests has no attribute 'tensors' (the parameter names, one per line)");
+      const size_t nt = out.trajectory.digests.tensors.size(), steps = cols[engine::kLoss].size();
+      out.trajectory.digests.params = read_digests(f, "digests/params", nt, steps, path);
+      out.trajectory.digests.grads = read_digests(f, "digests/grads", nt, steps, path);
     }
     for (const auto& label : group_members(f, "noise")) {
       engine::LabelledTrajectory nr{label, {}};

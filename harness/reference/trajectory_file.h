@@ -1,6 +1,7 @@
 // Trajectory files (HDF5, readable with h5py): root attributes for provenance (format version, ampcheck version,
 // LibTorch / CUDA / cuDNN versions, device name and class, scenario text and name, status, date) and one float64
-// dataset per trajectory column under /steps/, plus /events (strings). Written atomically (temporary + rename),
+// dataset per trajectory column under /steps/, plus /events (strings), and where the run kept them the per-step
+// tensor digests under /digests (uint64, steps x tensors; `ampcheck validate`). Written atomically (temporary + rename),
 // never over an existing file unless overwrite is set.
 #pragma once
 

@@ -88,6 +88,14 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
     for (const auto& o : c.engine_plan)
       plan.push_back({{"option", o.option}, {"label", o.label}, {"applied", o.applied}, {"note", o.note}});
     j["scenarios"].back()["engine_plan"] = plan;
+    if (!c.validation.mode.empty()) {
+      const auto& v = c.validation;
+      j["scenarios"].back()["validation"] = {
+          {"mode", v.mode}, {"golden", v.golden}, {"golden_class", v.golden_class},
+          {"stack_differences", v.stack_differences}, {"identical", v.identical}, {"first_step", v.first_step},
+          {"first_difference", v.first_difference}, {"replay", v.replay}, {"replay_message", v.replay_message},
+          {"reference_class", v.reference_class}, {"statistical_verdict", v.statistical_verdict}, {"plants", v.plants}};
+    }
     nlohmann::json sig = nlohmann::json::array();
     for (const auto& g : c.signals)
       sig.push_back({{"name", g.name}, {"unit", g.unit}, {"judged", g.judged}, {"fired", g.fired}, {"decides", g.decides},
@@ -183,6 +191,24 @@ RunSummary read_summary_json(const std::string& path) {
         }
       x.deciding_signal = c.value("deciding_signal", "");
       x.max_signal = c.value("max_signal", "");
+      if (c.contains("validation")) {
+        const auto& vj = c.at("validation");
+        if (!vj.is_object())
+          throw std::runtime_error(path + ": field 'validation' of scenario " + x.name + " must be an object");
+        auto& v = x.validation;
+        v.mode = vj.value("mode", "");
+        v.golden = vj.value("golden", "");
+        v.golden_class = vj.value("golden_class", "");
+        v.stack_differences = vj.value("stack_differences", "");
+        v.identical = vj.value("identical", false);
+        v.first_step = vj.value("first_step", int64_t{-1});
+        v.first_difference = vj.value("first_difference", "");
+        v.replay = vj.value("replay", "");
+        v.replay_message = vj.value("replay_message", "");
+        v.reference_class = vj.value("reference_class", "");
+        v.statistical_verdict = vj.value("statistical_verdict", "");
+        v.plants = vj.value("plants", "");
+      }
       if (c.contains("distributed")) {
         const auto& dj = c.at("distributed");
         auto& d = x.distributed;

@@ -14,8 +14,9 @@ namespace ampcheck::report {
 
 // Version 2 added the measurement fields (workload .. peak_reserved_bytes); version 3 the per-signal comparisons
 // (signals, deciding_signal, max_signal); version 4 the warnings (findings that did not set the verdict) and
-// `strict`. Older files are still read.
-constexpr int kSummaryVersion = 5;
+// `strict`; version 5 the engine plan; version 6 `validation` (rows `ampcheck validate` writes). Older files are still
+// read.
+constexpr int kSummaryVersion = 6;
 
 // A finding that did not set the verdict (verdict::Warning): a diagnostic beyond its allowance while the outcomes
 // track, a column present but never measured, mixed precision not in effect.
@@ -76,6 +77,21 @@ struct ScenarioSummary {
     bool applied = false;
   };
   std::vector<EngineOption> engine_plan;
+  // (v6) `ampcheck validate`: what was compared how (JSON: the "validation" object, absent on other rows)
+  struct Validation {
+    std::string mode;              // bitwise (the stack matches the golden's) | statistical | "" (not a validate row)
+    std::string golden;            // the golden trajectory compared with ("" if none was found)
+    std::string golden_class;      // its class (cpu-avx512, cuda-sm90); another than this machine's: the nearest
+    std::string stack_differences; // the fingerprint keys that differ from the golden's ("key: golden -> here; ...")
+    bool identical = false;        // bit for bit the golden's (every column and tensor digest)
+    int64_t first_step = -1;       // the first step that differs (-1: none / not compared)
+    std::string first_difference;  // the bitwise comparison's sentence
+    std::string replay;            // transient | persistent | "" (no replay)
+    std::string replay_message;
+    std::string reference_class;   // the FP32 references of the statistical verdict ("" if none)
+    std::string statistical_verdict;  // that verdict (tracks, stalls, ...), whichever mode decided
+    std::string plants;            // the planted faults (--plant), comma-separated
+  } validation;
   // data parallel (world_size 0: a single-process run; JSON: the "distributed" object, absent then)
   struct Distributed {
     int64_t world_size = 0;

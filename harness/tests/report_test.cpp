@@ -141,7 +141,7 @@ TEST(ReportSummary, WarningsReachEveryOutputAndDoNotFailTheTestcase) {
   EXPECT_EQ(back.scenarios[0].warnings[0].message, "20% of grad elements zero vs 1.8% in FP32 <&>");
   EXPECT_TRUE(back.strict);
   EXPECT_TRUE(back.scenarios[1].warnings.empty());
-  EXPECT_NE(slurp(d + "/summary.json").find("\"version\": 5"), std::string::npos);
+  EXPECT_NE(slurp(d + "/summary.json").find("\"version\": 6"), std::string::npos);
   const std::string junit = slurp(d + "/junit.xml");
   EXPECT_NE(junit.find("<property name=\"ampcheck.warning.zero_grads\" value=\"20% of grad elements zero vs 1.8% in "
                        "FP32 &lt;&amp;&gt;\"/>"), std::string::npos) << junit;

@@ -28,6 +28,31 @@ TEST(EngineStack, FingerprintNamesTheCpuStack) {
   // a CPU run names no CUDA driver or device property
   EXPECT_EQ(fp.at("cuda_driver"), "");
   EXPECT_EQ(fp.at("compute_capability"), "");
+  EXPECT_EQ(fp.at("cublas"), "");
+  EXPECT_EQ(fp.at("nccl"), "");
+  EXPECT_EQ(fp.at("float32_matmul_precision"), "highest");
+}
+
+TEST(EngineStack, APlantedStackFaultShowsInTheFingerprintAndIsUndone) {
+  // what validate's --plant does to the process, while the guard lives; and that the guard restores it
+  engine::StackFault fault;
+  fault.matmul_bf16 = fault.nondeterministic = true;
+  engine::Strategy fp32 = engine::strategy_preset("fp32");
+  {
+    engine::NumericsGuard guard(fp32, fault);
+    std::map<std::string, std::string> fp;
+    for (const auto& [k, v] : engine::stack_fingerprint(at::Device("cpu"))) fp[k] = v;
+    EXPECT_EQ(fp.at("float32_matmul_precision"), "medium");
+    EXPECT_EQ(fp.at("deterministic_algorithms"), "off");
+  }
+  {
+    engine::NumericsGuard guard(fp32);
+    std::map<std::string, std::string> fp;
+    for (const auto& [k, v] : engine::stack_fingerprint(at::Device("cpu"))) fp[k] = v;
+    EXPECT_EQ(fp.at("float32_matmul_precision"), "highest");
+    EXPECT_EQ(fp.at("deterministic_algorithms"), "on");
+  }
+  EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
 }
 
 TEST(EngineStack, ProvenanceCarriesTheFingerprint) {

@@ -52,8 +52,8 @@ std::vector<double> pointwise_max(const std::vector<std::vector<double>>& xs, si
 
 // Per step: the deviation metric of one run against the reference, before smoothing.
 //   aligned(s, j) -> deviation of run step s against reference step j (NaN if either is not measured);
-// the value kept is the one of smallest magnitude over j in [s - K_s, s] (K_s = skips before s; all zero for
-// noise runs, which never skip).
+// the value kept is the one of smallest magnitude over j in [s - K_s, s] (K_s = skips before s; a noise run is
+// aligned by its own skips the same way: only the `skip` run has any).
 template <class F>
 std::vector<double> aligned_deviation(size_t n, const std::vector<int64_t>& skipped_before, F aligned) {
   std::vector<double> out(n, kNaN);
@@ -143,7 +143,7 @@ Measured measure(const Metric& metric, const engine::Trajectory& run, const std:
   Measured m;
   m.deviation = metric(run, skipped_before(run));
   m.noise = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
-    return metric(t, std::vector<int64_t>(t.rows.size(), 0));
+    return metric(t, skipped_before(t));
   });
   m.allowed.assign(n, kNaN);
   for (size_t s = 0; s < n; ++s) m.allowed[s] = std::max(std::isfinite(m.noise[s]) ? tol.k * m.noise[s] : 0.0, floor);
@@ -167,7 +167,7 @@ SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory
                              [&](size_t s, size_t j) { return sm[s] - ref_sm[j]; });
   };
   const auto noise_s = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
-    return metric(t, std::vector<int64_t>(t.rows.size(), 0));
+    return metric(t, skipped_before(t));
   });
   const auto dev = metric(run, skipped_before(run));
   std::vector<double> allowed(n);

@@ -466,10 +466,11 @@ def main():
 
     # ---- noise sets
     sets = []
-    for label, fname in [("check (training-time binary, 4 noise runs)", "results-check.jsonl")] + \
+    for label, fname in [("check (training-time binary, the reference's noise runs)", "results-check.jsonl")] + \
             [(f"re-judged: {s}", os.path.join("rejudge", s, "results.jsonl"))
-             for s in ("all", "seed", "order", "seed+order", "ulp", "all@k=4", "all@ratio_floor=1.05", "more",
-                       "2seeds+2orders", "2seeds+order", "seed+2orders")]:
+             for s in ("all", "no-skip", "seed", "order", "seed+order", "seed+order+skip", "order+skip", "seed+skip", "skip",
+                       "ulp", "all@k=4", "all@ratio_floor=1.05", "more", "2seeds+2orders", "2seeds+order",
+                       "seed+2orders")]:
         rs = []
         for d in args.dirs:
             p = os.path.join(d, fname)
@@ -480,7 +481,8 @@ def main():
     if sets:
         P("## Noise-run sets (spread-count study)\n")
         P("The same trajectories judged against references that keep only some of their noise runs (`run.py "
-          "--rejudge`; `all` = the four recorded: ulp+1, ulp-1, seed, order). 'measurable' = bugs with a measurable "
+          "--rejudge`; `all` = the five recorded: ulp+1, ulp-1, seed, order, skip; `no-skip` = the first four, the noise "
+          "runs of references recorded before the skip run). 'measurable' = bugs with a measurable "
           "effect (above).\n")
         srows = []
         meas_names = {(r["_dir"], r["name"]) for r in meas}

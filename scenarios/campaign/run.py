@@ -5,7 +5,7 @@
     python3 scenarios/campaign/run.py DIR --collect                 # results.jsonl again from the shards
     python3 scenarios/campaign/run.py DIR --rejudge --ampcheck build/ampcheck [--sets all,seed,order,seed+order,ulp]
 
-Training: `ampcheck record` writes each workload's FP32 reference (+ 4 noise runs) into DIR/refs, then `ampcheck
+Training: `ampcheck record` writes each workload's FP32 reference (+ 5 noise runs) into DIR/refs, then `ampcheck
 check --jobs 1` judges the scenarios of a few workloads at a time into DIR/shards/<k>; --jobs such processes run at
 once (one intra-op thread each). Resumable: a reference that exists is kept, a shard whose summary.json holds every
 scenario is skipped, so a killed run restarts where it stopped. `check` exits 1 when a scenario fails its `expect:`
@@ -15,7 +15,8 @@ paths of its trajectory and reference (relative to DIR).
 
 Re-judging (no training): `ampcheck judge` of every trajectory in DIR/shards against its reference, or against a copy
 of it that keeps only some noise runs (DIR/refsets/<set>/): sets `all` (the reference as recorded), `seed`, `order`,
-`seed+order`, `ulp` (ulp+1 and ulp-1). Each set's verdicts go to DIR/rejudge/<set>/<workload>/ and
+`seed+order`, `ulp` (ulp+1 and ulp-1), `no-skip` (the four of earlier references), `seed+order+skip`, `order+skip`,
+`seed+skip`, and with references recorded by `record --more-noise` (--refs) `more` and its subsets. Each set's verdicts go to DIR/rejudge/<set>/<workload>/ and
 DIR/rejudge/<set>/results.jsonl; the `all` set also rebuilds DIR/results.jsonl (the check-time file is kept once
 as DIR/results-check.jsonl).
 """
@@ -34,6 +35,12 @@ NOISE_SETS = {
     "order": ["order"],
     "seed+order": ["seed", "order"],
     "ulp": ["ulp+1", "ulp-1"],
+    # the skip run (the first optimizer step skipped, as a GradScaler skips an overflowing step), alone and with others
+    "no-skip": ["ulp+1", "ulp-1", "seed", "order"],
+    "seed+order+skip": ["seed", "order", "skip"],
+    "order+skip": ["order", "skip"],
+    "seed+skip": ["seed", "skip"],
+    "skip": ["skip"],
     # with references recorded by `ampcheck record --more-noise` (--refs refs-more): six noise runs
     "more": None,
     "2seeds+2orders": ["seed", "seed-2", "order", "order-2"],
@@ -385,7 +392,8 @@ def main():
     ap.add_argument("--shard-workloads", type=int, default=3, help="workloads per `check` process (default 3)")
     ap.add_argument("--collect", action="store_true", help="only rebuild results.jsonl from the shards")
     ap.add_argument("--rejudge", action="store_true", help="re-judge the trajectories (no training)")
-    ap.add_argument("--sets", default=",".join(NOISE_SETS), help="noise sets for --rejudge (default: all five)")
+    ap.add_argument("--sets", default=",".join(s for s in NOISE_SETS if s not in MORE_NOISE_SETS),
+                    help="noise sets for --rejudge (default: every set but those of --more-noise references)")
     ap.add_argument("--force", action="store_true", help="--rejudge: judge again where results exist")
     ap.add_argument("--refs", default="refs-more",
                     help="--rejudge of the sets more, 2seeds+2orders, 2seeds+order, seed+2orders: the folder inside DIR "

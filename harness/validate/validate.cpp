@@ -1,0 +1,281 @@
+// `ampcheck validate`'s pieces (validate.h).
+#include "validate/validate.h"
+
+#include "engine/trainer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+#include <unistd.h>
+
+namespace ampcheck::validate {
+
+namespace {
+const std::string& value_of(const Fingerprint& fp, const std::string& key) {
+  static const std::string none;
+  for (const auto& [k, v] : fp)
+    if (k == key) return v;
+  return none;
+}
+// "cuda-sm90" -> 90; -1 where the class is not a CUDA one
+int sm_of(const std::string& cls) {
+  if (cls.rfind("cuda-sm", 0) != 0) return -1;
+  try {
+    return std::stoi(cls.substr(7));
+  } catch (...) {
+    return -1;
+  }
+}
+std::string hex(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+}  // namespace
+
+std::string golden_class(const Fingerprint& fp) {
+  const std::string& cls = value_of(fp, "device_class");
+  if (cls != "cpu") return cls;
+  std::string cap = value_of(fp, "aten_cpu_capability");
+  std::transform(cap.begin(), cap.end(), cap.begin(), [](unsigned char c) { return std::tolower(c); });
+  return cap.empty() ? cls : cls + "-" + cap;
+}
+
+std::string golden_path(const std::string& root, const std::string& cls, const std::string& scenario) {
+  return root + "/validate/" + cls + "/" + scenario + ".h5";
+}
+
+std::vector<std::string> nearest_classes(const std::string& wanted, const std::vector<std::string>& available) {
+  const int sm = sm_of(wanted);
+  // rank: 0 same family (GPU), 1 another GPU, 2 a CPU (for a GPU); for a CPU: 0 another CPU, 1 a GPU
+  auto rank = [&](const std::string& c) -> std::pair<int, int> {
+    const int other = sm_of(c);
+    if (sm >= 0) {
+      if (other >= 0 && other / 10 == sm / 10) return {0, std::abs(other - sm)};
+      if (other >= 0) return {1, std::abs(other - sm)};
+      return {2, 0};
+    }
+    return other >= 0 ? std::make_pair(1, other) : std::make_pair(0, 0);
+  };
+  std::vector<std::string> out;
+  for (const auto& c : available)
+    if (c != wanted && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  // ties (equally far architectures) go to the older one, then by name
+  std::stable_sort(out.begin(), out.end(), [&](const std::string& a, const std::string& b) {
+    return std::make_tuple(rank(a), sm_of(a), a) < std::make_tuple(rank(b), sm_of(b), b);
+  });
+  return out;
+}
+
+bool changes_bits(const std::string& key, bool cuda) {
+  static const std::set<std::string> no = {"cuda_driver", "nvidia_driver", "nccl", "device_memory_bytes"};
+  // a GPU run's CPU work is the initial weights' sampling (ATen's CPU kernels: aten_cpu_capability decides them) and
+  // integer data generation; the CPU model and its other extensions do not reach its bits
+  static const std::set<std::string> cpu_only = {"cpu_model", "cpu_isa"};
+  return no.count(key) == 0 && !(cuda && cpu_only.count(key));
+}
+
+std::vector<StackDifference> stack_differences(const std::map<std::string, std::string>& golden_attributes,
+                                               const Fingerprint& here) {
+  std::vector<StackDifference> out;
+  const bool cuda = value_of(here, "device_class").rfind("cuda", 0) == 0;
+  for (const auto& [k, v] : here) {
+    auto it = golden_attributes.find("stack_" + k);
+    const std::string g = it == golden_attributes.end() ? "(not recorded)" : it->second;
+    if (g != v) out.push_back({k, g, v, changes_bits(k, cuda)});
+  }
+  return out;
+}
+
+std::string describe(const std::vector<StackDifference>& diffs) {
+  std::ostringstream os;
+  for (size_t i = 0; i < diffs.size(); ++i) {
+    const auto& d = diffs[i];
+    os << (i ? "; " : "") << d.key << ": " << (d.golden.empty() ? "(none)" : d.golden) << " -> "
+       << (d.here.empty() ? "(none)" : d.here);
+  }
+  return os.str();
+}
+
+BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::Trajectory& golden) {
+  BitwiseComparison c;
+  const bool digests = !run.digests.empty() && !golden.digests.empty() && run.digests.tensors == golden.digests.tensors;
+  const int64_t n = std::min(run.size(), golden.size());
+  // the columns that a correct stack computes bit for bit the same (the step time never is)
+  std::vector<int> columns;
+  for (int col = 0; col < engine::kNumColumns; ++col)
+    if (col != engine::kStepTimeMs) columns.push_back(col);
+  auto column_differs = [&](int64_t s, int col) { return !same_bits(run.rows[s][col], golden.rows[s][col]); };
+  auto tensor_diffs = [&](int64_t s, std::string& first) {
+    int64_t count = 0;
+    if (!digests || s >= static_cast<int64_t>(run.digests.grads.size()) ||
+        s >= static_cast<int64_t>(golden.digests.grads.size()))
+      return count;
+    const auto& names = run.digests.tensors;
+    for (size_t i = 0; i < names.size(); ++i)  // gradients first: the step computes them before it updates
+      if (run.digests.grads[s][i] != golden.digests.grads[s][i] && count++ == 0) first = "gradient of " + names[i];
+    for (size_t i = 0; i < names.size(); ++i)
+      if (run.digests.params[s][i] != golden.digests.params[s][i] && count++ == 0) first = "parameter " + names[i];
+    return count;
+  };
+  for (int64_t s = 0; s < n && c.step < 0; ++s) {
+    std::string first_tensor;
+    const int64_t tensors = tensor_diffs(s, first_tensor);
+    std::string first_column;
+    if (column_differs(s, engine::kLoss)) first_column = engine::column_name(engine::kLoss);
+    for (int col : columns)
+      if (first_column.empty() && col != engine::kLoss && column_differs(s, col)) first_column = engine::column_name(col);
+    if (tensors > 0 || !first_column.empty()) {
+      c.step = s;
+      c.column = first_column;
+      c.tensor = first_tensor;
+      c.tensors_differing = tensors;
+    }
+  }
+  std::ostringstream m;
+  if (c.step < 0 && run.size() == golden.size()) {
+    c.identical = true;
+    m << "identical: " << n << " steps, every column" << (digests ? " and the digests of " +
+                                                                     std::to_string(run.digests.tensors.size()) +
+                                                                     " parameters and their gradients"
+                                                                 : " (no tensor digests to compare)");
+  } else if (c.step < 0) {
+    c.step = n;
+    m << "first difference: the length (" << run.size() << " steps against the golden's " << golden.size() << ")";
+  } else {
+    m << "first difference: step " << c.step;
+    if (!c.tensor.empty()) m << ", " << c.tensor << " (" << c.tensors_differing << " tensor(s) differ at that step)";
+    if (!c.column.empty()) m << (c.tensor.empty() ? ", " : "; ") << "column " << c.column;
+    if (c.tensor.empty() && !digests) m << " (no tensor digests to compare)";
+  }
+  c.message = m.str();
+  return c;
+}
+
+uint64_t step_digest(const engine::StepDigests& d, int64_t step) {
+  if (step < 0 || step >= static_cast<int64_t>(d.params.size())) return 0;
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](uint64_t v) {
+    for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ULL;
+  };
+  for (uint64_t v : d.grads[step]) mix(v);
+  for (uint64_t v : d.params[step]) mix(v);
+  return h;
+}
+
+Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const engine::Trajectory& run,
+                   const engine::Trajectory& golden, int repeats, const std::string& scratch_dir) {
+  Replay r;
+  r.step = step;
+  r.run_digest = step_digest(run.digests, step);
+  r.golden_digest = step_digest(golden.digests, step);
+  cfg.loop.digests = true;
+  cfg.loop.log_every = 1;
+  const std::string ckpt = scratch_dir + "/.replay-" + std::to_string(::getpid()) + ".ckpt";
+  try {
+    engine::Trainer trainer(cfg, device);
+    trainer.run_until(step);
+    trainer.save_checkpoint(ckpt);
+    for (int i = 0; i < repeats; ++i) {
+      trainer.load_checkpoint(ckpt);
+      trainer.train_step(step);
+      trainer.flush();
+      const auto& d = trainer.trajectory().digests;
+      r.digests.push_back(step_digest(d, static_cast<int64_t>(d.params.size()) - 1));
+    }
+  } catch (...) {
+    std::remove(ckpt.c_str());
+    throw;
+  }
+  std::remove(ckpt.c_str());
+  const bool agree = std::all_of(r.digests.begin(), r.digests.end(), [&](uint64_t d) { return d == r.digests[0]; });
+  std::ostringstream m;
+  m << repeats << " replays of step " << step << " from a checkpoint: ";
+  if (!agree) {
+    r.kind = "transient";
+    m << "they differ among themselves — a transient fault (the step does not compute the same twice)";
+  } else if (r.digests[0] == r.golden_digest) {
+    r.kind = "transient";
+    m << "each reproduces the golden (" << hex(r.golden_digest) << "), not the run (" << hex(r.run_digest)
+      << ") — a transient fault";
+  } else {
+    r.kind = "persistent";
+    m << "each reproduces " << (r.digests[0] == r.run_digest ? "the run" : "a third result") << " ("
+      << hex(r.digests[0]) << "), not the golden (" << hex(r.golden_digest)
+      << ") — a persistent difference (software or hardware)";
+  }
+  r.message = m.str();
+  return r;
+}
+
+Plant parse_plant(const std::string& text) {
+  Plant p;
+  p.text = text;
+  const std::string expected =
+      "expected bitflip:<param|grad>:<parameter glob>:<element>:<bit>@<step>[:transient], tf32, nondeterministic, "
+      "reduced-reduction or matmul-bf16";
+  if (text == "tf32") p.stack.tf32 = true;
+  else if (text == "nondeterministic") p.stack.nondeterministic = true;
+  else if (text == "reduced-reduction") p.stack.reduced_reduction = true;
+  else if (text == "matmul-bf16") p.stack.matmul_bf16 = true;
+  else if (text.rfind("bitflip:", 0) == 0) {
+    std::vector<std::string> parts;
+    std::string rest = text.substr(8);
+    const size_t at = rest.find('@');
+    if (at == std::string::npos) throw std::invalid_argument("--plant '" + text + "': no @<step>; " + expected);
+    std::string tail = rest.substr(at + 1);
+    rest = rest.substr(0, at);
+    for (size_t pos; (pos = rest.find(':')) != std::string::npos; rest.erase(0, pos + 1)) parts.push_back(rest.substr(0, pos));
+    parts.push_back(rest);
+    if (const size_t colon = tail.find(':'); colon != std::string::npos) {
+      if (tail.substr(colon + 1) != "transient")
+        throw std::invalid_argument("--plant '" + text + "': after the step only ':transient' may follow; " + expected);
+      p.transient = true;
+      tail = tail.substr(0, colon);
+    }
+    if (parts.size() != 4 || (parts[0] != "param" && parts[0] != "grad") || parts[1].empty())
+      throw std::invalid_argument("--plant '" + text + "': " + expected);
+    inject::InjectionConfig inj;
+    inj.kind = inject::InjectionKind::BitFlip;
+    inj.flip_param = parts[0] == "param";
+    inj.params = parts[1];
+    try {
+      size_t used = 0;
+      inj.element = std::stoll(parts[2], &used);
+      if (used != parts[2].size() || inj.element < 0) throw std::invalid_argument("element");
+      inj.bit = std::stoll(parts[3], &used);
+      if (used != parts[3].size() || inj.bit < 0 || inj.bit > 63) throw std::invalid_argument("bit");
+      const int64_t step = std::stoll(tail, &used);
+      if (used != tail.size() || step < 0) throw std::invalid_argument("step");
+      inj.steps = {step};
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--plant '" + text + "': element, bit (0-63) and step must be non-negative integers; " +
+                                  expected);
+    }
+    p.injections.push_back(inj);
+  } else {
+    throw std::invalid_argument("--plant '" + text + "': unknown fault; " + expected);
+  }
+  if (p.transient && p.injections.empty())
+    throw std::invalid_argument("--plant '" + text + "': only a bit flip can be transient");
+  return p;
+}
+
+engine::RunConfig planted(engine::RunConfig cfg, const std::vector<Plant>& plants, bool replay) {
+  for (const auto& p : plants) {
+    if (replay && p.transient) continue;
+    cfg.stack_fault.tf32 |= p.stack.tf32;
+    cfg.stack_fault.nondeterministic |= p.stack.nondeterministic;
+    cfg.stack_fault.reduced_reduction |= p.stack.reduced_reduction;
+    cfg.stack_fault.matmul_bf16 |= p.stack.matmul_bf16;
+    cfg.injections.insert(cfg.injections.end(), p.injections.begin(), p.injections.end());
+  }
+  return cfg;
+}
+
+}  // namespace ampcheck::validate
