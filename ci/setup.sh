@@ -2,14 +2,24 @@
 # Installs everything ampcheck needs on a fresh Debian 12 machine (CPU): compilers and CMake, the C++ libraries
 # from Debian, and LibTorch through the Python package torch (same version as the GPU machine).
 # Idempotent: each step checks before it installs. Run as root (or with sudo available).
-# --with-browser also installs Debian's chromium, which the test of report.html (cpu.report_browser) drives headless.
+# --with-browser also installs Debian's chromium, which the test of report.html (cpu.report_browser) drives headless;
+# --with-python-tests the Python package's pinned test dependencies (python/pyproject.toml [test]: pytest and the real
+# transformers / accelerate the integrations are tested against) and wheel (pip installs ./python without a download).
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
 DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git
   libhdf5-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgloo-dev
   python3-pip)
-if [ "${1:-}" = "--with-browser" ]; then DEB_PACKAGES+=(chromium); fi
+WITH_PY_TESTS=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-browser) DEB_PACKAGES+=(chromium) ;;
+    --with-python-tests) WITH_PY_TESTS=1 ;;
+    *) echo "ci/setup.sh: unknown option '$arg' (known: --with-browser --with-python-tests)" >&2; exit 2 ;;
+  esac
+done
+PY_TEST_PACKAGES=(pytest==9.2.0 transformers==5.25.0 accelerate==1.16.0 wheel==0.45.1)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -42,4 +52,14 @@ else
 fi
 # h5py: the recorder, the tests' HDF5 checks; pyyaml: scenarios/sensitivity/generate.py, the CI recipe's test
 $PY -c 'import numpy, h5py, yaml' 2>/dev/null || $PY -m pip install -q "${extra[@]}" numpy h5py pyyaml
+if [ "$WITH_PY_TESTS" = 1 ]; then
+  if ! $PY -c 'import pytest, transformers, accelerate, wheel, sys
+from importlib.metadata import version as v
+sys.exit(0 if (v("pytest"), v("transformers"), v("accelerate"), v("wheel")) == ("9.2.0", "5.25.0", "1.16.0", "0.45.1") else 1)' 2>/dev/null; then
+    echo "[setup] pip install ${PY_TEST_PACKAGES[*]}"
+    $PY -m pip install -q "${extra[@]}" "${PY_TEST_PACKAGES[@]}"
+  else
+    echo "[setup] Python test packages present"
+  fi
+fi
 echo "[setup] done: torch $($PY -c 'import torch; print(torch.__version__)') at $($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')"

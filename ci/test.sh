@@ -4,6 +4,6 @@
 # headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/setup.sh --with-browser
+bash ci/setup.sh --with-browser --with-python-tests
 bash ci/build.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2

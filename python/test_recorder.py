@@ -1,4 +1,5 @@
-"""Tests of python/ampcheck_recorder.py against values computed by hand in the same loop (Python torch 2.11, CPU).
+"""Tests of the recorder (python/ampcheck/recorder.py, imported through python/ampcheck_recorder.py) against values
+computed by hand in the same loop (Python torch 2.11, CPU).
 
 Tolerances: the recorder reduces in float64 over per-tensor float32 norms (squared and summed in float64), the hand
 computation over one concatenated float64 vector; they agree to 1e-6 relative (float32 rounding of each per-tensor

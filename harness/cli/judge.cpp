@@ -167,18 +167,31 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   struct Input {
     std::string path, status;
     reference::TrajectoryFile file;
+    std::string partial;  // "" or why the run has fewer steps than the reference
   };
   std::vector<Input> inputs;
   for (const auto& path : runs) {
-    Input in{path, "", reference::read_external_run(path)};
+    Input in{path, "", reference::read_external_run(path), ""};
     in.status = attr(in.file, "status", "completed");
-    if (in.status != "completed" && in.status != "nonfinite" && in.status != "error")
-      throw std::runtime_error(path + ": attribute 'status' is '" + in.status + "', expected completed, nonfinite or error");
+    if (in.status != "completed" && in.status != "nonfinite" && in.status != "error" && in.status != "running" &&
+        in.status != "interrupted")
+      throw std::runtime_error(path + ": attribute 'status' is '" + in.status +
+                               "', expected completed, nonfinite, error, running or interrupted");
+    // a partial run: the recorder's last snapshot of a run that was killed (running) or stopped by SIGTERM
+    // (interrupted) — judged on the steps it has, against the reference's first as many, and said so
+    if (in.status == "running" || in.status == "interrupted") {
+      in.partial = in.status == "running" ? "the run's last snapshot (status running: killed, or still going)"
+                                          : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
+      if (in.file.trajectory.size() > ref.trajectory.size())
+        throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, more than the " +
+                                 std::to_string(ref.trajectory.size()) + " of the reference " + reference_path);
+      in.status = "completed";
+    }
     if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
         !std::isfinite(in.file.trajectory.rows.back()[engine::kLoss]))
       in.status = "nonfinite";
     reference::check_same_training(in.file, path, ref, reference_path);
-    if (in.status == "completed" && in.file.trajectory.size() != ref.trajectory.size())
+    if (in.status == "completed" && in.partial.empty() && in.file.trajectory.size() != ref.trajectory.size())
       throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, the reference " +
                                reference_path + " has " + std::to_string(ref.trajectory.size()) +
                                ". HINT: judge runs against a reference of the same training (steps, model, data)");
@@ -233,9 +246,20 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     row.strategy = !strategy.empty() ? strategy : attr(run, "strategy", "-");
     row.device_class = attr(run, "device_class", summary.device_class);
     row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
-    verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref.trajectory,
-                                        ref.noise_runs, tol);
+    // a partial run against the reference's first as many steps (its noise runs cut the same way)
+    engine::Trajectory ref_t = ref.trajectory;
+    std::vector<engine::LabelledTrajectory> noise = ref.noise_runs;
+    if (!in.partial.empty()) {
+      const size_t n = run.trajectory.rows.size();
+      ref_t.rows.resize(std::min(ref_t.rows.size(), n));
+      for (auto& nr : noise) nr.trajectory.rows.resize(std::min(nr.trajectory.rows.size(), n));
+    }
+    verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref_t, noise, tol);
     if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
+    if (!in.partial.empty())
+      verdict::add_warning(v, "partial", "partial run: " + std::to_string(run.trajectory.size()) + " of the " +
+                                             std::to_string(ref.trajectory.size()) + " steps, " + in.partial +
+                                             "; judged on the steps recorded");
     // --expect alone: any error message, no bounds on the skipped steps, no warnings expected
     verdict::Expectation expected;
     expected.verdict = row.expect;
@@ -248,7 +272,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
       for (const auto& p : run.columns_present) present |= p == engine::column_name(c);
       if (!present) missing.push_back(engine::column_name(c));
     }
-    if (!missing.empty() && in.status == "completed") {
+    if (!missing.empty() && in.status == "completed" && in.partial.empty()) {
       std::string m;
       for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
       row.message += " (not recorded, not judged: " + m + ")";
@@ -266,7 +290,8 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     tf.attributes["verdict_message"] = v.message;
     tf.attributes["reference"] = reference_path;
     tf.noise_runs.clear();
-    add_verdict_series(tf, v, ref.trajectory, spread);
+    add_verdict_series(tf, v, ref_t,
+                       std::vector<double>(spread.begin(), spread.begin() + std::min(spread.size(), ref_t.rows.size())));
     reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, true);
     if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
     summary.scenarios.push_back(row);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PyTorch-Python example (examples/pytorch) recorded with python/ampcheck_recorder.py and judged by ampcheck, on the
+# The PyTorch-Python example (examples/pytorch) recorded with the ampcheck package's recorder and judged by ampcheck, on the
 # CPU: the correct fp16 autocast + GradScaler and bf16 autocast runs track the reference built from the loop's own FP32
 # runs; model.half() + GradScaler is an error run with PyTorch's own message; clipping before unscale_ and a forgotten
 # scaler.update() are caught; report.html holds the charts. Bad input (a truncated HDF5 file, a JSON-lines file with a

@@ -1,0 +1,109 @@
+"""Hugging Face Trainer integration: `AmpcheckCallback` records a Trainer's run in ampcheck's trajectory format.
+
+    from ampcheck.integrations.hf import AmpcheckCallback
+    cb = AmpcheckCallback("runs/fp16.h5", attributes={"run_key": "my-model-v3"})
+    trainer = Trainer(model=model, args=args, train_dataset=ds, callbacks=[cb])
+    cb.train(trainer)          # = trainer.train(), and an exception that ends it is recorded as the error run
+
+What it does for you: unwraps accelerate's optimizer (the Recorder's hooks go on the torch optimizer inside), finds the
+GradScaler accelerate made (`AcceleratedOptimizer.scaler`), records the per-step loss (the model's `loss` output of
+every training forward of the step, averaged over the micro-batches), probes the grads as backward produced them
+(before the Trainer's unscale and clipping: the Recorder's grad hooks), records skipped steps (fused optimizers'
+`found_inf` included), warns when the LR scheduler advanced on a step the optimizer skipped, runs `ampcheck.preflight`
+at `on_train_begin` (fp16 parameters with a GradScaler: the error PyTorch will raise, recorded as the error run and
+raised before training), and closes the file at `on_train_end`.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Dict, Optional
+
+import torch
+from transformers import TrainerCallback
+
+from ampcheck.preflight import PreflightError, preflight
+from ampcheck.recorder import Recorder, unwrap_optimizer
+
+
+def _inner_optimizer(optimizer):
+    return unwrap_optimizer(optimizer) if optimizer is not None else None
+
+
+class AmpcheckCallback(TrainerCallback):
+    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
+                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None):
+        self.path, self.attributes, self.probe_every, self.overwrite = path, dict(attributes or {}), probe_every, overwrite
+        self.run_preflight, self.snapshot_every = run_preflight, snapshot_every
+        self.recorder: Optional[Recorder] = None
+        self.findings = []
+        self._losses = []
+        self._hook = None
+        self._accelerated = None
+        self._warned_scheduler = False
+
+    # -- Trainer events ---------------------------------------------------------------------------------------------
+
+    def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
+        inner = _inner_optimizer(optimizer)
+        scaler = getattr(optimizer, "scaler", None)
+        self._accelerated = optimizer
+        mixed = "fp16" if args.fp16 else "bf16" if args.bf16 else None
+        attrs = {"strategy": f"hf-trainer {mixed or 'fp32'}"}
+        attrs.update(self.attributes)
+        self.recorder = Recorder(self.path, model, inner, scaler, attributes=attrs, probe_every=self.probe_every,
+                                 overwrite=self.overwrite, snapshot_every=self.snapshot_every)
+        self._hook = model.register_forward_hook(self._on_forward)
+        if self.run_preflight:
+            try:
+                self.findings = preflight(model, inner, scaler=scaler, mixed_precision=mixed)
+            except PreflightError as e:
+                self.findings = e.findings
+                self.recorder._finish(e)  # the error run, with PyTorch's text, before any step
+                self._remove_hook()
+                raise
+
+    def on_step_end(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        rec = self.recorder
+        if rec is None or rec._closed:
+            return
+        skipped = not rec._stepped or (rec._found_inf is not None and float(rec._found_inf) > 0)
+        accelerate_skipped = bool(getattr(self._accelerated, "step_was_skipped", False))
+        if skipped and not accelerate_skipped and not self._warned_scheduler and lr_scheduler is not None:
+            self._warned_scheduler = True
+            warnings.warn(f"ampcheck: step {state.global_step - 1} was skipped by the optimizer (inf/NaN grads) but "
+                          f"accelerate reports it taken, so the LR scheduler advanced on it (a fused optimizer's "
+                          f"found_inf is invisible to accelerate's step_was_skipped)", stacklevel=2)
+        loss = torch.stack(self._losses).mean() if self._losses else torch.tensor(float("nan"))
+        self._losses = []
+        rec.step(loss)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._remove_hook()
+        if self.recorder is not None:
+            self.recorder.close()
+
+    # -- helpers ----------------------------------------------------------------------------------------------------
+
+    def train(self, trainer, *args, **kwargs):
+        """trainer.train(...), and an exception that ends it recorded as the error run (the Trainer has no event for
+        it), then raised."""
+        try:
+            return trainer.train(*args, **kwargs)
+        except BaseException as e:
+            self._remove_hook()
+            if self.recorder is not None and not self.recorder._closed:
+                self.recorder._finish(e)
+            raise
+
+    def _on_forward(self, module, inputs, output):
+        if module.training and torch.is_grad_enabled():
+            loss = getattr(output, "loss", None)
+            if loss is None and isinstance(output, dict):
+                loss = output.get("loss")
+            if isinstance(loss, torch.Tensor):
+                self._losses.append(loss.detach().float())
+
+    def _remove_hook(self):
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None

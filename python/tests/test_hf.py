@@ -1,0 +1,84 @@
+"""The Hugging Face Trainer integration against the real transformers / accelerate (the versions pyproject.toml pins),
+on a tiny GPT-2 built from a config on the CPU: recorded by AmpcheckCallback, judged by `ampcheck judge` against an FP32
+reference of the same Trainer (seed and data-order runs)."""
+import json
+import os
+
+import h5py
+import pytest
+
+import hf_util
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("hf"))
+    hf_util.run(d, "fp32")
+    hf_util.run(d, "fp32-seed", seed=1338, perturbation="seed")
+    hf_util.run(d, "fp32-order", data_seed=12, perturbation="order")
+    r = hf_util.ampcheck("reference", f"{d}/fp32.h5", "--spread", f"{d}/fp32-seed.h5", f"{d}/fp32-order.h5",
+                         "--out", f"{d}/reference.h5")
+    assert r.returncode == 0, r.stdout
+    return d
+
+
+def judge(out, name):
+    r = hf_util.ampcheck("judge", f"{out}/{name}.h5", "--reference", f"{out}/reference.h5", "--out", f"{out}/j-{name}")
+    with open(f"{out}/j-{name}/summary.json") as f:
+        row = json.load(f)["scenarios"][0]
+    return r, row
+
+
+def test_bf16_autocast_tracks(out):
+    hf_util.run(out, "bf16", bf16=True)
+    with h5py.File(f"{out}/bf16.h5") as f:
+        assert f.attrs["autocast_dtype"] == "bfloat16" and f.attrs["status"] == "completed"
+        assert len(f["steps/loss"]) == 40 and "grad_norm" in f["steps"]
+    r, row = judge(out, "bf16")
+    assert row["verdict"] == "tracks", r.stdout
+
+
+def test_fp16_with_an_active_grad_scaler_and_a_skipped_inf_tracks(out):
+    # the Trainer's default optimizer is fused AdamW: its skip is invisible to accelerate, whose LR scheduler advances
+    with pytest.warns(UserWarning, match="LR scheduler advanced"):
+        hf_util.run(out, "fp16-scaler", fp16=True, cpu_scaler=True, inf_at=5)
+    with h5py.File(f"{out}/fp16-scaler.h5") as f:
+        assert f.attrs["grad_scaler"] == "enabled" and f.attrs["autocast_dtype"] == "float16"
+        skipped = f["steps/skipped"][:]
+        assert skipped[5] == 1 and skipped.sum() >= 1, skipped
+    r, row = judge(out, "fp16-scaler")
+    assert row["verdict"] == "tracks", r.stdout
+
+
+def test_half_model_with_grad_scaler_is_caught_by_preflight_and_recorded(out):
+    cb, how = hf_util.run(out, "half-scaler", fp16=True, cpu_scaler=True, half=True, raises=True)
+    assert how == "raised"
+    assert any(f.check == "fp16_params_with_scaler" for f in cb.findings)
+    with h5py.File(f"{out}/half-scaler.h5") as f:
+        assert f.attrs["status"] == "error"
+        assert f.attrs["error"].startswith("Attempting to unscale FP16 gradients.")
+    r, row = judge(out, "half-scaler")
+    assert row["verdict"] == "error" and not row["pass"], r.stdout
+
+
+def test_fp16_on_a_cpu_without_a_scaler_is_named_not_in_effect(out):
+    # accelerate on a CPU with fp16=True makes no scaler and no autocast: plain FP32, which the run must not claim
+    hf_util.run(out, "fp16-cpu", fp16=True)
+    with h5py.File(f"{out}/fp16-cpu.h5") as f:
+        assert f.attrs["grad_scaler"] == "none" and f.attrs["autocast_dtype"] == "none"
+    r, row = judge(out, "fp16-cpu")
+    assert any(w["signal"] == "precision" for w in row["warnings"]) or "precision" in r.stdout, r.stdout
+
+
+def test_pure_bf16_at_a_small_lr_is_caught(out, tmp_path):
+    # its own reference at the small lr (the same Trainer, FP32)
+    d = str(tmp_path)
+    for name, kw in (("fp32", {}), ("fp32-seed", {"seed": 1338, "perturbation": "seed"}),
+                     ("fp32-order", {"data_seed": 12, "perturbation": "order"})):
+        hf_util.run(d, name, lr=2e-5, steps=60, **kw)
+    assert hf_util.ampcheck("reference", f"{d}/fp32.h5", "--spread", f"{d}/fp32-seed.h5", f"{d}/fp32-order.h5",
+                            "--out", f"{d}/reference.h5").returncode == 0
+    with pytest.warns(UserWarning, match="lost updates"):
+        hf_util.run(d, "bf16-pure", lr=2e-5, steps=60, bf16_pure=True)
+    r, row = judge(d, "bf16-pure")
+    assert row["verdict"] in ("stalls", "diverges"), r.stdout
