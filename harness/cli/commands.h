@@ -90,6 +90,8 @@ bool file_exists(const std::string& path);
 // check's row helpers (record_check.cpp), which validate shares: the summary's provenance from the first scenario, and
 // what a run measured into its row (peak_tflops: the measured matmul rate per device class / compute dtype).
 void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device);
+// A scenario's row before it runs: name, strategy, expectation, device class, verdict "-".
+report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Device& device);
 void fill_measurements(report::ScenarioSummary& row, const engine::ScenarioResult& r, const at::Device& device,
                        std::map<std::string, double>& peak_tflops);
 

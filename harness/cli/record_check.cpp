@@ -107,6 +107,16 @@ int cmd_record(const RunOptions& opts) {
 }
 
 
+report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Device& device) {
+  report::ScenarioSummary row;
+  row.name = sc.run.name;
+  row.strategy = sc.run.strategy.name;
+  row.expect = sc.expect.verdict;
+  row.verdict = "-";
+  row.device_class = engine::device_info(device).device_class;
+  return row;
+}
+
 // The run summary's provenance, from the first scenario's: versions, the device, the date, the commit.
 void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device) {
   const auto prov = engine::provenance(sc, device);
@@ -158,12 +168,7 @@ namespace {
 std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& sc, const at::Device& device,
                                                       const RunOptions& opts,
                                                       std::map<std::string, double>& peak_tflops) {
-  report::ScenarioSummary row;
-  row.name = sc.run.name;
-  row.strategy = sc.run.strategy.name;
-  row.expect = sc.expect.verdict;
-  row.verdict = "-";
-  row.device_class = engine::device_info(device).device_class;
+  report::ScenarioSummary row = scenario_row(sc, device);
   engine::RunConfig run = sc.run;
   if (opts.steps > 0) run.loop.steps = opts.steps;
   try {

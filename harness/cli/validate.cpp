@@ -116,12 +116,7 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
     }
 
     if (summary.device_class.empty()) set_provenance(summary, sc, device);
-    report::ScenarioSummary row;
-    row.name = sc.run.name;
-    row.strategy = sc.run.strategy.name;
-    row.expect = sc.expect.verdict;
-    row.verdict = "-";
-    row.device_class = engine::device_info(device).device_class;
+    report::ScenarioSummary row = scenario_row(sc, device);
     auto& val = row.validation;
     val.plants = joined(plant_texts);
     try {
