@@ -78,6 +78,38 @@ SpreadRun spread_kind(const std::string& arg) {
 
 }  // namespace
 
+// What the run itself measured, into its row: step times from its step_time_ms column (the median after warm-up, as
+// for ampcheck's own runs), tokens / samples per second where it recorded tokens_per_step / samples_per_step, the
+// workload it belongs to (its `workload` or `run_key` attribute: runs of one training compare in the strategy
+// table), and the dtype its matmuls ran in (autocast, else the parameters').
+static void fill_recorded_measurements(report::ScenarioSummary& row, const reference::TrajectoryFile& run) {
+  const auto timing = engine::step_timing(run.trajectory, attr(run, "timing_method", "wall-clock (recorder)"));
+  row.timing_method = timing.method;
+  row.warmup_steps = timing.warmup_steps;
+  row.median_step_ms = timing.median_ms;
+  row.p10_step_ms = timing.p10_ms;
+  row.p90_step_ms = timing.p90_ms;
+  auto number = [&](const std::string& key) -> double {
+    try {
+      const std::string v = attr(run, key);
+      size_t used = 0;
+      const double x = v.empty() ? NAN : std::stod(v, &used);
+      return used == v.size() && x > 0 ? x : NAN;
+    } catch (const std::exception&) {
+      return NAN;
+    }
+  };
+  const double steps_per_s = 1000.0 / timing.median_ms;
+  row.tokens_per_s = number("tokens_per_step") * steps_per_s;
+  row.samples_per_s = number("samples_per_step") * steps_per_s;
+  row.workload = attr(run, "workload", attr(run, "run_key"));
+  const std::string autocast = attr(run, "autocast_dtype");
+  const std::string params = attr(run, "param_dtype");
+  row.compute_dtype = autocast == "float16" ? "fp16" : autocast == "bfloat16" ? "bf16"
+                      : params == "float16" ? "fp16" : params == "bfloat16" ? "bf16"
+                      : params == "float32" ? "fp32" : "";
+}
+
 int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_args, const std::string& out,
                   bool force) {
   if (spread_args.empty())
@@ -236,6 +268,12 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   make_dirs(opts.out_dir);
   report::RunSummary summary;
   summary.suite = "judge";
+  // the versions the runs recorded (the Python recorder's torch_version / cuda_version), else the reference's
+  for (const auto& in : inputs)
+    if (summary.libtorch_version.empty()) summary.libtorch_version = attr(in.file, "torch_version", attr(ref, "torch_version"));
+  if (summary.libtorch_version.empty()) summary.libtorch_version = attr(ref, "libtorch_version", "-");
+  for (const auto& in : inputs)
+    if (summary.cuda_version.empty()) summary.cuda_version = attr(in.file, "cuda_version");
   summary.device_name = attr(ref, "device_name", "external");
   summary.device_class = attr(ref, "device_class", "external");
   summary.date = engine::utc_now();
@@ -279,6 +317,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     }
     row.steps = run.trajectory.size();
     row.skipped_steps = run.trajectory.skipped_steps();
+    fill_recorded_measurements(row, run);
     if (!run.trajectory.rows.empty()) {
       row.first_loss = run.trajectory.rows.front()[engine::kLoss];
       row.final_loss = run.trajectory.rows.back()[engine::kLoss];

@@ -668,7 +668,8 @@ def _error_text(exc):
 def _device_attributes(cuda):
     if cuda:
         major, minor = torch.cuda.get_device_capability()
-        return {"device_name": torch.cuda.get_device_name(), "device_class": f"cuda-sm{major}{minor}"}
+        return {"device_name": torch.cuda.get_device_name(), "device_class": f"cuda-sm{major}{minor}",
+                "cuda_version": str(torch.version.cuda)}
     return {"device_name": platform.processor() or platform.machine(), "device_class": "cpu"}
 
 

@@ -37,7 +37,8 @@ def model(seed=1337, dtype=None):
 
 
 def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf16=False, half=False, bf16_pure=False,
-        cpu_scaler=False, inf_at=None, perturbation=None, expect="tracks", raises=False):
+        cpu_scaler=False, inf_at=None, perturbation=None, expect="tracks", raises=False, record=True,
+        probe_every=1):
     """Trains and records runs/<name>.h5; cpu_scaler: give accelerate a CPU GradScaler and fp16 autocast (on a CPU it
     makes none: fp16=True alone trains FP32), so the Trainer's GradScaler path runs; inf_at: an inf written into one
     gradient after backward at that step (a scaler must skip it)."""
@@ -51,10 +52,10 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
                              fp16=fp16, bf16=bf16, dataloader_num_workers=0, disable_tqdm=True)
     cb = AmpcheckCallback(os.path.join(out, name + ".h5"),
                           attributes={"run_key": "hf-tiny-gpt2", "expect": expect, "steps": steps},
-                          overwrite=True)
+                          overwrite=True, probe_every=probe_every)
     if perturbation:
         cb.attributes["perturbation"] = perturbation
-    trainer = Trainer(model=m, args=args, train_dataset=Markov(), callbacks=[cb])
+    trainer = Trainer(model=m, args=args, train_dataset=Markov(), callbacks=[cb] if record else [])
     if cpu_scaler:
         trainer.accelerator.scaler = torch.amp.GradScaler("cpu")
         trainer.accelerator.native_amp = True
@@ -71,6 +72,9 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
             def on_step_end(self, *a, **k):
                 step["n"] += 1
         trainer.add_callback(Count())
+    if not record:
+        trainer.train()
+        return cb, "completed"
     try:
         cb.train(trainer)
     except Exception:

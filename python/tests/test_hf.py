@@ -6,6 +6,7 @@ import os
 
 import h5py
 import pytest
+import torch
 
 import hf_util
 
@@ -22,11 +23,13 @@ def out(tmp_path_factory):
     return d
 
 
-def judge(out, name):
+def judge(out, name, summary=None):
     r = hf_util.ampcheck("judge", f"{out}/{name}.h5", "--reference", f"{out}/reference.h5", "--out", f"{out}/j-{name}")
     with open(f"{out}/j-{name}/summary.json") as f:
-        row = json.load(f)["scenarios"][0]
-    return r, row
+        s = json.load(f)
+    if summary is not None:
+        summary.update(s)
+    return r, s["scenarios"][0]
 
 
 def test_bf16_autocast_tracks(out):
@@ -34,8 +37,15 @@ def test_bf16_autocast_tracks(out):
     with h5py.File(f"{out}/bf16.h5") as f:
         assert f.attrs["autocast_dtype"] == "bfloat16" and f.attrs["status"] == "completed"
         assert len(f["steps/loss"]) == 40 and "grad_norm" in f["steps"]
-    r, row = judge(out, "bf16")
+    s = {}
+    r, row = judge(out, "bf16", s)
     assert row["verdict"] == "tracks", r.stdout
+    # the report uses what the run recorded: step times, tokens per step (the callback counts input_ids), versions
+    assert row["median_step_ms"] > 0 and row["tokens_per_s"] > 0, row
+    assert row["workload"] == "hf-tiny-gpt2" and row["compute_dtype"] == "bf16", row
+    assert s["libtorch_version"] == torch.__version__.split("+")[0], s["libtorch_version"]
+    with open(f"{out}/j-bf16/summary.md") as f:
+        assert "LibTorch ," not in f.read()
 
 
 def test_fp16_with_an_active_grad_scaler_and_a_skipped_inf_tracks(out):

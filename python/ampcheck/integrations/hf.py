@@ -37,6 +37,7 @@ class AmpcheckCallback(TrainerCallback):
         self.recorder: Optional[Recorder] = None
         self.findings = []
         self._losses = []
+        self._tokens = 0
         self._hook = None
         self._accelerated = None
         self._warned_scheduler = False
@@ -52,7 +53,7 @@ class AmpcheckCallback(TrainerCallback):
         attrs.update(self.attributes)
         self.recorder = Recorder(self.path, model, inner, scaler, attributes=attrs, probe_every=self.probe_every,
                                  overwrite=self.overwrite, snapshot_every=self.snapshot_every)
-        self._hook = model.register_forward_hook(self._on_forward)
+        self._hook = model.register_forward_hook(self._on_forward, with_kwargs=True)
         if self.run_preflight:
             try:
                 self.findings = preflight(model, inner, scaler=scaler, mixed_precision=mixed)
@@ -75,6 +76,9 @@ class AmpcheckCallback(TrainerCallback):
                           f"found_inf is invisible to accelerate's step_was_skipped)", stacklevel=2)
         loss = torch.stack(self._losses).mean() if self._losses else torch.tensor(float("nan"))
         self._losses = []
+        if self._tokens:  # tokens per optimizer step (every micro-batch), for the judge's tokens/s
+            self.recorder.attributes["tokens_per_step"] = str(self._tokens)
+            self._tokens = 0
         rec.step(loss)
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -95,8 +99,11 @@ class AmpcheckCallback(TrainerCallback):
                 self.recorder._finish(e)
             raise
 
-    def _on_forward(self, module, inputs, output):
+    def _on_forward(self, module, args, kwargs, output):
         if module.training and torch.is_grad_enabled():
+            ids = kwargs.get("input_ids", args[0] if args and torch.is_tensor(args[0]) else None)
+            if torch.is_tensor(ids):
+                self._tokens += ids.numel()
             loss = getattr(output, "loss", None)
             if loss is None and isinstance(output, dict):
                 loss = output.get("loss")
