@@ -264,6 +264,11 @@ class Recorder:
         self._autocast = None        # (autocast dtype name, from a forward with grad enabled) from the pre-hook
         self._forwards = 0
         self._forward_hook = None
+        if optimizer is not None and not hasattr(optimizer, "register_step_pre_hook"):
+            warnings.warn(f"ampcheck_recorder: {type(wrapped).__name__} is not a torch.optim.Optimizer and holds none "
+                          f"(no .optimizer / ._optimizer): the recorder cannot see its steps — lr, skipped and "
+                          f"update_norm are not recorded (pass the torch optimizer inside it)", stacklevel=2)
+            self.optimizer = optimizer = None
         if optimizer is not None:
             self._hooks.append(optimizer.register_step_pre_hook(self._pre_step))
             self._measured.update(("lr", "skipped"))
@@ -554,6 +559,10 @@ class Recorder:
         _open_recorders.discard(self)
         for h in self._hooks:
             h.remove()
+        if isinstance(exc, KeyboardInterrupt) and status is None:
+            # Ctrl-C / SIGINT: every recorded step kept, a partial run like SIGTERM's, not a failed one
+            status, exc = "interrupted", None
+            note = note or f"interrupted by SIGINT (KeyboardInterrupt) after {self._step} step(s)"
         try:
             self.flush()
         except Exception as e:  # the device may be unusable after the error: keep the steps flushed before

@@ -38,7 +38,7 @@ def model(seed=1337, dtype=None):
 
 def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf16=False, half=False, bf16_pure=False,
         cpu_scaler=False, inf_at=None, perturbation=None, expect="tracks", raises=False, record=True,
-        probe_every=1):
+        probe_every=1, fail_at=None):
     """Trains and records runs/<name>.h5; cpu_scaler: give accelerate a CPU GradScaler and fp16 autocast (on a CPU it
     makes none: fp16=True alone trains FP32), so the Trainer's GradScaler path runs; inf_at: an inf written into one
     gradient after backward at that step (a scaler must skip it)."""
@@ -56,6 +56,14 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
     if perturbation:
         cb.attributes["perturbation"] = perturbation
     trainer = Trainer(model=m, args=args, train_dataset=Markov(), callbacks=[cb] if record else [])
+    if fail_at is not None:  # a forward that raises at that step (an error the Trainer has no callback event for)
+        calls = {"n": 0}
+
+        def fail(module, args):
+            calls["n"] += 1
+            if calls["n"] > fail_at:
+                raise RuntimeError(f"planted failure in the forward of step {fail_at}")
+        m.register_forward_pre_hook(fail)
     if cpu_scaler:
         trainer.accelerator.scaler = torch.amp.GradScaler("cpu")
         trainer.accelerator.native_amp = True

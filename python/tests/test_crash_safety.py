@@ -87,3 +87,30 @@ def test_judge_judges_a_killed_run_as_partial(tmp_path):
     r = subprocess.run([binary, "judge", f"{d}/killed.h5", "--reference", f"{d}/ref.h5", "--out", f"{d}/j"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert "partial run" in r.stdout and "of the 100 steps" in r.stdout, r.stdout
+
+
+def test_sigint_is_interrupted_with_every_recorded_step(tmp_path):
+    path = str(tmp_path / "i.h5")
+    p = start(path, snapshot=1000)  # no snapshot: what the file holds comes from the KeyboardInterrupt
+    time.sleep(0.8)
+    p.send_signal(signal.SIGINT)
+    p.wait()
+    with h5py.File(path) as f:
+        assert f.attrs["status"] == "interrupted" and "SIGINT" in f.attrs["note"]
+        assert len(f["steps/loss"]) > 0
+
+
+def test_an_object_that_is_no_optimizer_is_named(tmp_path):
+    import warnings
+
+    import pytest
+    import torch
+    from ampcheck import Recorder
+    m = torch.nn.Linear(2, 1)
+
+    class Opaque:  # a wrapper that hides its optimizer
+        pass
+    with pytest.warns(UserWarning, match="cannot see its steps"):
+        r = Recorder(str(tmp_path / "o.h5"), m, Opaque())
+    warnings.simplefilter("ignore")
+    r.close()

@@ -92,3 +92,11 @@ def test_pure_bf16_at_a_small_lr_is_caught(out, tmp_path):
         hf_util.run(d, "bf16-pure", lr=2e-5, steps=60, bf16_pure=True)
     r, row = judge(d, "bf16-pure")
     assert row["verdict"] in ("stalls", "diverges"), r.stdout
+
+
+def test_an_exception_that_ends_train_is_recorded_as_the_error_run(out):
+    cb, how = hf_util.run(out, "fails", fail_at=3, raises=True)
+    assert how == "raised"
+    with h5py.File(f"{out}/fails.h5") as f:
+        assert f.attrs["status"] == "error" and "planted failure in the forward of step 3" in f.attrs["error"]
+        assert len(f["steps/loss"]) == 3
