@@ -192,7 +192,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
               const std::string& strategy, const RunOptions& opts) {
   // 1. read and check every input before anything is written: a file that does not follow the format, a run of
   //    another training (provenance, step count) or existing reports without --force end the command here.
-  reference::TrajectoryFile ref = reference::read_trajectory(reference_path);
+  reference::TrajectoryFile ref = reference::read_trajectory_contained(reference_path);
   if (ref.noise_runs.empty())
     throw std::runtime_error(reference_path + ": the reference has no noise runs. HINT: build it with `ampcheck "
                              "reference FP32_RUN --spread RUN...` (or `ampcheck record` for ampcheck's own scenarios)");

@@ -137,7 +137,7 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
       bool bitwise = false;
       std::string bitwise_line;
       if (!golden_file.empty()) {
-        const auto golden = reference::read_trajectory(golden_file);
+        const auto golden = reference::read_trajectory_contained(golden_file);
         const auto diffs = validate::stack_differences(golden.attributes, fp);
         val.stack_differences = validate::describe(diffs);
         const bool bits_may_differ =

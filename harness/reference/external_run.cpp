@@ -106,7 +106,7 @@ void check_same_training(const TrajectoryFile& run, const std::string& run_path,
 
 TrajectoryFile read_external_run(const std::string& path) {
   if (ends_with(path, ".jsonl")) return read_jsonl_trajectory(path);
-  return read_trajectory(path, Columns::LossRequired);
+  return read_trajectory_contained(path, Columns::LossRequired);  // a file from outside: read where a crash is contained
 }
 
 }  // namespace ampcheck::reference

@@ -3,10 +3,15 @@
 
 #include <hdf5.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace ampcheck::reference {
@@ -340,6 +345,86 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
     ev.erase(0, pos + 1);
   }
   return out;
+}
+
+TrajectoryFile read_trajectory_contained(const std::string& path, Columns required, int timeout_s) {
+  if (const char* env = std::getenv("AMPCHECK_READ_TIMEOUT_S")) {  // tests: a hostile file's hang in seconds, not a minute
+    const int t = std::atoi(env);
+    if (t > 0) timeout_s = t;
+  }
+  char tmpl[] = "/tmp/ampcheck-read-XXXXXX";
+  const int tmp_fd = ::mkstemp(tmpl);
+  if (tmp_fd < 0) throw std::runtime_error(path + ": cannot make a temporary file to read it safely (" + std::strerror(errno) + ")");
+  ::close(tmp_fd);
+  const std::string tmp = tmpl;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": pipe failed (" + std::string(std::strerror(errno)) + ")");
+  }
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": fork failed (" + std::string(std::strerror(errno)) + ")");
+  }
+  if (pid == 0) {  // the child: read, re-write, report an error's text through the pipe; _exit, no handlers
+    ::close(fds[0]);
+    ::alarm(static_cast<unsigned>(timeout_s));
+    try {
+      TrajectoryFile f = read_trajectory(path, required);
+      std::string present;
+      for (const auto& c : f.columns_present) present += c + "\n";
+      f.attributes["ampcheck_columns_present"] = present;  // the copy holds every column; which were in the file
+      write_trajectory(tmp, f, /*overwrite=*/true);
+      ::_exit(0);
+    } catch (const std::exception& e) {
+      const std::string m = e.what();
+      ssize_t unused = ::write(fds[1], m.data(), m.size());
+      (void)unused;
+      ::_exit(3);
+    } catch (...) {
+      ::_exit(4);
+    }
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  auto fail = [&](const std::string& why) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(why);
+  };
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    if (sig == SIGALRM)
+      fail(path + ": reading it took longer than " + std::to_string(timeout_s) + " s; the file is corrupt or hostile. "
+           "HINT: re-record it");
+    fail(path + ": the HDF5 library crashed reading it (signal " + std::to_string(sig) + ", " + strsignal(sig) +
+         "): the file is corrupt. HINT: re-record it");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail(message.empty() ? path + ": could not be read (the reader ended with status " + std::to_string(status) + ")"
+                         : message);
+  TrajectoryFile f;
+  try {
+    f = read_trajectory(tmp, Columns::AllRequired);
+  } catch (const std::exception& e) {
+    fail(path + ": " + e.what());
+  }
+  std::remove(tmp.c_str());
+  f.columns_present.clear();
+  std::string present = f.attributes["ampcheck_columns_present"];
+  for (size_t pos; (pos = present.find('\n')) != std::string::npos; present.erase(0, pos + 1))
+    f.columns_present.push_back(present.substr(0, pos));
+  f.attributes.erase("ampcheck_columns_present");
+  return f;
 }
 
 }  // namespace ampcheck::reference

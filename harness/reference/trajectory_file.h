@@ -33,4 +33,13 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
 // Throws naming the file and, for a bad column, the column and what was expected (present, as long as `loss`).
 TrajectoryFile read_trajectory(const std::string& path, Columns required = Columns::AllRequired);
 
+// read_trajectory for a file from outside (another training loop, a CI job's leftovers): HDF5's own library is not
+// hardened against malformed files (Debian 12's 1.10 crashes on some corrupted variable-length attributes), so the
+// file is read in a forked child, which re-writes what it read with this writer (fixed-length strings only) into a
+// private temporary file that the caller then reads. A child that dies (a signal) or runs past `timeout_s` is an
+// error naming the file — never a crash of the command ($AMPCHECK_READ_TIMEOUT_S overrides the timeout). Same result
+// and errors as read_trajectory otherwise.
+TrajectoryFile read_trajectory_contained(const std::string& path, Columns required = Columns::AllRequired,
+                                         int timeout_s = 60);
+
 }  // namespace ampcheck::reference

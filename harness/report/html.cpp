@@ -250,7 +250,7 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
 }  // namespace
 
 ScenarioSeries load_series(const std::string& h5_path) {
-  const reference::TrajectoryFile f = reference::read_trajectory(h5_path);
+  const reference::TrajectoryFile f = reference::read_trajectory_contained(h5_path);
   ScenarioSeries s;
   s.loaded = true;
   s.loss = f.trajectory.column(engine::kLoss);
