@@ -18,6 +18,18 @@ import torch  # noqa: E402
 import train_amp  # noqa: E402
 
 
+def print_table(title, command, names, times):
+    """A markdown table of the median ms / step per case and its ratio to the first case (the baseline)."""
+    base = statistics.median(times[names[0]])
+    print(f"# {title}\n")
+    print(command + "\n")
+    print("| case | median ms / step | ratio |")
+    print("| --- | --- | --- |")
+    for name in names:
+        m = statistics.median(times[name])
+        print(f"| {name} | {m:.3f} | {m / base:.3f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
@@ -34,16 +46,10 @@ def main():
             t0 = time.perf_counter()
             train_amp.train(a.variant, os.path.join(d, f"r{rep}.h5"), steps=a.steps, quiet=True, overwrite=True, **kw)
             times[name].append((time.perf_counter() - t0) / a.steps * 1e3)
-    base = statistics.median(times["no recorder"])
-    print(f"# Recorder overhead on the example loop ({a.variant}, CPU, one thread, {a.steps} steps, {a.reps} runs each)\n")
-    print(f"Command: `python3 python/overhead.py --steps {a.steps} --reps {a.reps}`. Wall time per step including "
-          f"the file write at the end; ratios against the loop without the recorder, measured in the same run.\n")
-    print("| case | median ms / step | ratio |")
-    print("| --- | --- | --- |")
-    for name, _ in cases:
-        m = statistics.median(times[name])
-        print(f"| {name} | {m:.3f} | {m / base:.3f} |")
-
+    print_table(f"Recorder overhead on the example loop ({a.variant}, CPU, one thread, {a.steps} steps, {a.reps} runs each)",
+                f"Command: `python3 python/overhead.py --steps {a.steps} --reps {a.reps}`. Wall time per step including "
+                f"the file write at the end; ratios against the loop without the recorder, measured in the same run.",
+                [c for c, _ in cases], times)
 
 if __name__ == "__main__":
     main()

@@ -8,7 +8,6 @@ the median wall time of trainer.train() per step compared within this run. Print
 import argparse
 import contextlib
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -18,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tes
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import hf_util  # noqa: E402
+from overhead import print_table  # noqa: E402
 
 
 def main():
@@ -37,16 +37,11 @@ def main():
                 t0 = time.perf_counter()
                 hf_util.run(d, f"r{rep}", steps=a.steps, bf16=True, **kw)
                 times[name].append((time.perf_counter() - t0) / a.steps * 1e3)
-    base = statistics.median(times["no callback"])
-    print(f"# HF Trainer callback overhead (tiny GPT-2, bf16 autocast, CPU, one thread, {a.steps} steps, {a.reps} runs each)\n")
-    print(f"Command: `python3 python/overhead_hf.py --steps {a.steps} --reps {a.reps}`. Wall time of the whole "
-          f"Trainer run per step (Trainer set-up included); ratios against the run without the callback, same run.\n")
-    print("| case | median ms / step | ratio |")
-    print("| --- | --- | --- |")
-    for name, _ in cases:
-        m = statistics.median(times[name])
-        print(f"| {name} | {m:.3f} | {m / base:.3f} |")
-
+    print_table(f"HF Trainer callback overhead (tiny GPT-2, bf16 autocast, CPU, one thread, {a.steps} steps, {a.reps} "
+                f"runs each)",
+                f"Command: `python3 python/overhead_hf.py --steps {a.steps} --reps {a.reps}`. Wall time of the whole "
+                f"Trainer run per step (Trainer set-up included); ratios against the run without the callback, same run.",
+                [c for c, _ in cases], times)
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,5 @@
 """A tiny GPT-2 built from a config (nothing downloaded) on a synthetic Markov language, trained by the real Trainer."""
+import json
 import os
 import subprocess
 
@@ -90,6 +91,26 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
             raise
         return cb, "raised"
     return cb, "completed"
+
+
+def judge(out, name, summary=None):
+    """`ampcheck judge OUT/NAME.h5 --reference OUT/reference.h5`: (the process, the summary's row)."""
+    r = ampcheck("judge", f"{out}/{name}.h5", "--reference", f"{out}/reference.h5", "--out", f"{out}/j-{name}")
+    with open(f"{out}/j-{name}/summary.json") as f:
+        s = json.load(f)
+    if summary is not None:
+        summary.update(s)
+    return r, s["scenarios"][0]
+
+
+def make_reference(out, run_fn, **kw):
+    """The FP32 run and its seed and data-order noise runs through `run_fn(out, name, ...)`, and OUT/reference.h5."""
+    run_fn(out, "fp32", **kw)
+    run_fn(out, "fp32-seed", seed=1338, perturbation="seed", **kw)
+    run_fn(out, "fp32-order", data_seed=12, perturbation="order", **kw)
+    r = ampcheck("reference", f"{out}/fp32.h5", "--spread", f"{out}/fp32-seed.h5", f"{out}/fp32-order.h5",
+                 "--out", f"{out}/reference.h5")
+    assert r.returncode == 0, r.stdout
 
 
 def ampcheck(*args):

@@ -1,7 +1,6 @@
 """The Accelerate custom-loop helper against the real accelerate (pinned in pyproject.toml), on the tiny GPT-2 of
 hf_util on the CPU, judged against an FP32 reference of the same loop. fp16 runs through accelerate's GradScaler path
 by handing the Accelerator a CPU GradScaler before prepare (on a CPU, mixed_precision="fp16" alone trains FP32)."""
-import json
 import os
 
 import h5py
@@ -47,20 +46,10 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, mixed="no", cp
             rec.step(loss)
 
 
-def judge(out, name):
-    r = hf_util.ampcheck("judge", f"{out}/{name}.h5", "--reference", f"{out}/reference.h5", "--out", f"{out}/j-{name}")
-    with open(f"{out}/j-{name}/summary.json") as f:
-        return r, json.load(f)["scenarios"][0]
-
-
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("accelerate"))
-    run(d, "fp32")
-    run(d, "fp32-seed", seed=1338, perturbation="seed")
-    run(d, "fp32-order", data_seed=12, perturbation="order")
-    assert hf_util.ampcheck("reference", f"{d}/fp32.h5", "--spread", f"{d}/fp32-seed.h5", f"{d}/fp32-order.h5",
-                            "--out", f"{d}/reference.h5").returncode == 0
+    hf_util.make_reference(d, run)
     return d
 
 
@@ -68,7 +57,7 @@ def test_bf16_tracks(out):
     run(out, "bf16", mixed="bf16")
     with h5py.File(f"{out}/bf16.h5") as f:
         assert f.attrs["autocast_dtype"] == "bfloat16" and f.attrs["optimizer_wrapper"] == "AcceleratedOptimizer"
-    r, row = judge(out, "bf16")
+    r, row = hf_util.judge(out, "bf16")
     assert row["verdict"] == "tracks", r.stdout
 
 
@@ -76,7 +65,7 @@ def test_fp16_through_the_grad_scaler_with_a_skipped_inf_tracks(out):
     run(out, "fp16-scaler", mixed="fp16", cpu_scaler=True, inf_at=5)
     with h5py.File(f"{out}/fp16-scaler.h5") as f:
         assert f.attrs["grad_scaler"] == "enabled" and f["steps/skipped"][5] == 1
-    r, row = judge(out, "fp16-scaler")
+    r, row = hf_util.judge(out, "fp16-scaler")
     assert row["verdict"] == "tracks", r.stdout
 
 

@@ -1,7 +1,6 @@
 """The Hugging Face Trainer integration against the real transformers / accelerate (the versions pyproject.toml pins),
 on a tiny GPT-2 built from a config on the CPU: recorded by AmpcheckCallback, judged by `ampcheck judge` against an FP32
 reference of the same Trainer (seed and data-order runs)."""
-import json
 import os
 
 import h5py
@@ -14,22 +13,8 @@ import hf_util
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("hf"))
-    hf_util.run(d, "fp32")
-    hf_util.run(d, "fp32-seed", seed=1338, perturbation="seed")
-    hf_util.run(d, "fp32-order", data_seed=12, perturbation="order")
-    r = hf_util.ampcheck("reference", f"{d}/fp32.h5", "--spread", f"{d}/fp32-seed.h5", f"{d}/fp32-order.h5",
-                         "--out", f"{d}/reference.h5")
-    assert r.returncode == 0, r.stdout
+    hf_util.make_reference(d, hf_util.run)
     return d
-
-
-def judge(out, name, summary=None):
-    r = hf_util.ampcheck("judge", f"{out}/{name}.h5", "--reference", f"{out}/reference.h5", "--out", f"{out}/j-{name}")
-    with open(f"{out}/j-{name}/summary.json") as f:
-        s = json.load(f)
-    if summary is not None:
-        summary.update(s)
-    return r, s["scenarios"][0]
 
 
 def test_bf16_autocast_tracks(out):
@@ -38,7 +23,7 @@ def test_bf16_autocast_tracks(out):
         assert f.attrs["autocast_dtype"] == "bfloat16" and f.attrs["status"] == "completed"
         assert len(f["steps/loss"]) == 40 and "grad_norm" in f["steps"]
     s = {}
-    r, row = judge(out, "bf16", s)
+    r, row = hf_util.judge(out, "bf16", s)
     assert row["verdict"] == "tracks", r.stdout
     # the report uses what the run recorded: step times, tokens per step (the callback counts input_ids), versions
     assert row["median_step_ms"] > 0 and row["tokens_per_s"] > 0, row
@@ -56,7 +41,7 @@ def test_fp16_with_an_active_grad_scaler_and_a_skipped_inf_tracks(out):
         assert f.attrs["grad_scaler"] == "enabled" and f.attrs["autocast_dtype"] == "float16"
         skipped = f["steps/skipped"][:]
         assert skipped[5] == 1 and skipped.sum() >= 1, skipped
-    r, row = judge(out, "fp16-scaler")
+    r, row = hf_util.judge(out, "fp16-scaler")
     assert row["verdict"] == "tracks", r.stdout
 
 
@@ -67,7 +52,7 @@ def test_half_model_with_grad_scaler_is_caught_by_preflight_and_recorded(out):
     with h5py.File(f"{out}/half-scaler.h5") as f:
         assert f.attrs["status"] == "error"
         assert f.attrs["error"].startswith("Attempting to unscale FP16 gradients.")
-    r, row = judge(out, "half-scaler")
+    r, row = hf_util.judge(out, "half-scaler")
     assert row["verdict"] == "error" and not row["pass"], r.stdout
 
 
@@ -76,21 +61,17 @@ def test_fp16_on_a_cpu_without_a_scaler_is_named_not_in_effect(out):
     hf_util.run(out, "fp16-cpu", fp16=True)
     with h5py.File(f"{out}/fp16-cpu.h5") as f:
         assert f.attrs["grad_scaler"] == "none" and f.attrs["autocast_dtype"] == "none"
-    r, row = judge(out, "fp16-cpu")
+    r, row = hf_util.judge(out, "fp16-cpu")
     assert any(w["signal"] == "precision" for w in row["warnings"]) or "precision" in r.stdout, r.stdout
 
 
 def test_pure_bf16_at_a_small_lr_is_caught(out, tmp_path):
     # its own reference at the small lr (the same Trainer, FP32)
     d = str(tmp_path)
-    for name, kw in (("fp32", {}), ("fp32-seed", {"seed": 1338, "perturbation": "seed"}),
-                     ("fp32-order", {"data_seed": 12, "perturbation": "order"})):
-        hf_util.run(d, name, lr=2e-5, steps=60, **kw)
-    assert hf_util.ampcheck("reference", f"{d}/fp32.h5", "--spread", f"{d}/fp32-seed.h5", f"{d}/fp32-order.h5",
-                            "--out", f"{d}/reference.h5").returncode == 0
+    hf_util.make_reference(d, hf_util.run, lr=2e-5, steps=60)
     with pytest.warns(UserWarning, match="lost updates"):
         hf_util.run(d, "bf16-pure", lr=2e-5, steps=60, bf16_pure=True)
-    r, row = judge(d, "bf16-pure")
+    r, row = hf_util.judge(d, "bf16-pure")
     assert row["verdict"] in ("stalls", "diverges"), r.stdout
 
 

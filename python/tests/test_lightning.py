@@ -2,7 +2,6 @@
 hf_util on the CPU: recorded by AmpcheckLightningCallback, judged by `ampcheck judge` against an FP32 reference of the
 same Lightning loop (seed and data-order runs). fp16 runs through Lightning's GradScaler path by handing its
 MixedPrecision plugin a CPU GradScaler (on a CPU `precision="16-mixed"` alone becomes bf16-mixed)."""
-import json
 import os
 
 import h5py
@@ -59,21 +58,10 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, precision="32-
     return cb, "completed"
 
 
-def judge(out, name):
-    r = hf_util.ampcheck("judge", f"{out}/{name}.h5", "--reference", f"{out}/reference.h5", "--out", f"{out}/j-{name}")
-    with open(f"{out}/j-{name}/summary.json") as f:
-        return r, json.load(f)["scenarios"][0]
-
-
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("lightning"))
-    run(d, "fp32")
-    run(d, "fp32-seed", seed=1338, perturbation="seed")
-    run(d, "fp32-order", data_seed=12, perturbation="order")
-    r = hf_util.ampcheck("reference", f"{d}/fp32.h5", "--spread", f"{d}/fp32-seed.h5", f"{d}/fp32-order.h5",
-                         "--out", f"{d}/reference.h5")
-    assert r.returncode == 0, r.stdout
+    hf_util.make_reference(d, run)
     return d
 
 
@@ -81,7 +69,7 @@ def test_bf16_mixed_tracks(out):
     run(out, "bf16", precision="bf16-mixed")
     with h5py.File(f"{out}/bf16.h5") as f:
         assert f.attrs["autocast_dtype"] == "bfloat16" and len(f["steps/loss"]) == 40
-    r, row = judge(out, "bf16")
+    r, row = hf_util.judge(out, "bf16")
     assert row["verdict"] == "tracks", r.stdout
 
 
@@ -90,7 +78,7 @@ def test_16_mixed_with_the_plugins_grad_scaler_and_a_skipped_inf_tracks(out):
     with h5py.File(f"{out}/fp16-scaler.h5") as f:
         assert f.attrs["grad_scaler"] == "enabled" and f.attrs["autocast_dtype"] == "float16"
         assert f["steps/skipped"][5] == 1, f["steps/skipped"][:10]
-    r, row = judge(out, "fp16-scaler")
+    r, row = hf_util.judge(out, "fp16-scaler")
     assert row["verdict"] == "tracks", r.stdout
 
 
@@ -103,12 +91,8 @@ def test_half_model_with_grad_scaler_is_caught_by_preflight(out):
 
 def test_pure_bf16_at_a_small_lr_is_caught(tmp_path):
     d = str(tmp_path)
-    for name, kw in (("fp32", {}), ("fp32-seed", {"seed": 1338, "perturbation": "seed"}),
-                     ("fp32-order", {"data_seed": 12, "perturbation": "order"})):
-        run(d, name, lr=2e-5, steps=60, **kw)
-    assert hf_util.ampcheck("reference", f"{d}/fp32.h5", "--spread", f"{d}/fp32-seed.h5", f"{d}/fp32-order.h5",
-                            "--out", f"{d}/reference.h5").returncode == 0
+    hf_util.make_reference(d, run, lr=2e-5, steps=60)
     with pytest.warns(UserWarning, match="lost updates"):
         run(d, "bf16-true", lr=2e-5, steps=60, precision="bf16-true")
-    r, row = judge(d, "bf16-true")
+    r, row = hf_util.judge(d, "bf16-true")
     assert row["verdict"] in ("stalls", "diverges"), r.stdout

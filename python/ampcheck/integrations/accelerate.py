@@ -16,23 +16,13 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from ampcheck.preflight import PreflightError, preflight
-from ampcheck.recorder import Recorder, unwrap_optimizer
+from ampcheck.integrations._session import RecordingSession
+from ampcheck.recorder import Recorder
 
 
 def ampcheck_recorder(accelerator, path: str, model, optimizer, *, attributes: Optional[Dict[str, str]] = None,
                       run_preflight: bool = True, **recorder_kwargs) -> Recorder:
-    scaler = getattr(accelerator, "scaler", None)
-    inner_model = accelerator.unwrap_model(model)
-    inner_opt = unwrap_optimizer(optimizer)
     mixed = str(accelerator.mixed_precision)
-    attrs = {"strategy": f"accelerate {mixed}"}
-    attrs.update(attributes or {})
-    rec = Recorder(path, inner_model, optimizer, scaler, attributes=attrs, **recorder_kwargs)  # it unwraps and names it
-    if run_preflight:
-        try:
-            preflight(inner_model, inner_opt, scaler=scaler, mixed_precision=mixed if mixed in ("fp16", "bf16") else None)
-        except PreflightError as e:
-            rec._finish(e)
-            raise
-    return rec
+    session = RecordingSession(path, attributes=attributes, run_preflight=run_preflight, **recorder_kwargs)
+    return session.start(accelerator.unwrap_model(model), optimizer, getattr(accelerator, "scaler", None),
+                         mixed if mixed in ("fp16", "bf16") else None, f"accelerate {mixed}")

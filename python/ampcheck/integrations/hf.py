@@ -21,21 +21,14 @@ from typing import Dict, Optional
 import torch
 from transformers import TrainerCallback
 
-from ampcheck.preflight import PreflightError, preflight
-from ampcheck.recorder import Recorder, unwrap_optimizer
+from ampcheck.integrations._session import RecordingSession
 
 
-def _inner_optimizer(optimizer):
-    return unwrap_optimizer(optimizer) if optimizer is not None else None
-
-
-class AmpcheckCallback(TrainerCallback):
+class AmpcheckCallback(TrainerCallback, RecordingSession):
     def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
                  overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None):
-        self.path, self.attributes, self.probe_every, self.overwrite = path, dict(attributes or {}), probe_every, overwrite
-        self.run_preflight, self.snapshot_every = run_preflight, snapshot_every
-        self.recorder: Optional[Recorder] = None
-        self.findings = []
+        RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
+                                  run_preflight=run_preflight, snapshot_every=snapshot_every)
         self._losses = []
         self._tokens = 0
         self._hook = None
@@ -45,27 +38,18 @@ class AmpcheckCallback(TrainerCallback):
     # -- Trainer events ---------------------------------------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
-        inner = _inner_optimizer(optimizer)
-        scaler = getattr(optimizer, "scaler", None)
         self._accelerated = optimizer
         mixed = "fp16" if args.fp16 else "bf16" if args.bf16 else None
-        attrs = {"strategy": f"hf-trainer {mixed or 'fp32'}"}
-        attrs.update(self.attributes)
-        self.recorder = Recorder(self.path, model, inner, scaler, attributes=attrs, probe_every=self.probe_every,
-                                 overwrite=self.overwrite, snapshot_every=self.snapshot_every)
         self._hook = model.register_forward_hook(self._on_forward, with_kwargs=True)
-        if self.run_preflight:
-            try:
-                self.findings = preflight(model, inner, scaler=scaler, mixed_precision=mixed)
-            except PreflightError as e:
-                self.findings = e.findings
-                self.recorder._finish(e)  # the error run, with PyTorch's text, before any step
-                self._remove_hook()
-                raise
+        try:  # accelerate's optimizer holds the GradScaler it made
+            self.start(model, optimizer, getattr(optimizer, "scaler", None), mixed, f"hf-trainer {mixed or 'fp32'}")
+        except Exception:
+            self._remove_hook()
+            raise
 
     def on_step_end(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
         rec = self.recorder
-        if rec is None or rec._closed:
+        if not self.open():
             return
         skipped = not rec._stepped or (rec._found_inf is not None and float(rec._found_inf) > 0)
         accelerate_skipped = bool(getattr(self._accelerated, "step_was_skipped", False))
@@ -95,7 +79,7 @@ class AmpcheckCallback(TrainerCallback):
             return trainer.train(*args, **kwargs)
         except BaseException as e:
             self._remove_hook()
-            if self.recorder is not None and not self.recorder._closed:
+            if self.open():
                 self.recorder._finish(e)
             raise
 

@@ -18,8 +18,7 @@ from typing import Dict, Optional
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from ampcheck.preflight import PreflightError, preflight
-from ampcheck.recorder import Recorder, unwrap_optimizer
+from ampcheck.integrations._session import RecordingSession
 
 
 def _mixed(precision: str) -> Optional[str]:
@@ -27,33 +26,19 @@ def _mixed(precision: str) -> Optional[str]:
     return "fp16" if p.startswith("16") else "bf16" if p.startswith("bf16") else None
 
 
-class AmpcheckLightningCallback(Callback):
+class AmpcheckLightningCallback(Callback, RecordingSession):
     def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
                  overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None):
-        self.path, self.attributes, self.probe_every, self.overwrite = path, dict(attributes or {}), probe_every, overwrite
-        self.run_preflight, self.snapshot_every = run_preflight, snapshot_every
-        self.recorder: Optional[Recorder] = None
-        self.findings = []
+        RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
+                                  run_preflight=run_preflight, snapshot_every=snapshot_every)
         self._losses = []
         self._global_step = 0
 
     def on_train_start(self, trainer, pl_module):
-        optimizer = unwrap_optimizer(trainer.optimizers[0]) if trainer.optimizers else None
         plugin = getattr(trainer, "precision_plugin", None) or getattr(trainer.strategy, "precision_plugin", None)
-        scaler = getattr(plugin, "scaler", None)
-        mixed = _mixed(trainer.precision)
-        attrs = {"strategy": f"lightning {trainer.precision}"}
-        attrs.update(self.attributes)
-        self.recorder = Recorder(self.path, pl_module, optimizer, scaler, attributes=attrs, probe_every=self.probe_every,
-                                 overwrite=self.overwrite, snapshot_every=self.snapshot_every)
         self._global_step = trainer.global_step
-        if self.run_preflight:
-            try:
-                self.findings = preflight(pl_module, optimizer, scaler=scaler, mixed_precision=mixed)
-            except PreflightError as e:
-                self.findings = e.findings
-                self.recorder._finish(e)
-                raise
+        self.start(pl_module, trainer.optimizers[0] if trainer.optimizers else None, getattr(plugin, "scaler", None),
+                   _mixed(trainer.precision), f"lightning {trainer.precision}")
 
     def on_before_backward(self, trainer, pl_module, loss):
         # under the GradScaler the plugin hands the hooks the scaled loss: the scale (a device tensor) divides it back
@@ -63,7 +48,7 @@ class AmpcheckLightningCallback(Callback):
         self._losses.append(loss / scale.to(loss.device).reshape(()) if torch.is_tensor(scale) else loss)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if self.recorder is None or self.recorder._closed or trainer.global_step == self._global_step:
+        if not self.open() or trainer.global_step == self._global_step:
             return  # not an optimizer step's last micro-batch
         self._global_step = trainer.global_step
         loss = torch.stack(self._losses).sum() if self._losses else torch.tensor(float("nan"))
@@ -71,7 +56,7 @@ class AmpcheckLightningCallback(Callback):
         self.recorder.step(loss)
 
     def on_exception(self, trainer, pl_module, exception):
-        if self.recorder is not None and not self.recorder._closed:
+        if self.open():
             self.recorder._finish(exception)
 
     def on_train_end(self, trainer, pl_module):
