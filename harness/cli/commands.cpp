@@ -151,6 +151,7 @@ int cmd_run(const RunOptions& opts) {
     std::cout << "SKIPPED: " << why << "\n";
     return 77;  // CTest's skip code for the gpu label
   }
+  refuse_existing_run_outputs(files, opts);  // before any training: nothing run, nothing written
   make_dirs(opts.out_dir);
   int failures = 0;
   bool follower = false;

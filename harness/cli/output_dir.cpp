@@ -20,6 +20,13 @@ void refuse_existing_outputs(const RunOptions& opts, const std::vector<std::stri
       throw std::runtime_error(refusing_to_overwrite(opts.out_dir + "/" + name) + ", or another --out");
 }
 
+void refuse_existing_run_outputs(const std::vector<std::string>& files, const RunOptions& opts) {
+  if (may_overwrite(opts)) return;
+  std::vector<std::string> names = {"summary.json", "junit.xml", "summary.md", "report.html"};
+  for (const auto& f : files) names.push_back(load_for_run(f, opts).run.name + ".h5");
+  refuse_existing_outputs(opts, names);
+}
+
 reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
                                       const engine::ScenarioResult& r) {
   reference::TrajectoryFile tf;

@@ -21,6 +21,11 @@ std::string refusing_to_overwrite(const std::string& path);
 // that exists, its HINT adding "or another --out".
 void refuse_existing_outputs(const RunOptions& opts, const std::vector<std::string>& names);
 
+// check / run / validate, before any training: the run directory's files these scenario files would write (each
+// scenario's <name>.h5 and the four reports) under the overwrite rule — a run that would be refused at the end is
+// refused at the start (exit 2, nothing trained, nothing written).
+void refuse_existing_run_outputs(const std::vector<std::string>& files, const RunOptions& opts);
+
 // A scenario's result file: the scenario's provenance on `device` (engine::provenance), the run's status, error and
 // engine path, and its trajectory. check adds the verdict.
 reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,

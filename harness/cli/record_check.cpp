@@ -210,6 +210,7 @@ int cmd_check(const RunOptions& opts) {
     std::cout << "SKIPPED: " << why << "\n";
     return 77;
   }
+  refuse_existing_run_outputs(files, opts);  // before any training: nothing run, nothing written
   make_dirs(opts.out_dir);
   // a rank of a torchrun / srun job runs its scenarios in this process, in the job's order
   const int64_t jobs = dist::in_distributed_environment()

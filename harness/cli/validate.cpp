@@ -83,7 +83,10 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
   if (v.record && !plants.empty()) throw std::invalid_argument("--record with --plant: a golden must not carry a planted fault");
   if (v.replays < 2) throw std::invalid_argument("--replays " + std::to_string(v.replays) + ": at least 2 (a fault that varies shows between replays)");
   const std::string root = opts.references.empty() ? references_dir() : opts.references;
-  if (!v.record) make_dirs(opts.out_dir);
+  if (!v.record) {
+    refuse_existing_run_outputs(files, opts);  // before any training: nothing run, nothing written
+    make_dirs(opts.out_dir);
+  }
 
   report::RunSummary summary;
   std::map<std::string, double> peak_tflops;
