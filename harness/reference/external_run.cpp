@@ -25,6 +25,28 @@ int column_index(const std::string& name) {
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
+// Limits on a JSON-lines file (resource limits on input): a line past kMaxLineBytes or more than kMaxSteps lines end
+// the read with an error naming the file and line, in bounded memory.
+constexpr size_t kMaxLineBytes = 4u << 20;
+constexpr int64_t kMaxSteps = 10'000'000;
+
+// std::getline with a bound: false at the end of the input; `too_long` when the line passed `max` bytes (the rest of
+// it is not read).
+bool read_line_bounded(std::istream& in, std::string& line, size_t max, bool& too_long) {
+  line.clear();
+  too_long = false;
+  bool any = false;
+  for (int c; (c = in.get()) != EOF;) {
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() >= max) {
+      too_long = true;
+      return true;
+    }
+    line.push_back(static_cast<char>(c));
+  }
+  return any;
+}
 }  // namespace
 
 TrajectoryFile read_jsonl_trajectory(const std::string& path) {
@@ -35,8 +57,15 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
   std::string text;
   int64_t line_no = 0;
   bool header_allowed = true;
-  while (std::getline(in, text)) {
+  bool too_long = false;
+  while (read_line_bounded(in, text, kMaxLineBytes, too_long)) {
     ++line_no;
+    if (too_long)
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": a line longer than " +
+                               std::to_string(kMaxLineBytes >> 20) + " MiB; expected one step's object per line");
+    if (line_no > kMaxSteps + 1)
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": more than " + std::to_string(kMaxSteps) +
+                               " steps (lines); a trajectory is bounded to keep judging it in bounded time and memory");
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(line_no) + ": ";
     nlohmann::json j;

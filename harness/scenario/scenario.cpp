@@ -101,6 +101,12 @@ class Fields {
     if (v <= 0) fail_key(key, "must be > 0, got " + std::to_string(v));
     return v;
   }
+  // A positive integer with an upper bound: what keeps a scenario's time and memory finite (resource limits on input).
+  int64_t bounded(const std::string& key, int64_t d, int64_t most, const std::string& why) {
+    const int64_t v = positive(key, d);
+    if (v > most) fail_key(key, "must be at most " + std::to_string(most) + " (" + why + "), got " + std::to_string(v));
+    return v;
+  }
   Fields map(const std::string& key) {
     seen_.insert(key);
     return Fields(at(key), file_, sub(key));
@@ -162,7 +168,7 @@ void parse_data(Fields f, data::DataConfig& d) {
   d.corpus_tokens = f.positive("corpus_tokens", d.corpus_tokens);
   d.branching = f.positive("branching", d.branching);
   d.seed = f.get<uint64_t>("seed", d.seed, "an unsigned integer");
-  d.batch_size = f.positive("batch_size", d.batch_size);
+  d.batch_size = f.bounded("batch_size", d.batch_size, 1 << 20, "a bound on memory");
   d.seq_len = f.integer("seq_len", 0);
   d.eval_fraction = f.num("eval_fraction", d.eval_fraction);
   if (!(d.eval_fraction > 0 && d.eval_fraction < 0.5)) f.fail_key("eval_fraction", "must be in (0, 0.5)");
@@ -205,8 +211,8 @@ void parse_schedule(Fields f, engine::ScheduleConfig& s) {
 }
 
 void parse_loop(Fields f, engine::LoopConfig& l) {
-  l.steps = f.positive("steps", l.steps);
-  l.micro_batches = f.positive("micro_batches", l.micro_batches);
+  l.steps = f.bounded("steps", l.steps, 10'000'000, "a bound on time: a trajectory row per step");
+  l.micro_batches = f.bounded("micro_batches", l.micro_batches, 65'536, "a bound on time");
   l.unscale_each_micro_batch = f.boolean("unscale_each_micro_batch", l.unscale_each_micro_batch);
   if (f.has("clip")) {
     Fields c = f.map("clip");
