@@ -15,13 +15,13 @@ from ampcheck.preflight import PreflightError
 
 
 def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, mixed="no", cpu_scaler=False, half=False,
-        inf_at=None, perturbation=None):
+        inf_at=None, perturbation=None, bf16_pure=False):
     AcceleratorState._reset_state(True)  # one Accelerator per run in one process (tests only)
     GradientState._reset_state()
     acc = Accelerator(cpu=True, mixed_precision=mixed)
     if cpu_scaler:
         acc.scaler, acc.native_amp = torch.amp.GradScaler("cpu"), True
-    model = hf_util.model(seed)
+    model = hf_util.model(seed, torch.bfloat16 if bf16_pure else None)
     if half:
         model = model.half()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -74,3 +74,12 @@ def test_half_model_with_grad_scaler_is_refused_before_training(out):
         run(out, "half-scaler", mixed="fp16", cpu_scaler=True, half=True)
     with h5py.File(f"{out}/half-scaler.h5") as f:
         assert f.attrs["status"] == "error"
+
+
+def test_pure_bf16_at_a_small_lr_is_caught(tmp_path):
+    d = str(tmp_path)
+    hf_util.make_reference(d, run, lr=2e-5, steps=60)
+    with pytest.warns(UserWarning, match="lost updates"):
+        run(d, "bf16-pure", lr=2e-5, steps=60, bf16_pure=True)
+    r, row = hf_util.judge(d, "bf16-pure")
+    assert row["verdict"] in ("stalls", "diverges"), r.stdout
