@@ -20,4 +20,8 @@ uint64_t tensor_digest(const at::Tensor& t) {
   return fnv1a(h, static_cast<const unsigned char*>(host.data_ptr()), host.numel() * host.element_size());
 }
 
+uint64_t combine_digests(const std::vector<uint64_t>& digests, uint64_t seed) {
+  return fnv1a(seed, reinterpret_cast<const unsigned char*>(digests.data()), digests.size() * sizeof(uint64_t));
+}
+
 }  // namespace ampcheck::engine

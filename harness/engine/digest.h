@@ -6,11 +6,14 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace ampcheck::engine {
 
 // The tensor's digest (a host copy is hashed: a sync on a device tensor). An undefined tensor (a grad never written)
 // digests to 0.
 uint64_t tensor_digest(const at::Tensor& t);
+// One digest of several (FNV-1a over their bytes, in order): a step's parameters and gradients as one number.
+uint64_t combine_digests(const std::vector<uint64_t>& digests, uint64_t seed = 1469598103934665603ULL);
 
 }  // namespace ampcheck::engine

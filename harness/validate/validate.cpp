@@ -1,6 +1,7 @@
 // `ampcheck validate`'s pieces (validate.h).
 #include "validate/validate.h"
 
+#include "engine/digest.h"
 #include "engine/trainer.h"
 
 #include <algorithm>
@@ -159,13 +160,7 @@ BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::T
 
 uint64_t step_digest(const engine::StepDigests& d, int64_t step) {
   if (step < 0 || step >= static_cast<int64_t>(d.params.size())) return 0;
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](uint64_t v) {
-    for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ULL;
-  };
-  for (uint64_t v : d.grads[step]) mix(v);
-  for (uint64_t v : d.params[step]) mix(v);
-  return h;
+  return engine::combine_digests(d.params[step], engine::combine_digests(d.grads[step]));
 }
 
 Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const engine::Trajectory& run,

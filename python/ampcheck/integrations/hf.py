@@ -34,6 +34,7 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         self._hook = None
         self._accelerated = None
         self._warned_scheduler = False
+        self._found_infs = []  # (step, found_inf device tensor) of fused steps accelerate counted as taken
 
     # -- Trainer events ---------------------------------------------------------------------------------------------
 
@@ -51,13 +52,17 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         rec = self.recorder
         if not self.open():
             return
-        skipped = not rec._stepped or (rec._found_inf is not None and float(rec._found_inf) > 0)
+        # did the LR scheduler advance on a step the optimizer skipped? A non-fused optimizer's skip is known on the
+        # host (its step pre-hook did not run); a fused one's found_inf is a device tensor, read with the others in one
+        # transfer when the recorder flushes (no sync per step)
         accelerate_skipped = bool(getattr(self._accelerated, "step_was_skipped", False))
-        if skipped and not accelerate_skipped and not self._warned_scheduler and lr_scheduler is not None:
-            self._warned_scheduler = True
-            warnings.warn(f"ampcheck: step {state.global_step - 1} was skipped by the optimizer (inf/NaN grads) but "
-                          f"accelerate reports it taken, so the LR scheduler advanced on it (a fused optimizer's "
-                          f"found_inf is invisible to accelerate's step_was_skipped)", stacklevel=2)
+        if lr_scheduler is not None and not accelerate_skipped and not self._warned_scheduler:
+            if not rec._stepped:
+                self._warn_scheduler(state.global_step - 1)
+            elif rec._found_inf is not None:
+                self._found_infs.append((state.global_step - 1, rec._found_inf))
+                if len(self._found_infs) >= rec.flush_every:
+                    self._check_found_infs()
         loss = torch.stack(self._losses).mean() if self._losses else torch.tensor(float("nan"))
         self._losses = []
         if self._tokens:  # tokens per optimizer step (every micro-batch), for the judge's tokens/s
@@ -66,11 +71,27 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         rec.step(loss)
 
     def on_train_end(self, args, state, control, **kwargs):
+        self._check_found_infs()
         self._remove_hook()
         if self.recorder is not None:
             self.recorder.close()
 
     # -- helpers ----------------------------------------------------------------------------------------------------
+
+    def _check_found_infs(self):
+        if self._found_infs and not self._warned_scheduler:
+            flags = torch.stack([f.reshape(()).float() for _, f in self._found_infs]).cpu().tolist()
+            for (step, _), flag in zip(self._found_infs, flags):
+                if flag > 0:
+                    self._warn_scheduler(step)
+                    break
+        self._found_infs = []
+
+    def _warn_scheduler(self, step):
+        self._warned_scheduler = True
+        warnings.warn(f"ampcheck: step {step} was skipped by the optimizer (inf/NaN grads) but accelerate reports it "
+                      f"taken, so the LR scheduler advanced on it (a fused optimizer's found_inf is invisible to "
+                      f"accelerate's step_was_skipped)", stacklevel=3)
 
     def train(self, trainer, *args, **kwargs):
         """trainer.train(...), and an exception that ends it recorded as the error run (the Trainer has no event for
