@@ -145,14 +145,15 @@ void fill_distributed(report::ScenarioSummary& row, const engine::ScenarioResult
   o.consistency = d.consistency;
 }
 
-int cmd_run(const RunOptions& opts) {
-  const auto files = resolve_scenario_files(opts);
-  if (const auto why = why_skipped(files, opts); !why.empty()) {
+int cmd_run(const RunOptions& requested) {
+  const auto files = resolve_scenario_files(requested);
+  if (const auto why = why_skipped(files, requested); !why.empty()) {
     std::cout << "SKIPPED: " << why << "\n";
     return 77;  // CTest's skip code for the gpu label
   }
-  refuse_existing_run_outputs(files, opts);  // before any training: nothing run, nothing written
-  make_dirs(opts.out_dir);
+  refuse_existing_run_outputs(files, requested);  // before any training: nothing run, nothing written
+  RunDirectory out(requested);  // written whole: the run directory appears complete or not at all
+  const RunOptions opts = out.staged(requested);
   int failures = 0;
   bool follower = false;
   std::vector<engine::ScenarioResult> results;
@@ -177,6 +178,7 @@ int cmd_run(const RunOptions& opts) {
     results.push_back(std::move(r));
   }
   if (follower && results.empty()) return 0;
+  out.publish();
   std::cout << "\n"
             << std::left << std::setw(30) << "scenario" << std::setw(11) << "device" << std::setw(11) << "status"
             << std::setw(8) << "steps" << std::setw(10) << "loss0" << std::setw(10) << "loss_end" << std::setw(9)
@@ -193,6 +195,8 @@ int cmd_run(const RunOptions& opts) {
 }
 
 int cmd_compare(const std::string& run_a, const std::string& run_b, const report::CompareThresholds& t) {
+  refuse_incomplete_run_directory(run_a);
+  refuse_incomplete_run_directory(run_b);
   const auto a = report::read_summary_json(run_a + "/summary.json");
   const auto b = report::read_summary_json(run_b + "/summary.json");
   const auto c = report::compare_runs(a, b, t);

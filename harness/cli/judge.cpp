@@ -2,6 +2,7 @@
 // part). A reference is built from the user's own FP32 run plus a few more FP32 runs (other seeds, ulp-nudged
 // weights, another data order) that give the noise; `judge` compares external runs (docs/TRAJECTORY_FORMAT.md)
 // with it signal by signal, exactly as `check` compares ampcheck's own runs, and writes the same reports.
+#include "cli/app.h"
 #include "cli/commands.h"
 #include "cli/output_dir.h"
 #include "cli/verdict_rows.h"
@@ -236,36 +237,15 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
                                  file_stem(path) + ".h5 in the output directory");
     inputs.push_back(std::move(in));
   }
-  std::vector<std::string> outputs = {"summary.json", "junit.xml", "summary.md", "report.html"};
-  for (const auto& in : inputs) outputs.push_back(file_stem(in.path) + ".h5");
-  refuse_existing_outputs(opts, outputs);
+  check_run_directory_replaceable(opts);  // before anything is judged or written
 
-  verdict::Tolerance tol;
-  for (const auto& kv : opts.tolerance) {
-    const auto eq = kv.find('=');
-    const std::string key = kv.substr(0, eq == std::string::npos ? kv.size() : eq);
-    double value = NAN;
-    try {
-      if (eq != std::string::npos) value = std::stod(kv.substr(eq + 1));
-    } catch (const std::exception&) {
-    }
-    if (!std::isfinite(value) || value <= 0)
-      throw std::runtime_error("--tolerance " + kv + ": expected KEY=VALUE with a positive number");
-    if (key == "k") tol.k = value;
-    else if (key == "window" && value >= 1 && value == std::floor(value)) tol.window = static_cast<int64_t>(value);
-    else if (key == "ratio_floor" && value >= 1) tol.ratio_floor = value;
-    else if (key == "fraction_floor" && value < 1) tol.fraction_floor = value;
-    else if (key == "max_skipped_fraction" && value <= 1) tol.max_skipped_fraction = value;
-    else
-      throw std::runtime_error("--tolerance " + kv + ": expected k, window (a whole number of steps), ratio_floor "
-                               "(>= 1), fraction_floor (< 1) or max_skipped_fraction (<= 1)");
-  }
+  const verdict::Tolerance tol = parse_tolerance_overrides(opts.tolerance);
 
   // 2. judge each run and write its annotated trajectory, then the reports
   const auto spread_it = ref.series.find("loss_spread");
   const std::vector<double> spread =
       spread_it != ref.series.end() ? spread_it->second : std::vector<double>(ref.trajectory.rows.size(), 0.0);
-  make_dirs(opts.out_dir);
+  RunDirectory out(opts);  // written whole: the run directory appears complete or not at all
   report::RunSummary summary;
   summary.suite = "judge";
   // the versions the runs recorded (the Python recorder's torch_version / cuda_version), else the reference's
@@ -331,14 +311,15 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     tf.noise_runs.clear();
     add_verdict_series(tf, v, ref_t,
                        std::vector<double>(spread.begin(), spread.begin() + std::min(spread.size(), ref_t.rows.size())));
-    reference::write_trajectory(opts.out_dir + "/" + row.trajectory_file, tf, true);
+    reference::write_trajectory(out.staging() + "/" + row.trajectory_file, tf, true);
     if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
     summary.scenarios.push_back(row);
   }
   print_result_table(summary);
-  report::write_run_reports(opts.out_dir, summary);
-  report::write_html_report(opts.out_dir, summary);
-  std::cout << "reports: " << opts.out_dir << "/{summary.json,junit.xml,summary.md,report.html}\n"
+  report::write_run_reports(out.staging(), summary);
+  report::write_html_report(out.staging(), summary);
+  out.publish();
+  std::cout << "reports: " << out.final_dir() << "/{summary.json,junit.xml,summary.md,report.html}\n"
             << summary.passed() << " passed, " << summary.failed() << " failed\n";
   return summary.failed() == 0 ? 0 : 1;
 }

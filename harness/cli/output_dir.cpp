@@ -3,6 +3,16 @@
 
 #include "run/provenance.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 namespace ampcheck::cli {
@@ -21,10 +31,153 @@ void refuse_existing_outputs(const RunOptions& opts, const std::vector<std::stri
 }
 
 void refuse_existing_run_outputs(const std::vector<std::string>& files, const RunOptions& opts) {
-  if (may_overwrite(opts)) return;
-  std::vector<std::string> names = {"summary.json", "junit.xml", "summary.md", "report.html"};
-  for (const auto& f : files) names.push_back(load_for_run(f, opts).run.name + ".h5");
-  refuse_existing_outputs(opts, names);
+  for (const auto& f : files) load_for_run(f, opts);  // a bad scenario file is named before the directory
+  check_run_directory_replaceable(opts);
+}
+
+namespace {
+
+constexpr const char* kMarker = ".ampcheck-run";
+constexpr const char* kIncomplete = "INCOMPLETE";
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw std::runtime_error(dir + ": cannot list (" + std::strerror(errno) + ")");
+  for (dirent* e; (e = ::readdir(d));) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A name ampcheck writes into a run directory (runs from before the marker have only these).
+bool ampcheck_output_name(const std::string& n) {
+  return n == kMarker || n == "summary.json" || n == "junit.xml" || n == "summary.md" || n == "report.html" ||
+         n == ".parts" || n == "log.txt" || ends_with(n, ".h5") || ends_with(n, ".ranks") || ends_with(n, ".tmp");
+}
+
+void remove_all(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    for (const auto& n : entries(path)) remove_all(path + "/" + n);
+    ::rmdir(path.c_str());
+  } else {
+    ::unlink(path.c_str());
+  }
+}
+
+std::string strip_slashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+std::pair<std::string, std::string> parent_and_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// The staging directories of processes that are gone, beside out: <parent>/.<name>.partial-<pid>.
+void remove_stale_staging(const std::string& out) {
+  const auto [parent, name] = parent_and_name(out);
+  DIR* d = ::opendir(parent.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  const std::string prefix = "." + name + ".partial-";
+  for (dirent* e; (e = ::readdir(d));) {
+    const std::string n = e->d_name;
+    if (n.rfind(prefix, 0) != 0) continue;
+    const std::string pid_text = n.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(parent + "/" + n);
+  }
+  ::closedir(d);
+  for (const auto& s : stale) remove_all(s);
+}
+
+}  // namespace
+
+void check_run_directory_replaceable(const RunOptions& opts) {
+  const std::string out = strip_slashes(opts.out_dir);
+  if (out.empty()) throw std::runtime_error("--out: an empty path; expected a directory");
+  struct stat st {};
+  if (::stat(out.c_str(), &st) != 0) return;  // a new directory
+  if (!S_ISDIR(st.st_mode)) throw std::runtime_error(out + ": exists and is not a directory; expected a run directory");
+  const auto names = entries(out);
+  if (names.empty()) return;
+  if (!may_overwrite(opts)) throw std::runtime_error(refusing_to_overwrite(out) + ", or another --out");
+  bool marker = false;
+  for (const auto& n : names) marker = marker || n == kMarker;
+  if (marker) return;
+  for (const auto& n : names)
+    if (!ampcheck_output_name(n))
+      throw std::runtime_error(out + ": not a run directory of ampcheck (it holds '" + n +
+                               "'); refusing to replace it, with or without --force. HINT: name a new or empty "
+                               "directory with --out");
+}
+
+void refuse_incomplete_run_directory(const std::string& dir) {
+  if (file_exists(dir + "/" + kIncomplete))
+    throw std::runtime_error(dir + ": a run directory still being written, or left by a command that was killed (its "
+                             "INCOMPLETE marker is present). HINT: re-run the command that writes it");
+}
+
+RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out_dir)) {
+  check_run_directory_replaceable(opts);
+  const auto [parent, name] = parent_and_name(out_);
+  make_dirs(parent);
+  remove_stale_staging(out_);
+  staging_ = parent + "/." + name + ".partial-" + std::to_string(::getpid());
+  remove_all(staging_);
+  if (::mkdir(staging_.c_str(), 0777) != 0)
+    throw std::runtime_error(staging_ + ": cannot create the staging directory (" + std::strerror(errno) + ")");
+  std::ofstream(staging_ + "/" + kIncomplete)
+      << "ampcheck is writing this run directory; it is moved to " << out_ << " when complete\n";
+  std::ofstream(staging_ + "/" + kMarker) << "a run directory written by ampcheck\n";
+}
+
+RunDirectory::~RunDirectory() {
+  if (!published_) remove_all(staging_);
+}
+
+RunOptions RunDirectory::staged(const RunOptions& opts) const {
+  RunOptions o = opts;
+  o.out_dir = staging_;
+  o.force = true;
+  return o;
+}
+
+std::string RunDirectory::published_path(const std::string& path) const {
+  if (path.rfind(staging_, 0) == 0) return out_ + path.substr(staging_.size());
+  return path;
+}
+
+void RunDirectory::publish() {
+  if (::unlink((staging_ + "/" + kIncomplete).c_str()) != 0)
+    throw std::runtime_error(staging_ + "/" + kIncomplete + ": cannot remove (" + std::strerror(errno) + ")");
+  // the staging directory's files are on disk before it takes the name (a crash of the machine then leaves either)
+  if (int fd = ::open(staging_.c_str(), O_RDONLY | O_DIRECTORY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  if (::rename(staging_.c_str(), out_.c_str()) == 0) {  // --out did not exist, or was empty
+    published_ = true;
+    return;
+  }
+  if (errno != EEXIST && errno != ENOTEMPTY)
+    throw std::runtime_error(out_ + ": cannot move the run into place (" + std::strerror(errno) + ")");
+  if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) != 0)
+    throw std::runtime_error(out_ + ": cannot replace the previous run (" + std::strerror(errno) + ")");
+  published_ = true;
+  remove_all(staging_);  // now the previous run
 }
 
 reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,

@@ -204,14 +204,15 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
 
 }  // namespace
 
-int cmd_check(const RunOptions& opts) {
-  const auto files = resolve_scenario_files(opts);
-  if (const auto why = why_skipped(files, opts); !why.empty()) {
+int cmd_check(const RunOptions& requested) {
+  const auto files = resolve_scenario_files(requested);
+  if (const auto why = why_skipped(files, requested); !why.empty()) {
     std::cout << "SKIPPED: " << why << "\n";
     return 77;
   }
-  refuse_existing_run_outputs(files, opts);  // before any training: nothing run, nothing written
-  make_dirs(opts.out_dir);
+  refuse_existing_run_outputs(files, requested);  // before any training: nothing run, nothing written
+  RunDirectory out(requested);  // written whole: the run directory appears complete or not at all
+  const RunOptions opts = out.staged(requested);
   // a rank of a torchrun / srun job runs its scenarios in this process, in the job's order
   const int64_t jobs = dist::in_distributed_environment()
                            ? 1
@@ -247,15 +248,18 @@ int cmd_check(const RunOptions& opts) {
   summary.strict = opts.strict;
   if (follower) return 0;
   print_result_table(summary);
+  for (auto& row : summary.scenarios) row.distributed.rank_files = out.published_path(row.distributed.rank_files);
   report::write_run_reports(opts.out_dir, summary);
   report::write_html_report(opts.out_dir, summary);
-  std::cout << "reports: " << opts.out_dir << "/{summary.json,junit.xml,summary.md,report.html}\n";
+  out.publish();
+  std::cout << "reports: " << out.final_dir() << "/{summary.json,junit.xml,summary.md,report.html}\n";
   std::cout << summary.passed() << " passed, " << summary.failed() << " failed\n";
   return summary.failed() == 0 ? 0 : 1;
 }
 
 // report.html and summary.md again from summary.json and the trajectories (e.g. after an upgrade of ampcheck).
 int cmd_report(const std::string& run_dir, bool force) {
+  refuse_incomplete_run_directory(run_dir);
   const auto summary = report::read_summary_json(run_dir + "/summary.json");
   if (file_exists(run_dir + "/report.html") && !force)
     throw std::runtime_error(run_dir + "/report.html exists. HINT: --force replaces it (and summary.md)");

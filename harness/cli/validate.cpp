@@ -20,6 +20,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 namespace ampcheck::cli {
@@ -83,9 +84,12 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
   if (v.record && !plants.empty()) throw std::invalid_argument("--record with --plant: a golden must not carry a planted fault");
   if (v.replays < 2) throw std::invalid_argument("--replays " + std::to_string(v.replays) + ": at least 2 (a fault that varies shows between replays)");
   const std::string root = opts.references.empty() ? references_dir() : opts.references;
+  // written whole: the run directory appears complete or not at all (--record writes goldens, no run directory)
+  std::unique_ptr<RunDirectory> out;
   if (!v.record) {
     refuse_existing_run_outputs(files, opts);  // before any training: nothing run, nothing written
-    make_dirs(opts.out_dir);
+    out = std::make_unique<RunDirectory>(opts);
+    opts = out->staged(opts);
   }
 
   report::RunSummary summary;
@@ -227,7 +231,8 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
     std::cout << "VALIDATE " << s.name << ": " << s.validation.mode << " — " << s.message << "\n";
   report::write_run_reports(opts.out_dir, summary);
   report::write_html_report(opts.out_dir, summary);
-  std::cout << "reports: " << opts.out_dir << "/{summary.json,junit.xml,summary.md,report.html}\n";
+  out->publish();
+  std::cout << "reports: " << out->final_dir() << "/{summary.json,junit.xml,summary.md,report.html}\n";
   std::cout << summary.passed() << " passed, " << summary.failed() << " failed\n";
   return summary.failed() == 0 ? 0 : 1;
 }

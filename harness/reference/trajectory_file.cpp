@@ -372,6 +372,9 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
   }
   if (pid == 0) {  // the child: read, re-write, report an error's text through the pipe; _exit, no handlers
     ::close(fds[0]);
+    // the default actions: a crash in libhdf5 ends the child by its signal, which the parent reports; no handler
+    // inherited (a sanitizer's, libFuzzer's, Python's) turns it into an exit code or an artifact of its own
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) ::signal(sig, SIG_DFL);
     ::alarm(static_cast<unsigned>(timeout_s));
     try {
       TrajectoryFile f = read_trajectory(path, required);

@@ -5,6 +5,7 @@
 #include "inject/injection.h"
 #include "models/gpt.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -505,6 +506,10 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's own limit on nesting (its message is "bad file")
+    throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                        ": nested too deeply (more than yaml-cpp's " + std::to_string(e.depth()) +
+                        " parser levels); a scenario is a few levels deep");
   } catch (const YAML::ParserException& e) {
     throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                         ": YAML syntax error: " + e.msg);
@@ -648,7 +653,12 @@ std::vector<std::string> load_suite(const std::string& scenarios_dir, const std:
   if (!in) throw ScenarioError(path + ": no such suite '" + suite + "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  YAML::Node root = YAML::Load(ss.str());
+  YAML::Node root;
+  try {
+    root = YAML::Load(ss.str());
+  } catch (const YAML::Exception& e) {
+    throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
+  }
   Fields f(root, path, "");
   f.str("why", "");
   YAML::Node list = f.raw("scenarios");

@@ -5,7 +5,7 @@
 #  - in a folder library (and cli), every quoted include names the folder itself or one it declares (PUBLIC or
 #    PRIVATE), `#include <ampcheck/amp/…>` counting as folder amp; a header (.h / .cuh) includes only the folder
 #    itself or its PUBLIC dependencies (a PRIVATE one is not on its consumers' include path);
-#  - every folder of harness/ with sources is a library with declared dependencies (tests, bench and amp aside).
+#  - every folder of harness/ with sources is a library with declared dependencies (tests, bench, fuzz and amp aside).
 # usage: include_hygiene.sh SOURCE_DIR FOLDER_DEPS   (FOLDER_DEPS: <build>/include_roots/folder_deps.txt, written by
 # CMake: "<folder>: PUBLIC <folders> PRIVATE <folders>" per line)
 set -euo pipefail
@@ -36,7 +36,7 @@ done < "$deps_file"
 
 for dir in harness/*/; do
   folder=$(basename "$dir")
-  case $folder in tests|bench|amp) continue ;; esac
+  case $folder in tests|bench|amp|fuzz) continue ;; esac
   if [ -z "${public[$folder]+x}" ]; then
     fail "harness/$folder has no library with declared dependencies (ampcheck_folder_library in CMakeLists.txt)"
     continue

@@ -79,7 +79,7 @@ sum_before=$(md5sum "$work/bad/summary.json")
 if "$ampcheck" judge "$r/fp16-autocast-scaler.h5" --reference "$work/ref.h5" --out "$work/bad" > /dev/null 2> "$work/err.txt"; then
   echo "FAIL: existing reports were replaced without --force"; exit 1
 fi
-grep -q "summary.json: exists; refusing to overwrite" "$work/err.txt" && [ "$(md5sum "$work/bad/summary.json")" = "$sum_before" ] \
+grep -q "bad: exists; refusing to overwrite" "$work/err.txt" && [ "$(md5sum "$work/bad/summary.json")" = "$sum_before" ] \
   || { cat "$work/err.txt"; echo "FAIL: no clear error, or the reports changed"; exit 1; }
 [ -f "$work/ok/report.html" ] && [ -f "$work/ok/junit.xml" ] || { echo "FAIL: reports missing"; exit 1; }
 # nothing judged silently less: a run whose grad columns are present but NaN at every step (a recorder that saw no

@@ -267,7 +267,7 @@ TEST(ReportTiming, WarmupExcludedAndQuantilesInterpolated) {
 }
 
 TEST(ReportTiming, CpuStepTimerBracketsEachStep) {
-  ampcheck::engine::StepTimer timer(at::Device(at::kCPU));
+  ampcheck::engine::StepTimer timer{at::Device(at::kCPU)};
   EXPECT_STREQ(timer.method(), "wall-clock");
   const auto t0 = std::chrono::steady_clock::now();
   for (int ms : {5, 20}) {

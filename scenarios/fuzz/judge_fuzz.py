@@ -97,7 +97,7 @@ def judge_one(amp, ref, path, out, timeout):
         p = subprocess.run([amp, "judge", path, "--reference", ref, "--out", out, "--force"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
         rc = p.returncode
-        err = p.stderr.decode(errors="replace")[-300:]
+        err = p.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired:
         rc, err = "hang", ""
     shutil.rmtree(out, ignore_errors=True)
@@ -137,8 +137,10 @@ def main():
                 rc, err, _ = fut.result()
                 crash = rc == "hang" or (isinstance(rc, int) and (rc < 0 or rc > 128))
                 results[(fmt, "crash/hang" if crash else str(rc))] += 1
+                if rc == 2 and path in err:
+                    results[(fmt, "2-names-file")] += 1
                 if crash:
-                    bad.append((fmt, kind, path, rc, err))
+                    bad.append((fmt, kind, path, rc, err[-300:]))
                     if a.keep:
                         os.makedirs(a.keep, exist_ok=True)
                         shutil.copy(path, a.keep)
@@ -146,12 +148,13 @@ def main():
         print(f"# `ampcheck judge` over mutated trajectory files\n")
         print(f"Command: `python3 scenarios/fuzz/judge_fuzz.py --ampcheck build/ampcheck --n {a.n} --jobs {a.jobs} "
               f"--seed {a.seed}`: {len(cases)} judge runs in {el / 60:.1f} min.\n")
-        print("| format | exit 0 (verdict PASS) | exit 1 (verdict FAIL) | exit 2 (error naming the file) | crash or hang |")
-        print("| --- | --- | --- | --- | --- |")
+        print("| format | exit 0 (verdict PASS) | exit 1 (verdict FAIL) | exit 2 (an error) | of which the message "
+              "names the file | crash or hang |")
+        print("| --- | --- | --- | --- | --- | --- |")
         for fmt in ("hdf5", "jsonl"):
             print(f"| {fmt} | {results[(fmt, '0')]} | {results[(fmt, '1')]} | {results[(fmt, '2')]} | "
-                  f"{results[(fmt, 'crash/hang')]} |")
-        other = {k: v for k, v in results.items() if k[1] not in ("0", "1", "2", "crash/hang")}
+                  f"{results[(fmt, '2-names-file')]} | {results[(fmt, 'crash/hang')]} |")
+        other = {k: v for k, v in results.items() if k[1] not in ("0", "1", "2", "2-names-file", "crash/hang")}
         if other:
             print(f"\nOther exit codes: {other}")
         for b in bad[:20]:

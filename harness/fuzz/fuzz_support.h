@@ -1,0 +1,36 @@
+// Shared by the fuzz targets (harness/fuzz): each target is a libFuzzer entry point, LLVMFuzzerTestOneInput, over one
+// reader of outside data. Built with the `sanitize` preset it links libFuzzer (clang, ASan + UBSan); in every other
+// build it links replay_main.cpp, which runs the committed corpus and regression inputs once each (CTest
+// unit.fuzz_replay). A target's oracle: the reader returns or throws a std::exception with a message that names the
+// file; anything else — a crash, a sanitizer report, another exception type, a message without the file — is a
+// finding (FUZZ_CHECK aborts).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace ampcheck::fuzz {
+
+// A per-process file holding the input (the readers take a path, as the commands do).
+inline std::string input_file(const uint8_t* data, size_t size, const std::string& ext) {
+  const std::string path = "/tmp/ampcheck-fuzz-" + std::to_string(::getpid()) + ext;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  out.close();
+  return path;
+}
+
+#define FUZZ_CHECK(cond, what)                                                     \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      std::fprintf(stderr, "fuzz oracle failed: %s (%s)\n", (what), #cond);       \
+      std::abort();                                                                \
+    }                                                                              \
+  } while (0)
+
+}  // namespace ampcheck::fuzz
