@@ -5,7 +5,8 @@
 # --with-browser also installs Debian's chromium, which the test of report.html (cpu.report_browser) drives headless;
 # --with-python-tests the Python package's pinned test dependencies (python/pyproject.toml [test]: pytest and the real
 # transformers / accelerate / lightning the integrations are tested against) and wheel (pip installs ./python
-# without a download).
+# without a download); --with-sanitizers Debian's clang and its sanitizer / libFuzzer runtimes (the `sanitize` and `tsan`
+# presets of CMakePresets.json).
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
@@ -17,7 +18,8 @@ for arg in "$@"; do
   case "$arg" in
     --with-browser) DEB_PACKAGES+=(chromium) ;;
     --with-python-tests) WITH_PY_TESTS=1 ;;
-    *) echo "ci/setup.sh: unknown option '$arg' (known: --with-browser --with-python-tests)" >&2; exit 2 ;;
+    --with-sanitizers) DEB_PACKAGES+=(clang libclang-rt-14-dev) ;;
+    *) echo "ci/setup.sh: unknown option '$arg' (known: --with-browser --with-python-tests --with-sanitizers)" >&2; exit 2 ;;
   esac
 done
 PY_TEST_PACKAGES=(pytest==9.2.0 transformers==5.25.0 accelerate==1.16.0 lightning==2.6.6 wheel==0.45.1)

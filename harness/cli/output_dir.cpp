@@ -1,6 +1,7 @@
 // The run directory's rules (output_dir.h).
 #include "cli/output_dir.h"
 
+#include "distributed/process_group.h"
 #include "run/provenance.h"
 
 #include <dirent.h>
@@ -108,6 +109,9 @@ void remove_stale_staging(const std::string& out) {
 void check_run_directory_replaceable(const RunOptions& opts) {
   const std::string out = strip_slashes(opts.out_dir);
   if (out.empty()) throw std::runtime_error("--out: an empty path; expected a directory");
+  // a joined rank other than 0 writes its rank files into rank 0's directory, which rank 0 checked
+  const char* rank = std::getenv("RANK");
+  if (dist::in_distributed_environment() && rank && std::string(rank) != "0") return;
   struct stat st {};
   if (::stat(out.c_str(), &st) != 0) return;  // a new directory
   if (!S_ISDIR(st.st_mode)) throw std::runtime_error(out + ": exists and is not a directory; expected a run directory");
@@ -132,6 +136,12 @@ void refuse_incomplete_run_directory(const std::string& dir) {
 
 RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out_dir)) {
   check_run_directory_replaceable(opts);
+  if (dist::in_distributed_environment()) {  // the ranks of a torchrun / srun job share --out: written in place
+    direct_ = true;
+    staging_ = out_;
+    make_dirs(out_);
+    return;
+  }
   const auto [parent, name] = parent_and_name(out_);
   make_dirs(parent);
   remove_stale_staging(out_);
@@ -145,7 +155,7 @@ RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out
 }
 
 RunDirectory::~RunDirectory() {
-  if (!published_) remove_all(staging_);
+  if (!published_ && !direct_) remove_all(staging_);
 }
 
 RunOptions RunDirectory::staged(const RunOptions& opts) const {
@@ -161,6 +171,7 @@ std::string RunDirectory::published_path(const std::string& path) const {
 }
 
 void RunDirectory::publish() {
+  if (direct_) return;
   if (::unlink((staging_ + "/" + kIncomplete).c_str()) != 0)
     throw std::runtime_error(staging_ + "/" + kIncomplete + ": cannot remove (" + std::strerror(errno) + ")");
   // the staging directory's files are on disk before it takes the name (a crash of the machine then leaves either)

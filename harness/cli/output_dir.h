@@ -31,6 +31,7 @@ void refuse_existing_run_outputs(const std::vector<std::string>& files, const Ru
 // one rename — renameat2(RENAME_EXCHANGE) where --out exists and may be replaced, the previous run then removed. So a
 // SIGKILL at any moment leaves --out as it was (the previous complete run, or none), never a half-written run, plus
 // at most a staging directory, which the next command writing beside it removes once its process is gone.
+// A rank of a torchrun / srun job (dist::in_distributed_environment) writes --out in place: the job's ranks share it.
 // Which --out may be replaced: one that does not exist or is empty; else, under the overwrite rule (--force, or the
 // default reports/latest), a run directory of ampcheck — holding the .ampcheck-run marker, or only files ampcheck
 // writes (a run from before the marker). Anything else is refused, with or without --force: the command deletes no
@@ -55,7 +56,7 @@ class RunDirectory {
 
  private:
   std::string out_, staging_;
-  bool published_ = false;
+  bool published_ = false, direct_ = false;
 };
 
 // Before any training, without creating anything: throws as RunDirectory's constructor would.

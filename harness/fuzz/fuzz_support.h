@@ -33,4 +33,12 @@ inline std::string input_file(const uint8_t* data, size_t size, const std::strin
     }                                                                              \
   } while (0)
 
+// The oracle for a refused input: the message names the file.
+inline void check_names_file(const char* message, const std::string& path) {
+  if (std::string(message).find(path) == std::string::npos) {
+    std::fprintf(stderr, "fuzz oracle failed: the error does not name the file %s: %s\n", path.c_str(), message);
+    std::abort();
+  }
+}
+
 }  // namespace ampcheck::fuzz

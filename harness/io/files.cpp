@@ -3,12 +3,17 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <vector>
 
 namespace ampcheck::io {
 
@@ -24,7 +29,28 @@ void make_dirs(const std::string& path) {
   }
 }
 
+void remove_stale_temporaries(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  for (dirent* e; (e = ::readdir(d));) {
+    const std::string n = e->d_name;
+    if (n.size() <= prefix.size() || n.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid = n.substr(prefix.size());
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    const long p = std::strtol(pid.c_str(), nullptr, 10);
+    if (p > 0 && p != ::getpid() && ::kill(static_cast<pid_t>(p), 0) != 0 && errno == ESRCH)
+      stale.push_back(dir + "/" + n);
+  }
+  ::closedir(d);
+  for (const auto& f : stale) std::remove(f.c_str());
+}
+
 void write_file_atomically(const std::string& path, const std::string& bytes, bool overwrite) {
+  remove_stale_temporaries(path);
   struct stat st;
   if (!overwrite && ::stat(path.c_str(), &st) == 0)
     throw std::runtime_error(path + ": exists; refusing to overwrite. HINT: pass --force to replace it");

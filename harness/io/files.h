@@ -10,5 +10,8 @@ namespace ampcheck::io {
 void write_file_atomically(const std::string& path, const std::string& bytes, bool overwrite = true);
 // mkdir -p with POSIX calls (std::filesystem's remove_all is unsafe next to libtorch; this keeps to POSIX too).
 void make_dirs(const std::string& path);
+// The temporaries of earlier writes of path (path.tmp.<pid>) whose process is gone — a write killed before its rename
+// leaves one — removed. Every atomic write calls it first, so a killed write's partial file lasts until the next.
+void remove_stale_temporaries(const std::string& path);
 
 }  // namespace ampcheck::io

@@ -1,6 +1,8 @@
 // HDF5 C API writer/reader for trajectories.
 #include "reference/trajectory_file.h"
 
+#include "io/files.h"
+
 #include <hdf5.h>
 
 #include <cerrno>
@@ -190,6 +192,7 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
   struct stat st;
   if (!overwrite && ::stat(path.c_str(), &st) == 0)
     throw std::runtime_error(path + ": exists; refusing to overwrite. HINT: pass --force to replace it");
+  io::remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   hid_t f = checked(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create " + tmp);

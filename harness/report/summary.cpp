@@ -128,13 +128,16 @@ RunSummary read_summary_json(const std::string& path) {
   if (!in) throw std::runtime_error(path + ": cannot open run summary. HINT: pass a run directory written by `ampcheck check`");
   nlohmann::json j;
   try {
-    in >> j;
+    std::stringstream text;
+    text << in.rdbuf();
+    j = nlohmann::json::parse(text.str());  // the whole file: trailing bytes after the object are an error
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": not JSON: " + e.what());
   }
-  if (j.value("schema", "") != "ampcheck-summary")
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != "ampcheck-summary")
     throw std::runtime_error(path + ": field 'schema' is not \"ampcheck-summary\"");
-  const int version = j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
+  const int64_t version =
+      j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int64_t>() : int64_t{0};
   if (version < 1 || version > kSummaryVersion)
     throw std::runtime_error(path + ": field 'version' is " + j.value("version", nlohmann::json(nullptr)).dump() +
                              ", expected 1.." + std::to_string(kSummaryVersion));
@@ -251,7 +254,7 @@ RunSummary read_summary_json(const std::string& path) {
       s.scenarios.push_back(x);
     }
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": bad field in scenarios: " + e.what());
+    throw std::runtime_error(path + ": bad field: " + e.what());
   }
   return s;
 }

@@ -502,7 +502,9 @@ void parse_distributed(Fields f, engine::RunConfig& run) {
 
 }  // namespace
 
-Scenario parse_scenario(const std::string& text, const std::string& path) {
+namespace {
+
+Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -627,6 +629,17 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
   }
   top.done();
   return sc;
+}
+
+}  // namespace
+
+Scenario parse_scenario(const std::string& text, const std::string& path) {
+  try {
+    return parse_scenario_text(text, path);
+  } catch (const YAML::Exception& e) {  // a value yaml-cpp cannot convert where the fields read it (e.g. in a list)
+    throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                        ": a value of the wrong type (yaml-cpp: " + e.msg + ")");
+  }
 }
 
 verdict::Expectation expectation(const Expect& e) {

@@ -22,9 +22,11 @@ for case in kill hang; do
   out=$work/$case
   "$ampcheck" run "$work/dist-long.yaml" --device cpu --steps 3000 --out "$out" > "$work/$case.log" 2>&1 &
   launcher=$!
-  wait_for_pids "$out/dist-long.ranks/pids"
+  # while it runs, the run directory is the staging directory beside --out (cli/output_dir.h)
+  pids=$work/.$case.partial-$launcher/dist-long.ranks/pids
+  wait_for_pids "$pids"
   sleep 2
-  pid1=$(awk '$1 == 1 {print $2}' "$out/dist-long.ranks/pids")
+  pid1=$(awk '$1 == 1 {print $2}' "$pids")
   if [ $case = kill ]; then kill -KILL "$pid1"; else kill -STOP "$pid1"; fi
   set +e; wait $launcher; rc=$?; set -e
   msg=$(grep "ampcheck:" "$work/$case.log" | head -1)
@@ -36,6 +38,7 @@ for case in kill hang; do
     echo "$msg" | grep -q "rank 1 still running" || { cat "$work/$case.log"; echo "FAIL: hang not named"; exit 1; }
   fi
   no_rank_left $case
+  [ ! -e "$out" ] && [ ! -e "$work/.$case.partial-$launcher" ] || { ls -la "$work"; echo "FAIL: $case: a run directory was left"; exit 1; }
 done
 port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$port" --no-python "$ampcheck" check \
