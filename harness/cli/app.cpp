@@ -18,6 +18,7 @@ namespace {
 constexpr double kMaxSteps = 10'000'000;
 
 std::string number_text(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
   std::ostringstream os;
   os << v;
   return os.str();

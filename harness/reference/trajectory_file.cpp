@@ -4,6 +4,7 @@
 #include "io/files.h"
 
 #include <hdf5.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <csignal>
@@ -15,6 +16,16 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+// Under a sanitizer (AddressSanitizer's shadow memory, ThreadSanitizer's allocator are mapped data) the reading child
+// keeps the data limit it has.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define AMPCHECK_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define AMPCHECK_SANITIZED 1
+#endif
+#endif
 
 namespace ampcheck::reference {
 
@@ -49,16 +60,28 @@ void write_column(hid_t group, const std::string& name, const std::vector<double
   H5Sclose(space);
 }
 
+// Resource limits on a file from outside: steps (as a JSON-lines file's) and elements of one dataset (2 GiB of float64).
+constexpr hsize_t kMaxSteps = 10'000'000;
+constexpr hsize_t kMaxElements = hsize_t{1} << 28;
+
 std::vector<double> read_column(hid_t file, const std::string& name, const std::string& path) {
   hid_t ds = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
   if (ds < 0) throw std::runtime_error(path + ": missing dataset /" + name);
   hid_t space = H5Dget_space(ds);
   hsize_t n = 0;
-  H5Sget_simple_extent_dims(space, &n, nullptr);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank == 1) H5Sget_simple_extent_dims(space, &n, nullptr);  // (a rank above 1 would write past n)
+  if (rank != 1 || n > kMaxSteps) {
+    H5Sclose(space);
+    H5Dclose(ds);
+    throw std::runtime_error(path + ": dataset /" + name + (rank != 1 ? " must be one-dimensional (one value per step)"
+                                                                      : " has more than 10,000,000 steps"));
+  }
   std::vector<double> out(n);
-  if (n > 0) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());
+  const herr_t rc = n > 0 ? H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) : 0;
   H5Sclose(space);
   H5Dclose(ds);
+  if (rc < 0) throw std::runtime_error(path + ": dataset /" + name + " cannot be read as float64");
   return out;
 }
 
@@ -92,10 +115,17 @@ std::vector<std::vector<double>> read_matrix(hid_t file, const std::string& name
     throw std::runtime_error(path + ": dataset /" + name + " must be (steps x " + std::to_string(cols) +
                              ") float64, one column per name in /fp8 attribute 'casts'");
   }
+  if (dims[0] > kMaxSteps || (dims[1] > 0 && dims[0] > kMaxElements / dims[1])) {
+    H5Sclose(space);
+    H5Dclose(ds);
+    throw std::runtime_error(path + ": dataset /" + name + " is larger than a trajectory can be (" +
+                             std::to_string(dims[0]) + " x " + std::to_string(dims[1]) + ")");
+  }
   std::vector<double> flat(dims[0] * dims[1]);
-  if (!flat.empty()) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data());
+  const herr_t rc = flat.empty() ? 0 : H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data());
   H5Sclose(space);
   H5Dclose(ds);
+  if (rc < 0) throw std::runtime_error(path + ": dataset /" + name + " cannot be read as float64");
   std::vector<std::vector<double>> rows(dims[0]);
   for (hsize_t i = 0; i < dims[0]; ++i) rows[i].assign(flat.begin() + i * cols, flat.begin() + (i + 1) * cols);
   return rows;
@@ -129,7 +159,8 @@ std::vector<std::vector<uint64_t>> read_digests(hid_t file, const std::string& n
   if (rank == 2) H5Sget_simple_extent_dims(space, dims, nullptr);
   const bool integer = H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 8;
   H5Tclose(type);
-  if (rank != 2 || dims[1] != cols || dims[0] != steps || !integer) {
+  if (rank != 2 || dims[1] != cols || dims[0] != steps || !integer ||
+      (dims[1] > 0 && dims[0] > kMaxElements / dims[1])) {
     H5Sclose(space);
     H5Dclose(ds);
     throw std::runtime_error(path + ": dataset /" + name + " must be (steps x tensors) = (" + std::to_string(steps) +
@@ -166,7 +197,16 @@ herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* op_dat
   auto* out = static_cast<std::map<std::string, std::string>*>(op_data);
   hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
   hid_t type = H5Aget_type(attr);
-  if (H5Tget_class(type) == H5T_STRING && !H5Tis_variable_str(type)) {
+  // one string only: an attribute of several elements would be read past the one buffer (or pointer) given to H5Aread
+  hid_t space = H5Aget_space(attr);
+  const hssize_t elements = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+  if (space >= 0) H5Sclose(space);
+  if (elements != 1) {
+    H5Tclose(type);
+    H5Aclose(attr);
+    return 0;
+  }
+  if (H5Tget_class(type) == H5T_STRING && !H5Tis_variable_str(type) && H5Tget_size(type) <= (size_t{64} << 20)) {
     std::string buf(H5Tget_size(type), '\0');
     H5Aread(attr, type, buf.data());
     buf.resize(strnlen(buf.c_str(), buf.size()));
@@ -350,6 +390,9 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
   return out;
 }
 
+// The reading child's data limit (RLIMIT_DATA): LibTorch's own mappings plus any file a trajectory can be.
+constexpr rlim_t kReadMemoryBytes = rlim_t{16} << 30;
+
 TrajectoryFile read_trajectory_contained(const std::string& path, Columns required, int timeout_s) {
   if (const char* env = std::getenv("AMPCHECK_READ_TIMEOUT_S")) {  // tests: a hostile file's hang in seconds, not a minute
     const int t = std::atoi(env);
@@ -379,6 +422,14 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
     // inherited (a sanitizer's, libFuzzer's, Python's) turns it into an exit code or an artifact of its own
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) ::signal(sig, SIG_DFL);
     ::alarm(static_cast<unsigned>(timeout_s));
+    // bounded memory: a hostile file's huge allocation fails (std::bad_alloc, an error) instead of taking the machine
+#if !defined(AMPCHECK_SANITIZED)
+    struct rlimit lim {};
+    if (::getrlimit(RLIMIT_DATA, &lim) == 0 && (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > kReadMemoryBytes)) {
+      lim.rlim_cur = kReadMemoryBytes;
+      ::setrlimit(RLIMIT_DATA, &lim);
+    }
+#endif
     try {
       TrajectoryFile f = read_trajectory(path, required);
       std::string present;
@@ -417,7 +468,8 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     fail(message.empty() ? path + ": could not be read (the reader ended with status " + std::to_string(status) + ")"
-                         : message);
+         : message.find(path) == std::string::npos ? path + ": " + message  // e.g. std::bad_alloc
+                                                   : message);
   TrajectoryFile f;
   try {
     f = read_trajectory(tmp, Columns::AllRequired);
