@@ -109,6 +109,11 @@ void remove_stale_staging(const std::string& out) {
 void check_run_directory_replaceable(const RunOptions& opts) {
   const std::string out = strip_slashes(opts.out_dir);
   if (out.empty()) throw std::runtime_error("--out: an empty path; expected a directory");
+  const std::string last = parent_and_name(out).second;
+  if (out == "/" || last == "." || last == "..")
+    throw std::runtime_error("--out " + out + ": expected a run directory of its own (it is written whole, then put in "
+                             "place), not '" + last + "'. HINT: name a new directory, e.g. --out " +
+                             (out == "/" ? std::string("/tmp") : out) + "/run");
   // a joined rank other than 0 writes its rank files into rank 0's directory, which rank 0 checked
   const char* rank = std::getenv("RANK");
   if (dist::in_distributed_environment() && rank && std::string(rank) != "0") return;

@@ -180,6 +180,7 @@ def main():
                 violations.append(f"{c.name}: the first complete run failed ({p.returncode}): {p.stderr.decode()[-400:]}")
                 continue
             counts = {"previous": 0, "new": 0, "none": 0}
+            left_by_kills = 0
             for k in range(a.kills):
                 before = digest_tree(c.output)
                 proc = subprocess.Popen(c.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -196,6 +197,7 @@ def main():
                     violations.append(f"{c.name}: {outcome}")
                 else:
                     counts[outcome] += 1
+                left_by_kills += len(leftovers(c.output)) if c.name != "compare" else 0
             left = leftovers(c.output) if c.name != "compare" else []
             # a staging directory a kill left is refused as a run directory by compare / report
             for stale in [x for x in left if ".partial-" in x]:
@@ -211,9 +213,9 @@ def main():
                 violations.append(f"{c.name}: the run after the kills failed ({p.returncode}): {p.stderr.decode()[-400:]}")
             if after:
                 violations.append(f"{c.name}: left behind after a complete run: {after}")
-            rows.append((c.name, a.kills, counts["previous"], counts["new"], counts["none"], len(left), full))
+            rows.append((c.name, a.kills, counts["previous"], counts["new"], counts["none"], left_by_kills, full))
         print("| command | SIGKILLs | previous output intact | complete new output | no output (none before) | "
-              "staging dirs / temporaries left by the kills (all removed by the next run) | one run, s |")
+              "kills after which a staging dir or temporary was left (removed by the next run) | one run, s |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
             print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]:.1f} |")
