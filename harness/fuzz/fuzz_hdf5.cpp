@@ -9,7 +9,8 @@
 #include <stdexcept>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = ampcheck::fuzz::input_file(data, size, ".h5");
+  const ampcheck::fuzz::InputFile input(data, size, ".h5");
+  const std::string& path = input.path();
   try {
     const auto f = ampcheck::reference::read_trajectory_contained(path, ampcheck::reference::Columns::LossRequired, 10);
     (void)f;

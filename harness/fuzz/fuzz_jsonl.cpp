@@ -7,7 +7,8 @@
 #include <stdexcept>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = ampcheck::fuzz::input_file(data, size, ".jsonl");
+  const ampcheck::fuzz::InputFile input(data, size, ".jsonl");
+  const std::string& path = input.path();
   try {
     const auto f = ampcheck::reference::read_jsonl_trajectory(path);
     FUZZ_CHECK(!f.trajectory.rows.empty(), "a trajectory read has a step");

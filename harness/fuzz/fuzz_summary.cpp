@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ampcheck::report;
-  const std::string path = ampcheck::fuzz::input_file(data, size, ".json");
+  const ampcheck::fuzz::InputFile input(data, size, ".json");
+  const std::string& path = input.path();
   RunSummary s;
   try {
     s = read_summary_json(path);

@@ -16,14 +16,22 @@
 
 namespace ampcheck::fuzz {
 
-// A per-process file holding the input (the readers take a path, as the commands do).
-inline std::string input_file(const uint8_t* data, size_t size, const std::string& ext) {
-  const std::string path = "/tmp/ampcheck-fuzz-" + std::to_string(::getpid()) + ext;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  out.close();
-  return path;
-}
+// A per-process file holding the input (the readers take a path, as the commands do); removed when it goes.
+class InputFile {
+ public:
+  InputFile(const uint8_t* data, size_t size, const std::string& ext)
+      : path_("/tmp/ampcheck-fuzz-" + std::to_string(::getpid()) + ext) {
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  }
+  ~InputFile() { std::remove(path_.c_str()); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 #define FUZZ_CHECK(cond, what)                                                     \
   do {                                                                             \
