@@ -170,7 +170,7 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.number(s.doctor, "--allreduce-ranks", s.doctor_opts.allreduce_ranks,
            "ranks of the all-reduce check (default: every GPU with NCCL, else 2 CPU processes with Gloo; 0: skip)", 0, 64);
   s.number(s.doctor, "--allreduce-mb", s.doctor_opts.allreduce_mb,
-           "the all-reduce check's buffer, MiB (default 256 GPU, 4 CPU)", 1.0 / 1024, 65536);
+           "the all-reduce check's buffer, MiB (default 256 GPU, 4 CPU)", 1.0 / 1024, 1 << 20);
 
   s.judge = app.add_subcommand(
       "judge", "verdicts for runs of your own training loop (docs/TRAJECTORY_FORMAT.md) against a reference");
@@ -219,7 +219,7 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   // one rank of doctor's all-reduce check (harness/distributed/allreduce_check.h); not for users
   s.allreduce_cmd = app.add_subcommand("_allreduce", "")->group("");
   s.allreduce_cmd->add_option("--backend", s.allreduce_backend)->required();
-  s.number(s.allreduce_cmd, "--bytes", s.allreduce_bytes, "", 4, 64.0 * (1ll << 30))->required();
+  s.number(s.allreduce_cmd, "--bytes", s.allreduce_bytes, "", 4, static_cast<double>(1ll << 40))->required();
   s.number(s.allreduce_cmd, "--iterations", s.allreduce_iterations, "", 1, 1e6)->required();
   s.number(s.allreduce_cmd, "--timeout", s.allreduce_timeout, "", 1, 86400);
 }
