@@ -108,7 +108,7 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   if (::stat(ref.path.c_str(), &st) != 0)
     throw std::runtime_error("no FP32 reference for '" + run.name + "': " + ref.path + " does not exist" + hint);
   try {
-    ref.file = read_trajectory(ref.path);
+    ref.file = read_trajectory_contained(ref.path);  // a reference root may come from outside (--references)
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(e.what()) + hint);
   }
