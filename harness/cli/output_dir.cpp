@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -141,6 +142,14 @@ void refuse_incomplete_run_directory(const std::string& dir) {
 
 RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out_dir)) {
   check_run_directory_replaceable(opts);
+  // --out a symbolic link to a directory: the directory it names is the one replaced (the link stays)
+  struct stat lst {};
+  if (::lstat(out_.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    if (char* real = ::realpath(out_.c_str(), nullptr)) {
+      out_ = real;
+      std::free(real);
+    }
+  }
   if (dist::in_distributed_environment()) {  // the ranks of a torchrun / srun job share --out: written in place
     direct_ = true;
     staging_ = out_;
