@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -121,7 +122,11 @@ void check_run_directory_replaceable(const RunOptions& opts) {
   struct stat st {};
   if (::stat(out.c_str(), &st) != 0) return;  // a new directory
   if (!S_ISDIR(st.st_mode)) throw std::runtime_error(out + ": exists and is not a directory; expected a run directory");
-  const auto names = entries(out);
+  auto names = entries(out);
+  // a job's other ranks may already have made their <scenario>.ranks directories here (rank 0 checks, they do not)
+  if (dist::in_distributed_environment())
+    names.erase(std::remove_if(names.begin(), names.end(), [](const std::string& n) { return ends_with(n, ".ranks"); }),
+                names.end());
   if (names.empty()) return;
   if (!may_overwrite(opts)) throw std::runtime_error(refusing_to_overwrite(out) + ", or another --out");
   bool marker = false;
