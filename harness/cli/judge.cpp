@@ -189,6 +189,15 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
   return 0;
 }
 
+namespace {
+// From a catch handler: rethrows the exception being handled, with `path` in front where its message does not name
+// the file already (an error from the verdict's arithmetic on a hostile run, say): every error names its file.
+[[noreturn]] void rethrow_naming(const std::string& path, const std::exception& e) {
+  if (std::string(e.what()).find(path) != std::string::npos) throw;
+  throw std::runtime_error(path + ": " + e.what());
+}
+}  // namespace
+
 int cmd_judge(const std::vector<std::string>& runs, const std::string& reference_path, const std::string& expect,
               const std::string& strategy, const RunOptions& opts) {
   // 1. read and check every input before anything is written: a file that does not follow the format, a run of
@@ -203,7 +212,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     std::string partial;  // "" or why the run has fewer steps than the reference
   };
   std::vector<Input> inputs;
-  for (const auto& path : runs) {
+  for (const auto& path : runs) try {
     Input in{path, "", reference::read_external_run(path), ""};
     in.status = attr(in.file, "status", "completed");
     if (in.status != "completed" && in.status != "nonfinite" && in.status != "error" && in.status != "running" &&
@@ -236,6 +245,8 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
         throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
                                  file_stem(path) + ".h5 in the output directory");
     inputs.push_back(std::move(in));
+  } catch (const std::exception& e) {
+    rethrow_naming(path, e);
   }
   check_run_directory_replaceable(opts);  // before anything is judged or written
 
@@ -257,7 +268,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   summary.device_name = attr(ref, "device_name", "external");
   summary.device_class = attr(ref, "device_class", "external");
   summary.date = engine::utc_now();
-  for (const auto& in : inputs) {
+  for (const auto& in : inputs) try {
     const reference::TrajectoryFile& run = in.file;
     report::ScenarioSummary row;
     row.name = file_stem(in.path);
@@ -314,6 +325,8 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     reference::write_trajectory(out.staging() + "/" + row.trajectory_file, tf, true);
     if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
     summary.scenarios.push_back(row);
+  } catch (const std::exception& e) {
+    rethrow_naming(in.path, e);
   }
   print_result_table(summary);
   report::write_run_reports(out.staging(), summary);

@@ -139,6 +139,9 @@ def main():
                 results[(fmt, "crash/hang" if crash else str(rc))] += 1
                 if rc == 2 and path in err:
                     results[(fmt, "2-names-file")] += 1
+                elif rc == 2 and a.keep:  # an error that does not name the file: kept too
+                    os.makedirs(a.keep, exist_ok=True)
+                    shutil.copy(path, a.keep)
                 if crash:
                     bad.append((fmt, kind, path, rc, err[-300:]))
                     if a.keep:
