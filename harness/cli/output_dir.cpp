@@ -2,6 +2,7 @@
 #include "cli/output_dir.h"
 
 #include "distributed/process_group.h"
+#include "io/files.h"
 #include "run/provenance.h"
 
 #include <dirent.h>
@@ -65,17 +66,6 @@ bool ampcheck_output_name(const std::string& n) {
          n == ".parts" || n == "log.txt" || ends_with(n, ".h5") || ends_with(n, ".ranks") || ends_with(n, ".tmp");
 }
 
-void remove_all(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    for (const auto& n : entries(path)) remove_all(path + "/" + n);
-    ::rmdir(path.c_str());
-  } else {
-    ::unlink(path.c_str());
-  }
-}
-
 std::string strip_slashes(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   return p;
@@ -90,20 +80,7 @@ std::pair<std::string, std::string> parent_and_name(const std::string& path) {
 // The staging directories of processes that are gone, beside out: <parent>/.<name>.partial-<pid>.
 void remove_stale_staging(const std::string& out) {
   const auto [parent, name] = parent_and_name(out);
-  DIR* d = ::opendir(parent.c_str());
-  if (!d) return;
-  std::vector<std::string> stale;
-  const std::string prefix = "." + name + ".partial-";
-  for (dirent* e; (e = ::readdir(d));) {
-    const std::string n = e->d_name;
-    if (n.rfind(prefix, 0) != 0) continue;
-    const std::string pid_text = n.substr(prefix.size());
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-    const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(parent + "/" + n);
-  }
-  ::closedir(d);
-  for (const auto& s : stale) remove_all(s);
+  for (const auto& s : io::stale_pid_entries(parent, "." + name + ".partial-")) io::remove_tree(s);
 }
 
 }  // namespace
@@ -165,7 +142,7 @@ RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out
   make_dirs(parent);
   remove_stale_staging(out_);
   staging_ = parent + "/." + name + ".partial-" + std::to_string(::getpid());
-  remove_all(staging_);
+  io::remove_tree(staging_);
   if (::mkdir(staging_.c_str(), 0777) != 0)
     throw std::runtime_error(staging_ + ": cannot create the staging directory (" + std::strerror(errno) + ")");
   std::ofstream(staging_ + "/" + kIncomplete)
@@ -174,7 +151,7 @@ RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out
 }
 
 RunDirectory::~RunDirectory() {
-  if (!published_ && !direct_) remove_all(staging_);
+  if (!published_ && !direct_) io::remove_tree(staging_);
 }
 
 RunOptions RunDirectory::staged(const RunOptions& opts) const {
@@ -207,7 +184,7 @@ void RunDirectory::publish() {
   if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) != 0)
     throw std::runtime_error(out_ + ": cannot replace the previous run (" + std::strerror(errno) + ")");
   published_ = true;
-  remove_all(staging_);  // now the previous run
+  io::remove_tree(staging_);  // now the previous run
 }
 
 reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,

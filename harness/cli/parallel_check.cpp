@@ -5,6 +5,7 @@
 // <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use the cores once.
 #include "cli/commands.h"
 #include "cli/output_dir.h"
+#include "io/files.h"
 
 #include "engine/device.h"
 
@@ -31,13 +32,6 @@ int64_t default_jobs(const std::string& device) {
 }
 
 namespace {
-
-// remove_tree with POSIX nftw: std::filesystem is not used here, because the libtorch.so the harness links exports
-// std::filesystem symbols of its own build that shadow libstdc++'s (a call through them crashed).
-int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
-void remove_tree(const std::string& p) {
-  if (file_exists(p)) ::nftw(p.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& log, int threads) {
   const pid_t pid = ::fork();
@@ -71,7 +65,7 @@ std::string tail_of(const std::string& path, size_t max_chars) {
 
 ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs) {
   const std::string parts = opts.out_dir + "/.parts";
-  remove_tree(parts);
+  io::remove_tree(parts);
   make_dirs(parts);
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max<int>(1, cores / static_cast<int>(jobs));
@@ -134,7 +128,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
       out.rows.push_back(row);
     }
   }
-  remove_tree(parts);
+  io::remove_tree(parts);
   out.header.scenarios.clear();
   return out;
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <dirent.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,13 +30,10 @@ void make_dirs(const std::string& path) {
   }
 }
 
-void remove_stale_temporaries(const std::string& path) {
-  const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;
+std::vector<std::string> stale_pid_entries(const std::string& dir, const std::string& prefix) {
   std::vector<std::string> stale;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return stale;
   for (dirent* e; (e = ::readdir(d));) {
     const std::string n = e->d_name;
     if (n.size() <= prefix.size() || n.compare(0, prefix.size(), prefix) != 0) continue;
@@ -46,7 +44,23 @@ void remove_stale_temporaries(const std::string& path) {
       stale.push_back(dir + "/" + n);
   }
   ::closedir(d);
-  for (const auto& f : stale) std::remove(f.c_str());
+  return stale;
+}
+
+namespace {
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+}  // namespace
+
+void remove_tree(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void remove_stale_temporaries(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  for (const auto& f : stale_pid_entries(dir, name + ".tmp.")) std::remove(f.c_str());
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes, bool overwrite) {

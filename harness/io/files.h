@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ampcheck::io {
 
@@ -13,5 +14,10 @@ void make_dirs(const std::string& path);
 // The temporaries of earlier writes of path (path.tmp.<pid>) whose process is gone — a write killed before its rename
 // leaves one — removed. Every atomic write calls it first, so a killed write's partial file lasts until the next.
 void remove_stale_temporaries(const std::string& path);
+// The entries of dir named <prefix><pid> whose process is gone (full paths): what a killed writer left.
+std::vector<std::string> stale_pid_entries(const std::string& dir, const std::string& prefix);
+// rm -rf with POSIX nftw (std::filesystem is avoided: the libtorch.so the harness links exports std::filesystem
+// symbols of its own build that shadow libstdc++'s; a call through them crashed).
+void remove_tree(const std::string& path);
 
 }  // namespace ampcheck::io
