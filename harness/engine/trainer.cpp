@@ -51,6 +51,7 @@ Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
   }
   check_supported(cfg_.strategy, device_);
   numerics_ = std::make_unique<NumericsGuard>(cfg_.strategy, cfg_.stack_fault);
+  randomness_ = std::make_unique<RunRandomness>(cfg_.seed, grad_sync_ ? grad_sync_->rank() : 0, device_);
   build_model();
   build_data();
   build_optimizers();
@@ -86,6 +87,7 @@ void Trainer::train_step(int64_t step) {
   const double lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, cfg_.loop.steps);
   for (auto& opt : optimizers_) opt->set_lr(lr);
   const bool full_probe = cfg_.loop.probe_every > 0 && step % cfg_.loop.probe_every == 0;
+  randomness_->seed_step(step);  // dropout's masks: a function of (seed, step, rank) only
   std::vector<data::Batch> batches;
   for (int64_t micro = 0; micro < cfg_.loop.micro_batches; ++micro) batches.push_back(sampler_->train_batch(step, micro));
 
@@ -337,7 +339,9 @@ double Trainer::evaluate() {
   at::Tensor sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_));
   for (int64_t i = 0; i < cfg_.loop.eval_batches; ++i) {
     const data::Batch b = sampler_->eval_batch(i);
-    sum += model_->loss(b.inputs, b.targets).to(at::kDouble);
+    models::ForwardOptions eval;
+    eval.training = false;
+    sum += model_->loss(b.inputs, b.targets, eval).to(at::kDouble);
   }
   return sum.item<double>() / static_cast<double>(cfg_.loop.eval_batches);  // SYNC POINT
 }

@@ -16,6 +16,7 @@
 #include "engine/optimizer.h"
 #include "engine/precision.h"
 #include "engine/precision_runtime.h"
+#include "engine/run_randomness.h"
 #include "engine/run_config.h"
 #include "engine/step_graph.h"
 #include "engine/step_probes.h"
@@ -117,6 +118,7 @@ class Trainer {
   at::Device device_;
   EnginePlan plan_;                                   // the engine options, resolved once
   std::unique_ptr<NumericsGuard> numerics_;
+  std::unique_ptr<RunRandomness> randomness_;         // the default generators, seeded per step (dropout)
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<data::BatchSampler> sampler_;
   MasterWeights masters_;                             // fp32 master weights (empty unless strategy.master_weights)

@@ -178,7 +178,7 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h, at::Tensor* proj
   const Block& b = blocks_[l];
   const int site = static_cast<int>(4 * l);
   const int64_t B = h.size(0), T = h.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
-  const bool train_dropout = cfg_.dropout > 0.0;
+  const bool train_dropout = dropout_ > 0.0;
   at::Tensor qkv = linear(site + 0, h, p(b.attn_w), p(b.attn_b), pc(b.attn_w), pc(b.attn_b));  // (B, T, 3C)
   auto parts = qkv.split(C, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
@@ -186,10 +186,10 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h, at::Tensor* proj
   if (cfg_.attention_query_dtype == "fp16") q = q.to(at::kHalf);
   else if (cfg_.attention_query_dtype == "bf16") q = q.to(at::kBFloat16);
   at::Tensor y = at::scaled_dot_product_attention(q, heads(parts[1]), heads(parts[2]), {},
-                                                  train_dropout ? cfg_.dropout : 0.0, /*is_causal=*/true);
+                                                  train_dropout ? dropout_ : 0.0, /*is_causal=*/true);
   y = y.transpose(1, 2).contiguous().view({B, T, C});
   y = linear(site + 1, y, p(b.attn_proj_w), proj_bias_for(b.attn_proj_b, proj_bias), pc(b.attn_proj_w), pc(b.attn_proj_b));
-  if (train_dropout) y = at::dropout(y, cfg_.dropout, true);
+  if (train_dropout) y = at::dropout(y, dropout_, true);
   return y;
 }
 
@@ -203,7 +203,7 @@ at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike, at::Tensor*
     if (!casts_.empty()) casts = {pc(b.fc_w), pc(b.fc_b), pc(b.fc_proj_w), pc(b.fc_proj_b)};
     m = kernels::mlp_gelu_epilogues(m, p(b.fc_w), p(b.fc_b), p(b.fc_proj_w), proj_bias_for(b.fc_proj_b, proj_bias),
                                     kernels::Impl::Auto, casts);
-    if (cfg_.dropout > 0.0) m = at::dropout(m, cfg_.dropout, true);
+    if (dropout_ > 0.0) m = at::dropout(m, dropout_, true);
     return m;
   }
   if (mlp_spike != 1.0) {  // planted spike: (K m) W^T + K b, divided by K — exact for a power of two
@@ -214,7 +214,7 @@ at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike, at::Tensor*
     m = at::gelu(linear(site + 2, m, p(b.fc_w), p(b.fc_b)), "tanh");
   }
   m = linear(site + 3, m, p(b.fc_proj_w), proj_bias_for(b.fc_proj_b, proj_bias));
-  if (cfg_.dropout > 0.0) m = at::dropout(m, cfg_.dropout, true);
+  if (dropout_ > 0.0) m = at::dropout(m, dropout_, true);
   return m;
 }
 
@@ -260,6 +260,7 @@ at::Tensor Gpt::hidden_fused(at::Tensor x) {
 
 at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts, TiedGradient* tied) {
   const int64_t T = inputs.size(1);
+  dropout_ = opts.training ? cfg_.dropout : 0.0;  // evaluation runs without dropout, as model.eval() does
   TORCH_CHECK(T <= cfg_.block_size, "gpt: sequence length ", T, " exceeds block_size ", cfg_.block_size);
   at::Tensor pos = at::arange(T, inputs.options());
   const int head = lm_head_site();

@@ -35,6 +35,7 @@ class Gpt final : public Model {
     size_t ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
   };
   const at::Tensor& p(size_t i) { return parameters()[i].tensor; }
+  double dropout_ = 0.0;  // this forward's dropout probability: cfg_.dropout in training, 0 in evaluation (hidden())
   // mlp_input_scale multiplies the LayerNorm output that feeds the MLP (ActivationSite::MlpInput); 1 = off.
   // mlp_spike multiplies c_fc's input and divides its output (ActivationSite::MlpInputSpike); 1 = off.
   at::Tensor block_forward(size_t l, const at::Tensor& x, double mlp_input_scale = 1.0, double mlp_spike = 1.0);

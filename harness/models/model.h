@@ -38,6 +38,7 @@ struct ForwardOptions {
   // What backward() will be called with for this loss (the GradScaler's scale; undefined = 1). Only the fused LM
   // head (model.head_loss: fused) reads it: it computes its gradient in the forward, at this scale.
   at::Tensor loss_grad_scale;
+  bool training = true;  // false: evaluation (no dropout, as after model.eval())
 };
 
 // Who computes a model's matmuls and embedding lookups. A model names each site (gpt: "h.<l>.attn.c_attn",

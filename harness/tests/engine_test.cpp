@@ -211,3 +211,59 @@ TEST(EngineAccumulation, OneBatchAndTwoMicroBatchesGiveTheSameUpdateInFp32) {
               1e-5 * a.trajectory().rows[0][engine::kGradNorm])
       << "without dividing the loss the accumulated grads are the sum of the micro-batches'";
 }
+
+// Dropout draws from ATen's default generator; the run seeds it per step (engine/run_randomness.h). A draw from that
+// generator between two runs (as anything else in the process may make) must not change the second run, a resumed
+// run must draw the masks of an uninterrupted one, and the process's generator is as the run found it.
+TEST(EngineDropout, RunIsBitReproducibleWhateverTheGlobalGeneratorDid) {
+  auto cfg = micro_run("bf16-autocast", 6);
+  cfg.model.dropout = 0.1;
+  cfg.loop.digests = true;
+  engine::Trainer first(cfg, at::Device(at::kCPU));
+  first.run_until(6);
+  (void)at::rand({1000});  // the global generator moves on
+  const at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
+  auto second_ptr = std::make_unique<engine::Trainer>(cfg, at::Device(at::kCPU));
+  engine::Trainer& second = *second_ptr;
+  second.run_until(6);
+  expect_params_equal(second.model().parameter_tensors(), first.model().parameter_tensors(), "dropout run twice");
+  ASSERT_EQ(first.trajectory().digests.grads.size(), 6u);
+  const engine::Trajectory second_trajectory = second.trajectory();
+  second_ptr.reset();  // the run ends
+  EXPECT_TRUE(at::equal(before, at::detail::getDefaultCPUGenerator().get_state()))
+      << "a run that has ended leaves the process's default generator as it found it";
+  EXPECT_EQ(first.trajectory().digests.grads, second_trajectory.digests.grads) << "every gradient's digest, every step";
+  EXPECT_EQ(first.trajectory().digests.params, second_trajectory.digests.params);
+  for (int64_t s = 0; s < 6; ++s)
+    ASSERT_EQ(first.trajectory().rows[s][engine::kLoss], second_trajectory.rows[s][engine::kLoss]) << "step " << s;
+  // the masks do act: without dropout the loss differs
+  auto off = cfg;
+  off.model.dropout = 0.0;
+  engine::Trainer plain(off, at::Device(at::kCPU));
+  plain.run_until(1);
+  EXPECT_NE(plain.trajectory().rows[0][engine::kLoss], first.trajectory().rows[0][engine::kLoss]);
+}
+
+TEST(EngineDropout, ResumedRunDrawsTheMasksOfAnUninterruptedOne) {
+  auto cfg = micro_run("fp32", 8);
+  cfg.model.dropout = 0.2;
+  engine::Trainer straight(cfg, at::Device(at::kCPU));
+  straight.run_until(8);
+  const std::string ck = temp_path("dropout-resume.ckpt");
+  engine::Trainer first(cfg, at::Device(at::kCPU));
+  first.run_until(4);
+  first.save_checkpoint(ck);
+  (void)at::rand({77});
+  engine::Trainer second(cfg, at::Device(at::kCPU));
+  second.load_checkpoint(ck);
+  second.run_until(8);
+  expect_params_equal(second.model().parameter_tensors(), straight.model().parameter_tensors(), "resumed vs straight");
+  std::remove(ck.c_str());
+}
+
+TEST(EngineDropout, StepSeedsDifferPerStepAndRank) {
+  EXPECT_NE(engine::step_seed(1337, 0, 0), engine::step_seed(1337, 1, 0));
+  EXPECT_NE(engine::step_seed(1337, 0, 0), engine::step_seed(1337, 0, 1));
+  EXPECT_NE(engine::step_seed(1337, 0, 0), engine::step_seed(1338, 0, 0));
+  EXPECT_EQ(engine::step_seed(1337, 5, 2), engine::step_seed(1337, 5, 2));
+}
