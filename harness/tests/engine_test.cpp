@@ -267,3 +267,24 @@ TEST(EngineDropout, StepSeedsDifferPerStepAndRank) {
   EXPECT_NE(engine::step_seed(1337, 0, 0), engine::step_seed(1338, 0, 0));
   EXPECT_EQ(engine::step_seed(1337, 5, 2), engine::step_seed(1337, 5, 2));
 }
+
+// The same on a GPU: dropout (SDPA's dropout_p and at::dropout) draws from the CUDA default generator (Philox), which
+// the run seeds per step; two runs of one process, the generator moved on between them, give identical digests.
+TEST(CudaDropout, RunIsBitReproducibleOnTheGpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device on this machine";
+  auto cfg = micro_run("bf16-autocast", 6);
+  cfg.model.dropout = 0.1;
+  cfg.loop.digests = true;
+  const at::Device cuda(at::kCUDA, 0);
+  engine::Trajectory first;
+  {
+    engine::Trainer t(cfg, cuda);
+    t.run_until(6);
+    first = t.trajectory();
+  }
+  (void)at::rand({1000}, at::TensorOptions().device(cuda));
+  engine::Trainer second(cfg, cuda);
+  second.run_until(6);
+  EXPECT_EQ(first.digests.grads, second.trajectory().digests.grads) << "every gradient's digest, every step";
+  EXPECT_EQ(first.digests.params, second.trajectory().digests.params);
+}
