@@ -116,6 +116,7 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
   if (spread_args.empty())
     throw std::runtime_error("--spread: at least one more FP32 run is needed (another seed or another data order): "
                              "the allowed deviations are measured on how far such runs lie from the reference");
+  refuse_unless_replaceable_file(out, force, kReferenceFile);  // before anything is read: a user's file is not replaced
   // 1. what each spread run is, before anything is read in full: a reference whose spread is only ±1-ulp nudges
   //    measures how fast rounding grows (chaos), not how far an equally valid training lies — correct mixed
   //    precision then fails (docs/TOLERANCE.md)

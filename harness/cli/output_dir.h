@@ -25,17 +25,23 @@ void refuse_existing_outputs(const RunOptions& opts, const std::vector<std::stri
 // scenario's <name>.h5 and the four reports) under the overwrite rule — a run that would be refused at the end is
 // refused at the start (exit 2, nothing trained, nothing written).
 void refuse_existing_run_outputs(const std::vector<std::string>& files, const RunOptions& opts);
+// Loads every scenario file (a bad one is named) and throws naming both files where two give one `name:` (their
+// results, goldens and reports would share one <name>.h5).
+void refuse_duplicate_scenario_names(const std::vector<std::string>& files, const RunOptions& opts);
 
 // The run directory written whole. The command writes into a staging directory beside --out
-// (<parent>/.<name>.partial-<pid>, with an INCOMPLETE marker while it is written) and publish() puts it in place in
-// one rename — renameat2(RENAME_EXCHANGE) where --out exists and may be replaced, the previous run then removed. So a
-// SIGKILL at any moment leaves --out as it was (the previous complete run, or none), never a half-written run, plus
-// at most a staging directory, which the next command writing beside it removes once its process is gone.
-// A rank of a torchrun / srun job (dist::in_distributed_environment) writes --out in place: the job's ranks share it.
-// Which --out may be replaced: one that does not exist or is empty; else, under the overwrite rule (--force, or the
-// default reports/latest), a run directory of ampcheck — holding the .ampcheck-run marker, or only files ampcheck
-// writes (a run from before the marker). Anything else is refused, with or without --force: the command deletes no
-// directory that is not its own.
+// (<parent>/.<name>.partial-<pid>: the .ampcheck-run marker first, then an INCOMPLETE marker while it is written) and
+// publish() puts it in place in one rename — renameat2(RENAME_EXCHANGE) where --out exists and may be replaced, the
+// previous run then removed. So a SIGKILL at any moment leaves --out as it was (the previous complete run, or none),
+// never a half-written run, plus at most a staging directory, which the next command writing beside it removes once
+// its process is gone (and only if it holds the marker, or nothing).
+// A rank of a torchrun / srun job (dist::in_distributed_environment) writes --out in place: the job's ranks share it;
+// it is marked when made (by the rank that made it) or by rank 0.
+// Which --out may be replaced: one that does not exist, is empty or holds only the marker; else, under the overwrite
+// rule (--force, or the default reports/latest), only a run directory of ampcheck — one holding the .ampcheck-run
+// marker (a regular file whose first line is ampcheck's). Anything else (a user's recordings, references, a symbolic
+// link to them, a run from before the marker) is refused, with or without --force: the command replaces or deletes
+// no directory that is not its own. A dangling symbolic link is refused before anything is trained.
 class RunDirectory {
  public:
   // Checks that --out may be written (throws naming it: "exists; refusing to overwrite" or "not a run directory"),
@@ -56,13 +62,29 @@ class RunDirectory {
 
  private:
   std::string out_, staging_;
-  bool published_ = false, direct_ = false;
+  bool published_ = false, direct_ = false, kept_ = false;
 };
 
 // Before any training, without creating anything: throws as RunDirectory's constructor would.
 void check_run_directory_replaceable(const RunOptions& opts);
 // A run directory being written (its INCOMPLETE marker present): compare / report refuse it (throws naming it).
 void refuse_incomplete_run_directory(const std::string& dir);
+
+// What a single-file output of ampcheck is (a reference, a golden): the root attribute that marks ampcheck's files of
+// that kind and the values it may have (empty: any non-empty value).
+struct OwnedFileKind {
+  std::string description;  // "an FP32 reference"
+  std::string attribute;
+  std::vector<std::string> values;
+};
+extern const OwnedFileKind kReferenceFile;  // attribute kind: fp32-reference (record), external-fp32-reference
+extern const OwnedFileKind kGoldenFile;     // attribute golden_class (validate --record)
+
+// Before a single file is written over: nothing if path does not exist; without force "exists; refusing to
+// overwrite" (HINT --force); with force, only a file ampcheck wrote of that kind may be replaced — a trajectory file
+// (read contained: it may be hostile) with kind's attribute. A user's recording, any other file, a directory or a
+// symbolic link is refused with or without --force, naming the file and what it is (exit 2).
+void refuse_unless_replaceable_file(const std::string& path, bool force, const OwnedFileKind& kind);
 
 // A scenario's result file: the scenario's provenance on `device` (engine::provenance), the run's status, error and
 // engine path, and its trajectory. check adds the verdict.

@@ -1,14 +1,16 @@
 // `ampcheck check --jobs N`: independent scenarios in parallel processes. Each scenario runs as its own
 // `ampcheck check FILE --jobs 1` child (a fresh process: LibTorch's global numerics flags, autocast state and
-// allocator statistics stay per scenario), writing into <out>/.parts/<index>/; the parent keeps at most N children
-// running, then merges their summary.json rows in the order of the files and moves their trajectory files into
-// <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use the cores once.
+// allocator statistics stay per scenario), writing into <out>/.parts/<index>/ (its output in <out>/.parts/<index>.log);
+// the parent keeps at most N children running, then merges their summary.json rows in the order of the files and moves their trajectory files into
+// <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use the cores once. Each child
+// dies with the parent (PR_SET_PDEATHSIG): a killed `check --jobs` leaves no scenario running.
 #include "cli/commands.h"
 #include "cli/output_dir.h"
 #include "io/files.h"
 
 #include "engine/device.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ftw.h>
@@ -17,6 +19,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -34,9 +37,14 @@ int64_t default_jobs(const std::string& device) {
 namespace {
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& log, int threads) {
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("check --jobs: fork failed");
   if (pid == 0) {
+    // dies with this process (kept across exec): a SIGKILLed `check --jobs` leaves no scenario training on; a parent
+    // that died before the prctl is seen by getppid() (the child was re-parented)
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(4);
     FILE* f = std::freopen(log.c_str(), "w", stdout);
     if (f) ::dup2(::fileno(stdout), 2);
     ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
@@ -81,8 +89,8 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
       if (opts.steps > 0) args.insert(args.end(), {"--steps", std::to_string(opts.steps)});
       if (opts.engine != "stock") args.insert(args.end(), {"--engine", opts.engine});
       if (opts.strict) args.push_back("--strict");  // (each process decides its scenarios' pass)
-      make_dirs(part_dir(next));
-      running[spawn(args, part_dir(next) + "/log.txt", threads)] = next;
+      // the child's log beside its directory (<parts>/<index>.log), which the child writes whole (empty, made by it)
+      running[spawn(args, part_dir(next) + ".log", threads)] = next;
       ++next;
     }
     int st = 0;
@@ -108,7 +116,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
       row.name = file_stem(files[i]);
       row.verdict = "-";
       row.message = "the scenario's process ended with exit code " + std::to_string(status[i]) +
-                    " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + "/log.txt", 2000);
+                    " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + ".log", 2000);
       out.rows.push_back(row);
       continue;
     }

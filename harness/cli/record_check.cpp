@@ -28,6 +28,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -60,6 +61,17 @@ engine::Trajectory train_reference(const engine::RunConfig& cfg, const at::Devic
 int cmd_record(const RunOptions& opts) {
   const auto files = resolve_scenario_files(opts);
   const std::string root = reference_root(opts);
+  // before any training: under --force, every reference file to be re-recorded must be one ampcheck wrote
+  if (opts.force)
+    for (const auto& f : files) {
+      const auto sc = scenario::load_scenario(f);
+      engine::RunConfig base = sc.run;
+      if (opts.steps > 0) base.loop.steps = opts.steps;
+      const auto device = engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
+      refuse_unless_replaceable_file(reference::reference_path(root, engine::device_info(device).device_class,
+                                                               reference::reference_key(base).key),
+                                     true, kReferenceFile);
+    }
   std::set<std::string> done;
   int recorded = 0, kept = 0;
   for (const auto& f : files) {
@@ -257,12 +269,36 @@ int cmd_check(const RunOptions& requested) {
   return summary.failed() == 0 ? 0 : 1;
 }
 
+namespace {
+// report.html / summary.md in a run directory are replaced only under --force, and only if ampcheck wrote them: a
+// regular file that starts as ampcheck's report does (its title, or the summary's heading).
+void refuse_unless_report_replaceable(const std::string& path, bool force) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (!force) throw std::runtime_error(path + " exists. HINT: --force replaces it (and the other report)");
+  std::string head;
+  if (S_ISREG(st.st_mode)) {
+    std::ifstream in(path, std::ios::binary);
+    head.resize(512);
+    in.read(&head[0], static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+  }
+  const bool ours = path.size() >= 3 && path.compare(path.size() - 3, 3, ".md") == 0
+                        ? head.rfind("### ampcheck: ", 0) == 0
+                        : head.rfind("<!DOCTYPE html>", 0) == 0 && head.find("<title>ampcheck report") != std::string::npos;
+  if (!ours)
+    throw std::runtime_error(path + ": not a report ampcheck wrote (" +
+                             std::string(S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISREG(st.st_mode) ? "other content"
+                                                                                                         : "not a regular file") +
+                             "); refusing to replace it, with or without --force. HINT: move it away first");
+}
+}  // namespace
+
 // report.html and summary.md again from summary.json and the trajectories (e.g. after an upgrade of ampcheck).
 int cmd_report(const std::string& run_dir, bool force) {
   refuse_incomplete_run_directory(run_dir);
   const auto summary = report::read_summary_json(run_dir + "/summary.json");
-  if (file_exists(run_dir + "/report.html") && !force)
-    throw std::runtime_error(run_dir + "/report.html exists. HINT: --force replaces it (and summary.md)");
+  for (const char* name : {"report.html", "summary.md"}) refuse_unless_report_replaceable(run_dir + "/" + name, force);
   report::write_markdown(run_dir + "/summary.md", summary);
   std::cout << report::write_html_report(run_dir, summary) << "\n" << run_dir << "/summary.md\n";
   return 0;

@@ -91,6 +91,7 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
     out = std::make_unique<RunDirectory>(opts);
     opts = out->staged(opts);
   }
+  if (v.record) refuse_duplicate_scenario_names(files, opts);  // two goldens would share one <name>.h5
 
   report::RunSummary summary;
   std::map<std::string, double> peak_tflops;
@@ -108,7 +109,7 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
 
     if (v.record) {  // this stack's golden
       const std::string path = validate::golden_path(root, cls, sc.run.name);
-      if (file_exists(path) && !opts.force) throw std::runtime_error(refusing_to_overwrite(path));
+      refuse_unless_replaceable_file(path, opts.force, kGoldenFile);  // only a golden ampcheck wrote is replaced
       const auto r = engine::run_scenario(sc, opts.device, 0, engine::terminal_progress(sc.run.loop.steps));
       if (r.outcome.status != engine::RunOutcome::Status::Completed)
         throw std::runtime_error("golden run '" + sc.run.name + "' ended " + engine::status_name(r.outcome.status) +

@@ -136,11 +136,13 @@ c10::intrusive_ptr<c10d::TCPStore> spawn_ranks(const SpawnSpec& spec) {
           a.replace(at, 6, std::to_string(k));
         args.push_back(a);
       }
+      const pid_t launcher = ::getpid();
       const pid_t pid = ::fork();
       if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
       if (pid == 0) {  // the rank: dies with the launcher, output to its log
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() == 1) ::_exit(4);
+        // the launcher died before the prctl: the rank was re-parented (to init or to a subreaper, not always pid 1)
+        if (::getppid() != launcher) ::_exit(4);
         const int fd = logs.open_in_child(k);
         if (fd >= 0) {
           ::dup2(fd, 1);

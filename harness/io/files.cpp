@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -56,6 +57,16 @@ void remove_tree(const std::string& path) {
   if (::lstat(path.c_str(), &st) == 0) ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+int create_temporary(const std::string& tmp) {
+  // a leftover at this exact name (an earlier process of this pid was killed mid-write): unlink removes the name
+  // (a link's target is untouched)
+  struct stat st {};
+  if (::lstat(tmp.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(tmp + ": cannot create for writing (" + std::strerror(errno) + ")");
+  return fd;
+}
+
 void remove_stale_temporaries(const std::string& path) {
   const auto slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
@@ -70,11 +81,16 @@ void write_file_atomically(const std::string& path, const std::string& bytes, bo
     throw std::runtime_error(path + ": exists; refusing to overwrite. HINT: pass --force to replace it");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(tmp + ": cannot open for writing");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
+    // created new (O_EXCL, O_NOFOLLOW): a link planted at the temporary's name is not followed, no file truncated
+    const int fd = create_temporary(tmp);
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    if (::close(fd) != 0 || done != bytes.size()) {
       std::remove(tmp.c_str());
       throw std::runtime_error(tmp + ": write failed (disk full?)");
     }

@@ -14,6 +14,9 @@ void make_dirs(const std::string& path);
 // The temporaries of earlier writes of path (path.tmp.<pid>) whose process is gone — a write killed before its rename
 // leaves one — removed. Every atomic write calls it first, so a killed write's partial file lasts until the next.
 void remove_stale_temporaries(const std::string& path);
+// Creates the temporary `tmp` new (O_CREAT | O_EXCL | O_NOFOLLOW: never through a link planted at its name), a
+// leftover at that exact name removed first; returns its descriptor; throws naming it.
+int create_temporary(const std::string& tmp);
 // The entries of dir named <prefix><pid> whose process is gone (full paths): what a killed writer left.
 std::vector<std::string> stale_pid_entries(const std::string& dir, const std::string& prefix);
 // rm -rf with POSIX nftw (std::filesystem is avoided: the libtorch.so the harness links exports std::filesystem

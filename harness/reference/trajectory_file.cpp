@@ -4,6 +4,7 @@
 #include "io/files.h"
 
 #include <hdf5.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -235,6 +236,7 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
   io::remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  ::close(io::create_temporary(tmp));  // made new here (never through a planted link); HDF5 then truncates that file
   hid_t f = checked(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create " + tmp);
   try {
     write_string_attr(f, "format", "ampcheck-trajectory");
@@ -409,6 +411,7 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
     throw std::runtime_error(path + ": pipe failed (" + std::string(std::strerror(errno)) + ")");
   }
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -417,6 +420,9 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
     throw std::runtime_error(path + ": fork failed (" + std::string(std::strerror(errno)) + ")");
   }
   if (pid == 0) {  // the child: read, re-write, report an error's text through the pipe; _exit, no handlers
+    // dies with the parent (a killed command leaves no reader behind); a parent gone before the prctl: re-parented
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(5);
     ::close(fds[0]);
     // the default actions: a crash in libhdf5 ends the child by its signal, which the parent reports; no handler
     // inherited (a sanitizer's, libFuzzer's, Python's) turns it into an exit code or an artifact of its own

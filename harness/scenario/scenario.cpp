@@ -529,6 +529,11 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   if (!plain)
     top.fail_key("name", "'" + sc.run.name + "' is not a plain file name (expected no '/', '\\' or control "
                          "characters, not '.' or '..'): it names the scenario's files in the run directory");
+  if (sc.run.name.size() > kMaxNameBytes)
+    top.fail_key("name", std::to_string(sc.run.name.size()) + " bytes, longer than the limit of " +
+                             std::to_string(kMaxNameBytes) + " (it names the scenario's files, <name>.h5 and their "
+                             "temporaries <name>.h5.tmp.<pid>, which must fit the file system's 255). HINT: shorten "
+                             "it; `why:` is the place for a sentence");
   sc.why = top.str("why", "");
   if (sc.why.empty()) top.fail(root, "why: required (one sentence: what this scenario shows)");
   sc.device = top.choice("device", "auto", {"auto", "cpu", "cuda"});

@@ -42,6 +42,10 @@ struct Scenario {
   verdict::Tolerance tolerance;  // the strategy's default, overridden field by field by `tolerance:`
 };
 
+// The longest `name:` in bytes: the name names the scenario's files (<name>.h5, <name>.h5.tmp.<pid>, <name>.ranks),
+// which then stay well within the 255 bytes a file name may have.
+constexpr size_t kMaxNameBytes = 128;
+
 Scenario load_scenario(const std::string& path);
 Scenario parse_scenario(const std::string& text, const std::string& path);  // path only for messages
 
