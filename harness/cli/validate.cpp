@@ -26,6 +26,7 @@
 #include <memory>
 #include <sstream>
 #include <tuple>
+#include <cstdlib>
 
 namespace ampcheck::cli {
 
@@ -67,23 +68,21 @@ std::string joined(const std::vector<std::string>& xs) {
   return s;
 }
 
-namespace fs_ = std::filesystem;
-
 // The reference root validate reads: it must be a directory, and (unless recording) hold goldens under validate/.
 // Bad input, before anything trains: throws naming the path and what was expected.
 void check_reference_root(const std::string& root, bool named, bool record) {
   std::error_code ec;
   const std::string what = named ? "--references '" + root + "'" : "the reference root '" + root + "'";
-  if (!fs_::exists(root, ec))
+  if (!fs::exists(root, ec))
     throw std::invalid_argument(what + " does not exist (expected a directory holding validate/<class>/ goldens and "
                                        "<class>/ FP32 references). HINT: pass the reference root, e.g. references/");
-  if (!fs_::is_directory(root, ec))
+  if (!fs::is_directory(root, ec))
     throw std::invalid_argument(what + " is not a directory (expected the reference root holding validate/<class>/ "
                                        "goldens, not a file). HINT: pass its directory, e.g. references/");
   if (record) return;
   bool any = false;
   for (const auto& cls : subdirectories(root + "/validate"))
-    for (const auto& e : fs_::directory_iterator(root + "/validate/" + cls, ec))
+    for (const auto& e : fs::directory_iterator(root + "/validate/" + cls, ec))
       if (e.path().extension() == ".h5") any = true;
   if (!any)
     throw std::invalid_argument(what + " holds no goldens (expected " + root +
@@ -246,6 +245,9 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
   // one intra-op thread: a golden then does not depend on the machine's core count (a different split of a reduction
   // over threads changes its bits); the validation scenarios are small
   at::set_num_threads(1);
+  // the cuBLAS workspace every deterministic run sets before cuBLAS's first use (engine/precision.cpp), set here first:
+  // each scenario's fingerprint, taken before it trains, then reads what cuBLAS will use, whatever ran before it
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", engine::kDeterministicCublasWorkspace, /*overwrite=*/0);
   if (!v.seal.empty()) return seal_goldens(v.seal);
   if (opts.scenarios.empty() && opts.suite.empty()) opts.suite = "validate";
   const auto files = resolve_scenario_files(opts);

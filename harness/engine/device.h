@@ -70,6 +70,9 @@ std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Dev
 // NVIDIA_TF32_OVERRIDE, NCCL's algorithm / protocol / channel settings (each listed, kUnset where unset) and every other
 // CUBLAS_* / CUBLASLT_* variable that is set (logging aside) — as ("env_<NAME>", value) pairs.
 constexpr const char* kUnset = "(unset)";
+// The cuBLAS workspace ampcheck's deterministic runs set when CUBLAS_WORKSPACE_CONFIG is unset (engine/precision.cpp,
+// before cuBLAS's first use): what an unset variable means for a deterministic ampcheck run.
+constexpr const char* kDeterministicCublasWorkspace = ":4096:8";
 std::vector<std::pair<std::string, std::string>> numerics_environment();
 bool cuda_peer_access(int64_t from, int64_t to);
 std::string cuda_pci_bus_id(int64_t device);

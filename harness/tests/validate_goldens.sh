@@ -128,7 +128,7 @@ echo "an absorbed plant: reported as having had no measurable effect"
 
 # ---- 4. numerics settings of the environment: drift, named, never a fault
 for setting in MKL_CBWR=COMPATIBLE MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 OMP_NUM_THREADS=2 \
-               MKL_NUM_THREADS=2 CUBLAS_WORKSPACE_CONFIG=:4096:8 NVIDIA_TF32_OVERRIDE=0 NCCL_ALGO=Tree \
+               MKL_NUM_THREADS=2 CUBLAS_WORKSPACE_CONFIG=:16:8 NVIDIA_TF32_OVERRIDE=0 NCCL_ALGO=Tree \
                NCCL_PROTO=Simple CUBLASLT_ALLOW_TF32=1; do
   name=${setting%%=*}
   rc=0

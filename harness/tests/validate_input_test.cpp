@@ -135,6 +135,9 @@ TEST(ValidateFingerprint, NumericsEnvironmentIsRecordedAndItsDriftNamed) {
   EXPECT_EQ(old[1].key, "env_OMP_NUM_THREADS");
   EXPECT_FALSE(old[1].changes_bits);  // validate runs on one intra-op thread
   EXPECT_EQ(validate::describe({old[0]}), "env MKL_CBWR: (unset) -> COMPATIBLE");
+  // an old golden's absent CUBLAS_WORKSPACE_CONFIG is ampcheck's own deterministic default, which its runs set
+  EXPECT_TRUE(validate::stack_differences({}, {{"env_CUBLAS_WORKSPACE_CONFIG", ":4096:8"}}).empty());
+  EXPECT_EQ(validate::stack_differences({}, {{"env_CUBLAS_WORKSPACE_CONFIG", ":16:8"}}).size(), 1u);
   // a setting the golden had and this environment lacks
   const auto gone = validate::stack_differences(
       {{"stack_device_class", "cpu"}, {"stack_env_MKL_CBWR", "COMPATIBLE"}, {"stack_env_OMP_NUM_THREADS", "4"},

@@ -97,9 +97,12 @@ std::vector<StackDifference> stack_differences(const std::map<std::string, std::
     auto it = golden_attributes.find("stack_" + k);
     // an environment setting the golden's ampcheck did not record: the same as unset there (what it ran with, unless
     // it was set — which an older ampcheck could not know)
-    const std::string g = it != golden_attributes.end() ? it->second
-                          : is_environment_key(k)        ? std::string(engine::kUnset)
-                                                         : "(not recorded)";
+    // (CUBLAS_WORKSPACE_CONFIG excepted: every deterministic ampcheck run set it to its own default before cuBLAS's
+    // first use, so an older golden ran with that)
+    const std::string g = it != golden_attributes.end()            ? it->second
+                          : k == "env_CUBLAS_WORKSPACE_CONFIG"      ? std::string(engine::kDeterministicCublasWorkspace)
+                          : is_environment_key(k)                   ? std::string(engine::kUnset)
+                                                                    : "(not recorded)";
     if (g != v) out.push_back({k, g, v, changes_bits(k, cuda)});
   }
   // a setting the golden recorded as set (a CUBLAS_* one, say) that is not set here
