@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <unistd.h>
@@ -207,4 +208,27 @@ TEST(ValidateGolden, TheSealCatchesCorruptionForeignStaleAndShortGoldens) {
   EXPECT_NO_THROW(validate::read_golden(file, run));
   std::remove(file.c_str());
   expect_refused<validate::BadGolden>([&] { validate::read_golden(file, run); }, {file, "re-record"}, "missing file");
+}
+
+// A difference in a column only (the step's tensors equal the golden's): the replays are told apart by the step's
+// columns, and the message never names one digest as both the golden's and the run's.
+TEST(ValidateReplay, AColumnOnlyDifferenceIsReplayedByItsColumns) {
+  engine::RunConfig base = ampcheck::testing::micro_run("fp32", 5);
+  base.loop.digests = true;
+  engine::Trainer t(base, at::kCPU);
+  ASSERT_EQ(t.run().status, engine::RunOutcome::Status::Completed);
+  const engine::Trajectory run = t.trajectory();
+  engine::Trajectory golden = run;
+  golden.rows[2][engine::kGradNorm] = std::nextafter(golden.rows[2][engine::kGradNorm], 1e300);
+  const auto cmp = validate::compare_bitwise(run, golden);
+  ASSERT_EQ(cmp.step, 2) << cmp.message;
+  EXPECT_EQ(cmp.tensors_differing, 0) << cmp.message;
+  const std::string dir = "/tmp/ampcheck-replay-test-" + std::to_string(::getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  const auto rep = validate::replay_step(base, at::kCPU, 2, run, golden, 2, dir);
+  std::system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(rep.kind, "persistent") << rep.message;  // the replays compute the run's columns, not the edited golden's
+  EXPECT_NE(rep.message.find("a column differs"), std::string::npos) << rep.message;
+  EXPECT_NE(rep.message.find("reproduce the run's"), std::string::npos) << rep.message;
+  EXPECT_EQ(rep.message.find("not the run ("), std::string::npos) << rep.message;
 }
