@@ -3,6 +3,7 @@
 
 #include "distributed/allreduce_check.h"
 #include "distributed/launcher.h"
+#include "engine/cpu_capability.h"
 
 #include <CLI/CLI.hpp>
 
@@ -144,6 +145,9 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.validate->add_option("--plant", s.validate_opts.plants,
                          "plant a fault to prove the checks: bitflip:<param|grad>:<glob>:<element>:<bit>@<step>[:transient], "
                          "tf32, nondeterministic, reduced-reduction, matmul-bf16 (repeatable)");
+  s.validate->add_option("--seal", s.validate_opts.seal,
+                         "add the content checksum, config hash and step count to goldens recorded before they "
+                         "existed, from each file's own content (trusted goldens only; repeatable); nothing trains");
   s.number(s.validate, "--replays", s.validate_opts.replays,
            "replays of the first differing step (default 3; at least 2: a fault that varies shows between replays)", 2,
            100);
@@ -238,6 +242,11 @@ int CommandLine::parse(int argc, const char* const* argv, std::ostream& out, std
 
 int CommandLine::run(std::ostream& err) {
   State& s = *s_;
+  // before any ATen kernel runs: ATen trusts ATEN_CPU_CAPABILITY, and a capability this CPU lacks ends in SIGILL
+  if (const std::string why = engine::check_requested_cpu_capability(); !why.empty()) {
+    err << "ampcheck: " << why << "\n";
+    return 2;
+  }
   if (*s.allreduce_cmd)
     return dist::allreduce_rank_main(s.allreduce_backend, s.allreduce_bytes, s.allreduce_iterations, s.allreduce_timeout);
   if (*s.rank_cmd) return dist::rank_main(s.rank_scenario, s.rank_device, s.rank_steps, s.rank_out);

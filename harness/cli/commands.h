@@ -101,6 +101,7 @@ struct ValidateOptions {
   std::vector<std::string> plants;  // --plant: planted faults (validate/validate.h parse_plant)
   int64_t replays = 3;              // replays of a differing step
   bool record = false;              // write this stack's goldens instead of comparing
+  std::vector<std::string> seal;    // --seal: add the seal (validate/golden.h) to these goldens, from their content
 };
 int cmd_validate(RunOptions opts, const ValidateOptions& v);
 

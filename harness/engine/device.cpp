@@ -14,11 +14,14 @@
 #define AMPCHECK_HAVE_CUDA_HEADERS 1
 #endif
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <dlfcn.h>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <unistd.h>  // environ
 
 namespace ampcheck::engine {
 
@@ -194,6 +197,38 @@ std::string cuda_driver_version() {
 #endif
 }
 
+std::vector<std::pair<std::string, std::string>> numerics_environment() {
+  // the settings known to change CPU or GPU numerics: MKL's conditional-numerical-reproducibility branch and ISA cap,
+  // oneDNN's ISA cap and default floating-point math mode, the OpenMP / MKL thread counts (a reduction split over
+  // other thread counts rounds differently), ATen's kernel capability, cuBLAS's workspace (which GEMM algorithms fit),
+  // the TF32 override of the NVIDIA driver / libraries, NCCL's algorithm, protocol and channel choices (the order of a
+  // reduction across ranks)
+  static const char* const kNamed[] = {
+      "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "MKL_NUM_THREADS", "MKL_DYNAMIC", "OMP_NUM_THREADS",
+      "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ONEDNN_DEFAULT_FPMATH_MODE", "DNNL_DEFAULT_FPMATH_MODE",
+      "ATEN_CPU_CAPABILITY", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+      "NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS",
+      "NCCL_NTHREADS", "NCCL_TREE_THRESHOLD", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE"};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* name : kNamed) {
+    const char* v = std::getenv(name);
+    out.emplace_back(std::string("env_") + name, v ? v : kUnset);
+  }
+  // every other cuBLAS / cuBLASLt setting that is set (their names are algorithm and workspace knobs), logging aside
+  std::vector<std::pair<std::string, std::string>> more;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    const std::string name = kv.substr(0, eq);
+    if ((name.rfind("CUBLAS_", 0) == 0 || name.rfind("CUBLASLT_", 0) == 0) && name.find("LOG") == std::string::npos &&
+        name != "CUBLAS_WORKSPACE_CONFIG")
+      more.emplace_back("env_" + name, eq == std::string::npos ? "" : kv.substr(eq + 1));
+  }
+  std::sort(more.begin(), more.end());
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Device& device) {
   const DeviceInfo info = device_info(device);
   std::string isa;  // the x86 extensions LibTorch's CPU kernels dispatch on (FP32 bits differ with them)
@@ -222,7 +257,7 @@ std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Dev
     return std::string("?");
   };
   const bool cuda = device.is_cuda();
-  return {{"torch", libtorch_version()},
+  std::vector<std::pair<std::string, std::string>> fp = {{"torch", libtorch_version()},
           {"cuda_runtime", cuda_runtime_version()},
           {"cuda_driver", cuda ? cuda_driver_version() : ""},
           {"nvidia_driver", cuda ? nvidia_driver_version() : ""},
@@ -247,6 +282,8 @@ std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Dev
           {"float32_matmul_precision", ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGHEST ? "highest"
                                        : ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGH ? "high"
                                                                                                           : "medium"}};
+  for (auto& kv : numerics_environment()) fp.push_back(std::move(kv));
+  return fp;
 }
 
 int64_t cuda_device_count() { return at::hasCUDA() ? static_cast<int64_t>(at::accelerator::deviceCount()) : 0; }

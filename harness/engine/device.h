@@ -62,7 +62,18 @@ int64_t cuda_device_count();
 // environment or a library default turns on; a run's own TF32 / determinism are its strategy's). Empty values where
 // unknown (no CUDA).
 // Every trajectory and reference carries it (attributes "stack_<key>"); `ampcheck doctor` prints it.
+// The numerics-changing environment settings are part of it, as "env_<NAME>" keys (kUnset where unset): see
+// numerics_environment().
 std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Device& device);
+// The environment variables known to change CPU / GPU numerics — MKL_CBWR, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA,
+// ONEDNN_DEFAULT_FPMATH_MODE, OMP / MKL thread counts, ATEN_CPU_CAPABILITY, CUBLAS_WORKSPACE_CONFIG,
+// NVIDIA_TF32_OVERRIDE, NCCL's algorithm / protocol / channel settings (each listed, kUnset where unset) and every other
+// CUBLAS_* / CUBLASLT_* variable that is set (logging aside) — as ("env_<NAME>", value) pairs.
+constexpr const char* kUnset = "(unset)";
+// The cuBLAS workspace ampcheck's deterministic runs set when CUBLAS_WORKSPACE_CONFIG is unset (engine/precision.cpp,
+// before cuBLAS's first use): what an unset variable means for a deterministic ampcheck run.
+constexpr const char* kDeterministicCublasWorkspace = ":4096:8";
+std::vector<std::pair<std::string, std::string>> numerics_environment();
 bool cuda_peer_access(int64_t from, int64_t to);
 std::string cuda_pci_bus_id(int64_t device);
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iomanip>
@@ -298,11 +299,16 @@ void write_markdown(const std::string& path, const RunSummary& s) {
     << (s.suite.empty() ? "" : " (suite `" + s.suite + "`)") << "\n\n"
     << s.device_name << " (" << s.device_class << "), LibTorch " << s.libtorch_version
     << (s.cuda_version.empty() ? "" : ", CUDA " + s.cuda_version) << ", " << s.date
-    << (s.git_commit.empty() ? "" : ", commit " + s.git_commit) << ". Charts: report.html in the run directory.\n\n"
-    << "| scenario | strategy | expect | verdict | signal | loss first → last | from step | max margin | skipped | ms/step | tokens/s | result |\n"
-    << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    << (s.git_commit.empty() ? "" : ", commit " + s.git_commit) << ". Charts: report.html in the run directory.\n\n";
+  // `ampcheck validate` rows: a mode column (bitwise | statistical: how the row was decided)
+  const bool validation = std::any_of(s.scenarios.begin(), s.scenarios.end(),
+                                      [](const ScenarioSummary& c) { return !c.validation.mode.empty(); });
+  m << "| scenario | strategy | expect | " << (validation ? "mode | " : "")
+    << "verdict | signal | loss first → last | from step | max margin | skipped | ms/step | tokens/s | result |\n"
+    << "| --- | --- | --- | " << (validation ? "--- | " : "") << "--- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& c : s.scenarios)
-    m << "| " << c.name << " | " << c.strategy << " | " << c.expect << " | " << c.verdict << " | "
+    m << "| " << c.name << " | " << c.strategy << " | " << c.expect << " | "
+      << (validation ? (c.validation.mode.empty() ? "-" : c.validation.mode) + " | " : "") << c.verdict << " | "
       << (c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << " | " << fmt(c.first_loss)
       << " → " << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
       << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3) << " | "

@@ -32,6 +32,13 @@ for r in rows:
     assert v["statistical_verdict"] == "tracks", (r["name"], v)
 PY
 
+# the words: one line per scenario with its mode and why, the result; no fault-like "first difference" on a pass;
+# summary.md has the mode column
+[ "$(grep -c '^VALIDATE .*: bitwise (the stack matches the cpu-[a-z0-9]* golden.s) — PASS: bit for bit' "$work/same.log")" = 4 ] ||
+  { cat "$work/same.log"; fail "not one bitwise PASS line per scenario"; }
+if grep '^VALIDATE' "$work/same.log" | grep -q "first difference"; then fail "a passing line speaks of a first difference"; fi
+grep -q "| mode |" "$work/same/summary.md" && grep -q "| bitwise |" "$work/same/summary.md" || fail "summary.md has no mode column"
+
 # 2. planted faults on the FP32 GPT: an exponent bit of one parameter element at step 10, persistent and transient
 sc=$src/scenarios/validate/fp32-gpt.yaml
 "$amp" validate "$sc" --references "$refs" --out "$work/persistent" --plant 'bitflip:param:h.0.mlp.c_fc.weight:0:30@10' > "$work/p.log" && fail "a persistent flip passed"
@@ -52,6 +59,9 @@ rc=0; "$amp" validate "$sc" --references "$refs" --plant 'cosmic-ray' --out "$wo
 ATEN_CPU_CAPABILITY=default "$amp" validate --references "$refs" --out "$work/other" > "$work/o.log" || { cat "$work/o.log"; fail "statistical validation against the nearest class failed"; }
 [ "$(row "$work/other/summary.json" mode)" = statistical ] || fail "not statistical"
 grep -q "aten_cpu_capability" "$work/other/summary.json" || fail "the capability difference is not named"
+grep -q "^VALIDATE .*: statistical (no golden of class cpu-default for this scenario; .* — PASS: .*Next: record goldens for cpu-default on a known-good machine.*statistical mode catches only gross faults, not bit flips" "$work/o.log" ||
+  { cat "$work/o.log"; fail "the statistical line does not say why and what to do next"; }
+if grep -q "statistical — statistical\|^VALIDATE .*first difference" "$work/o.log"; then cat "$work/o.log"; fail "statistical wording"; fi
 # 4. the committed goldens (recorded on another machine, or this one): bitwise where the stack matches, else
 #    statistical with the differences named; either way PASS
 "$amp" validate --out "$work/committed" > "$work/c.log" || { cat "$work/c.log"; fail "validate against the committed goldens failed"; }

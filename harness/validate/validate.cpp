@@ -1,8 +1,11 @@
 // `ampcheck validate`'s pieces (validate.h).
 #include "validate/validate.h"
 
+#include "engine/device.h"
 #include "engine/digest.h"
 #include "engine/trainer.h"
+#include "inject/injection.h"
+#include "models/model.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -73,8 +76,13 @@ std::vector<std::string> nearest_classes(const std::string& wanted, const std::v
   return out;
 }
 
+bool is_environment_key(const std::string& key) { return key.rfind("env_", 0) == 0; }
+
 bool changes_bits(const std::string& key, bool cuda) {
-  static const std::set<std::string> no = {"cuda_driver", "nvidia_driver", "nccl", "device_memory_bytes"};
+  // the thread-count variables: validate runs on one intra-op thread (at::set_num_threads(1), which MKL and OpenMP
+  // follow), so they do not reach its bits; the `threads` key holds the count in effect
+  static const std::set<std::string> no = {"cuda_driver", "nvidia_driver", "nccl", "device_memory_bytes",
+                                           "env_OMP_NUM_THREADS", "env_MKL_NUM_THREADS", "env_MKL_DYNAMIC"};
   // a GPU run's CPU work is the initial weights' sampling (ATen's CPU kernels: aten_cpu_capability decides them) and
   // integer data generation; the CPU model and its other extensions do not reach its bits
   static const std::set<std::string> cpu_only = {"cpu_model", "cpu_isa"};
@@ -87,8 +95,22 @@ std::vector<StackDifference> stack_differences(const std::map<std::string, std::
   const bool cuda = value_of(here, "device_class").rfind("cuda", 0) == 0;
   for (const auto& [k, v] : here) {
     auto it = golden_attributes.find("stack_" + k);
-    const std::string g = it == golden_attributes.end() ? "(not recorded)" : it->second;
+    // an environment setting the golden's ampcheck did not record: the same as unset there (what it ran with, unless
+    // it was set — which an older ampcheck could not know)
+    // (CUBLAS_WORKSPACE_CONFIG excepted: every deterministic ampcheck run set it to its own default before cuBLAS's
+    // first use, so an older golden ran with that)
+    const std::string g = it != golden_attributes.end()            ? it->second
+                          : k == "env_CUBLAS_WORKSPACE_CONFIG"      ? std::string(engine::kDeterministicCublasWorkspace)
+                          : is_environment_key(k)                   ? std::string(engine::kUnset)
+                                                                    : "(not recorded)";
     if (g != v) out.push_back({k, g, v, changes_bits(k, cuda)});
+  }
+  // a setting the golden recorded as set (a CUBLAS_* one, say) that is not set here
+  for (const auto& [attr, g] : golden_attributes) {
+    if (attr.rfind("stack_env_", 0) != 0 || g == engine::kUnset) continue;
+    const std::string k = attr.substr(6);
+    if (std::none_of(here.begin(), here.end(), [&](const auto& kv) { return kv.first == k; }))
+      out.push_back({k, g, engine::kUnset, changes_bits(k, cuda)});
   }
   return out;
 }
@@ -97,7 +119,8 @@ std::string describe(const std::vector<StackDifference>& diffs) {
   std::ostringstream os;
   for (size_t i = 0; i < diffs.size(); ++i) {
     const auto& d = diffs[i];
-    os << (i ? "; " : "") << d.key << ": " << (d.golden.empty() ? "(none)" : d.golden) << " -> "
+    const std::string key = is_environment_key(d.key) ? "env " + d.key.substr(4) : d.key;
+    os << (i ? "; " : "") << key << ": " << (d.golden.empty() ? "(none)" : d.golden) << " -> "
        << (d.here.empty() ? "(none)" : d.here);
   }
   return os.str();
@@ -163,6 +186,15 @@ uint64_t step_digest(const engine::StepDigests& d, int64_t step) {
   return engine::combine_digests(d.params[step], engine::combine_digests(d.grads[step]));
 }
 
+namespace {
+// one step's columns as compared bitwise (the step time never is): equal only if every bit is
+bool same_row(const std::array<double, engine::kNumColumns>& a, const std::array<double, engine::kNumColumns>& b) {
+  for (int c = 0; c < engine::kNumColumns; ++c)
+    if (c != engine::kStepTimeMs && !same_bits(a[c], b[c])) return false;
+  return true;
+}
+}  // namespace
+
 Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const engine::Trajectory& run,
                    const engine::Trajectory& golden, int repeats, const std::string& scratch_dir) {
   Replay r;
@@ -172,6 +204,7 @@ Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step
   cfg.loop.digests = true;
   cfg.loop.log_every = 1;
   const std::string ckpt = scratch_dir + "/.replay-" + std::to_string(::getpid()) + ".ckpt";
+  std::vector<std::array<double, engine::kNumColumns>> rows;  // one per replay: the step's columns
   try {
     engine::Trainer trainer(cfg, device);
     trainer.run_until(step);
@@ -180,29 +213,52 @@ Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step
       trainer.load_checkpoint(ckpt);
       trainer.train_step(step);
       trainer.flush();
-      const auto& d = trainer.trajectory().digests;
-      r.digests.push_back(step_digest(d, static_cast<int64_t>(d.params.size()) - 1));
+      const auto& t = trainer.trajectory();
+      r.digests.push_back(step_digest(t.digests, static_cast<int64_t>(t.digests.params.size()) - 1));
+      rows.push_back(t.rows.back());
     }
   } catch (...) {
     std::remove(ckpt.c_str());
     throw;
   }
   std::remove(ckpt.c_str());
-  const bool agree = std::all_of(r.digests.begin(), r.digests.end(), [&](uint64_t d) { return d == r.digests[0]; });
   std::ostringstream m;
   m << repeats << " replays of step " << step << " from a checkpoint: ";
-  if (!agree) {
-    r.kind = "transient";
-    m << "they differ among themselves — a transient fault (the step does not compute the same twice)";
-  } else if (r.digests[0] == r.golden_digest) {
-    r.kind = "transient";
-    m << "each reproduces the golden (" << hex(r.golden_digest) << "), not the run (" << hex(r.run_digest)
-      << ") — a transient fault";
+  const bool have_rows = step < run.size() && step < golden.size();
+  if (r.run_digest != r.golden_digest) {  // the tensors differ: the digests tell the replays apart
+    const bool agree = std::all_of(r.digests.begin(), r.digests.end(), [&](uint64_t d) { return d == r.digests[0]; });
+    if (!agree) {
+      r.kind = "transient";
+      m << "they differ among themselves — a transient fault (the step does not compute the same twice)";
+    } else if (r.digests[0] == r.golden_digest) {
+      r.kind = "transient";
+      m << "each reproduces the golden's tensors (digest " << hex(r.golden_digest) << "), not the run's ("
+        << hex(r.run_digest) << ") — a transient fault";
+    } else {
+      r.kind = "persistent";
+      m << "each reproduces " << (r.digests[0] == r.run_digest ? "the run's tensors" : "a third result") << " (digest "
+        << hex(r.digests[0]) << "), not the golden's (" << hex(r.golden_digest)
+        << ") — a persistent difference (software or hardware)";
+    }
+  } else if (have_rows) {  // the same tensors (digest r.run_digest); only a column differs: the rows tell them apart
+    const auto& run_row = run.rows[step];
+    const auto& golden_row = golden.rows[step];
+    const bool agree = std::all_of(rows.begin(), rows.end(), [&](const auto& x) { return same_row(x, rows[0]); });
+    m << "the step's tensors equal the golden's (digest " << hex(r.golden_digest) << "), a column differs; ";
+    if (!agree) {
+      r.kind = "transient";
+      m << "the replays' columns differ among themselves — a transient fault";
+    } else if (same_row(rows[0], golden_row)) {
+      r.kind = "transient";
+      m << "each replay's columns reproduce the golden's, not the run's — a transient fault";
+    } else {
+      r.kind = "persistent";
+      m << "each replay's columns reproduce " << (same_row(rows[0], run_row) ? "the run's" : "a third result")
+        << ", not the golden's — a persistent difference (software or hardware)";
+    }
   } else {
     r.kind = "persistent";
-    m << "each reproduces " << (r.digests[0] == r.run_digest ? "the run" : "a third result") << " ("
-      << hex(r.digests[0]) << "), not the golden (" << hex(r.golden_digest)
-      << ") — a persistent difference (software or hardware)";
+    m << "the step is past the end of the run or the golden; nothing to replay";
   }
   r.message = m.str();
   return r;
@@ -239,19 +295,19 @@ Plant parse_plant(const std::string& text) {
     inj.kind = inject::InjectionKind::BitFlip;
     inj.flip_param = parts[0] == "param";
     inj.params = parts[1];
-    try {
-      size_t used = 0;
-      inj.element = std::stoll(parts[2], &used);
-      if (used != parts[2].size() || inj.element < 0) throw std::invalid_argument("element");
-      inj.bit = std::stoll(parts[3], &used);
-      if (used != parts[3].size() || inj.bit < 0 || inj.bit > 63) throw std::invalid_argument("bit");
-      const int64_t step = std::stoll(tail, &used);
-      if (used != tail.size() || step < 0) throw std::invalid_argument("step");
-      inj.steps = {step};
-    } catch (const std::exception&) {
-      throw std::invalid_argument("--plant '" + text + "': element, bit (0-63) and step must be non-negative integers; " +
-                                  expected);
-    }
+    // plain decimal digits only: no sign, no blank, no "0x" (std::stoll would take " 5", "+3" and "-0")
+    auto number = [&](const std::string& field, const std::string& what) {
+      if (field.empty() || field.size() > 18 ||
+          !std::all_of(field.begin(), field.end(), [](unsigned char c) { return c >= '0' && c <= '9'; }))
+        throw std::invalid_argument("--plant '" + text + "': the " + what + " '" + field +
+                                    "' is not a non-negative decimal integer (digits only); " + expected);
+      return std::stoll(field);
+    };
+    inj.element = number(parts[2], "element");
+    inj.bit = number(parts[3], "bit");
+    if (inj.bit > 63)
+      throw std::invalid_argument("--plant '" + text + "': bit " + parts[3] + " is past any element (0-63); " + expected);
+    inj.steps = {number(tail, "step")};
     p.injections.push_back(inj);
   } else {
     throw std::invalid_argument("--plant '" + text + "': unknown fault; " + expected);
@@ -259,6 +315,45 @@ Plant parse_plant(const std::string& text) {
   if (p.transient && p.injections.empty())
     throw std::invalid_argument("--plant '" + text + "': only a bit flip can be transient");
   return p;
+}
+
+std::vector<ParameterShape> parameter_shapes(const engine::RunConfig& run) {
+  models::ModelConfig mc = run.model;
+  mc.seed = run.seed;
+  const auto model = models::make_model(mc);  // on the CPU, in fp32: names and sizes are what the run's will be
+  const int64_t bits = 8 * static_cast<int64_t>(c10::elementSize(run.strategy.param_dtype));
+  std::vector<ParameterShape> out;
+  for (const auto& p : model->parameters()) out.push_back({p.name, p.tensor.numel(), bits});
+  return out;
+}
+
+void check_plant(const Plant& plant, const std::vector<ParameterShape>& params, int64_t steps) {
+  for (const auto& inj : plant.injections) {
+    const std::string what = inj.flip_param ? "value" : "gradient";
+    auto first = std::find_if(params.begin(), params.end(),
+                              [&](const ParameterShape& p) { return inject::glob_match(inj.params, p.name); });
+    if (first == params.end()) {
+      std::string names;
+      for (size_t i = 0; i < params.size() && i < 8; ++i) names += (i ? ", " : "") + params[i].name;
+      throw std::invalid_argument("--plant '" + plant.text + "': the glob '" + inj.params +
+                                  "' matches no parameter of this scenario's model (expected a glob over its " +
+                                  std::to_string(params.size()) + " parameters: " + names +
+                                  (params.size() > 8 ? ", ..." : "") + ")");
+    }
+    if (inj.element >= first->numel)
+      throw std::invalid_argument("--plant '" + plant.text + "': element " + std::to_string(inj.element) + " is past " +
+                                  first->name + "'s " + what + " (expected 0 to " + std::to_string(first->numel - 1) +
+                                  ": it has " + std::to_string(first->numel) + " elements)");
+    if (inj.bit >= first->bits)
+      throw std::invalid_argument("--plant '" + plant.text + "': bit " + std::to_string(inj.bit) + " is past " +
+                                  first->name + "'s " + std::to_string(first->bits) + "-bit elements (expected 0 to " +
+                                  std::to_string(first->bits - 1) + ")");
+    for (int64_t s : inj.steps)
+      if (s >= steps)
+        throw std::invalid_argument("--plant '" + plant.text + "': step " + std::to_string(s) +
+                                    " is past the run (expected 0 to " + std::to_string(steps - 1) + ": it trains " +
+                                    std::to_string(steps) + " steps)");
+  }
 }
 
 engine::RunConfig planted(engine::RunConfig cfg, const std::vector<Plant>& plants, bool replay) {

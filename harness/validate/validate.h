@@ -44,6 +44,9 @@ std::vector<std::string> nearest_classes(const std::string& wanted, const std::v
 // matmul precision flags) or not (drivers, NCCL in a one-process run, device memory; for a GPU run the CPU model and
 // its extensions: only ATen's CPU capability reaches it, through the initial weights' sampling).
 bool changes_bits(const std::string& key, bool cuda);
+// "env_MKL_CBWR": a numerics-changing environment setting (engine::numerics_environment); a difference in one is
+// configuration drift, not a fault of the machine.
+bool is_environment_key(const std::string& key);
 struct StackDifference {
   std::string key, golden, here;
   bool changes_bits = false;
@@ -94,6 +97,18 @@ struct Plant {
 // "bitflip:<param|grad>:<glob>:<element>:<bit>@<step>[:transient]", "tf32", "nondeterministic", "reduced-reduction",
 // "matmul-bf16"; throws std::invalid_argument naming what was expected.
 Plant parse_plant(const std::string& text);
+// What a plant is checked against before any training: each parameter's name, elements and bits per element (its
+// value's and its gradient's: the strategy's parameter dtype).
+struct ParameterShape {
+  std::string name;
+  int64_t numel = 0;
+  int64_t bits = 32;
+};
+// The scenario model's parameters (the model is built once, on the CPU; nothing trains).
+std::vector<ParameterShape> parameter_shapes(const engine::RunConfig& run);
+// Throws std::invalid_argument naming the plant and what was expected when it cannot act: its glob matches no
+// parameter, its element is past the first match's size, its bit past the element's width, its step past the run.
+void check_plant(const Plant& plant, const std::vector<ParameterShape>& params, int64_t steps);
 // The run's configuration with the plants applied; `replay` leaves transient ones out.
 engine::RunConfig planted(engine::RunConfig cfg, const std::vector<Plant>& plants, bool replay);
 
