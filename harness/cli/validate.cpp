@@ -73,6 +73,7 @@ std::string joined(const std::vector<std::string>& xs) {
 void check_reference_root(const std::string& root, bool named, bool record) {
   std::error_code ec;
   const std::string what = named ? "--references '" + root + "'" : "the reference root '" + root + "'";
+  if (record && !fs::exists(fs::symlink_status(root, ec))) return;  // --record makes a new root (a dangling link: below)
   if (!fs::exists(root, ec))
     throw std::invalid_argument(what + " does not exist (expected a directory holding validate/<class>/ goldens and "
                                        "<class>/ FP32 references). HINT: pass the reference root, e.g. references/");
