@@ -74,14 +74,21 @@ std::string json_string_raw(const std::string& s) {
 
 // The reader's oracle: printable attributes, printable input unchanged; or a refusal naming the file (and, for an
 // exact attribute that is not printable, that attribute).
+// JSON lines: bytes that are not UTF-8 anywhere in the header are a JSON syntax error (naming file:line), before any
+// attribute is looked at.
 void check_read(const std::function<reference::TrajectoryFile()>& read, const Pairs& pairs, const std::string& path,
-                std::map<std::string, std::string>& attributes_read) {
+                bool json, std::map<std::string, std::string>& attributes_read) {
   std::string unprintable_exact;
-  for (const auto& [k, v] : pairs)
+  bool invalid_utf8 = false;
+  for (const auto& [k, v] : pairs) {
     if (is_exact(k) && !reserved(k) && !printable(v)) unprintable_exact = k;
+    invalid_utf8 |= io::first_invalid_utf8(k + v) != std::string::npos;
+  }
+  if (json && invalid_utf8) unprintable_exact.clear();
   try {
     const reference::TrajectoryFile f = read();
     FUZZ_CHECK(unprintable_exact.empty(), "an exact attribute that is not printable UTF-8 is refused");
+    FUZZ_CHECK(!(json && invalid_utf8), "JSON that is not UTF-8 is refused");
     for (const auto& [k, v] : f.attributes) {
       FUZZ_CHECK(printable(k), "attribute names read are printable");
       FUZZ_CHECK(printable(v), "attribute values read are printable");
@@ -178,7 +185,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     written = false;  // a name libhdf5 does not take as an attribute's: nothing to read
   }
   std::map<std::string, std::string> read_h5;
-  if (written) check_read([&] { return reference::read_trajectory(h5); }, pairs, h5, read_h5);
+  if (written) check_read([&] { return reference::read_trajectory(h5); }, pairs, h5, false, read_h5);
   std::remove(h5.c_str());
 
   // 2. JSON lines: the same attributes in a header object, the bytes raw
@@ -198,7 +205,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Pairs jsonl_pairs;
   for (const auto& p : pairs)
     if (!reserved(p.first)) jsonl_pairs.push_back(p);
-  check_read([&] { return reference::read_jsonl_trajectory(jsonl); }, jsonl_pairs, jsonl, read_jsonl);
+  check_read([&] { return reference::read_jsonl_trajectory(jsonl); }, jsonl_pairs, jsonl, true, read_jsonl);
   std::remove(jsonl.c_str());
 
   // 3. the reports: of what the readers returned, and of the raw bytes (a boundary missed: the writers still hold)

@@ -30,7 +30,7 @@ def run(path, attrs):
 run(work + "/latin1-strategy.h5", {"strategy": b"fp16-\xe9t\xe9"})
 run(work + "/latin1-expect.h5", {"expect": b"tr\xe4cks", "strategy": b"fp32"})
 run(work.encode() + b"/r\xe9sum\xe9.h5", {"strategy": b"fp32", "workload": b"caf\xe9 batch 8",
-    "note": b"\x1b]0;pwned\x07\x1b[31mred", "run_key": b"na\xefve", "timing_method": b"wall\x9bclock"})
+    "note": b"\x1b]0;pwned\x07\x1b[31mred", "run_key": b"na\xefve", "timing_method": b"wall\xc2\x9bclock"})
 with open(work + "/latin1.jsonl", "wb") as f:
     f.write(b'{"format": "ampcheck-trajectory", "format_version": 1, "attributes": {"strategy": "fp16-\xe9t\xe9"}}\n')
     f.write(b'{"step": 0, "loss": 2.5}\n')
