@@ -124,7 +124,7 @@ def mutate_h5_text(src, dst, rng):
         for _ in range(rng.randint(1, 3)):
             key = rng.choice(TEXT_ATTRS + list(f.attrs))
             old = f.attrs.get(key, b"")
-            old = old.encode() if isinstance(old, str) else bytes(old) if isinstance(old, (bytes, np.bytes_)) else b""
+            old = old.encode("utf-8", "surrogateescape") if isinstance(old, str) else bytes(old) if isinstance(old, (bytes, np.bytes_)) else b""
             new = planted(old, rng)
             if key in f.attrs:
                 del f.attrs[key]
