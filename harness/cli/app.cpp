@@ -5,6 +5,8 @@
 #include "distributed/launcher.h"
 #include "engine/cpu_capability.h"
 
+#include "io/text.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -263,7 +265,8 @@ int CommandLine::run(std::ostream& err) {
     if (*s.ref_cmd) return cmd_reference(s.ref_run, s.ref_spread, s.ref_out, s.ref_force);
     return cmd_default(run_opts_);
   } catch (const std::exception& e) {
-    err << "ampcheck: " << e.what() << "\n";
+    // printable (io/text.h): a message may quote a file's bytes or a path; an escape sequence never reaches the terminal
+    err << "ampcheck: " << io::printable_text(e.what()) << "\n";
     return 2;
   }
 }

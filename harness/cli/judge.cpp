@@ -12,6 +12,8 @@
 #include "reference/external_run.h"
 #include "report/html.h"
 
+#include "io/text.h"
+
 #include <cctype>
 #include <cmath>
 #include <iostream>
@@ -272,7 +274,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   for (const auto& in : inputs) try {
     const reference::TrajectoryFile& run = in.file;
     report::ScenarioSummary row;
-    row.name = file_stem(in.path);
+    row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
     row.strategy = !strategy.empty() ? strategy : attr(run, "strategy", "-");
     row.device_class = attr(run, "device_class", summary.device_class);
     row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
@@ -324,7 +326,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     add_verdict_series(tf, v, ref_t,
                        std::vector<double>(spread.begin(), spread.begin() + std::min(spread.size(), ref_t.rows.size())));
     reference::write_trajectory(out.staging() + "/" + row.trajectory_file, tf, true);
-    if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
+    if (!row.pass) std::cout << "  FAIL " << io::printable_text(row.name + ": " + row.message) << "\n";
     summary.scenarios.push_back(row);
   } catch (const std::exception& e) {
     rethrow_naming(in.path, e);

@@ -3,8 +3,11 @@
 
 #include "report/format.h"
 
+#include "io/text.h"
+
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
 namespace ampcheck::cli {
 
@@ -45,25 +48,27 @@ void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v
 }
 
 void print_result_table(const report::RunSummary& summary) {
-  std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
-            << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
-            << std::setw(16) << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
-            << "skipped" << "result\n";
+  std::ostringstream table;  // printed printable (io/text.h): names, messages and warnings may quote a file's text
+  table << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
+        << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
+        << std::setw(16) << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
+        << "skipped" << "result\n";
   for (const auto& r : summary.scenarios) {
-    std::cout << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
-              << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
-              << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
-              << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal)
-              << std::setw(9) << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4)
-              << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
-              << (r.pass ? "PASS" : "FAIL") << "\n";
+    table << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
+          << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
+          << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
+          << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal)
+          << std::setw(9) << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4)
+          << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
+          << (r.pass ? "PASS" : "FAIL") << "\n";
   }
   // findings that did not set a verdict, one line each (signals not judged, diagnostics, precision not in effect)
   for (const auto& r : summary.scenarios)
-    for (const auto& w : r.warnings) std::cout << "WARN " << r.name << " (" << w.signal << "): " << w.message << "\n";
+    for (const auto& w : r.warnings) table << "WARN " << r.name << " (" << w.signal << "): " << w.message << "\n";
   // the engine path each run took where engine options were requested: applied, and refused with the reason
   for (const auto& r : summary.scenarios)
-    if (!r.engine.empty() && r.engine != "stock") std::cout << "ENGINE " << r.name << ": " << r.engine << "\n";
+    if (!r.engine.empty() && r.engine != "stock") table << "ENGINE " << r.name << ": " << r.engine << "\n";
+  std::cout << io::printable_text(table.str());
 }
 
 }  // namespace ampcheck::cli

@@ -2,9 +2,11 @@
 // reader of outside data. Built with the `sanitize` preset it links libFuzzer (clang, ASan + UBSan); in every other
 // build it links replay_main.cpp, which runs the committed corpus and regression inputs once each (CTest
 // unit.fuzz_replay). A target's oracle: the reader returns or throws a std::exception with a message that names the
-// file; anything else — a crash, a sanitizer report, another exception type, a message without the file — is a
-// finding (FUZZ_CHECK aborts).
+// file and is printable UTF-8 (io/text.h: it may quote the file's bytes); anything else — a crash, a sanitizer
+// report, another exception type, a message without the file or with raw bytes — is a finding (FUZZ_CHECK aborts).
 #pragma once
+
+#include "io/text.h"
 
 #include <unistd.h>
 
@@ -41,10 +43,15 @@ class InputFile {
     }                                                                              \
   } while (0)
 
-// The oracle for a refused input: the message names the file.
+// The oracle for a refused input: the message names the file, and is printable (no raw byte of the file in it).
 inline void check_names_file(const char* message, const std::string& path) {
   if (std::string(message).find(path) == std::string::npos) {
     std::fprintf(stderr, "fuzz oracle failed: the error does not name the file %s: %s\n", path.c_str(), message);
+    std::abort();
+  }
+  if (io::first_unprintable(message) != std::string::npos) {
+    std::fprintf(stderr, "fuzz oracle failed: the error is not printable UTF-8: %s\n",
+                 io::printable_text(message).c_str());
     std::abort();
   }
 }

@@ -1,6 +1,8 @@
 // External runs: the JSON-lines reader and the choice by extension (external_run.h).
 #include "reference/external_run.h"
 
+#include "io/text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -72,7 +74,8 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
     try {
       j = nlohmann::json::parse(text);
     } catch (const std::exception& e) {
-      throw std::runtime_error(where + "not JSON (" + e.what() + "); expected one object per line");
+      // (nlohmann's message quotes the bytes it last read: printable, as any text from the file)
+      throw std::runtime_error(where + "not JSON (" + io::printable_text(e.what()) + "); expected one object per line");
     }
     if (!j.is_object()) throw std::runtime_error(where + "expected a JSON object, got " + j.dump());
     if (j.contains("format")) {  // the header
@@ -85,9 +88,11 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
       if (j.contains("attributes")) {
         if (!j["attributes"].is_object()) throw std::runtime_error(where + "'attributes' must be an object of strings");
         for (auto& [k, v] : j["attributes"].items()) {
-          if (!v.is_string()) throw std::runtime_error(where + "attributes." + k + " must be a string, got " + v.dump());
+          if (!v.is_string())
+            throw std::runtime_error(where + "attributes." + io::printable_text(k) + " must be a string, got " + v.dump());
           out.attributes[k] = v.get<std::string>();
         }
+        make_attributes_printable(out.attributes, where.substr(0, where.size() - 2));  // (JSON: UTF-8; controls: \u001b)
       }
       header_allowed = false;
       continue;
@@ -104,7 +109,9 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
         continue;
       }
       const int c = column_index(key);
-      if (c < 0) throw std::runtime_error(where + "unknown column '" + key + "' (known: step, " + known_columns() + ")");
+      if (c < 0)
+        throw std::runtime_error(where + "unknown column '" + io::printable_text(key) + "' (known: step, " +
+                                 known_columns() + ")");
       if (v.is_null()) continue;  // NaN: not measured at this step (or non-finite, which JSON cannot spell)
       if (!v.is_number()) throw std::runtime_error(where + "'" + key + "' must be a number or null, got " + v.dump());
       row[c] = v.get<double>();

@@ -2,6 +2,7 @@
 #include "reference/trajectory_file.h"
 
 #include "io/files.h"
+#include "io/text.h"
 
 #include <hdf5.h>
 #include <sys/prctl.h>
@@ -182,7 +183,8 @@ herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* op_data) {
   return 0;
 }
 
-// The names in a group of the file (none if the group does not exist).
+// The names in a group of the file (none if the group does not exist), as the file spells them (to open them by):
+// stored in a TrajectoryFile only through io::printable_text.
 std::vector<std::string> group_members(hid_t file, const char* group) {
   std::vector<std::string> names;
   if (H5Lexists(file, group, H5P_DEFAULT) > 0) {
@@ -228,6 +230,31 @@ herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* op_dat
   return 0;
 }
 }  // namespace
+
+void make_attributes_printable(std::map<std::string, std::string>& attributes, const std::string& where) {
+  for (const auto& [key, value] : attributes) {
+    const size_t bad = io::first_unprintable(value);
+    bool exact = false;
+    for (const char* k : kExactAttributes) exact |= key == k;
+    if (bad == std::string::npos || !exact) continue;
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(value[bad]));
+    throw std::runtime_error(where + ": attribute '" + key + "' is '" + io::printable_text(value) +
+                             "', not printable UTF-8 text (byte " + byte + " at offset " + std::to_string(bad) +
+                             (io::first_invalid_utf8(value) == bad ? " is not UTF-8" : " is a control character") +
+                             "); it selects what ampcheck does with the file, so it must be exact. HINT: write "
+                             "attributes as UTF-8 text without control characters (h5py: a Python str; JSON lines: a "
+                             "JSON string)");
+  }
+  // printable text kept exactly: printable keys first; an escaped key never replaces one (a file may hold both
+  // "caf\xE9" as bytes and "caf\\xE9" spelled out)
+  std::map<std::string, std::string> printable;
+  for (const auto& [key, value] : attributes)
+    if (io::first_unprintable(key) == std::string::npos) printable[key] = io::printable_text(value);
+  for (const auto& [key, value] : attributes)
+    if (io::first_unprintable(key) != std::string::npos) printable.emplace(io::printable_text(key), io::printable_text(value));
+  attributes = std::move(printable);
+}
 
 void write_trajectory(const std::string& path, const TrajectoryFile& file, bool overwrite) {
   struct stat st;
@@ -300,6 +327,12 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
   TrajectoryFile out;
   hsize_t idx = 0;
   H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_attr, &out.attributes);
+  try {
+    make_attributes_printable(out.attributes, path);
+  } catch (...) {
+    H5Fclose(f);
+    throw;
+  }
   if (out.attributes["format"] != "ampcheck-trajectory") {
     H5Fclose(f);
     throw std::runtime_error(path + ": not an ampcheck trajectory file (attribute 'format')");
@@ -327,13 +360,15 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
     }
     for (int c = 0; c < engine::kNumColumns; ++c)
       if (cols[c].empty()) cols[c].assign(cols[engine::kLoss].size(), std::numeric_limits<double>::quiet_NaN());
-    for (const auto& name : group_members(f, "series")) out.series[name] = read_column(f, "series/" + name, path);
+    for (const auto& name : group_members(f, "series"))
+      out.series[io::printable_text(name)] = read_column(f, "series/" + name, path);
     if (H5Lexists(f, "fp8", H5P_DEFAULT) > 0) {
       hid_t g = H5Gopen2(f, "fp8", H5P_DEFAULT);
       std::map<std::string, std::string> attrs;
       hsize_t ai = 0;
       H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_NATIVE, &ai, collect_attr, &attrs);
       H5Gclose(g);
+      make_attributes_printable(attrs, path + ": group /fp8");
       std::string names = attrs["casts"];
       for (size_t pos; (pos = names.find('\n')) != std::string::npos; names.erase(0, pos + 1))
         out.trajectory.fp8.casts.push_back(names.substr(0, pos));
@@ -354,6 +389,7 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
       hsize_t ai = 0;
       H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_NATIVE, &ai, collect_attr, &attrs);
       H5Gclose(g);
+      make_attributes_printable(attrs, path + ": group /digests");
       std::string names = attrs["tensors"];
       for (size_t pos; (pos = names.find('\n')) != std::string::npos; names.erase(0, pos + 1))
         out.trajectory.digests.tensors.push_back(names.substr(0, pos));
@@ -364,7 +400,7 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
       out.trajectory.digests.grads = read_digests(f, "digests/grads", nt, steps, path);
     }
     for (const auto& label : group_members(f, "noise")) {
-      engine::LabelledTrajectory nr{label, {}};
+      engine::LabelledTrajectory nr{io::printable_text(label), {}};
       std::vector<std::vector<double>> nc(engine::kNumColumns);
       for (int c = 0; c < engine::kNumColumns; ++c)
         nc[c] = read_column(f, "noise/" + label + "/" + engine::column_name(c), path);
@@ -472,6 +508,7 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
     fail(path + ": the HDF5 library crashed reading it (signal " + std::to_string(sig) + ", " + strsignal(sig) +
          "): the file is corrupt. HINT: re-record it");
   }
+  message = io::printable_text(message);  // the child's error may quote the file's bytes
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     fail(message.empty() ? path + ": could not be read (the reader ended with status " + std::to_string(status) + ")"
          : message.find(path) == std::string::npos ? path + ": " + message  // e.g. std::bad_alloc

@@ -31,6 +31,7 @@ enum class Columns { AllRequired, LossRequired };
 
 void write_trajectory(const std::string& path, const TrajectoryFile& file, bool overwrite);
 // Throws naming the file and, for a bad column, the column and what was expected (present, as long as `loss`).
+// Text read from the file is untrusted: see make_attributes_printable.
 TrajectoryFile read_trajectory(const std::string& path, Columns required = Columns::AllRequired);
 
 // read_trajectory for a file from outside (another training loop, a CI job's leftovers): HDF5's own library is not
@@ -41,5 +42,14 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required = Colum
 // and errors as read_trajectory otherwise.
 TrajectoryFile read_trajectory_contained(const std::string& path, Columns required = Columns::AllRequired,
                                          int timeout_s = 60);
+
+// Attribute text from a file (HDF5 attributes, a JSON-lines header's "attributes") on its way into reports and the
+// terminal: every key and value made printable (io/text.h — a byte that is not UTF-8 or a control character other
+// than newline and tab becomes \xNN), except the attributes that select what ampcheck does with the file and so must
+// be exact (kExactAttributes): one of those that is not printable UTF-8 is refused, naming the file, the attribute
+// and the offending byte. `where` is the file (and line or group) for the message.
+inline const char* const kExactAttributes[] = {"format", "format_version", "status", "expect", "strategy",
+                                               "perturbation"};
+void make_attributes_printable(std::map<std::string, std::string>& attributes, const std::string& where);
 
 }  // namespace ampcheck::reference

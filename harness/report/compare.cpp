@@ -3,6 +3,8 @@
 
 #include "report/format.h"
 
+#include "io/text.h"
+
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -88,7 +90,7 @@ std::string format_comparison(const RunSummary& a, const RunSummary& b, const Co
   for (const auto& n : c.only_in_a) os << n << ": only in A (missing from B)\n";
   for (const auto& n : c.only_in_b) os << n << ": only in B (new)\n";
   os << (c.regressed() ? "REGRESSION" : "no regression") << "\n";
-  return os.str();
+  return io::printable_text(os.str());  // for the terminal: the summaries' text is printable already; this keeps it so
 }
 
 }  // namespace ampcheck::report

@@ -16,22 +16,12 @@ inline std::string format_number(double v, int prec = 4) {
   return os.str();
 }
 
-// Text for XML and HTML (junit.xml, report.html): the five markup characters as entities; control characters other
-// than newline and tab, which XML 1.0 forbids, as spaces.
-inline std::string escape_markup(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
-    }
-  }
-  return out;
-}
+// Text for XML and HTML (junit.xml, report.html): printable first (io::printable_text — a byte that is not UTF-8 or a
+// control character other than newline and tab, which XML 1.0 forbids, as \xNN), then the five markup characters as
+// entities.
+std::string escape_markup(const std::string& s);
+// Text for one cell or line of Markdown (summary.md): printable, on one line (a newline as a space), a '|' that would
+// end the table cell as \|, and '<', '>', '&' as entities (a renderer would read them as HTML).
+std::string markdown_text(const std::string& s);
 
 }  // namespace ampcheck::report

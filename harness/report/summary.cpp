@@ -4,6 +4,7 @@
 #include "report/format.h"
 
 #include "io/files.h"
+#include "io/text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +32,30 @@ double get_num(const nlohmann::json& j, const char* key) {
 }
 
 std::string xml_escape(const std::string& s) { return escape_markup(s); }
+std::string md(const std::string& s) { return markdown_text(s); }
+
+// Every string of a JSON document (object keys too) made printable (io/text.h), in place: what summary.json's writer
+// does before dump() (nlohmann throws type_error 316 on a string that is not UTF-8) and its reader after parse()
+// (JSON may spell control characters, "\u001b").
+void make_strings_printable(nlohmann::json& j) {
+  if (j.is_string()) {
+    auto& text = j.get_ref<std::string&>();
+    if (io::first_unprintable(text) != std::string::npos) text = io::printable_text(text);
+  } else if (j.is_array()) {
+    for (auto& e : j) make_strings_printable(e);
+  } else if (j.is_object()) {
+    bool keys_printable = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      keys_printable &= io::first_unprintable(it.key()) == std::string::npos;
+      make_strings_printable(it.value());
+    }
+    if (!keys_printable) {
+      nlohmann::json renamed = nlohmann::json::object();
+      for (auto it = j.begin(); it != j.end(); ++it) renamed[io::printable_text(it.key())] = std::move(it.value());
+      j = std::move(renamed);
+    }
+  }
+}
 
 std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 }  // namespace
@@ -121,6 +146,7 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
           {"consistency", d.consistency}};
     }
   }
+  make_strings_printable(j);  // the boundaries made them so already; this makes it a property of the writer
   io::write_file_atomically(path, j.dump(2) + "\n");
 }
 
@@ -133,8 +159,9 @@ RunSummary read_summary_json(const std::string& path) {
     text << in.rdbuf();
     j = nlohmann::json::parse(text.str());  // the whole file: trailing bytes after the object are an error
   } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": not JSON: " + e.what());
+    throw std::runtime_error(path + ": not JSON: " + io::printable_text(e.what()));  // (it may quote the bytes read)
   }
+  make_strings_printable(j);
   if (!j.is_object() || !j.contains("schema") || j["schema"] != "ampcheck-summary")
     throw std::runtime_error(path + ": field 'schema' is not \"ampcheck-summary\"");
   const int64_t version =
@@ -296,10 +323,10 @@ void write_junit(const std::string& path, const RunSummary& s) {
 void write_markdown(const std::string& path, const RunSummary& s) {
   std::ostringstream m;
   m << "### ampcheck: " << s.passed() << " passed, " << s.failed() << " failed"
-    << (s.suite.empty() ? "" : " (suite `" + s.suite + "`)") << "\n\n"
-    << s.device_name << " (" << s.device_class << "), LibTorch " << s.libtorch_version
-    << (s.cuda_version.empty() ? "" : ", CUDA " + s.cuda_version) << ", " << s.date
-    << (s.git_commit.empty() ? "" : ", commit " + s.git_commit) << ". Charts: report.html in the run directory.\n\n";
+    << (s.suite.empty() ? "" : " (suite `" + md(s.suite) + "`)") << "\n\n"
+    << md(s.device_name) << " (" << md(s.device_class) << "), LibTorch " << md(s.libtorch_version)
+    << (s.cuda_version.empty() ? "" : ", CUDA " + md(s.cuda_version)) << ", " << md(s.date)
+    << (s.git_commit.empty() ? "" : ", commit " + md(s.git_commit)) << ". Charts: report.html in the run directory.\n\n";
   // `ampcheck validate` rows: a mode column (bitwise | statistical: how the row was decided)
   const bool validation = std::any_of(s.scenarios.begin(), s.scenarios.end(),
                                       [](const ScenarioSummary& c) { return !c.validation.mode.empty(); });
@@ -307,9 +334,9 @@ void write_markdown(const std::string& path, const RunSummary& s) {
     << "verdict | signal | loss first → last | from step | max margin | skipped | ms/step | tokens/s | result |\n"
     << "| --- | --- | --- | " << (validation ? "--- | " : "") << "--- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& c : s.scenarios)
-    m << "| " << c.name << " | " << c.strategy << " | " << c.expect << " | "
-      << (validation ? (c.validation.mode.empty() ? "-" : c.validation.mode) + " | " : "") << c.verdict << " | "
-      << (c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << " | " << fmt(c.first_loss)
+    m << "| " << md(c.name) << " | " << md(c.strategy) << " | " << md(c.expect) << " | "
+      << (validation ? (c.validation.mode.empty() ? "-" : md(c.validation.mode)) + " | " : "") << md(c.verdict) << " | "
+      << md(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << " | " << fmt(c.first_loss)
       << " → " << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
       << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3) << " | "
       << fmt(std::round(c.tokens_per_s), 7) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";
@@ -318,7 +345,7 @@ void write_markdown(const std::string& path, const RunSummary& s) {
     if (!c.engine.empty() && c.engine != "stock") {
       if (!any_engine) m << "\nEngine paths (not the stock engine):\n\n";
       any_engine = true;
-      m << "- " << c.name << ": " << c.engine << "\n";
+      m << "- " << md(c.name) << ": " << md(c.engine) << "\n";
     }
   bool any_warning = false;
   for (const auto& c : s.scenarios)
@@ -327,14 +354,14 @@ void write_markdown(const std::string& path, const RunSummary& s) {
         m << "\nWarnings (" << (s.strict ? "--strict: they fail their scenario" : "they do not fail a scenario; --strict makes them")
           << "):\n\n";
       any_warning = true;
-      m << "- " << c.name << " · `" << w.signal << "`: " << w.message << "\n";
+      m << "- " << md(c.name) << " · `" << md(w.signal) << "`: " << md(w.message) << "\n";
     }
   bool any_fail = false;
   for (const auto& c : s.scenarios)
     if (!c.pass) {
       if (!any_fail) m << "\nFailures:\n\n";
       any_fail = true;
-      m << "- **" << c.name << "**: " << c.message << "\n";
+      m << "- **" << md(c.name) << "**: " << md(c.message) << "\n";
     }
   io::write_file_atomically(path, m.str());
 }

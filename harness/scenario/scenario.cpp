@@ -3,6 +3,7 @@
 #include "scenario/scenario.h"
 
 #include "inject/injection.h"
+#include "io/text.h"
 #include "models/gpt.h"
 
 #include <yaml-cpp/depthguard.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -88,7 +90,11 @@ class Fields {
   }
   int64_t integer(const std::string& key, int64_t d) { return get<int64_t>(key, d, "an integer"); }
   bool boolean(const std::string& key, bool d) { return get<bool>(key, d, "true or false"); }
-  std::string str(const std::string& key, const std::string& d) { return get<std::string>(key, d, "a string"); }
+  // Text as reports and the terminal show it: a control character a YAML escape spelled ("\e", "\x9b") becomes \xNN
+  // (io::printable_text; the file itself is UTF-8, checked before parsing).
+  std::string str(const std::string& key, const std::string& d) {
+    return io::printable_text(get<std::string>(key, d, "a string"));
+  }
   std::string choice(const std::string& key, const std::string& d, const std::vector<std::string>& allowed) {
     std::string v = str(key, d);
     for (const auto& a : allowed)
@@ -504,7 +510,27 @@ void parse_distributed(Fields f, engine::RunConfig& run) {
 
 namespace {
 
+// A scenario is YAML, which is UTF-8 text: a byte that is not (a Latin-1 'é' saved by an old editor) is refused
+// before parsing, naming the line, the column and the field the line sets, never carried into a report.
+void check_utf8(const std::string& text, const std::string& path) {
+  const size_t bad = io::first_invalid_utf8(text);
+  if (bad == std::string::npos) return;
+  const size_t begin = text.rfind('\n', bad) == std::string::npos ? 0 : text.rfind('\n', bad) + 1;
+  const std::string line = text.substr(begin, text.find('\n', bad) - begin);
+  const size_t key_begin = line.find_first_not_of(" -");
+  const size_t colon = line.find(':');
+  std::string field;
+  if (key_begin != std::string::npos && colon != std::string::npos && colon > key_begin && begin + colon < bad)
+    field = line.substr(key_begin, colon - key_begin);
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[bad]));
+  throw ScenarioError(path + ":" + io::line_and_column(text, bad) + ": " + (field.empty() ? "" : field + ": ") +
+                      "byte " + hex + " is not UTF-8 (the line reads '" + line + "'); a scenario is YAML, which is "
+                      "UTF-8 text. HINT: save the file as UTF-8 (iconv -f latin1 -t utf-8)");
+}
+
 Scenario parse_scenario_text(const std::string& text, const std::string& path) {
+  check_utf8(text, path);
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -641,9 +667,13 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
 Scenario parse_scenario(const std::string& text, const std::string& path) {
   try {
     return parse_scenario_text(text, path);
+  } catch (const ScenarioError& e) {  // a message may quote a value or key of the file: printable (io/text.h)
+    if (io::first_unprintable(e.what()) == std::string::npos) throw;
+    throw ScenarioError(io::printable_text(e.what()));
   } catch (const YAML::Exception& e) {  // a value yaml-cpp cannot convert where the fields read it (e.g. in a list)
-    throw ScenarioError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                        ": a value of the wrong type (yaml-cpp: " + e.msg + ")");
+    throw ScenarioError(io::printable_text(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                           std::to_string(e.mark.column + 1) + ": a value of the wrong type (yaml-cpp: " +
+                                           e.msg + ")"));
   }
 }
 

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Mutation fuzzing of `ampcheck judge`'s readers: mutated HDF5 and JSON-lines trajectory files (byte flips, byte runs
 overwritten, truncation, inserted bytes; for JSON lines also values substituted, lines dropped, duplicated or cut)
-judged against a valid reference, N of each, in parallel. A crash is an exit by a signal or a code over 128, a hang a
-run past --timeout; anything else (0, 1: a verdict; 2: an error naming the file) is handled. Prints a markdown table
-and exits 1 on any crash or hang (the offending inputs kept in --keep).
+judged against a valid reference, N of each, in parallel; then --text-n of each whose string attributes carry planted
+bytes that are not UTF-8 or are terminal escapes (Latin-1, stray continuation bytes, overlong forms, surrogates, cut
+sequences, ESC / C1 sequences, CR), in strategy, expect, status and the labels. A crash is an exit by a signal or a
+code over 128, a hang a run past --timeout; an exit without the file named is any other exit than 0 / 1 / 2, or a 2
+whose message does not name the file; a run is "not printable" when its terminal output or a report it wrote
+(summary.json read with Python's strict UTF-8 json, junit.xml, summary.md, report.html) holds a byte that is not UTF-8
+or a control character other than newline and tab. Prints a markdown table and exits 1 on any of these (the
+offending inputs kept in --keep).
 
     python3 scenarios/fuzz/judge_fuzz.py --ampcheck build/ampcheck --n 5000 --jobs 2 --keep /tmp/fuzz-crashes
+    python3 scenarios/fuzz/judge_fuzz.py --ampcheck build/ampcheck --n 0 --text-n 600 --jobs 2   # attribute text only
 """
 import argparse
 import collections
@@ -91,17 +97,109 @@ def mutate_jsonl(data, rng):
     return b"\n".join(lines), kind
 
 
+# Bytes planted into attribute text: not UTF-8, or printable only as escapes (docs/ROBUSTNESS.md, "Text from files").
+PLANTS = [b"\xe9", b"caf\xe9", b"\xe4", b"\x80", b"\xff\xfe", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
+          b"\xe2\x82", b"\xf0\x9f\x98", b"\x1b[31m", b"\x1b]0;title\x07", b"\x1b[2J", b"\xc2\x9b2J", b"\r", b"\x7f",
+          b"\x08", b"<script>", b"|", b"&amp;"]
+TEXT_ATTRS = ["strategy", "expect", "status", "perturbation", "workload", "run_key", "note", "torch_version",
+              "cuda_version", "timing_method", "autocast_dtype", "param_dtype", "error", "events", "device_class"]
+
+
+def planted(value, rng):
+    """value with 1-3 planted byte strings at random places (or replacing it)."""
+    v = bytearray(value if rng.random() < 0.8 else b"")
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randint(0, len(v))
+        v[i:i] = rng.choice(PLANTS)
+    return bytes(v)
+
+
+def mutate_h5_text(src, dst, rng):
+    """The seed run with string attributes (existing or new, fixed- or variable-length) carrying planted bytes."""
+    import h5py
+    import numpy as np
+    shutil.copy(src, dst)
+    kinds = []
+    with h5py.File(dst, "r+") as f:
+        for _ in range(rng.randint(1, 3)):
+            key = rng.choice(TEXT_ATTRS + list(f.attrs))
+            old = f.attrs.get(key, b"")
+            old = old.encode("utf-8", "surrogateescape") if isinstance(old, str) else bytes(old) if isinstance(old, (bytes, np.bytes_)) else b""
+            new = planted(old, rng)
+            if key in f.attrs:
+                del f.attrs[key]
+            if rng.random() < 0.5:
+                f.attrs[key] = np.bytes_(new)  # fixed-length, as ampcheck writes
+                kinds.append(key)
+            else:  # variable-length, as h5py writes a str (the bytes as they are, whatever the declared charset)
+                f.attrs.create(key, new, dtype=h5py.string_dtype("ascii" if rng.random() < 0.5 else "utf-8"))
+                kinds.append(key + "(vlen)")
+        if rng.random() < 0.2:  # an attribute name that is not UTF-8
+            f.attrs[planted(b"note", rng)] = np.bytes_(b"x")
+            kinds.append("name")
+    return ",".join(kinds)
+
+
+def mutate_jsonl_text(data, rng):
+    """The header's attributes with planted bytes, raw in the JSON strings (or as \\u escapes for control characters)."""
+    lines = data.split(b"\n")
+    try:
+        header = json.loads(lines[0])
+    except Exception:  # noqa: BLE001
+        header = {}
+    if not (isinstance(header, dict) and "format" in header):
+        header = {"format": "ampcheck-trajectory", "format_version": 1}
+        lines.insert(0, b"")
+    attrs = {k: str(v).encode() for k, v in header.get("attributes", {}).items()}
+    keys = []
+    for _ in range(rng.randint(1, 3)):
+        key = rng.choice(TEXT_ATTRS)
+        attrs[key] = planted(attrs.get(key, b""), rng)
+        keys.append(key)
+
+    def raw(b):
+        out = b'"'
+        for c in b:
+            out += b"\\" + bytes([c]) if c in b'"\\' else b"\\u%04x" % c if c < 0x20 else bytes([c])
+        return out + b'"'
+    body = b", ".join(raw(k.encode()) + b": " + raw(v) for k, v in attrs.items())
+    lines[0] = (b'{"format": "ampcheck-trajectory", "format_version": 1, "attributes": {' + body + b"}}")
+    return b"\n".join(lines), ",".join(keys)
+
+
+def printable(data):
+    """True when data is UTF-8 without control characters other than newline and tab."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not any((ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0 for c in text)
+
+
 def judge_one(amp, ref, path, out, timeout):
+    """(exit code or "hang", stderr text, seconds, whether the terminal output and the reports are printable)"""
     t0 = time.perf_counter()
+    ok_text = True
     try:
         p = subprocess.run([amp, "judge", path, "--reference", ref, "--out", out, "--force"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
         rc = p.returncode
         err = p.stderr.decode(errors="replace")
+        ok_text = printable(p.stdout) and printable(p.stderr)
+        for name in ("summary.json", "junit.xml", "summary.md", "report.html"):
+            if os.path.exists(os.path.join(out, name)):
+                with open(os.path.join(out, name), "rb") as f:
+                    data = f.read()
+                ok_text &= printable(data)
+                if name == "summary.json":
+                    try:
+                        json.loads(data.decode("utf-8"))
+                    except Exception:  # noqa: BLE001
+                        ok_text = False
     except subprocess.TimeoutExpired:
         rc, err = "hang", ""
     shutil.rmtree(out, ignore_errors=True)
-    return rc, err, time.perf_counter() - t0
+    return rc, err, time.perf_counter() - t0, ok_text
 
 
 def main():
@@ -111,6 +209,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--text-n", type=int, default=0,
+                    help="files of each kind whose string attributes carry bytes that are not UTF-8 or are escapes")
     ap.add_argument("--keep", help="copy crashing / hanging inputs here")
     a = ap.parse_args()
     amp = os.path.abspath(a.ampcheck)
@@ -124,9 +224,16 @@ def main():
             cases.append(("hdf5", kind, f"{work}/m{i}.h5", data))
             data, kind = mutate_jsonl(jl, rng)
             cases.append(("jsonl", kind, f"{work}/m{i}.jsonl", data))
+        text_rng = random.Random(a.seed + 1000)  # its own stream: the byte mutations above stay those of earlier runs
+        for i in range(a.text_n):
+            kind = mutate_h5_text(f"{work}/runs/run.h5", f"{work}/t{i}.h5", text_rng)
+            cases.append(("hdf5-text", kind, f"{work}/t{i}.h5", None))
+            data, kind = mutate_jsonl_text(jl, text_rng)
+            cases.append(("jsonl-text", kind, f"{work}/t{i}.jsonl", data))
         for _, _, path, data in cases:
-            with open(path, "wb") as f:
-                f.write(data)
+            if data is not None:
+                with open(path, "wb") as f:
+                    f.write(data)
         results = collections.Counter()
         bad = []
         t0 = time.time()
@@ -134,14 +241,19 @@ def main():
             futs = {ex.submit(judge_one, amp, f"{work}/ref.h5", c[2], c[2] + ".out", a.timeout): c for c in cases}
             for fut in cf.as_completed(futs):
                 fmt, kind, path, _ = futs[fut]
-                rc, err, _ = fut.result()
+                rc, err, _, ok_text = fut.result()
                 crash = rc == "hang" or (isinstance(rc, int) and (rc < 0 or rc > 128))
                 results[(fmt, "crash/hang" if crash else str(rc))] += 1
+                unnamed = crash or rc not in (0, 1, 2) or (rc == 2 and path not in err)
+                results[(fmt, "unnamed")] += unnamed
+                results[(fmt, "unprintable")] += not ok_text
                 if rc == 2 and path in err:
                     results[(fmt, "2-names-file")] += 1
-                elif rc == 2 and a.keep:  # an error that does not name the file: kept too
-                    os.makedirs(a.keep, exist_ok=True)
-                    shutil.copy(path, a.keep)
+                if (unnamed or not ok_text) and not crash:
+                    bad.append((fmt, kind, path, rc, err[-300:]))
+                    if a.keep:  # an error that does not name the file, or raw bytes out: kept too
+                        os.makedirs(a.keep, exist_ok=True)
+                        shutil.copy(path, a.keep)
                 if crash:
                     bad.append((fmt, kind, path, rc, err[-300:]))
                     if a.keep:
@@ -149,19 +261,23 @@ def main():
                         shutil.copy(path, a.keep)
         el = time.time() - t0
         print(f"# `ampcheck judge` over mutated trajectory files\n")
-        print(f"Command: `python3 scenarios/fuzz/judge_fuzz.py --ampcheck build/ampcheck --n {a.n} --jobs {a.jobs} "
-              f"--seed {a.seed}`: {len(cases)} judge runs in {el / 60:.1f} min.\n")
+        print(f"Command: `python3 scenarios/fuzz/judge_fuzz.py --ampcheck build/ampcheck --n {a.n} --text-n {a.text_n} "
+              f"--jobs {a.jobs} --seed {a.seed}`: {len(cases)} judge runs in {el / 60:.1f} min.\n")
         print("| format | exit 0 (verdict PASS) | exit 1 (verdict FAIL) | exit 2 (an error) | of which the message "
-              "names the file | crash or hang |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        for fmt in ("hdf5", "jsonl"):
+              "names the file | crash or hang | exit without the file named | terminal or report not printable |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for fmt in ("hdf5", "jsonl", "hdf5-text", "jsonl-text"):
+            if not any(k[0] == fmt for k in results):
+                continue
             print(f"| {fmt} | {results[(fmt, '0')]} | {results[(fmt, '1')]} | {results[(fmt, '2')]} | "
-                  f"{results[(fmt, '2-names-file')]} | {results[(fmt, 'crash/hang')]} |")
-        other = {k: v for k, v in results.items() if k[1] not in ("0", "1", "2", "2-names-file", "crash/hang")}
+                  f"{results[(fmt, '2-names-file')]} | {results[(fmt, 'crash/hang')]} | {results[(fmt, 'unnamed')]} | "
+                  f"{results[(fmt, 'unprintable')]} |")
+        other = {k: v for k, v in results.items()
+                 if k[1] not in ("0", "1", "2", "2-names-file", "crash/hang", "unnamed", "unprintable")}
         if other:
             print(f"\nOther exit codes: {other}")
         for b in bad[:20]:
-            print(f"\n- CRASH {b[0]} ({b[1]}): exit {b[3]}: {b[4]}")
+            print(f"\n- FINDING {b[0]} ({b[1]}): exit {b[3]}: {b[4]!r}")
         sys.exit(1 if bad else 0)
     finally:
         shutil.rmtree(work, ignore_errors=True)
