@@ -278,6 +278,16 @@ if has validate; then
     mkdir -p "$V/cpu-only" && cp -r references/cpu references/validate "$V/cpu-only/"
     "$A" validate --suite validate --references "$V/cpu-only" --out "$V/cross" > "$V/cross.log" 2>&1; x=$?
     grep "^VALIDATE" "$V/cross.log"; echo "cross-class (GPU against the CPU goldens and references) rc=$x"
+    # the committed goldens (sealed: checksum, config hash, steps) on this GPU, and numerics settings named as drift,
+    # never as a fault of the machine (issue 39)
+    "$A" validate --suite validate --out "$V/committed" > "$V/committed.log" 2>&1; cm=$?
+    grep "^VALIDATE" "$V/committed.log"; echo "the committed goldens rc=$cm"
+    for e in NVIDIA_TF32_OVERRIDE=0 CUBLAS_WORKSPACE_CONFIG=:16:8 NCCL_ALGO=Ring; do
+      env "$e" "$A" validate $sc --references "$V/refs" --out "$V/drift-${e%%=*}" > "$V/drift-${e%%=*}.log" 2>&1; dr=$?
+      grep "^VALIDATE" "$V/drift-${e%%=*}.log"; echo "drift $e rc=$dr"
+      grep -q "env ${e%%=*}" "$V/drift-${e%%=*}.log" || { echo "drift $e: the setting is not named"; cm=1; }
+      if grep "^VALIDATE" "$V/drift-${e%%=*}.log" | grep -qE "persistent|transient"; then echo "drift $e blamed on the machine"; cm=1; fi
+    done
     python3 scenarios/validate/detection.py --ampcheck "$A" --references "$V/refs" --bits 30,23,22,10,0 \
       --out "$OUT/detection-gpu.md" --force > "$V/detection.log" 2>&1; d=$?
     head -8 "$OUT/detection-gpu.md" 2>/dev/null
@@ -287,6 +297,7 @@ if has validate; then
   [ $p -eq 1 ] || die "a persistent bit flip was not caught (exit $p)"
   [ $t -eq 1 ] || die "a transient bit flip was not caught (exit $t)"
   ok $d "scenarios/validate/detection.py"
+  ok $cm "validate against the committed goldens, numerics settings as drift"
 fi
 if has doctor; then
   "$BUILD_DIR/ampcheck" doctor >> "$OUT/doctor.txt" 2>&1; rc=$?; cat "$OUT/doctor.txt"; ok $rc "ampcheck doctor"
