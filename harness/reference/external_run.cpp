@@ -77,19 +77,19 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
       // (nlohmann's message quotes the bytes it last read: printable, as any text from the file)
       throw std::runtime_error(where + "not JSON (" + io::printable_text(e.what()) + "); expected one object per line");
     }
-    if (!j.is_object()) throw std::runtime_error(where + "expected a JSON object, got " + j.dump());
+    if (!j.is_object()) throw std::runtime_error(where + "expected a JSON object, got " + io::printable_text(j.dump()));
     if (j.contains("format")) {  // the header
       if (!header_allowed) throw std::runtime_error(where + "a header object is only allowed on the first line");
       if (j["format"] != kTrajectoryFormatName)
-        throw std::runtime_error(where + "'format' is " + j["format"].dump() + ", expected \"" + kTrajectoryFormatName + "\"");
+        throw std::runtime_error(where + "'format' is " + io::printable_text(j["format"].dump()) + ", expected \"" + kTrajectoryFormatName + "\"");
       if (!j.contains("format_version") || j["format_version"] != kTrajectoryFormatVersion)
-        throw std::runtime_error(where + "'format_version' is " + j.value("format_version", nlohmann::json()).dump() +
+        throw std::runtime_error(where + "'format_version' is " + io::printable_text(j.value("format_version", nlohmann::json()).dump()) +
                                  ", expected " + std::to_string(kTrajectoryFormatVersion));
       if (j.contains("attributes")) {
         if (!j["attributes"].is_object()) throw std::runtime_error(where + "'attributes' must be an object of strings");
         for (auto& [k, v] : j["attributes"].items()) {
           if (!v.is_string())
-            throw std::runtime_error(where + "attributes." + io::printable_text(k) + " must be a string, got " + v.dump());
+            throw std::runtime_error(where + "attributes." + io::printable_text(k) + " must be a string, got " + io::printable_text(v.dump()));
           out.attributes[k] = v.get<std::string>();
         }
         make_attributes_printable(out.attributes, where.substr(0, where.size() - 2));  // (JSON: UTF-8; controls: \u001b)
@@ -104,7 +104,7 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
     for (auto& [key, v] : j.items()) {
       if (key == "step") {
         if (!v.is_number_integer() || v.get<int64_t>() != step)
-          throw std::runtime_error(where + "'step' is " + v.dump() + ", expected " + std::to_string(step) +
+          throw std::runtime_error(where + "'step' is " + io::printable_text(v.dump()) + ", expected " + std::to_string(step) +
                                    " (one line per step, in order from 0)");
         continue;
       }
@@ -113,7 +113,7 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
         throw std::runtime_error(where + "unknown column '" + io::printable_text(key) + "' (known: step, " +
                                  known_columns() + ")");
       if (v.is_null()) continue;  // NaN: not measured at this step (or non-finite, which JSON cannot spell)
-      if (!v.is_number()) throw std::runtime_error(where + "'" + key + "' must be a number or null, got " + v.dump());
+      if (!v.is_number()) throw std::runtime_error(where + "'" + key + "' must be a number or null, got " + io::printable_text(v.dump()));
       row[c] = v.get<double>();
       present.insert(key);
     }

@@ -167,7 +167,7 @@ RunSummary read_summary_json(const std::string& path) {
   const int64_t version =
       j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int64_t>() : int64_t{0};
   if (version < 1 || version > kSummaryVersion)
-    throw std::runtime_error(path + ": field 'version' is " + j.value("version", nlohmann::json(nullptr)).dump() +
+    throw std::runtime_error(path + ": field 'version' is " + io::printable_text(j.value("version", nlohmann::json(nullptr)).dump()) +
                              ", expected 1.." + std::to_string(kSummaryVersion));
   RunSummary s;
   try {
@@ -217,7 +217,7 @@ RunSummary read_summary_json(const std::string& path) {
         for (const auto& o : c.at("engine_plan")) {
           if (!o.is_object())
             throw std::runtime_error(path + ": field 'engine_plan' of scenario " + x.name +
-                                     ": expected {option, label, applied, note} objects, got " + o.dump());
+                                     ": expected {option, label, applied, note} objects, got " + io::printable_text(o.dump()));
           x.engine_plan.push_back({o.value("option", ""), o.value("label", ""), o.value("note", ""), o.value("applied", false)});
         }
       x.deciding_signal = c.value("deciding_signal", "");
