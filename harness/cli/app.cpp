@@ -250,8 +250,8 @@ int CommandLine::run(std::ostream& err) {
     return 2;
   }
   if (*s.allreduce_cmd)
-    return dist::allreduce_rank_main(s.allreduce_backend, s.allreduce_bytes, s.allreduce_iterations, s.allreduce_timeout);
-  if (*s.rank_cmd) return dist::rank_main(s.rank_scenario, s.rank_device, s.rank_steps, s.rank_out);
+    return distributed::allreduce_rank_main(s.allreduce_backend, s.allreduce_bytes, s.allreduce_iterations, s.allreduce_timeout);
+  if (*s.rank_cmd) return distributed::rank_main(s.rank_scenario, s.rank_device, s.rank_steps, s.rank_out);
   try {
     if (*s.list) return cmd_list(s.list_suite);
     if (*s.run) return cmd_run(run_opts_);

@@ -46,7 +46,7 @@ std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
 }
 
 std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions& opts) {
-  if (dist::in_distributed_environment()) return "";  // a torchrun / srun job brings its own GPUs
+  if (distributed::in_distributed_environment()) return "";  // a torchrun / srun job brings its own GPUs
   const int64_t gpus = engine::cuda_device_count();
   std::string first;
   for (const auto& f : files) {
@@ -122,14 +122,14 @@ at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts) {
   return engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
 }
 
-engine::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
+run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
                                         engine::Trainer::ProgressFn progress) {
   if (writes_results) *writes_results = true;
-  if (sc.run.distributed.enabled) return dist::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
-  return engine::run_scenario(sc, opts.device, opts.steps, std::move(progress));
+  if (sc.run.distributed.enabled) return distributed::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
+  return run::run_scenario(sc, opts.device, opts.steps, std::move(progress));
 }
 
-void fill_distributed(report::ScenarioSummary& row, const engine::ScenarioResult& r) {
+void fill_distributed(report::ScenarioSummary& row, const run::ScenarioResult& r) {
   const auto& d = r.distributed;
   auto& o = row.distributed;
   o.world_size = d.world_size;
@@ -156,14 +156,14 @@ int cmd_run(const RunOptions& requested) {
   const RunOptions opts = out.staged(requested);
   int failures = 0;
   bool follower = false;
-  std::vector<engine::ScenarioResult> results;
+  std::vector<run::ScenarioResult> results;
   for (size_t i = 0; i < files.size(); ++i) {
     const auto sc = load_for_run(files[i], opts);
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
               << std::flush;
     bool writes = true;
     auto r = run_any_scenario(sc, opts, &writes,
-                              engine::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
+                              run::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
     if (!writes) {  // a joined rank other than 0: rank 0 writes the run directory
       follower = true;
       continue;
@@ -205,26 +205,26 @@ int cmd_compare(const std::string& run_a, const std::string& run_b, const report
 }
 
 int cmd_doctor(const std::string& device, bool json, const DoctorOptions& o) {
-  auto report = report::doctor_report(device);
+  auto report = doctor::doctor_report(device);
   bool ok = report["smoke_test"]["ok"].get<bool>();
   // the all-reduce check (harness/distributed/allreduce_check.h): NCCL over every GPU on a CUDA device, Gloo over 2 CPU
   // processes on the CPU, where that backend is compiled in; --allreduce-ranks N sets the rank count (0: skip)
   const bool cuda = engine::resolve_device(device).is_cuda();
-  dist::AllReduceCheckSpec spec;
+  distributed::AllReduceCheckSpec spec;
   spec.backend = cuda ? "nccl" : "gloo";
   spec.world_size = o.allreduce_ranks >= 0 ? o.allreduce_ranks : cuda ? engine::cuda_device_count() : 2;
   spec.bytes = static_cast<int64_t>((o.allreduce_mb > 0 ? o.allreduce_mb : cuda ? 256.0 : 4.0) * (1 << 20));
   spec.iterations = cuda ? 20 : 5;
-  if (spec.world_size > 0 && (o.allreduce_ranks >= 0 || dist::backend_available(spec.backend))) {
-    const auto c = dist::run_allreduce_check(spec);
-    report["allreduce"] = dist::to_json(c);
+  if (spec.world_size > 0 && (o.allreduce_ranks >= 0 || distributed::backend_available(spec.backend))) {
+    const auto c = distributed::run_allreduce_check(spec);
+    report["allreduce"] = distributed::to_json(c);
     ok = ok && c.ran && c.correct;
   } else if (spec.world_size > 0) {
-    report["allreduce"] = dist::to_json(dist::AllReduceCheck{spec, false, false, 0, 0, 0, 0, "",
+    report["allreduce"] = distributed::to_json(distributed::AllReduceCheck{spec, false, false, 0, 0, 0, 0, "",
                                                              "backend " + spec.backend + " not compiled in"});
     report["allreduce"]["required"] = false;
   }
-  std::cout << (json ? report.dump(2) + "\n" : report::format_doctor(report));
+  std::cout << (json ? report.dump(2) + "\n" : doctor::format_doctor(report));
   return ok ? 0 : 1;
 }
 

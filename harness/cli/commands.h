@@ -64,10 +64,10 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
                   bool force);
 // Runs one scenario: in this process, or (distributed:) over its ranks (harness/distributed/launcher.h). writes_results is
 // false on a joined rank other than 0, which must not write the run directory.
-engine::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
+run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
                                         engine::Trainer::ProgressFn progress);
 // The data-parallel part of a result for the reports.
-void fill_distributed(report::ScenarioSummary& row, const engine::ScenarioResult& r);
+void fill_distributed(report::ScenarioSummary& row, const run::ScenarioResult& r);
 
 int cmd_judge(const std::vector<std::string>& runs, const std::string& reference_path, const std::string& expect,
               const std::string& strategy,
@@ -92,10 +92,10 @@ bool file_exists(const std::string& path);
 void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device);
 // A scenario's row before it runs: name, strategy, expectation, device class, verdict "-".
 report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Device& device);
-void fill_measurements(report::ScenarioSummary& row, const engine::ScenarioResult& r, const at::Device& device,
+void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& r, const at::Device& device,
                        std::map<std::string, double>& peak_tflops);
 
-// `ampcheck validate` (validate.cpp): the validation suite's scenarios against their golden trajectories (bit for bit
+// `ampcheck validate` (validate_command.cpp): the validation suite's scenarios against their golden trajectories (bit for bit
 // where the stack matches), else statistically against the FP32 references; with --record, the goldens of this stack.
 struct ValidateOptions {
   std::vector<std::string> plants;  // --plant: planted faults (validate/validate.h parse_plant)

@@ -86,7 +86,7 @@ SpreadRun spread_kind(const std::string& arg) {
 // workload it belongs to (its `workload` or `run_key` attribute: runs of one training compare in the strategy
 // table), and the dtype its matmuls ran in (autocast, else the parameters').
 static void fill_recorded_measurements(report::ScenarioSummary& row, const reference::TrajectoryFile& run) {
-  const auto timing = engine::step_timing(run.trajectory, attr(run, "timing_method", "wall-clock (recorder)"));
+  const auto timing = run::step_timing(run.trajectory, attr(run, "timing_method", "wall-clock (recorder)"));
   row.timing_method = timing.method;
   row.warmup_steps = timing.warmup_steps;
   row.median_step_ms = timing.median_ms;
@@ -270,7 +270,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
     if (summary.cuda_version.empty()) summary.cuda_version = attr(in.file, "cuda_version");
   summary.device_name = attr(ref, "device_name", "external");
   summary.device_class = attr(ref, "device_class", "external");
-  summary.date = engine::utc_now();
+  summary.date = run::utc_now();
   for (const auto& in : inputs) try {
     const reference::TrajectoryFile& run = in.file;
     report::ScenarioSummary row;

@@ -143,7 +143,7 @@ void check_run_directory_replaceable(const RunOptions& opts) {
                              (out == "/" ? std::string("/tmp") : out) + "/run");
   // a joined rank other than 0 writes its rank files into rank 0's directory, which rank 0 checked
   const char* rank = std::getenv("RANK");
-  if (dist::in_distributed_environment() && rank && std::string(rank) != "0") return;
+  if (distributed::in_distributed_environment() && rank && std::string(rank) != "0") return;
   struct stat lst {}, st {};
   if (::lstat(out.c_str(), &lst) != 0) return;  // a new directory
   if (::stat(out.c_str(), &st) != 0) {  // a symbolic link to nothing: the run would be trained, then not published
@@ -165,7 +165,7 @@ void check_run_directory_replaceable(const RunOptions& opts) {
                              "directory with --out");
   auto names = entries(out);
   // a job's other ranks may already have made their <scenario>.ranks directories here (rank 0 checks, they do not)
-  if (dist::in_distributed_environment())
+  if (distributed::in_distributed_environment())
     names.erase(std::remove_if(names.begin(), names.end(), [](const std::string& n) { return ends_with(n, ".ranks"); }),
                 names.end());
   const bool marker = holds_marker(out);
@@ -201,7 +201,7 @@ RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out
     }
   }
   const auto [parent, name] = parent_and_name(out_);
-  if (dist::in_distributed_environment()) {  // the ranks of a torchrun / srun job share --out: written in place
+  if (distributed::in_distributed_environment()) {  // the ranks of a torchrun / srun job share --out: written in place
     direct_ = true;
     staging_ = out_;
     make_dirs(parent);
@@ -308,9 +308,9 @@ void refuse_unless_replaceable_file(const std::string& path, bool force, const O
 }
 
 reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
-                                      const engine::ScenarioResult& r) {
+                                      const run::ScenarioResult& r) {
   reference::TrajectoryFile tf;
-  tf.attributes = engine::provenance(sc, device);
+  tf.attributes = run::provenance(sc, device);
   tf.attributes["status"] = engine::status_name(r.outcome.status);
   tf.attributes["error"] = r.outcome.error;
   tf.attributes["engine"] = r.engine;

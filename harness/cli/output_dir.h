@@ -35,7 +35,7 @@ void refuse_duplicate_scenario_names(const std::vector<std::string>& files, cons
 // previous run then removed. So a SIGKILL at any moment leaves --out as it was (the previous complete run, or none),
 // never a half-written run, plus at most a staging directory, which the next command writing beside it removes once
 // its process is gone (and only if it holds the marker, or nothing).
-// A rank of a torchrun / srun job (dist::in_distributed_environment) writes --out in place: the job's ranks share it;
+// A rank of a torchrun / srun job (distributed::in_distributed_environment) writes --out in place: the job's ranks share it;
 // it is marked when made (by the rank that made it) or by rank 0.
 // Which --out may be replaced: one that does not exist, is empty or holds only the marker; else, under the overwrite
 // rule (--force, or the default reports/latest), only a run directory of ampcheck — one holding the .ampcheck-run
@@ -86,10 +86,10 @@ extern const OwnedFileKind kGoldenFile;     // attribute golden_class (validate 
 // symbolic link is refused with or without --force, naming the file and what it is (exit 2).
 void refuse_unless_replaceable_file(const std::string& path, bool force, const OwnedFileKind& kind);
 
-// A scenario's result file: the scenario's provenance on `device` (engine::provenance), the run's status, error and
+// A scenario's result file: the scenario's provenance on `device` (run::provenance), the run's status, error and
 // engine path, and its trajectory. check adds the verdict.
 reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
-                                      const engine::ScenarioResult& r);
+                                      const run::ScenarioResult& r);
 
 // Writes opts.out_dir/file_name under the overwrite rule (throws naming the file if it exists and may not be replaced).
 void write_result(const RunOptions& opts, const std::string& file_name, const reference::TrajectoryFile& tf);

@@ -101,7 +101,7 @@ int cmd_record(const RunOptions& opts) {
       tf.noise_runs.push_back({p.label, t});
     }
     tf.series["loss_spread"] = spread;
-    tf.attributes = engine::provenance(sc, device);
+    tf.attributes = run::provenance(sc, device);
     tf.attributes["kind"] = "fp32-reference";
     tf.attributes["reference_key"] = key.key;
     tf.attributes["reference_canonical"] = key.canonical;
@@ -131,7 +131,7 @@ report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Dev
 
 // The run summary's provenance, from the first scenario's: versions, the device, the date, the commit.
 void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device) {
-  const auto prov = engine::provenance(sc, device);
+  const auto prov = run::provenance(sc, device);
   summary.ampcheck_version = prov.at("ampcheck_version");
   summary.libtorch_version = prov.at("libtorch_version");
   summary.cuda_version = prov.at("cuda_version");
@@ -143,7 +143,7 @@ void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, c
 
 // What a run measured, into its row: steps, losses, workload, step times, throughput and MFU, memory, engine path.
 // peak_tflops: the measured matmul rate per device class / compute dtype, measured once.
-void fill_measurements(report::ScenarioSummary& row, const engine::ScenarioResult& r, const at::Device& device,
+void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& r, const at::Device& device,
                        std::map<std::string, double>& peak_tflops) {
   row.steps = r.trajectory.size();
   row.skipped_steps = r.trajectory.skipped_steps();
@@ -162,7 +162,7 @@ void fill_measurements(report::ScenarioSummary& row, const engine::ScenarioResul
   row.tflops = r.flops_per_step * steps_per_s / 1e12;
   if (std::isfinite(row.tflops)) {
     const std::string key = row.device_class + "/" + r.compute_dtype;
-    if (!peak_tflops.count(key)) peak_tflops[key] = report::measured_matmul_tflops(device.str(), r.compute_dtype);
+    if (!peak_tflops.count(key)) peak_tflops[key] = doctor::measured_matmul_tflops(device.str(), r.compute_dtype);
     row.peak_tflops = peak_tflops[key];
     row.mfu = row.tflops / row.peak_tflops;
   }
@@ -187,7 +187,7 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
     // load the reference first: a missing one is reported before minutes of training
     const auto ref = reference::load_reference(reference_root(opts), row.device_class, run, opts.suite);
     bool writes = true;
-    const auto r = run_any_scenario(sc, opts, &writes, engine::terminal_progress(run.loop.steps));
+    const auto r = run_any_scenario(sc, opts, &writes, run::terminal_progress(run.loop.steps));
     if (!writes) return std::nullopt;
     verdict::Verdict v = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory,
                                         ref.file.trajectory, ref.noise, sc.tolerance);
@@ -226,13 +226,13 @@ int cmd_check(const RunOptions& requested) {
   RunDirectory out(requested);  // written whole: the run directory appears complete or not at all
   const RunOptions opts = out.staged(requested);
   // a rank of a torchrun / srun job runs its scenarios in this process, in the job's order
-  const int64_t jobs = dist::in_distributed_environment()
+  const int64_t jobs = distributed::in_distributed_environment()
                            ? 1
                            : std::min<int64_t>(opts.jobs > 0 ? opts.jobs : default_jobs(opts.device),
                                                static_cast<int64_t>(files.size()));
   // a joined rank other than 0 (RANK set by torchrun / srun): rank 0 judges and writes the reports
   const char* rank_env = std::getenv("RANK");
-  bool follower = dist::in_distributed_environment() && rank_env && std::string(rank_env) != "0";
+  bool follower = distributed::in_distributed_environment() && rank_env && std::string(rank_env) != "0";
   report::RunSummary summary;
   if (jobs > 1) {
     std::cout << files.size() << " scenarios, " << jobs << " at a time\n" << std::flush;

@@ -15,7 +15,7 @@
 #include <iostream>
 #include <stdexcept>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 namespace {
 constexpr int64_t kPeriod = 251;  // the pattern's period: values up to W (W + 1) / 2 * 251, exact in fp32 for W < 400
@@ -143,4 +143,4 @@ int allreduce_rank_main(const std::string& backend_name, int64_t bytes, int64_t 
   }
 }
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 struct AllReduceCheckSpec {
   std::string backend = "gloo";  // gloo (CPU processes) | nccl (one GPU per rank)
@@ -49,4 +49,4 @@ nlohmann::json to_json(const AllReduceCheck& c);
 // The `_allreduce` command: one rank of the check (from the environment spawn_ranks sets). Returns the exit code.
 int allreduce_rank_main(const std::string& backend, int64_t bytes, int64_t iterations, double timeout_s);
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

@@ -12,7 +12,7 @@
 #include <map>
 #include <sstream>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 DataParallel::DataParallel(c10::intrusive_ptr<c10d::Backend> backend, const engine::DistributedConfig& cfg,
                            int64_t rank, int64_t world_size)
@@ -178,4 +178,4 @@ void DataParallel::barrier() {
   collective_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 struct Consistency {
   int64_t checks = 0;              // steps compared
@@ -69,4 +69,4 @@ class DataParallel final : public engine::GradientSync {
   mutable std::deque<std::pair<c10::Event, c10::Event>> pending_;  // NCCL: (before, after) each collective
 };
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

@@ -18,7 +18,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 namespace {
 
@@ -47,10 +47,10 @@ engine::RunOutcome::Status status_from(const std::string& s) {
 }
 
 // One rank's run -> its file.
-void write_rank_file(const std::string& path, const scenario::Scenario& sc, const engine::ScenarioResult& r,
+void write_rank_file(const std::string& path, const scenario::Scenario& sc, const run::ScenarioResult& r,
                      const DataParallel* dp, const RankEnv& env, const std::string& device_spec) {
   reference::TrajectoryFile tf;
-  tf.attributes = engine::provenance(sc, engine::resolve_device(device_spec));
+  tf.attributes = run::provenance(sc, engine::resolve_device(device_spec));
   tf.attributes["status"] = engine::status_name(r.outcome.status);
   tf.attributes["error"] = r.outcome.error;
   tf.attributes["failed_step"] = std::to_string(r.outcome.failed_step);
@@ -78,7 +78,7 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
 }
 
 // Runs this process as one rank: process group from the environment, training, its file.
-engine::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
+run::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
                                 const std::string& out_file, const RankEnv& env, DataParallel** keep = nullptr) {
   const auto& d = sc.run.distributed;
   if (env.world_size != d.world_size)
@@ -94,18 +94,18 @@ engine::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string&
   auto backend = make_backend(d.backend, store, env, timeout);
   static std::unique_ptr<DataParallel> dp;  // outlives the result for the joined path's barrier
   dp = std::make_unique<DataParallel>(backend, d, env.rank, env.world_size);
-  engine::ScenarioResult r = engine::run_scenario(sc, dev, steps, nullptr, dp.get());
+  run::ScenarioResult r = run::run_scenario(sc, dev, steps, nullptr, dp.get());
   write_rank_file(out_file, sc, r, dp.get(), env, dev);
   if (keep) *keep = dp.get();
   return r;
 }
 
 // The merged result from the ranks' files.
-engine::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, int64_t world, const std::string& launch) {
+run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, int64_t world, const std::string& launch) {
   std::vector<reference::TrajectoryFile> files;
   for (int64_t k = 0; k < world; ++k) files.push_back(reference::read_trajectory(dir + "/rank" + std::to_string(k) + ".h5"));
   const auto& f0 = files[0];
-  engine::ScenarioResult r;
+  run::ScenarioResult r;
   r.name = sc.run.name;
   r.device_class = attr(f0, "device_class");
   r.trajectory = f0.trajectory;
@@ -137,7 +137,7 @@ engine::ScenarioResult merge(const scenario::Scenario& sc, const std::string& di
     r.final_loss = rows.back()[engine::kLoss];
     r.min_loss = r.first_loss;
     for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[engine::kLoss]);
-    r.timing = engine::step_timing(r.trajectory, attr(f0, "timing_method"));
+    r.timing = run::step_timing(r.trajectory, attr(f0, "timing_method"));
   }
   auto& ds = r.distributed;
   const auto& d = sc.run.distributed;
@@ -148,7 +148,7 @@ engine::ScenarioResult merge(const scenario::Scenario& sc, const std::string& di
   ds.launch = launch;
   ds.rank_files = dir;
   for (const auto& f : files) {
-    ds.rank_median_step_ms.push_back(engine::step_timing(f.trajectory, attr(f0, "timing_method")).median_ms);
+    ds.rank_median_step_ms.push_back(run::step_timing(f.trajectory, attr(f0, "timing_method")).median_ms);
     double total = 0;
     for (const auto& row : f.trajectory.rows)
       if (std::isfinite(row[engine::kStepTimeMs])) total += row[engine::kStepTimeMs];
@@ -176,7 +176,7 @@ void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spe
 }
 }  // namespace
 
-engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
+run::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
                                        const std::string& out_dir, bool* writes_results) {
   const std::string dir = out_dir + "/" + sc.run.name + ".ranks";
   io::make_dirs(dir);
@@ -225,4 +225,4 @@ int rank_main(const std::string& scenario_path, const std::string& device_spec, 
   }
 }
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

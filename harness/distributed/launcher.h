@@ -17,11 +17,11 @@
 
 #include <string>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 // A scenario with `distributed:`: launched here or joined through the environment. out_dir: where the per-rank
 // files go (created). writes_results is false on a joined rank other than 0 (it must not write the run directory).
-engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
+run::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
                                        const std::string& out_dir, bool* writes_results = nullptr);
 
 // The `_rank` command: one rank of a launched run. Writes out_file; returns the process exit code (0 when the rank
@@ -29,4 +29,4 @@ engine::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::
 int rank_main(const std::string& scenario_path, const std::string& device_spec, int64_t steps,
               const std::string& out_file);
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 namespace {
 const char* env(const char* name) {
@@ -124,4 +124,4 @@ void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
   }
 }
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

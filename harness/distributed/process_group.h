@@ -13,7 +13,7 @@
 #include <chrono>
 #include <string>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 struct RankEnv {
   int64_t rank = 0, world_size = 1, local_rank = 0;
@@ -39,4 +39,4 @@ c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& backend, const
 // Waits for a collective, turning c10d's errors into one that names the rank and the operation.
 void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

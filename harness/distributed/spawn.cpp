@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -218,4 +218,4 @@ c10::intrusive_ptr<c10d::TCPStore> spawn_ranks(const SpawnSpec& spec) {
   }
 }
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace ampcheck::dist {
+namespace ampcheck::distributed {
 
 struct SpawnSpec {
   // the arguments after the program ("_rank", path, ...); "{rank}" in one stands for the rank's number
@@ -35,4 +35,4 @@ struct SpawnSpec {
 // their results in it). Throws naming the rank that failed or hung; no rank is left running.
 c10::intrusive_ptr<c10d::TCPStore> spawn_ranks(const SpawnSpec& spec);
 
-}  // namespace ampcheck::dist
+}  // namespace ampcheck::distributed

@@ -19,7 +19,7 @@
 #include <iomanip>
 #include <sstream>
 
-namespace ampcheck::report {
+namespace ampcheck::doctor {
 
 namespace {
 // TFLOP/s of an n x n x n matrix product in dtype: the better of at::mm and at::linear (on the CPU they reach
@@ -329,4 +329,4 @@ std::string format_doctor(const nlohmann::json& j) {
   return os.str();
 }
 
-}  // namespace ampcheck::report
+}  // namespace ampcheck::doctor

@@ -11,7 +11,7 @@
 
 #include <string>
 
-namespace ampcheck::report {
+namespace ampcheck::doctor {
 
 // Runs the measurements on `device_spec` (auto | cpu | cuda). `matmul_size` is the square matrix size of the rate
 // measurement (default sized for a GPU; smaller on a CPU).
@@ -34,4 +34,4 @@ Fp8Check fp8_numerical_check(const at::Device& device, int64_t n);
 // e4m3 x e4m3 -> bf16 rate of at::_scaled_mm (n x n x n), TFLOP/s, median of timed repetitions.
 double fp8_matmul_tflops(const at::Device& device, int64_t n);
 
-}  // namespace ampcheck::report
+}  // namespace ampcheck::doctor

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace ampcheck::report {
+namespace ampcheck::doctor {
 
 namespace {
 std::vector<std::string> split_tabs(const std::string& line) {
@@ -128,4 +128,4 @@ nlohmann::json gpu_topology() {
   return j;
 }
 
-}  // namespace ampcheck::report
+}  // namespace ampcheck::doctor

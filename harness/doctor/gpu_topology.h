@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace ampcheck::report {
+namespace ampcheck::doctor {
 
 struct LinkMatrix {
   std::vector<std::string> gpus;               // "GPU0", ...
@@ -25,4 +25,4 @@ std::string describe_links(const LinkMatrix& m);
 //  "links_error": "..."}; empty "gpus" on a machine without CUDA.
 nlohmann::json gpu_topology();
 
-}  // namespace ampcheck::report
+}  // namespace ampcheck::doctor

@@ -55,7 +55,7 @@ struct ScenarioSummary {
   double param_drift = NAN;
   int64_t skipped_steps = 0;
   double first_loss = NAN, final_loss = NAN;
-  // measurement (engine::StepTiming): per-step times after max(2, 10%) warm-up steps
+  // measurement (run::StepTiming): per-step times after max(2, 10%) warm-up steps
   std::string workload;          // what throughput compares across: "gpt nano, batch 8 x 64"
   std::string compute_dtype;     // fp32 | tf32 | fp16 | bf16
   std::string timing_method;     // cuda-events | wall-clock
@@ -70,7 +70,7 @@ struct ScenarioSummary {
   int64_t peak_memory_bytes = 0; // CUDA: peak allocated; CPU: peak RSS of the process during the scenario
   int64_t peak_reserved_bytes = 0; // CUDA: peak reserved by the caching allocator; CPU: as peak_memory_bytes
   std::string trajectory_file;   // relative to the run directory
-  std::string engine;            // the engine path (engine::ScenarioResult::engine); "" in older summaries
+  std::string engine;            // the engine path (run::ScenarioResult::engine); "" in older summaries
   // (v5) each requested engine option as the run's engine plan resolved it: applied, or refused with the reason
   struct EngineOption {
     std::string option, label, note;  // "model.gemm_epilogues", "GEMM epilogues", how it applied / why not

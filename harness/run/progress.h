@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
-namespace ampcheck::engine {
+namespace ampcheck::run {
 
 // A progress printer for long runs: on a terminal one line rewritten in place (step, loss, scale, ETA); otherwise a
 // plain line every 10% of the steps.
-Trainer::ProgressFn terminal_progress(int64_t total_steps);
+engine::Trainer::ProgressFn terminal_progress(int64_t total_steps);
 
-}  // namespace ampcheck::engine
+}  // namespace ampcheck::run

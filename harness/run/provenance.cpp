@@ -6,7 +6,7 @@
 #include <ctime>
 #include <functional>
 
-namespace ampcheck::engine {
+namespace ampcheck::run {
 
 std::string utc_now() {
   char date[64];
@@ -16,12 +16,12 @@ std::string utc_now() {
 }
 
 std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device) {
-  const DeviceInfo info = device_info(device);
+  const engine::DeviceInfo info = engine::device_info(device);
   const std::string date = utc_now();
   std::map<std::string, std::string> p = {{"ampcheck_version", AMPCHECK_VERSION},
-          {"libtorch_version", libtorch_version()},
-          {"cuda_version", cuda_runtime_version()},
-          {"cudnn_version", cudnn_version()},
+          {"libtorch_version", engine::libtorch_version()},
+          {"cuda_version", engine::cuda_runtime_version()},
+          {"cudnn_version", engine::cudnn_version()},
           {"device_name", info.name},
           {"device_class", info.device_class},
           {"scenario_name", sc.run.name},
@@ -30,8 +30,8 @@ std::map<std::string, std::string> provenance(const scenario::Scenario& sc, cons
           {"scenario_hash", std::to_string(std::hash<std::string>{}(sc.text))},
           {"strategy", sc.run.strategy.name + ": " + sc.run.strategy.describe()},
           {"date", date}};
-  for (const auto& [k, v] : stack_fingerprint(device)) p["stack_" + k] = v;  // what a validation compares
+  for (const auto& [k, v] : engine::stack_fingerprint(device)) p["stack_" + k] = v;  // what a validation compares
   return p;
 }
 
-}  // namespace ampcheck::engine
+}  // namespace ampcheck::run

@@ -8,10 +8,10 @@
 #include <map>
 #include <string>
 
-namespace ampcheck::engine {
+namespace ampcheck::run {
 
 // Provenance attributes for result and reference files.
 std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device);
 std::string utc_now();  // ISO 8601, e.g. 2026-12-03T09:40:00Z
 
-}  // namespace ampcheck::engine
+}  // namespace ampcheck::run

@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <vector>
 
-namespace ampcheck::engine {
+namespace ampcheck::run {
 
-StepTiming step_timing(const Trajectory& t, const std::string& method) {
+StepTiming step_timing(const engine::Trajectory& t, const std::string& method) {
   StepTiming st;
   st.method = method;
   const int64_t n = t.size();
@@ -16,7 +16,7 @@ StepTiming step_timing(const Trajectory& t, const std::string& method) {
   st.warmup_steps = std::min<int64_t>(n - 1, std::max<int64_t>(2, n / 10));
   std::vector<double> ms;
   for (int64_t i = st.warmup_steps; i < n; ++i)
-    if (std::isfinite(t.rows[i][kStepTimeMs])) ms.push_back(t.rows[i][kStepTimeMs]);
+    if (std::isfinite(t.rows[i][engine::kStepTimeMs])) ms.push_back(t.rows[i][engine::kStepTimeMs]);
   st.timed_steps = static_cast<int64_t>(ms.size());
   if (ms.empty()) return st;
   std::sort(ms.begin(), ms.end());
@@ -32,17 +32,17 @@ StepTiming step_timing(const Trajectory& t, const std::string& method) {
   return st;
 }
 
-std::string compute_dtype(const Strategy& s) {
+std::string compute_dtype(const engine::Strategy& s) {
   const at::ScalarType t = s.autocast ? *s.autocast : s.param_dtype;
   if (t == at::kFloat && s.tf32) return "tf32";
-  return dtype_name(t);
+  return engine::dtype_name(t);
 }
 
 ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override,
-                            Trainer::ProgressFn progress, GradientSync* sync) {
+                            engine::Trainer::ProgressFn progress, engine::GradientSync* sync) {
   ScenarioResult r;
   r.name = sc.run.name;
-  RunConfig cfg = sc.run;
+  engine::RunConfig cfg = sc.run;
   if (steps_override > 0) {
     cfg.loop.steps = steps_override;
     // the scenario's own steps were checked at parse time; a shorter run must not drop a planted event silently
@@ -56,19 +56,19 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
                                     ". HINT: use at least " + std::to_string(last + 1) + " steps");
     }
   }
-  const at::Device device = resolve_device(device_spec.empty() ? sc.device : device_spec);
-  r.device_class = device_info(device).device_class;
+  const at::Device device = engine::resolve_device(device_spec.empty() ? sc.device : device_spec);
+  r.device_class = engine::device_info(device).device_class;
   r.compute_dtype = compute_dtype(cfg.strategy);
-  const std::string timing_method = StepTimer(device).method();
+  const std::string timing_method = engine::StepTimer(device).method();
   // measure this scenario alone: cached blocks of earlier scenarios in the process are returned first, so the
   // peak reserved is this scenario's (the CUDA caching allocator keeps freed blocks until empty_cache). cuBLAS
   // workspaces go too: one left in a large segment of an earlier scenario would keep the whole segment reserved.
-  synchronize(device);
-  release_library_workspaces(device);
-  release_cached_memory(device);
-  reset_peak_memory(device);
+  engine::synchronize(device);
+  engine::release_library_workspaces(device);
+  engine::release_cached_memory(device);
+  engine::reset_peak_memory(device);
   try {
-    Trainer trainer(cfg, device, sync);
+    engine::Trainer trainer(cfg, device, sync);
     if (progress) trainer.set_progress(progress);
     r.model_description = trainer.model().describe();
     const auto& d = trainer.config().data;
@@ -79,31 +79,31 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
                  " x " + std::to_string(d.seq_len);
     r.outcome = trainer.run();
     r.trajectory = trainer.trajectory();
-    const EnginePlan plan = trainer.plan();  // the engine options as they ran (applied, or refused and why)
+    const engine::EnginePlan plan = trainer.plan();  // the engine options as they ran (applied, or refused and why)
     r.engine = plan.describe();
     r.engine_plan = plan.decisions;
-    synchronize(device);
-    const MemoryStats mem = memory_stats(device);
+    engine::synchronize(device);
+    const engine::MemoryStats mem = engine::memory_stats(device);
     r.peak_memory_bytes = mem.peak_allocated_bytes;
     r.peak_reserved_bytes = mem.peak_reserved_bytes;
   } catch (const std::exception& e) {  // construction refused (unsupported here, bad data)
-    r.outcome.status = RunOutcome::Status::Error;
+    r.outcome.status = engine::RunOutcome::Status::Error;
     r.outcome.error = e.what();
   }
   const auto& rows = r.trajectory.rows;
   if (!rows.empty()) {
-    r.first_loss = rows.front()[kLoss];
-    r.final_loss = rows.back()[kLoss];
-    r.min_loss = rows.front()[kLoss];
-    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[kLoss]);
+    r.first_loss = rows.front()[engine::kLoss];
+    r.final_loss = rows.back()[engine::kLoss];
+    r.min_loss = rows.front()[engine::kLoss];
+    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[engine::kLoss]);
     r.timing = step_timing(r.trajectory, timing_method);
   }
   // expectations decidable without a reference: the run's status alone (verdict/pass_rule.h)
   const auto d = verdict::decide(scenario::expectation(sc.expect),
-                                 verdict::observe_status(status_name(r.outcome.status), r.outcome.error), false);
+                                 verdict::observe_status(engine::status_name(r.outcome.status), r.outcome.error), false);
   r.expectation_met = d.pass;
   r.expectation_note = d.message;
   return r;
 }
 
-}  // namespace ampcheck::engine
+}  // namespace ampcheck::run

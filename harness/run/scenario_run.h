@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace ampcheck::engine {
+namespace ampcheck::run {
 
 // Step times of a trajectory, warm-up excluded: the first max(2, 10%) steps are dropped (at least one step is kept).
 struct StepTiming {
@@ -16,11 +16,11 @@ struct StepTiming {
   int64_t warmup_steps = 0, timed_steps = 0;
   double median_ms = NAN, p10_ms = NAN, p90_ms = NAN;
 };
-StepTiming step_timing(const Trajectory& t, const std::string& method);
+StepTiming step_timing(const engine::Trajectory& t, const std::string& method);
 
 // The dtype a strategy's matmuls run in (what its throughput should be compared with): autocast dtype, else the
 // parameter dtype, with fp32 reported as tf32 when TF32 is on.
-std::string compute_dtype(const Strategy& s);
+std::string compute_dtype(const engine::Strategy& s);
 
 // A data-parallel run (harness/distributed/): what the ranks did, for the reports.
 struct DistributedSummary {
@@ -37,8 +37,8 @@ struct DistributedSummary {
 struct ScenarioResult {
   std::string name;
   std::string device_class;
-  RunOutcome outcome;
-  Trajectory trajectory;
+  engine::RunOutcome outcome;
+  engine::Trajectory trajectory;
   std::string model_description;
   double first_loss = NAN, final_loss = NAN, min_loss = NAN;
   std::string workload;             // what throughput is comparable across: "gpt nano, batch 8 x 64"
@@ -52,7 +52,7 @@ struct ScenarioResult {
   // (captured: 1 graph(s), 58 of 60 steps replayed)") then those refused ("not applied: GEMM epilogues (needs a CUDA
   // device: the run is on cpu)"); engine_plan: each requested option, applied or not, with its note / reason
   std::string engine;
-  std::vector<OptionDecision> engine_plan;
+  std::vector<engine::OptionDecision> engine_plan;
   DistributedSummary distributed;
   bool expectation_met = false;     // against expect: for error / nonfinite decidable now; tracks etc. need references
   std::string expectation_note;
@@ -62,6 +62,6 @@ struct ScenarioResult {
 // steps_override > 0 replaces train.steps.
 // sync: a data-parallel rank's GradientSync (harness/distributed/ passes it; nullptr: one process).
 ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override = 0,
-                            Trainer::ProgressFn progress = nullptr, GradientSync* sync = nullptr);
+                            engine::Trainer::ProgressFn progress = nullptr, engine::GradientSync* sync = nullptr);
 
-}  // namespace ampcheck::engine
+}  // namespace ampcheck::run

@@ -254,16 +254,16 @@ TEST(ReportTiming, WarmupExcludedAndQuantilesInterpolated) {
     row[ampcheck::engine::kStepTimeMs] = i < 10 ? 1000.0 : static_cast<double>(i);  // slow warm-up steps
     t.rows.push_back(row);
   }
-  const auto st = ampcheck::engine::step_timing(t, "wall-clock");
+  const auto st = ampcheck::run::step_timing(t, "wall-clock");
   EXPECT_EQ(st.warmup_steps, 10);  // max(2, 10%)
   EXPECT_EQ(st.timed_steps, 90);
   EXPECT_DOUBLE_EQ(st.median_ms, 54.5);           // steps 10..99: median of 10..99
   EXPECT_DOUBLE_EQ(st.p10_ms, 10 + 0.1 * 89);      // numpy's linear interpolation
   EXPECT_DOUBLE_EQ(st.p90_ms, 10 + 0.9 * 89);
   t.rows.resize(3);
-  EXPECT_EQ(ampcheck::engine::step_timing(t, "").warmup_steps, 2);
+  EXPECT_EQ(ampcheck::run::step_timing(t, "").warmup_steps, 2);
   t.rows.resize(1);
-  EXPECT_EQ(ampcheck::engine::step_timing(t, "").timed_steps, 1);  // a single step is still timed
+  EXPECT_EQ(ampcheck::run::step_timing(t, "").timed_steps, 1);  // a single step is still timed
 }
 
 TEST(ReportTiming, CpuStepTimerBracketsEachStep) {

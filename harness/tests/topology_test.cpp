@@ -8,8 +8,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-using ampcheck::report::describe_links;
-using ampcheck::report::parse_topo_matrix;
+using ampcheck::doctor::describe_links;
+using ampcheck::doctor::parse_topo_matrix;
 
 namespace {
 // the shape of nvidia-smi 580's output for an 8-GPU NVLink machine, header underlined as on a terminal
@@ -70,22 +70,22 @@ TEST(DoctorAllReduce, ExactSumIsVerifiedBitForBitAndAWrongElementCounts) {
   const auto opts = at::TensorOptions().dtype(at::kFloat);
   for (int64_t world : {1, 2, 8, 64}) {
     at::Tensor sum = at::zeros({100003}, opts), reversed = at::zeros({100003}, opts);
-    for (int64_t r = 0; r < world; ++r) sum += ampcheck::dist::allreduce_check_input(100003, r, opts);
-    for (int64_t r = world - 1; r >= 0; --r) reversed += ampcheck::dist::allreduce_check_input(100003, r, opts);
-    EXPECT_EQ(ampcheck::dist::allreduce_check_wrong_elements(sum, world), 0) << world;
-    EXPECT_EQ(ampcheck::dist::allreduce_check_wrong_elements(reversed, world), 0) << world;
-    EXPECT_EQ(ampcheck::dist::allreduce_check_wrong_elements(sum, world + 1), 100003) << world;  // a rank missing
+    for (int64_t r = 0; r < world; ++r) sum += ampcheck::distributed::allreduce_check_input(100003, r, opts);
+    for (int64_t r = world - 1; r >= 0; --r) reversed += ampcheck::distributed::allreduce_check_input(100003, r, opts);
+    EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(sum, world), 0) << world;
+    EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(reversed, world), 0) << world;
+    EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(sum, world + 1), 100003) << world;  // a rank missing
     sum[77777] = std::nextafter(sum[77777].item<float>(), 1e9f);
-    EXPECT_EQ(ampcheck::dist::allreduce_check_wrong_elements(sum, world), 1) << world;
+    EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(sum, world), 1) << world;
   }
 }
 
 // The report's GPU section is present and empty on a machine without CUDA; the all-reduce line formats both ways.
 TEST(DoctorAllReduce, LinesForAPassingAndAFailedCheck) {
-  auto j = ampcheck::report::doctor_report("cpu", 128);
+  auto j = ampcheck::doctor::doctor_report("cpu", 128);
   ASSERT_TRUE(j.contains("topology"));
   if (!at::hasCUDA()) EXPECT_TRUE(j["topology"]["gpus"].empty());
-  ampcheck::dist::AllReduceCheck c;
+  ampcheck::distributed::AllReduceCheck c;
   c.spec.backend = "nccl";
   c.spec.world_size = 8;
   c.spec.bytes = 256 << 20;
@@ -94,15 +94,15 @@ TEST(DoctorAllReduce, LinesForAPassingAndAFailedCheck) {
   c.median_ms = 1.25;
   c.algbw_gbs = 214.7;
   c.busbw_gbs = 375.8;
-  j["allreduce"] = ampcheck::dist::to_json(c);
-  EXPECT_NE(ampcheck::report::format_doctor(j).find(
+  j["allreduce"] = ampcheck::distributed::to_json(c);
+  EXPECT_NE(ampcheck::doctor::format_doctor(j).find(
                 "all-reduce check      OK: nccl, 8 ranks (cuda:0..7), 256 MiB fp32 SUM, median 1.25 ms of 20: algbw 215 "
                 "GB/s, busbw 376 GB/s; result exact"),
             std::string::npos)
-      << ampcheck::report::format_doctor(j);
+      << ampcheck::doctor::format_doctor(j);
   c.correct = false;
   c.wrong_elements = 12;
-  j["allreduce"] = ampcheck::dist::to_json(c);
-  EXPECT_NE(ampcheck::report::format_doctor(j).find("FAILED: nccl, 8 ranks"), std::string::npos);
-  EXPECT_NE(ampcheck::report::format_doctor(j).find("result 12 elements wrong"), std::string::npos);
+  j["allreduce"] = ampcheck::distributed::to_json(c);
+  EXPECT_NE(ampcheck::doctor::format_doctor(j).find("FAILED: nccl, 8 ranks"), std::string::npos);
+  EXPECT_NE(ampcheck::doctor::format_doctor(j).find("result 12 elements wrong"), std::string::npos);
 }

@@ -225,7 +225,7 @@ int record_goldens(const std::vector<std::string>& files, const RunOptions& opts
     const Todo& t = todo[i];
     std::cout << "[" << (i + 1) << "/" << todo.size() << "] " << t.sc.run.name << " (" << t.sc.run.strategy.name
               << ", " << t.cls << ")\n" << std::flush;
-    const auto r = engine::run_scenario(t.sc, opts.device, 0, engine::terminal_progress(t.sc.run.loop.steps));
+    const auto r = run::run_scenario(t.sc, opts.device, 0, run::terminal_progress(t.sc.run.loop.steps));
     if (r.outcome.status != engine::RunOutcome::Status::Completed)
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
                                (r.outcome.error.empty() ? "" : ": " + r.outcome.error));
@@ -301,7 +301,7 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
         q.run = validate::planted(sc.run, plants, /*replay=*/false);
         return q;
       }();
-      const auto r = engine::run_scenario(planted, opts.device, 0, engine::terminal_progress(sc.run.loop.steps));
+      const auto r = run::run_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
       fill_measurements(row, r, device, peak_tflops);
       row.trajectory_file = sc.run.name + ".h5";
       reference::TrajectoryFile tf = result_file(sc, device, r);
