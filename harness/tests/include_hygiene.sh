@@ -5,7 +5,12 @@
 #  - in a folder library (and cli), every quoted include names the folder itself or one it declares (PUBLIC or
 #    PRIVATE), `#include <ampcheck/amp/…>` counting as folder amp; a header (.h / .cuh) includes only the folder
 #    itself or its PUBLIC dependencies (a PRIVATE one is not on its consumers' include path);
-#  - every folder of harness/ with sources is a library with declared dependencies (tests, bench, fuzz and amp aside).
+#  - every folder of harness/ with sources is a library with declared dependencies (tests, bench, fuzz and amp aside);
+#  - namespace = folder: a file under harness/<folder>/ declares only `namespace ampcheck::<folder>` or a namespace
+#    inside it (`ampcheck::kernels::cuda`, `ampcheck::report::svg`) — never `namespace ampcheck {` itself nor
+#    another folder's (`ampcheck::engine` in run/). Exempt: harness/tests/ (a test reopens the namespace it tests and
+#    keeps its helpers in `ampcheck::testing`). amp's public headers (harness/amp/include/ampcheck/amp/) follow the
+#    rule as they are: their folder is amp.
 # usage: include_hygiene.sh SOURCE_DIR FOLDER_DEPS   (FOLDER_DEPS: <build>/include_roots/folder_deps.txt, written by
 # CMake: "<folder>: PUBLIC <folders> PRIVATE <folders>" per line)
 set -euo pipefail
@@ -67,8 +72,26 @@ for dir in harness/*/; do
   done
 done
 
+# 3. namespace = folder (the folder a file is in, at any depth below harness/<folder>/; fuzz corpora are data)
+ns_exempt=(tests)  # reopen the namespaces they test; helpers in ampcheck::testing
+ns_decl='^[[:space:]]*(inline[[:space:]]+)?namespace[[:space:]]+ampcheck([[:space:]]*::|[[:space:]]*\{|[[:space:]]*$)'
+for dir in harness/*/; do
+  folder=$(basename "$dir")
+  [[ " ${ns_exempt[*]} " == *" $folder "* ]] && continue
+  while IFS= read -r hit; do
+    file=${hit%%:*} rest=${hit#*:} n=${rest%%:*} line=${rest#*:}
+    if [[ $line =~ namespace[[:space:]]+ampcheck[[:space:]]*(::[[:space:]]*([A-Za-z_][A-Za-z0-9_]*))? ]]; then
+      ns=${BASH_REMATCH[2]}
+      [ "$ns" = "$folder" ] && continue
+      fail "$file:$n: declares namespace ampcheck${ns:+::$ns}: files in harness/$folder/ belong to ampcheck::$folder"
+    fi
+  done < <({ grep -rnE "$ns_decl" "$dir" --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' \
+               --exclude-dir=corpus --exclude-dir=regressions || true; } | LC_ALL=C sort)
+done
+
 if [ "$bad" = 0 ]; then
-  echo "include hygiene: every include under harness/ follows the folders' declared dependencies"
+  echo "include hygiene: every include under harness/ follows the folders' declared dependencies," \
+       "every namespace its folder"
 else
   exit 1
 fi
