@@ -10,7 +10,7 @@
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
-DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git
+DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git clang-format
   libhdf5-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgloo-dev
   python3-pip)
 WITH_PY_TESTS=0

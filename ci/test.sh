@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing (ci/setup.sh), builds, and runs every CTest test (labels unit, cpu,
-# gpu; gpu tests skip themselves where there is no GPU) plus the `ci` suite through the CLI, and report.html in
-# headless Chromium. The tests of the sanitizer slice (label sanitize: every unit test and a cpu slice) run in the
-# sanitizer build instead (ci/sanitize.sh: ASan + UBSan, with the fuzz smoke); SANITIZE=0 runs them here and builds
-# no sanitizer build.
+# The test command: installs what is missing (ci/setup.sh), checks the C++ formatting (ci/format_check.sh), builds,
+# and runs every CTest test (labels unit, cpu, gpu; gpu tests skip themselves where there is no GPU) plus the `ci`
+# suite through the CLI, and report.html in headless Chromium. The tests of the sanitizer slice (label sanitize: every
+# unit test and a cpu slice) run in the sanitizer build instead (ci/sanitize.sh: ASan + UBSan, with the fuzz smoke);
+# SANITIZE=0 runs them here and builds no sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh --with-browser --with-python-tests --with-sanitizers
+bash ci/format_check.sh  # harness/'s C++ as .clang-format says (clang-format --dry-run -Werror)
 bash ci/build.sh
 if [ "${SANITIZE:-1}" != 0 ]; then
   # every test once: those of the sanitizer slice (label sanitize: every unit test, a cpu slice) under ASan + UBSan
