@@ -53,7 +53,8 @@ void GradScaler::lazy_init_scale_growth_tracker(const c10::Device& device) {
 void GradScaler::check_scale_growth_tracker(const char* funcname) const {
   const std::string fix =
       "This may indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration.";
-  if (!scale_.defined()) raise(PyType::AssertionError, std::string("Attempted ") + funcname + " but _scale is None.  " + fix);
+  if (!scale_.defined())
+    raise(PyType::AssertionError, std::string("Attempted ") + funcname + " but _scale is None.  " + fix);
   if (!growth_tracker_.defined())
     raise(PyType::AssertionError, std::string("Attempted ") + funcname + " but _growth_tracker is None.  " + fix);
 }
@@ -97,7 +98,8 @@ std::map<std::string, at::Tensor> GradScaler::unscale_grads(ScalableOptimizer& o
   for (const auto& param : optimizer.scaled_parameters()) {
     const at::Tensor& grad = param.grad();
     if (!grad.defined()) continue;
-    if (!allow_fp16 && grad.scalar_type() == at::kHalf) raise(PyType::ValueError, "Attempting to unscale FP16 gradients.");
+    if (!allow_fp16 && grad.scalar_type() == at::kHalf)
+      raise(PyType::ValueError, "Attempting to unscale FP16 gradients.");
     // Sparse grads: Python coalesces fp16 sparse grads first; ampcheck's optimizers only produce dense grads.
     TORCH_CHECK(!grad.is_sparse(), "ampcheck GradScaler: sparse gradients are not supported");
     auto dev_it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == grad.device(); });
@@ -106,7 +108,8 @@ std::map<std::string, at::Tensor> GradScaler::unscale_grads(ScalableOptimizer& o
       dev_it = std::prev(groups.end());
     }
     auto& by_dtype = dev_it->second;
-    auto dt_it = std::find_if(by_dtype.begin(), by_dtype.end(), [&](const auto& g) { return g.first == grad.scalar_type(); });
+    auto dt_it =
+        std::find_if(by_dtype.begin(), by_dtype.end(), [&](const auto& g) { return g.first == grad.scalar_type(); });
     if (dt_it == by_dtype.end()) {
       by_dtype.push_back({grad.scalar_type(), {}});
       dt_it = std::prev(by_dtype.end());
@@ -116,7 +119,8 @@ std::map<std::string, at::Tensor> GradScaler::unscale_grads(ScalableOptimizer& o
   for (auto& [device, by_dtype] : groups) {
     at::Tensor dev_found_inf = replicate(per_device_found_inf, found_inf, device);
     at::Tensor dev_inv_scale = replicate(per_device_inv_scale, inv_scale, device);
-    for (auto& [dtype, grads] : by_dtype) at::_amp_foreach_non_finite_check_and_unscale_(grads, dev_found_inf, dev_inv_scale);
+    for (auto& [dtype, grads] : by_dtype)
+      at::_amp_foreach_non_finite_check_and_unscale_(grads, dev_found_inf, dev_inv_scale);
   }
   return per_device_found_inf;
 }
@@ -175,7 +179,8 @@ bool GradScaler::step(ScalableOptimizer& optimizer) {
   }
   check_scale_growth_tracker("step");
   auto& state = per_optimizer_states_[&optimizer];
-  if (state.stage == Stage::STEPPED) raise(PyType::RuntimeError, "step() has already been called since the last update().");
+  if (state.stage == Stage::STEPPED)
+    raise(PyType::RuntimeError, "step() has already been called since the last update().");
 
   if (optimizer.supports_amp_scaling()) {
     // Fused optimizers: hand over grad_scale and found_inf, no host sync.
@@ -192,7 +197,8 @@ bool GradScaler::step(ScalableOptimizer& optimizer) {
   }
 
   if (state.stage == Stage::READY) unscale_(optimizer);
-  if (state.found_inf_per_device.empty()) raise(PyType::AssertionError, "No inf checks were recorded for this optimizer.");
+  if (state.found_inf_per_device.empty())
+    raise(PyType::AssertionError, "No inf checks were recorded for this optimizer.");
   // _maybe_opt_step. SYNC POINT: the skip decision is taken on the host, as in PyTorch.
   double found_sum = 0.0;
   for (const auto& [dev, t] : state.found_inf_per_device) found_sum += t.item<double>();
@@ -212,7 +218,8 @@ void GradScaler::update() {
   check_scale_growth_tracker("update");
   std::vector<at::Tensor> found_infs;
   for (const auto& [opt, state] : per_optimizer_states_)
-    for (const auto& [dev, t] : state.found_inf_per_device) found_infs.push_back(t.to(scale_.device(), /*non_blocking=*/true));
+    for (const auto& [dev, t] : state.found_inf_per_device)
+      found_infs.push_back(t.to(scale_.device(), /*non_blocking=*/true));
   if (found_infs.empty()) raise(PyType::AssertionError, "No inf checks were recorded prior to update.");
   at::Tensor combined = found_infs[0];
   for (size_t i = 1; i < found_infs.size(); ++i) combined += found_infs[i];
@@ -231,7 +238,8 @@ void GradScaler::update(const at::Tensor& new_scale) {
   if (!enabled_) return;
   check_scale_growth_tracker("update");
   const std::string reason =
-      "new_scale should be a float or a 1-element torch.cuda.FloatTensor or torch.FloatTensor with requires_grad=False.";
+      "new_scale should be a float or a 1-element torch.cuda.FloatTensor or torch.FloatTensor with "
+      "requires_grad=False.";
   if (new_scale.device().type() != device_) raise(PyType::AssertionError, reason);
   if (new_scale.numel() != 1) raise(PyType::AssertionError, reason);
   if (new_scale.requires_grad()) raise(PyType::AssertionError, reason);

@@ -124,9 +124,9 @@ void BM_AdamWParamNorm(benchmark::State& state) {
     at::Tensor norm = fused ? opt->param_square_sum().sqrt() : kernels::square_sum_nonfinite(params).first.sqrt();
     engine::synchronize(device);
   }
-  state.SetLabel(!fused ? "_fused_adamw_ + the norm's pass"
-                        : device.is_cuda() && kernels::cuda_kernels_built() ? "AdamW kernel, norm from its partials"
-                                                                            : "fused (reference here: no kernel)");
+  state.SetLabel(!fused                                              ? "_fused_adamw_ + the norm's pass"
+                 : device.is_cuda() && kernels::cuda_kernels_built() ? "AdamW kernel, norm from its partials"
+                                                                     : "fused (reference here: no kernel)");
 }
 BENCHMARK(BM_AdamWParamNorm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
@@ -168,10 +168,19 @@ void BM_TrainStep(benchmark::State& state, const std::string& strategy, bool fas
   state.SetLabel(state.range(0) ? "probes every step" : "no probes");
 }
 BENCHMARK_CAPTURE(BM_TrainStep, bf16, std::string("bf16-autocast"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TrainStep, fp16_scaler, std::string("fp16-autocast"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, fp16_scaler, std::string("fp16-autocast"))
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TrainStep, fp8, std::string("fp8"))->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TrainStep, bf16_fast, std::string("bf16-autocast"), true)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TrainStep, fp16_scaler_fast, std::string("fp16-autocast"), true)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, bf16_fast, std::string("bf16-autocast"), true)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, fp16_scaler_fast, std::string("fp16-autocast"), true)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
 
 kernels::Impl impl_of(const benchmark::State& state) {
   return state.range(0) == 0 ? kernels::Impl::Auto : kernels::Impl::Reference;
@@ -280,8 +289,10 @@ void BM_MlpEpiloguesForwardBackward(benchmark::State& state) {
   const int64_t N = gpu ? 16384 : 256, C = gpu ? 768 : 64, H = 4 * C;
   const auto opts = at::TensorOptions().device(device);
   at::Tensor x = at::randn({N, C}, opts).requires_grad_(true);
-  at::Tensor w_fc = (at::randn({H, C}, opts) * 0.02).requires_grad_(true), b_fc = at::zeros({H}, opts).requires_grad_(true);
-  at::Tensor w_pr = (at::randn({C, H}, opts) * 0.02).requires_grad_(true), b_pr = at::zeros({C}, opts).requires_grad_(true);
+  at::Tensor w_fc = (at::randn({H, C}, opts) * 0.02).requires_grad_(true),
+             b_fc = at::zeros({H}, opts).requires_grad_(true);
+  at::Tensor w_pr = (at::randn({C, H}, opts) * 0.02).requires_grad_(true),
+             b_pr = at::zeros({C}, opts).requires_grad_(true);
   at::Tensor up = at::randn({N, C}, opts).to(gpu ? at::kBFloat16 : at::kFloat);
   for (auto _ : state) {
     at::Tensor y;
@@ -313,12 +324,19 @@ void BM_WgradWidth(benchmark::State& state) {
   at::Tensor dw = at::empty({out, std::max<int64_t>(in, 8)}, opts.dtype(at::kFloat));
   for (auto _ : state) {
     if (in == 0) (void)kernels::bias_grad(g, at::Tensor());
-    else kernels::wgrad_fp32_(dw, g, x, /*accumulate=*/false);
+    else
+      kernels::wgrad_fp32_(dw, g, x, /*accumulate=*/false);
     engine::synchronize(device);
   }
 }
-BENCHMARK(BM_WgradWidth)->Args({2304, 768})->Args({2304, 776})->Args({2304, 0})->Args({3072, 768})->Args({3072, 776})
-    ->Args({3072, 0})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WgradWidth)
+    ->Args({2304, 768})
+    ->Args({2304, 776})
+    ->Args({2304, 0})
+    ->Args({3072, 768})
+    ->Args({3072, 776})
+    ->Args({3072, 0})
+    ->Unit(benchmark::kMillisecond);
 
 engine::Trajectory synthetic_trajectory(int64_t steps, double offset) {
   engine::Trajectory t;

@@ -1,7 +1,8 @@
 // Training-step throughput of the ampcheck engine: a GPT preset trained with a strategy for warm-up + measured
 // steps; prints one JSON line with tokens/s, TFLOP/s (Model::training_flops_per_token: 6 per matmul weight +
-// attention 12·L·C·T per token, as in the GPU machine's reference table but without the position-embedding lookup), median and spread of the step time, and peak memory. Timing is device-synchronised over
-// windows of `--window` steps (one flush = one sync per window), so host-device overlap is kept inside a window.
+// attention 12·L·C·T per token, as in the GPU machine's reference table but without the position-embedding lookup),
+// median and spread of the step time, and peak memory. Timing is device-synchronised over windows of `--window` steps
+// (one flush = one sync per window), so host-device overlap is kept inside a window.
 //
 //   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --seq 1024 --steps 30
 //   ampcheck_bench_train --fp8-breakdown --batch 16 --seq 1024     (one FP8 Linear's time, part by part, vs bf16)
@@ -56,32 +57,30 @@ nlohmann::json fp8_breakdown(const at::Device& device, int64_t M, int64_t K, int
   const int xi = fp8.cast_index(0, engine::Fp8Matmuls::kInput), wi = fp8.cast_index(0, engine::Fp8Matmuls::kWeight),
             gi = fp8.cast_index(0, engine::Fp8Matmuls::kGrad);
   const auto qx = fp8.quantize(xi, x), qw = fp8.quantize(wi, w), qg = fp8.quantize(gi, g);
-  j["fp8_ms"] = {
-      {"amax_x", time_ms([&] { (void)at::linalg_vector_norm(x.to(at::kFloat), INFINITY); })},
-      {"quantize_x", time_ms([&] { (void)fp8.quantize(xi, x); })},
-      {"quantize_w", time_ms([&] { (void)fp8.quantize(wi, w); })},
-      {"quantize_grad", time_ms([&] { (void)fp8.quantize(gi, g); })},
-      {"transposes", time_ms([&] {
-         (void)qw.data.t().contiguous();
-         (void)qg.data.t().contiguous();
-         (void)qx.data.t().contiguous();
-       })}};
+  j["fp8_ms"] = {{"amax_x", time_ms([&] { (void)at::linalg_vector_norm(x.to(at::kFloat), INFINITY); })},
+                 {"quantize_x", time_ms([&] { (void)fp8.quantize(xi, x); })},
+                 {"quantize_w", time_ms([&] { (void)fp8.quantize(wi, w); })},
+                 {"quantize_grad", time_ms([&] { (void)fp8.quantize(gi, g); })},
+                 {"transposes", time_ms([&] {
+                    (void)qw.data.t().contiguous();
+                    (void)qg.data.t().contiguous();
+                    (void)qx.data.t().contiguous();
+                  })}};
   // the products alone, on operands already laid out as _scaled_mm needs them (the transposes are timed above)
-  const at::Tensor w_col = qw.data.t().contiguous().t(), g_t = qg.data.t().contiguous(), x_col = qx.data.t().contiguous().t();
-  j["fp8_ms"]["forward_mm"] = time_ms([&] {
-    (void)at::_scaled_mm(qx.data, qw.data.t(), qx.inv_scale, qw.inv_scale, {}, {}, at::kBFloat16, true);
-  });
-  j["fp8_ms"]["dgrad_mm"] = time_ms([&] {
-    (void)at::_scaled_mm(qg.data, w_col, qg.inv_scale, qw.inv_scale, {}, {}, at::kBFloat16, false);
-  });
-  j["fp8_ms"]["wgrad_mm"] = time_ms([&] {
-    (void)at::_scaled_mm(g_t, x_col, qg.inv_scale, qx.inv_scale, {}, {}, at::kBFloat16, false);
-  });
+  const at::Tensor w_col = qw.data.t().contiguous().t(), g_t = qg.data.t().contiguous(),
+                   x_col = qx.data.t().contiguous().t();
+  j["fp8_ms"]["forward_mm"] = time_ms(
+      [&] { (void)at::_scaled_mm(qx.data, qw.data.t(), qx.inv_scale, qw.inv_scale, {}, {}, at::kBFloat16, true); });
+  j["fp8_ms"]["dgrad_mm"] =
+      time_ms([&] { (void)at::_scaled_mm(qg.data, w_col, qg.inv_scale, qw.inv_scale, {}, {}, at::kBFloat16, false); });
+  j["fp8_ms"]["wgrad_mm"] =
+      time_ms([&] { (void)at::_scaled_mm(g_t, x_col, qg.inv_scale, qx.inv_scale, {}, {}, at::kBFloat16, false); });
   fp8.begin_step(true);
   j["fp8_ms"]["quantize_x_probed"] = time_ms([&] { (void)fp8.quantize(xi, x); });
   double bf16 = 0, f8 = 0;
   for (const auto& [k, v] : j["bf16_ms"].items()) bf16 += v.get<double>();
-  for (const char* k : {"quantize_x", "quantize_w", "quantize_grad", "transposes", "forward_mm", "dgrad_mm", "wgrad_mm"})
+  for (const char* k :
+       {"quantize_x", "quantize_w", "quantize_grad", "transposes", "forward_mm", "dgrad_mm", "wgrad_mm"})
     f8 += j["fp8_ms"][k].get<double>();
   j["bf16_total_ms"] = bf16;
   j["fp8_total_ms"] = f8;
@@ -146,14 +145,12 @@ nlohmann::json profile_steps(engine::Trainer& trainer, const at::Device& device,
   std::sort(order.rbegin(), order.rend());
   nlohmann::json top = nlohmann::json::array();
   for (size_t i = 0; i < std::min<size_t>(40, order.size()); ++i)
-    top.push_back({{"kernel", order[i].second}, {"ms", order[i].first / steps},
+    top.push_back({{"kernel", order[i].second},
+                   {"ms", order[i].first / steps},
                    {"launches", static_cast<double>(by_kernel[order[i].second].second) / steps}});
-  return {{"kernel_ms", km},
-          {"top_kernels", top},
-          {"kernels_per_step", static_cast<double>(ivs.size()) / steps},
-          {"busy_ms", busy / steps},
-          {"wall_ms", wall},
-          {"idle_ms", std::max(0.0, wall - busy / steps)}};
+  return {
+      {"kernel_ms", km},         {"top_kernels", top}, {"kernels_per_step", static_cast<double>(ivs.size()) / steps},
+      {"busy_ms", busy / steps}, {"wall_ms", wall},    {"idle_ms", std::max(0.0, wall - busy / steps)}};
 }
 }  // namespace
 
@@ -178,29 +175,49 @@ int main(int argc, char** argv) {
     };
     const std::string a = argv[i];
     if (a == "--preset") preset = next();
-    else if (a == "--strategy") strategy = next();
-    else if (a == "--device") device_spec = next();
-    else if (a == "--batch") batch = std::stoll(next());
-    else if (a == "--seq") seq = std::stoll(next());
-    else if (a == "--steps") steps = std::stoll(next());
-    else if (a == "--warmup") warmup = std::stoll(next());
-    else if (a == "--window") window = std::stoll(next());
-    else if (a == "--warmup-seconds") warmup_seconds = std::stod(next());
-    else if (a == "--probe-every") probe_every = std::stoll(next());
-    else if (a == "--unfused") fused = false;
-    else if (a == "--fp8-breakdown") breakdown = true;
-    else if (a == "--profile") profile = std::stoll(next());
-    else if (a == "--head-loss") head_loss = next();
-    else if (a == "--cuda-graphs") cuda_graphs = true;
-    else if (a == "--fused-layernorm") fused_layernorm = true;
-    else if (a == "--fused-bias-gelu") fused_bias_gelu = true;
-    else if (a == "--gemm-epilogues") gemm_epilogues = true;
-    else if (a == "--fused-grad-check") fused_grad_check = true;
-    else if (a == "--fused-param-norm") fused_param_norm = true;
+    else if (a == "--strategy")
+      strategy = next();
+    else if (a == "--device")
+      device_spec = next();
+    else if (a == "--batch")
+      batch = std::stoll(next());
+    else if (a == "--seq")
+      seq = std::stoll(next());
+    else if (a == "--steps")
+      steps = std::stoll(next());
+    else if (a == "--warmup")
+      warmup = std::stoll(next());
+    else if (a == "--window")
+      window = std::stoll(next());
+    else if (a == "--warmup-seconds")
+      warmup_seconds = std::stod(next());
+    else if (a == "--probe-every")
+      probe_every = std::stoll(next());
+    else if (a == "--unfused")
+      fused = false;
+    else if (a == "--fp8-breakdown")
+      breakdown = true;
+    else if (a == "--profile")
+      profile = std::stoll(next());
+    else if (a == "--head-loss")
+      head_loss = next();
+    else if (a == "--cuda-graphs")
+      cuda_graphs = true;
+    else if (a == "--fused-layernorm")
+      fused_layernorm = true;
+    else if (a == "--fused-bias-gelu")
+      fused_bias_gelu = true;
+    else if (a == "--gemm-epilogues")
+      gemm_epilogues = true;
+    else if (a == "--fused-grad-check")
+      fused_grad_check = true;
+    else if (a == "--fused-param-norm")
+      fused_param_norm = true;
     else if (a == "--fast")  // the fastest path
       cuda_graphs = fused_layernorm = fused_bias_gelu = gemm_epilogues = fused_grad_check = fused_param_norm = true,
       head_loss = "fused";
-    else if (a == "--categories") categories = next();
+    else if (a == "--categories")
+      categories = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;
@@ -216,7 +233,8 @@ int main(int argc, char** argv) {
   cfg.name = "bench";
   cfg.model.kind = "gpt";
   cfg.model.preset = preset;
-  cfg.model.head_loss = models::parse_head_loss(head_loss);  // engine option: stock | chunked | fused (models/head_loss.h)
+  cfg.model.head_loss =
+      models::parse_head_loss(head_loss);       // engine option: stock | chunked | fused (models/head_loss.h)
   cfg.model.fused_layernorm = fused_layernorm;  // engine option (kernels::add_layer_norm)
   cfg.model.fused_bias_gelu = fused_bias_gelu;  // engine option (kernels::linear_bias_gelu)
   cfg.model.gemm_epilogues = gemm_epilogues;    // engine option (kernels/gemm_epilogues.h)
@@ -230,7 +248,7 @@ int main(int argc, char** argv) {
   cfg.loop.steps = warmup + steps;
   cfg.loop.log_every = window;
   cfg.loop.probe_every = probe_every;
-  cfg.loop.cuda_graphs = cuda_graphs;  // engine option (engine/step_graph.h)
+  cfg.loop.cuda_graphs = cuda_graphs;            // engine option (engine/step_graph.h)
   cfg.loop.fused_grad_check = fused_grad_check;  // engine option (kernels::square_sum_nonfinite)
   cfg.loop.fused_param_norm = fused_param_norm;  // engine option (kernels::adamw_square_sums_)
   cfg.strategy = engine::strategy_preset(strategy);
@@ -248,12 +266,21 @@ int main(int argc, char** argv) {
   // nothing, the memory its graph holds was allocated while capturing (in the warm-up).
   if (!cuda_graphs) engine::reset_peak_memory(device);
   if (profile > 0) {  // the per-category breakdown instead of the throughput windows
-    nlohmann::json out = {{"impl", "ampcheck-cpp"}, {"preset", preset}, {"strategy", strategy}, {"batch", batch},
-                          {"seq", cfg.data.seq_len}, {"steps", profile}, {"probe_every", probe_every},
-                          {"head_loss", head_loss}, {"fused_layernorm", fused_layernorm},
-                          {"fused_bias_gelu", fused_bias_gelu}, {"gemm_epilogues", gemm_epilogues},
-                          {"fused_grad_check", fused_grad_check}, {"fused_param_norm", fused_param_norm},
-                          {"cuda_graphs", trainer.cuda_graphs_status()}, {"engine", trainer.plan().describe()}};
+    nlohmann::json out = {{"impl", "ampcheck-cpp"},
+                          {"preset", preset},
+                          {"strategy", strategy},
+                          {"batch", batch},
+                          {"seq", cfg.data.seq_len},
+                          {"steps", profile},
+                          {"probe_every", probe_every},
+                          {"head_loss", head_loss},
+                          {"fused_layernorm", fused_layernorm},
+                          {"fused_bias_gelu", fused_bias_gelu},
+                          {"gemm_epilogues", gemm_epilogues},
+                          {"fused_grad_check", fused_grad_check},
+                          {"fused_param_norm", fused_param_norm},
+                          {"cuda_graphs", trainer.cuda_graphs_status()},
+                          {"engine", trainer.plan().describe()}};
     out.update(profile_steps(trainer, device, profile, categories));
     out["peak_memory_gib"] = engine::memory_stats(device).peak_allocated_bytes / double(1 << 30);
     std::cout << out.dump() << std::endl;
@@ -276,38 +303,39 @@ int main(int argc, char** argv) {
   const double flops_per_token = trainer.model().training_flops_per_token(cfg.data.seq_len);
   const auto mem = engine::memory_stats(device);
   const double last_loss = trainer.trajectory().rows.back()[engine::kLoss];
-  nlohmann::json out = {{"impl", "ampcheck-cpp"},
-                        {"preset", preset},
-                        {"strategy", strategy},
-                        {"head_loss", head_loss},
-                        {"cuda_graphs", trainer.cuda_graphs_status()},
-                        {"engine", trainer.plan().describe()},  // the options as the engine plan applied them
-                        {"fused_layernorm", fused_layernorm},
-                        {"fused_bias_gelu", fused_bias_gelu},
-                        {"gemm_epilogues", gemm_epilogues},
-                        {"fused_grad_check", fused_grad_check},
-                        {"fused_param_norm", fused_param_norm},
-                        {"device", engine::device_info(device).name},
-                        {"batch", batch},
-                        {"seq", cfg.data.seq_len},
-                        {"params", n_params},
-                        {"probe_every", probe_every},
-                        {"warmup_steps", warmup},
-                        {"warmup_seconds", warmup_seconds},
-                        {"fused_adamw", fused},
-                        {"steps", steps},
-                        {"median_step_ms", median_ms},
-                        {"min_step_ms", window_ms.front()},
-                        {"max_step_ms", window_ms.back()},
-                        {"window", window},
-                        {"windows_ms", windows_in_order},
-                        {"ended_unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
-                        {"tokens_per_s", tokens / (median_ms / 1000.0)},
-                        {"tflops", tokens / (median_ms / 1000.0) * flops_per_token / 1e12},
-                        {"peak_memory_gib", mem.peak_allocated_bytes / double(1 << 30)},
-                        {"peak_reserved_gib", mem.peak_reserved_bytes / double(1 << 30)},
-                        {"final_loss", last_loss},
-                        {"skipped_steps", trainer.trajectory().skipped_steps()}};
+  nlohmann::json out = {
+      {"impl", "ampcheck-cpp"},
+      {"preset", preset},
+      {"strategy", strategy},
+      {"head_loss", head_loss},
+      {"cuda_graphs", trainer.cuda_graphs_status()},
+      {"engine", trainer.plan().describe()},  // the options as the engine plan applied them
+      {"fused_layernorm", fused_layernorm},
+      {"fused_bias_gelu", fused_bias_gelu},
+      {"gemm_epilogues", gemm_epilogues},
+      {"fused_grad_check", fused_grad_check},
+      {"fused_param_norm", fused_param_norm},
+      {"device", engine::device_info(device).name},
+      {"batch", batch},
+      {"seq", cfg.data.seq_len},
+      {"params", n_params},
+      {"probe_every", probe_every},
+      {"warmup_steps", warmup},
+      {"warmup_seconds", warmup_seconds},
+      {"fused_adamw", fused},
+      {"steps", steps},
+      {"median_step_ms", median_ms},
+      {"min_step_ms", window_ms.front()},
+      {"max_step_ms", window_ms.back()},
+      {"window", window},
+      {"windows_ms", windows_in_order},
+      {"ended_unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
+      {"tokens_per_s", tokens / (median_ms / 1000.0)},
+      {"tflops", tokens / (median_ms / 1000.0) * flops_per_token / 1e12},
+      {"peak_memory_gib", mem.peak_allocated_bytes / double(1 << 30)},
+      {"peak_reserved_gib", mem.peak_reserved_bytes / double(1 << 30)},
+      {"final_loss", last_loss},
+      {"skipped_steps", trainer.trajectory().skipped_steps()}};
   std::cout << out.dump() << std::endl;
   return 0;
 }

@@ -65,7 +65,8 @@ struct CommandLine::State {
   // A numeric option with its range: a non-number, NaN, an infinity or a value outside [lo, hi] is refused while
   // parsing, with the option's name and what was expected.
   template <typename T>
-  CLI::Option* number(CLI::App* sub, const std::string& flags, T& target, const std::string& help, double lo, double hi) {
+  CLI::Option* number(CLI::App* sub, const std::string& flags, T& target, const std::string& help, double lo,
+                      double hi) {
     CLI::Option* o = sub->add_option(flags, target, help);
     o->check(CLI::Validator(
         [lo, hi](std::string& text) -> std::string {
@@ -113,7 +114,8 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.run = app.add_subcommand("run", "run scenarios and write trajectories (no reference needed)");
   add_scenario_options(s.run);
   add_output_options(s.run);
-  s.run->add_option("--engine", run_opts.engine, "stock | fast (as for check)")->check(CLI::IsMember({"stock", "fast"}));
+  s.run->add_option("--engine", run_opts.engine, "stock | fast (as for check)")
+      ->check(CLI::IsMember({"stock", "fast"}));
 
   s.record = app.add_subcommand("record", "(re)write the FP32 references of scenarios for this device class");
   add_scenario_options(s.record);
@@ -125,8 +127,10 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.check = app.add_subcommand("check", "run scenarios, compare with their FP32 references, PASS/FAIL");
   add_scenario_options(s.check);
   add_output_options(s.check);
-  s.check->add_option("--engine", run_opts.engine,
-                      "stock (each scenario's engine options) | fast: CUDA graphs and the fused kernels wherever they apply")
+  s.check
+      ->add_option(
+          "--engine", run_opts.engine,
+          "stock (each scenario's engine options) | fast: CUDA graphs and the fused kernels wherever they apply")
       ->check(CLI::IsMember({"stock", "fast"}));
   s.check->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
   s.check->add_flag("--strict", run_opts.strict,
@@ -136,17 +140,19 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
            "scenarios at once, each in its own process (default: one per core on the CPU, 1 on a GPU)", 0, 256);
 
   s.validate = app.add_subcommand(
-      "validate", "does this stack compute what a known-good one did? the validation suite against its golden "
-                  "trajectories: bit for bit where the stack fingerprint matches, else statistically (and which)");
+      "validate",
+      "does this stack compute what a known-good one did? the validation suite against its golden "
+      "trajectories: bit for bit where the stack fingerprint matches, else statistically (and which)");
   add_scenario_options(s.validate);
   add_output_options(s.validate);
   s.validate->add_option("--references", run_opts.references,
                          "reference root with validate/<class>/ goldens (default: <source>/references)");
   s.validate->add_flag("--record", s.validate_opts.record,
                        "write this stack's goldens (references/validate/<class>/) instead of comparing");
-  s.validate->add_option("--plant", s.validate_opts.plants,
-                         "plant a fault to prove the checks: bitflip:<param|grad>:<glob>:<element>:<bit>@<step>[:transient], "
-                         "tf32, nondeterministic, reduced-reduction, matmul-bf16 (repeatable)");
+  s.validate->add_option(
+      "--plant", s.validate_opts.plants,
+      "plant a fault to prove the checks: bitflip:<param|grad>:<glob>:<element>:<bit>@<step>[:transient], "
+      "tf32, nondeterministic, reduced-reduction, matmul-bf16 (repeatable)");
   s.validate->add_option("--seal", s.validate_opts.seal,
                          "add the content checksum, config hash and step count to goldens recorded before they "
                          "existed, from each file's own content (trusted goldens only; repeatable); nothing trains");
@@ -170,27 +176,33 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.report->add_option("RUN_DIR", s.report_dir, "run directory written by `ampcheck check`")->required();
   s.report->add_flag("--force", s.report_force, "replace an existing report.html");
 
-  s.doctor = app.add_subcommand("doctor", "the numerical stack: device, versions, support, flags, matmul rates, smoke test");
+  s.doctor =
+      app.add_subcommand("doctor", "the numerical stack: device, versions, support, flags, matmul rates, smoke test");
   s.doctor->add_option("--device", s.doctor_device, "auto | cpu | cuda");
   s.doctor->add_flag("--json", s.doctor_json, "machine-readable output");
   s.number(s.doctor, "--allreduce-ranks", s.doctor_opts.allreduce_ranks,
-           "ranks of the all-reduce check (default: every GPU with NCCL, else 2 CPU processes with Gloo; 0: skip)", 0, 64);
+           "ranks of the all-reduce check (default: every GPU with NCCL, else 2 CPU processes with Gloo; 0: skip)", 0,
+           64);
   s.number(s.doctor, "--allreduce-mb", s.doctor_opts.allreduce_mb,
            "the all-reduce check's buffer, MiB (default 256 GPU, 4 CPU)", 1.0 / 1024, 1 << 20);
 
   s.judge = app.add_subcommand(
       "judge", "verdicts for runs of your own training loop (docs/TRAJECTORY_FORMAT.md) against a reference");
   s.judge->add_option("RUN", s.judge_runs, "trajectory files (.h5 or .jsonl)")->required();
-  s.judge->add_option("--reference", s.judge_reference, "reference file (from `ampcheck reference` or `ampcheck record`)")
+  s.judge
+      ->add_option("--reference", s.judge_reference, "reference file (from `ampcheck reference` or `ampcheck record`)")
       ->required();
-  s.judge->add_option("--expect", s.judge_expect, "the expected verdict (default: the run's 'expect' attribute, else tracks)")
+  s.judge
+      ->add_option("--expect", s.judge_expect,
+                   "the expected verdict (default: the run's 'expect' attribute, else tracks)")
       ->check(CLI::IsMember({"tracks", "diverges", "stalls", "nonfinite", "error"}));
   s.judge->add_option("--strategy", s.judge_strategy,
                       "the strategy family shown for every run (default: the run's 'strategy' attribute)");
   s.judge->add_flag("--strict", run_opts.strict, "warnings fail (as for check)");
-  s.judge->add_option("--tolerance", run_opts.tolerance,
-                      "KEY=VALUE: a verdict constant other than the calibrated default (k, window, ratio_floor, "
-                      "fraction_floor, max_skipped_fraction; docs/TOLERANCE.md), e.g. for a calibration sweep")
+  s.judge
+      ->add_option("--tolerance", run_opts.tolerance,
+                   "KEY=VALUE: a verdict constant other than the calibrated default (k, window, ratio_floor, "
+                   "fraction_floor, max_skipped_fraction; docs/TOLERANCE.md), e.g. for a calibration sweep")
       ->check(CLI::Validator(
           [](std::string& kv) -> std::string {
             try {
@@ -206,11 +218,12 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.ref_cmd = app.add_subcommand("reference",
                                  "a reference from your own FP32 run and a few more FP32 runs that give the noise");
   s.ref_cmd->add_option("FP32_RUN", s.ref_run, "the FP32 run (.h5 or .jsonl)")->required();
-  s.ref_cmd->add_option("--spread", s.ref_spread,
-                        "FP32 runs that differ from FP32_RUN by one perturbation, each [KIND:]FILE with KIND seed "
-                        "(another init seed), order (another data order), ulp (weights nudged by an ulp) or skip (the "
-                        "first optimizer step not taken); without KIND: the file's 'perturbation' attribute (the "
-                        "recorder's perturbation=...). At least one seed or order run")
+  s.ref_cmd
+      ->add_option("--spread", s.ref_spread,
+                   "FP32 runs that differ from FP32_RUN by one perturbation, each [KIND:]FILE with KIND seed "
+                   "(another init seed), order (another data order), ulp (weights nudged by an ulp) or skip (the "
+                   "first optimizer step not taken); without KIND: the file's 'perturbation' attribute (the "
+                   "recorder's perturbation=...). At least one seed or order run")
       ->required();
   s.ref_cmd->add_option("--out", s.ref_out, "the reference file to write")->required();
   s.ref_cmd->add_flag("--force", s.ref_force, "replace an existing reference file");
@@ -250,7 +263,8 @@ int CommandLine::run(std::ostream& err) {
     return 2;
   }
   if (*s.allreduce_cmd)
-    return distributed::allreduce_rank_main(s.allreduce_backend, s.allreduce_bytes, s.allreduce_iterations, s.allreduce_timeout);
+    return distributed::allreduce_rank_main(s.allreduce_backend, s.allreduce_bytes, s.allreduce_iterations,
+                                            s.allreduce_timeout);
   if (*s.rank_cmd) return distributed::rank_main(s.rank_scenario, s.rank_device, s.rank_steps, s.rank_out);
   try {
     if (*s.list) return cmd_list(s.list_suite);
@@ -265,7 +279,8 @@ int CommandLine::run(std::ostream& err) {
     if (*s.ref_cmd) return cmd_reference(s.ref_run, s.ref_spread, s.ref_out, s.ref_force);
     return cmd_default(run_opts_);
   } catch (const std::exception& e) {
-    // printable (io/text.h): a message may quote a file's bytes or a path; an escape sequence never reaches the terminal
+    // printable (io/text.h): a message may quote a file's bytes or a path; an escape sequence never reaches the
+    // terminal
     err << "ampcheck: " << io::printable_text(e.what()) << "\n";
     return 2;
   }
@@ -297,12 +312,17 @@ verdict::Tolerance parse_tolerance_overrides(const std::vector<std::string>& ove
     if (!std::isfinite(value) || value <= 0 || value > 1e6)
       throw std::runtime_error("--tolerance " + kv + ": expected KEY=VALUE with a positive number (at most 1e6)");
     if (key == "k") tol.k = value;
-    else if (key == "window" && value >= 1 && value == std::floor(value)) tol.window = static_cast<int64_t>(value);
-    else if (key == "ratio_floor" && value >= 1) tol.ratio_floor = value;
-    else if (key == "fraction_floor" && value < 1) tol.fraction_floor = value;
-    else if (key == "max_skipped_fraction" && value <= 1) tol.max_skipped_fraction = value;
+    else if (key == "window" && value >= 1 && value == std::floor(value))
+      tol.window = static_cast<int64_t>(value);
+    else if (key == "ratio_floor" && value >= 1)
+      tol.ratio_floor = value;
+    else if (key == "fraction_floor" && value < 1)
+      tol.fraction_floor = value;
+    else if (key == "max_skipped_fraction" && value <= 1)
+      tol.max_skipped_fraction = value;
     else
-      throw std::runtime_error("--tolerance " + kv + ": expected k, window (a whole number of steps), ratio_floor "
+      throw std::runtime_error("--tolerance " + kv +
+                               ": expected k, window (a whole number of steps), ratio_floor "
                                "(>= 1), fraction_floor (< 1) or max_skipped_fraction (<= 1)");
   }
   return tol;

@@ -98,7 +98,8 @@ int cmd_list(const std::string& suite) {
   for (const auto& n : engine::strategy_preset_names())
     std::cout << "  " << std::left << std::setw(18) << n << engine::strategy_preset(n).describe() << "\n";
   std::cout << "suites: ";
-  for (const auto& e : fs::directory_iterator(scenarios_dir() + "/suites")) std::cout << e.path().stem().string() << " ";
+  for (const auto& e : fs::directory_iterator(scenarios_dir() + "/suites"))
+    std::cout << e.path().stem().string() << " ";
   std::cout << "\n";
   return 0;
 }
@@ -123,9 +124,10 @@ at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts) {
 }
 
 run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
-                                        engine::Trainer::ProgressFn progress) {
+                                     engine::Trainer::ProgressFn progress) {
   if (writes_results) *writes_results = true;
-  if (sc.run.distributed.enabled) return distributed::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
+  if (sc.run.distributed.enabled)
+    return distributed::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
   return run::run_scenario(sc, opts.device, opts.steps, std::move(progress));
 }
 
@@ -152,7 +154,7 @@ int cmd_run(const RunOptions& requested) {
     return 77;  // CTest's skip code for the gpu label
   }
   refuse_existing_run_outputs(files, requested);  // before any training: nothing run, nothing written
-  RunDirectory out(requested);  // written whole: the run directory appears complete or not at all
+  RunDirectory out(requested);                    // written whole: the run directory appears complete or not at all
   const RunOptions opts = out.staged(requested);
   int failures = 0;
   bool follower = false;
@@ -162,8 +164,8 @@ int cmd_run(const RunOptions& requested) {
     std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
               << std::flush;
     bool writes = true;
-    auto r = run_any_scenario(sc, opts, &writes,
-                              run::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
+    auto r =
+        run_any_scenario(sc, opts, &writes, run::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
     if (!writes) {  // a joined rank other than 0: rank 0 writes the run directory
       follower = true;
       continue;
@@ -182,7 +184,8 @@ int cmd_run(const RunOptions& requested) {
   std::cout << "\n"
             << std::left << std::setw(30) << "scenario" << std::setw(11) << "device" << std::setw(11) << "status"
             << std::setw(8) << "steps" << std::setw(10) << "loss0" << std::setw(10) << "loss_end" << std::setw(9)
-            << "skipped" << std::setw(10) << "ms/step" << "result\n";
+            << "skipped" << std::setw(10) << "ms/step"
+            << "result\n";
   for (const auto& r : results) {
     std::cout << std::left << std::setw(30) << r.name << std::setw(11) << r.device_class << std::setw(11)
               << engine::status_name(r.outcome.status) << std::setw(8) << r.trajectory.size() << std::setw(10)
@@ -220,8 +223,8 @@ int cmd_doctor(const std::string& device, bool json, const DoctorOptions& o) {
     report["allreduce"] = distributed::to_json(c);
     ok = ok && c.ran && c.correct;
   } else if (spec.world_size > 0) {
-    report["allreduce"] = distributed::to_json(distributed::AllReduceCheck{spec, false, false, 0, 0, 0, 0, "",
-                                                             "backend " + spec.backend + " not compiled in"});
+    report["allreduce"] = distributed::to_json(distributed::AllReduceCheck{
+        spec, false, false, 0, 0, 0, 0, "", "backend " + spec.backend + " not compiled in"});
     report["allreduce"]["required"] = false;
   }
   std::cout << (json ? report.dump(2) + "\n" : doctor::format_doctor(report));

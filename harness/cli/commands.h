@@ -29,7 +29,7 @@ struct RunOptions {
   // the GEMM epilogues (model.gemm_epilogues; GPT), which take the block Linears where they apply.
   std::string engine = "stock";
   std::vector<std::string> tolerance;  // judge: KEY=VALUE overrides of verdict::Tolerance (k, window, ratio_floor, ...)
-  bool more_noise = false;  // record: also a second seed and a second data order (6 noise runs)
+  bool more_noise = false;             // record: also a second seed and a second data order (6 noise runs)
   bool strict = false;  // check / judge: a warning (a diagnostic beyond its allowance while the outcomes track, a
                         // column never measured, mixed precision not in effect) fails its scenario
 };
@@ -58,14 +58,14 @@ struct DoctorOptions {
 };
 // exit 1 if the smoke test or the all-reduce check fails
 int cmd_doctor(const std::string& device, bool json, const DoctorOptions& options = {});
-int cmd_default(RunOptions opts);        // check the default suite on the best device
+int cmd_default(RunOptions opts);  // check the default suite on the best device
 // External runs (judge.cpp): a reference from the user's FP32 run + noise runs; verdicts for runs of other loops.
 int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_runs, const std::string& out,
                   bool force);
-// Runs one scenario: in this process, or (distributed:) over its ranks (harness/distributed/launcher.h). writes_results is
-// false on a joined rank other than 0, which must not write the run directory.
+// Runs one scenario: in this process, or (distributed:) over its ranks (harness/distributed/launcher.h). writes_results
+// is false on a joined rank other than 0, which must not write the run directory.
 run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
-                                        engine::Trainer::ProgressFn progress);
+                                     engine::Trainer::ProgressFn progress);
 // The data-parallel part of a result for the reports.
 void fill_distributed(report::ScenarioSummary& row, const run::ScenarioResult& r);
 
@@ -95,8 +95,9 @@ report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Dev
 void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& r, const at::Device& device,
                        std::map<std::string, double>& peak_tflops);
 
-// `ampcheck validate` (validate_command.cpp): the validation suite's scenarios against their golden trajectories (bit for bit
-// where the stack matches), else statistically against the FP32 references; with --record, the goldens of this stack.
+// `ampcheck validate` (validate_command.cpp): the validation suite's scenarios against their golden trajectories (bit
+// for bit where the stack matches), else statistically against the FP32 references; with --record, the goldens of this
+// stack.
 struct ValidateOptions {
   std::vector<std::string> plants;  // --plant: planted faults (validate/validate.h parse_plant)
   int64_t replays = 3;              // replays of a differing step

@@ -22,7 +22,6 @@
 
 namespace ampcheck::cli {
 
-
 namespace {
 std::string attr(const reference::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "") {
   auto it = f.attributes.find(key);
@@ -45,15 +44,18 @@ void add_recorder_warnings(verdict::Verdict& v, const reference::TrajectoryFile&
     verdict::add_warning(v, w.signal, w.message);
   const std::string without = attr(run, "steps_without_grads", "0");
   if (without != "0")
-    verdict::add_warning(v, "not_judged", "the recorder saw no grads at " + without + " step(s): grad_norm and the grad "
-                                          "fractions were not judged there — was step() called after zero_grad()?");
+    verdict::add_warning(v, "not_judged",
+                         "the recorder saw no grads at " + without +
+                             " step(s): grad_norm and the grad "
+                             "fractions were not judged there — was step() called after zero_grad()?");
   const bool claims = claims_reduced_precision(strategy);
   const std::string autocast = attr(run, "autocast_dtype"), params = attr(run, "param_dtype");
   if (claims && autocast == "none" && params == "float32") {
-    verdict::add_warning(v, "precision", "mixed precision not in effect: the strategy says " + strategy +
-                                         " but the recorder saw float32 parameters and no autocast at the forward" +
-                                         (attr(run, "grad_scaler") == "enabled" ? "" : ", and no enabled GradScaler") +
-                                         " — e.g. the HF Trainer's fp16=True on a CPU trains in FP32 silently");
+    verdict::add_warning(v, "precision",
+                         "mixed precision not in effect: the strategy says " + strategy +
+                             " but the recorder saw float32 parameters and no autocast at the forward" +
+                             (attr(run, "grad_scaler") == "enabled" ? "" : ", and no enabled GradScaler") +
+                             " — e.g. the HF Trainer's fp16=True on a CPU trains in FP32 silently");
     return;
   }
   std::string cause;
@@ -64,8 +66,8 @@ void add_recorder_warnings(verdict::Verdict& v, const reference::TrajectoryFile&
   if (!m.empty()) verdict::add_warning(v, "precision", m);
 }
 
-// What a spread run is: `seed`, `order`, `skip` (the first optimizer step not taken) or `ulp`, from a KIND: prefix on the command line or the file's
-// `perturbation` attribute (the recorder's perturbation=...); both given must agree.
+// What a spread run is: `seed`, `order`, `skip` (the first optimizer step not taken) or `ulp`, from a KIND: prefix on
+// the command line or the file's `perturbation` attribute (the recorder's perturbation=...); both given must agree.
 struct SpreadRun {
   std::string kind, path;
   reference::TrajectoryFile file;  // read once, when its kind is decided
@@ -75,7 +77,8 @@ SpreadRun spread_kind(const std::string& arg) {
   SpreadRun r{"", arg, {}};
   for (const auto& k : kinds)
     if (arg.rfind(k + ":", 0) == 0) r = {k, arg.substr(k.size() + 1), {}};
-  if (r.path.empty()) throw std::runtime_error("--spread " + arg + ": expected [KIND:]FILE, with a file after the label");
+  if (r.path.empty())
+    throw std::runtime_error("--spread " + arg + ": expected [KIND:]FILE, with a file after the label");
   return r;
 }
 
@@ -108,16 +111,20 @@ static void fill_recorded_measurements(report::ScenarioSummary& row, const refer
   row.workload = attr(run, "workload", attr(run, "run_key"));
   const std::string autocast = attr(run, "autocast_dtype");
   const std::string params = attr(run, "param_dtype");
-  row.compute_dtype = autocast == "float16" ? "fp16" : autocast == "bfloat16" ? "bf16"
-                      : params == "float16" ? "fp16" : params == "bfloat16" ? "bf16"
-                      : params == "float32" ? "fp32" : "";
+  row.compute_dtype = autocast == "float16"    ? "fp16"
+                      : autocast == "bfloat16" ? "bf16"
+                      : params == "float16"    ? "fp16"
+                      : params == "bfloat16"   ? "bf16"
+                      : params == "float32"    ? "fp32"
+                                               : "";
 }
 
 int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& spread_args, const std::string& out,
                   bool force) {
   if (spread_args.empty())
-    throw std::runtime_error("--spread: at least one more FP32 run is needed (another seed or another data order): "
-                             "the allowed deviations are measured on how far such runs lie from the reference");
+    throw std::runtime_error(
+        "--spread: at least one more FP32 run is needed (another seed or another data order): "
+        "the allowed deviations are measured on how far such runs lie from the reference");
   refuse_unless_replaceable_file(out, force, kReferenceFile);  // before anything is read: a user's file is not replaced
   // 1. what each spread run is, before anything is read in full: a reference whose spread is only ±1-ulp nudges
   //    measures how fast rounding grows (chaos), not how far an equally valid training lies — correct mixed
@@ -133,25 +140,35 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
       throw std::runtime_error(sr.path + ": attribute 'perturbation' is '" + recorded +
                                "', expected seed, order, skip or ulp for a spread run");
     if (!sr.kind.empty() && !recorded.empty() && sr.kind != recorded)
-      throw std::runtime_error(sr.path + ": labelled " + sr.kind + ": on the command line, but its attribute "
-                               "'perturbation' says " + recorded);
+      throw std::runtime_error(sr.path + ": labelled " + sr.kind +
+                               ": on the command line, but its attribute "
+                               "'perturbation' says " +
+                               recorded);
     if (sr.kind.empty()) sr.kind = recorded;
     if (sr.kind.empty())
-      throw std::runtime_error(sr.path + ": what kind of spread run is this? It has no 'perturbation' attribute. "
-                               "HINT: label it on the command line — --spread seed:" + sr.path + " (another init seed), "
-                               "order:" + sr.path + " (another data order), skip:" + sr.path + " (the first optimizer step not "
-                               "taken) or ulp:" + sr.path + " (weights nudged by an ulp) — or record it with "
+      throw std::runtime_error(sr.path +
+                               ": what kind of spread run is this? It has no 'perturbation' attribute. "
+                               "HINT: label it on the command line — --spread seed:" +
+                               sr.path +
+                               " (another init seed), "
+                               "order:" +
+                               sr.path + " (another data order), skip:" + sr.path +
+                               " (the first optimizer step not "
+                               "taken) or ulp:" +
+                               sr.path +
+                               " (weights nudged by an ulp) — or record it with "
                                "Recorder(..., perturbation=\"seed\")");
     has_valid_alternative |= sr.kind == "seed" || sr.kind == "order";
     spread_runs.push_back(std::move(sr));
   }
   if (!has_valid_alternative)
-    throw std::runtime_error("--spread: every spread run is an ulp nudge; a reference needs at least one seed or order "
-                             "run. HINT: ±1-ulp runs measure how fast rounding grows in FP32, not how far an equally "
-                             "valid training lies, so correct mixed precision would fail against them. Train the FP32 "
-                             "setup once more with another init seed (torch.manual_seed before building the model) or "
-                             "another data order (the sampler's / data loader's seed; HF TrainingArguments(data_seed=...)) "
-                             "and pass it as --spread seed:FILE or order:FILE");
+    throw std::runtime_error(
+        "--spread: every spread run is an ulp nudge; a reference needs at least one seed or order "
+        "run. HINT: ±1-ulp runs measure how fast rounding grows in FP32, not how far an equally "
+        "valid training lies, so correct mixed precision would fail against them. Train the FP32 "
+        "setup once more with another init seed (torch.manual_seed before building the model) or "
+        "another data order (the sampler's / data loader's seed; HF TrainingArguments(data_seed=...)) "
+        "and pass it as --spread seed:FILE or order:FILE");
   reference::TrajectoryFile ref = reference::read_external_run(fp32_run);
   const auto check_run = [](const reference::TrajectoryFile& f, const std::string& path, int64_t steps) {
     if (f.trajectory.size() != steps)
@@ -171,7 +188,8 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
     reference::check_same_training(run, sr.path, ref, fp32_run);
     check_run(run, sr.path, ref.trajectory.size());
     for (size_t s = 0; s < spread.size(); ++s)
-      spread[s] = std::max(spread[s], std::abs(run.trajectory.rows[s][engine::kLoss] - ref.trajectory.rows[s][engine::kLoss]));
+      spread[s] =
+          std::max(spread[s], std::abs(run.trajectory.rows[s][engine::kLoss] - ref.trajectory.rows[s][engine::kLoss]));
     // labels: the kind, numbered from the second run of a kind on (seed, seed-2, ...); ulp runs start with "ulp"
     const int k = ++per_kind[sr.kind];
     const std::string label = k == 1 ? sr.kind : sr.kind + "-" + std::to_string(k);
@@ -207,7 +225,8 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   //    another training (provenance, step count) or existing reports without --force end the command here.
   reference::TrajectoryFile ref = reference::read_trajectory_contained(reference_path);
   if (ref.noise_runs.empty())
-    throw std::runtime_error(reference_path + ": the reference has no noise runs. HINT: build it with `ampcheck "
+    throw std::runtime_error(reference_path +
+                             ": the reference has no noise runs. HINT: build it with `ampcheck "
                              "reference FP32_RUN --spread RUN...` (or `ampcheck record` for ampcheck's own scenarios)");
   struct Input {
     std::string path, status;
@@ -216,41 +235,41 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   };
   std::vector<Input> inputs;
   for (const auto& path : runs) try {
-    Input in{path, "", reference::read_external_run(path), ""};
-    in.status = attr(in.file, "status", "completed");
-    if (in.status != "completed" && in.status != "nonfinite" && in.status != "error" && in.status != "running" &&
-        in.status != "interrupted")
-      throw std::runtime_error(path + ": attribute 'status' is '" + in.status +
-                               "', expected completed, nonfinite, error, running or interrupted");
-    // a partial run: the recorder's last snapshot of a run that was killed (running) or stopped by SIGTERM
-    // (interrupted) — judged on the steps it has, against the reference's first as many, and said so
-    if (in.status == "running" || in.status == "interrupted") {
-      in.partial = in.status == "running" ? "the run's last snapshot (status running: killed, or still going)"
-                                          : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
-      if (in.file.trajectory.size() > ref.trajectory.size())
+      Input in{path, "", reference::read_external_run(path), ""};
+      in.status = attr(in.file, "status", "completed");
+      if (in.status != "completed" && in.status != "nonfinite" && in.status != "error" && in.status != "running" &&
+          in.status != "interrupted")
+        throw std::runtime_error(path + ": attribute 'status' is '" + in.status +
+                                 "', expected completed, nonfinite, error, running or interrupted");
+      // a partial run: the recorder's last snapshot of a run that was killed (running) or stopped by SIGTERM
+      // (interrupted) — judged on the steps it has, against the reference's first as many, and said so
+      if (in.status == "running" || in.status == "interrupted") {
+        in.partial = in.status == "running" ? "the run's last snapshot (status running: killed, or still going)"
+                                            : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
+        if (in.file.trajectory.size() > ref.trajectory.size())
+          throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, more than the " +
+                                   std::to_string(ref.trajectory.size()) + " of the reference " + reference_path);
+        in.status = "completed";
+      }
+      if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
+          !std::isfinite(in.file.trajectory.rows.back()[engine::kLoss]))
+        in.status = "nonfinite";
+      reference::check_same_training(in.file, path, ref, reference_path);
+      if (in.status == "completed" && in.partial.empty() && in.file.trajectory.size() != ref.trajectory.size())
+        throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, the reference " +
+                                 reference_path + " has " + std::to_string(ref.trajectory.size()) +
+                                 ". HINT: judge runs against a reference of the same training (steps, model, data)");
+      if (in.status != "completed" && in.file.trajectory.size() > ref.trajectory.size())
         throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, more than the " +
                                  std::to_string(ref.trajectory.size()) + " of the reference " + reference_path);
-      in.status = "completed";
+      for (const auto& other : inputs)
+        if (file_stem(other.path) == file_stem(path))
+          throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
+                                   file_stem(path) + ".h5 in the output directory");
+      inputs.push_back(std::move(in));
+    } catch (const std::exception& e) {
+      rethrow_naming(path, e);
     }
-    if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
-        !std::isfinite(in.file.trajectory.rows.back()[engine::kLoss]))
-      in.status = "nonfinite";
-    reference::check_same_training(in.file, path, ref, reference_path);
-    if (in.status == "completed" && in.partial.empty() && in.file.trajectory.size() != ref.trajectory.size())
-      throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, the reference " +
-                               reference_path + " has " + std::to_string(ref.trajectory.size()) +
-                               ". HINT: judge runs against a reference of the same training (steps, model, data)");
-    if (in.status != "completed" && in.file.trajectory.size() > ref.trajectory.size())
-      throw std::runtime_error(path + ": " + std::to_string(in.file.trajectory.size()) + " steps, more than the " +
-                               std::to_string(ref.trajectory.size()) + " of the reference " + reference_path);
-    for (const auto& other : inputs)
-      if (file_stem(other.path) == file_stem(path))
-        throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
-                                 file_stem(path) + ".h5 in the output directory");
-    inputs.push_back(std::move(in));
-  } catch (const std::exception& e) {
-    rethrow_naming(path, e);
-  }
   check_run_directory_replaceable(opts);  // before anything is judged or written
 
   const verdict::Tolerance tol = parse_tolerance_overrides(opts.tolerance);
@@ -264,7 +283,8 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   summary.suite = "judge";
   // the versions the runs recorded (the Python recorder's torch_version / cuda_version), else the reference's
   for (const auto& in : inputs)
-    if (summary.libtorch_version.empty()) summary.libtorch_version = attr(in.file, "torch_version", attr(ref, "torch_version"));
+    if (summary.libtorch_version.empty())
+      summary.libtorch_version = attr(in.file, "torch_version", attr(ref, "torch_version"));
   if (summary.libtorch_version.empty()) summary.libtorch_version = attr(ref, "libtorch_version", "-");
   for (const auto& in : inputs)
     if (summary.cuda_version.empty()) summary.cuda_version = attr(in.file, "cuda_version");
@@ -272,65 +292,67 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   summary.device_class = attr(ref, "device_class", "external");
   summary.date = run::utc_now();
   for (const auto& in : inputs) try {
-    const reference::TrajectoryFile& run = in.file;
-    report::ScenarioSummary row;
-    row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
-    row.strategy = !strategy.empty() ? strategy : attr(run, "strategy", "-");
-    row.device_class = attr(run, "device_class", summary.device_class);
-    row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
-    // a partial run against the reference's first as many steps (its noise runs cut the same way)
-    engine::Trajectory ref_t = ref.trajectory;
-    std::vector<engine::LabelledTrajectory> noise = ref.noise_runs;
-    if (!in.partial.empty()) {
-      const size_t n = run.trajectory.rows.size();
-      ref_t.rows.resize(std::min(ref_t.rows.size(), n));
-      for (auto& nr : noise) nr.trajectory.rows.resize(std::min(nr.trajectory.rows.size(), n));
+      const reference::TrajectoryFile& run = in.file;
+      report::ScenarioSummary row;
+      row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
+      row.strategy = !strategy.empty() ? strategy : attr(run, "strategy", "-");
+      row.device_class = attr(run, "device_class", summary.device_class);
+      row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
+      // a partial run against the reference's first as many steps (its noise runs cut the same way)
+      engine::Trajectory ref_t = ref.trajectory;
+      std::vector<engine::LabelledTrajectory> noise = ref.noise_runs;
+      if (!in.partial.empty()) {
+        const size_t n = run.trajectory.rows.size();
+        ref_t.rows.resize(std::min(ref_t.rows.size(), n));
+        for (auto& nr : noise) nr.trajectory.rows.resize(std::min(nr.trajectory.rows.size(), n));
+      }
+      verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref_t, noise, tol);
+      if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
+      if (!in.partial.empty())
+        verdict::add_warning(v, "partial",
+                             "partial run: " + std::to_string(run.trajectory.size()) + " of the " +
+                                 std::to_string(ref.trajectory.size()) + " steps, " + in.partial +
+                                 "; judged on the steps recorded");
+      // --expect alone: any error message, no bounds on the skipped steps, no warnings expected
+      verdict::Expectation expected;
+      expected.verdict = row.expect;
+      fill_result(row, v, verdict::decide(expected, verdict::observe(v, attr(run, "error")), opts.strict));
+      std::vector<std::string> missing;
+      // the columns the signals read (param_norm, loss_scale, step_time_ms and eval_loss are reported, not judged)
+      for (int c : {engine::kGradNorm, engine::kUpdateNorm, engine::kLr, engine::kSkipped, engine::kFracZero,
+                    engine::kFracSubnormal, engine::kFracNonfinite}) {
+        bool present = false;
+        for (const auto& p : run.columns_present) present |= p == engine::column_name(c);
+        if (!present) missing.push_back(engine::column_name(c));
+      }
+      if (!missing.empty() && in.status == "completed" && in.partial.empty()) {
+        std::string m;
+        for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
+        row.message += " (not recorded, not judged: " + m + ")";
+      }
+      row.steps = run.trajectory.size();
+      row.skipped_steps = run.trajectory.skipped_steps();
+      fill_recorded_measurements(row, run);
+      if (!run.trajectory.rows.empty()) {
+        row.first_loss = run.trajectory.rows.front()[engine::kLoss];
+        row.final_loss = run.trajectory.rows.back()[engine::kLoss];
+      }
+      row.trajectory_file = row.name + ".h5";
+      reference::TrajectoryFile tf = run;
+      tf.attributes["status"] = in.status;
+      tf.attributes["verdict"] = v.verdict;
+      tf.attributes["verdict_message"] = v.message;
+      tf.attributes["reference"] = reference_path;
+      tf.noise_runs.clear();
+      add_verdict_series(
+          tf, v, ref_t,
+          std::vector<double>(spread.begin(), spread.begin() + std::min(spread.size(), ref_t.rows.size())));
+      reference::write_trajectory(out.staging() + "/" + row.trajectory_file, tf, true);
+      if (!row.pass) std::cout << "  FAIL " << io::printable_text(row.name + ": " + row.message) << "\n";
+      summary.scenarios.push_back(row);
+    } catch (const std::exception& e) {
+      rethrow_naming(in.path, e);
     }
-    verdict::Verdict v = verdict::judge(in.status, attr(run, "error"), run.trajectory, ref_t, noise, tol);
-    if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
-    if (!in.partial.empty())
-      verdict::add_warning(v, "partial", "partial run: " + std::to_string(run.trajectory.size()) + " of the " +
-                                             std::to_string(ref.trajectory.size()) + " steps, " + in.partial +
-                                             "; judged on the steps recorded");
-    // --expect alone: any error message, no bounds on the skipped steps, no warnings expected
-    verdict::Expectation expected;
-    expected.verdict = row.expect;
-    fill_result(row, v, verdict::decide(expected, verdict::observe(v, attr(run, "error")), opts.strict));
-    std::vector<std::string> missing;
-    // the columns the signals read (param_norm, loss_scale, step_time_ms and eval_loss are reported, not judged)
-    for (int c : {engine::kGradNorm, engine::kUpdateNorm, engine::kLr, engine::kSkipped, engine::kFracZero,
-                  engine::kFracSubnormal, engine::kFracNonfinite}) {
-      bool present = false;
-      for (const auto& p : run.columns_present) present |= p == engine::column_name(c);
-      if (!present) missing.push_back(engine::column_name(c));
-    }
-    if (!missing.empty() && in.status == "completed" && in.partial.empty()) {
-      std::string m;
-      for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
-      row.message += " (not recorded, not judged: " + m + ")";
-    }
-    row.steps = run.trajectory.size();
-    row.skipped_steps = run.trajectory.skipped_steps();
-    fill_recorded_measurements(row, run);
-    if (!run.trajectory.rows.empty()) {
-      row.first_loss = run.trajectory.rows.front()[engine::kLoss];
-      row.final_loss = run.trajectory.rows.back()[engine::kLoss];
-    }
-    row.trajectory_file = row.name + ".h5";
-    reference::TrajectoryFile tf = run;
-    tf.attributes["status"] = in.status;
-    tf.attributes["verdict"] = v.verdict;
-    tf.attributes["verdict_message"] = v.message;
-    tf.attributes["reference"] = reference_path;
-    tf.noise_runs.clear();
-    add_verdict_series(tf, v, ref_t,
-                       std::vector<double>(spread.begin(), spread.begin() + std::min(spread.size(), ref_t.rows.size())));
-    reference::write_trajectory(out.staging() + "/" + row.trajectory_file, tf, true);
-    if (!row.pass) std::cout << "  FAIL " << io::printable_text(row.name + ": " + row.message) << "\n";
-    summary.scenarios.push_back(row);
-  } catch (const std::exception& e) {
-    rethrow_naming(in.path, e);
-  }
   print_result_table(summary);
   report::write_run_reports(out.staging(), summary);
   report::write_html_report(out.staging(), summary);

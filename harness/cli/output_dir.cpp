@@ -46,7 +46,8 @@ void refuse_duplicate_scenario_names(const std::vector<std::string>& files, cons
     const auto [it, fresh] = file_of_name.emplace(sc.run.name, f);
     if (!fresh)
       throw std::runtime_error(it->second + " and " + f + " both name their scenario '" + sc.run.name +
-                               "': their results would share " + sc.run.name + ".h5 in the run directory. HINT: give "
+                               "': their results would share " + sc.run.name +
+                               ".h5 in the run directory. HINT: give "
                                "each scenario its own `name:` (or name each file once)");
   }
 }
@@ -93,8 +94,9 @@ bool holds_marker(const std::string& dir) {
 // Writes the marker into dir (a directory this process just made, or one it was allowed to write); throws naming it.
 void write_marker(const std::string& dir) {
   io::write_file_atomically(dir + "/" + kMarker,
-                            std::string(kMarkerFirstLine) + "\n(this file lets ampcheck replace this directory with a "
-                            "new run under --force; ampcheck replaces or deletes no directory without it)\n");
+                            std::string(kMarkerFirstLine) +
+                                "\n(this file lets ampcheck replace this directory with a "
+                                "new run under --force; ampcheck replaces or deletes no directory without it)\n");
 }
 
 std::string strip_slashes(std::string p) {
@@ -138,19 +140,23 @@ void check_run_directory_replaceable(const RunOptions& opts) {
   if (out.empty()) throw std::runtime_error("--out: an empty path; expected a directory");
   const std::string last = parent_and_name(out).second;
   if (out == "/" || last == "." || last == "..")
-    throw std::runtime_error("--out " + out + ": expected a run directory of its own (it is written whole, then put in "
-                             "place), not '" + last + "'. HINT: name a new directory, e.g. --out " +
+    throw std::runtime_error("--out " + out +
+                             ": expected a run directory of its own (it is written whole, then put in "
+                             "place), not '" +
+                             last + "'. HINT: name a new directory, e.g. --out " +
                              (out == "/" ? std::string("/tmp") : out) + "/run");
   // a joined rank other than 0 writes its rank files into rank 0's directory, which rank 0 checked
   const char* rank = std::getenv("RANK");
   if (distributed::in_distributed_environment() && rank && std::string(rank) != "0") return;
-  struct stat lst {}, st {};
+  struct stat lst {
+  }, st{};
   if (::lstat(out.c_str(), &lst) != 0) return;  // a new directory
   if (::stat(out.c_str(), &st) != 0) {  // a symbolic link to nothing: the run would be trained, then not published
     const std::string why = std::strerror(errno);
     if (S_ISLNK(lst.st_mode))
-      throw std::runtime_error("--out " + out + ": a symbolic link to " + link_target(out) + ", which does not exist (" +
-                               why + "). HINT: create the directory it names, or name another --out");
+      throw std::runtime_error("--out " + out + ": a symbolic link to " + link_target(out) +
+                               ", which does not exist (" + why +
+                               "). HINT: create the directory it names, or name another --out");
     throw std::runtime_error("--out " + out + ": cannot be examined (" + why + "). HINT: name another --out");
   }
   std::string real = out;
@@ -161,7 +167,8 @@ void check_run_directory_replaceable(const RunOptions& opts) {
     }
   const std::string what = described(out, real);
   if (!S_ISDIR(st.st_mode))
-    throw std::runtime_error(what + ": exists and is not a directory; expected a run directory. HINT: name a new "
+    throw std::runtime_error(what +
+                             ": exists and is not a directory; expected a run directory. HINT: name a new "
                              "directory with --out");
   auto names = entries(out);
   // a job's other ranks may already have made their <scenario>.ranks directories here (rank 0 checks, they do not)
@@ -186,7 +193,8 @@ void check_run_directory_replaceable(const RunOptions& opts) {
 
 void refuse_incomplete_run_directory(const std::string& dir) {
   if (file_exists(dir + "/" + kIncomplete))
-    throw std::runtime_error(dir + ": a run directory still being written, or left by a command that was killed (its "
+    throw std::runtime_error(dir +
+                             ": a run directory still being written, or left by a command that was killed (its "
                              "INCOMPLETE marker is present). HINT: re-run the command that writes it");
 }
 
@@ -222,7 +230,8 @@ RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out
   struct stat old {};
   if (::lstat(staging_.c_str(), &old) == 0) {
     if (!S_ISDIR(old.st_mode) || !(holds_marker(staging_) || entries(staging_).empty()))
-      throw std::runtime_error(staging_ + ": exists and is not ampcheck's staging directory; refusing to remove it. "
+      throw std::runtime_error(staging_ +
+                               ": exists and is not ampcheck's staging directory; refusing to remove it. "
                                "HINT: move it away, or name another --out");
     io::remove_tree(staging_);
   }
@@ -267,8 +276,10 @@ void RunDirectory::publish() {
   // checked at the start; checked again: the directory exchanged (then deleted) must still be ampcheck's
   if (!holds_marker(out_)) {
     kept_ = true;
-    throw std::runtime_error(out_ + ": no longer a run directory of ampcheck (its marker is gone); the new run is left "
-                             "in " + staging_ + ". HINT: move it where you want it");
+    throw std::runtime_error(out_ +
+                             ": no longer a run directory of ampcheck (its marker is gone); the new run is left "
+                             "in " +
+                             staging_ + ". HINT: move it where you want it");
   }
   if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) != 0)
     throw std::runtime_error(out_ + ": cannot replace the previous run (" + std::strerror(errno) + ")");
@@ -286,8 +297,10 @@ void refuse_unless_replaceable_file(const std::string& path, bool force, const O
   const std::string hint = ". HINT: name another output file (ampcheck replaces only " + kind.description +
                            " it wrote, and deletes nothing else)";
   if (S_ISLNK(st.st_mode))
-    throw std::runtime_error(path + ": a symbolic link, not " + kind.description + " ampcheck wrote; refusing to "
-                             "replace it, with or without --force" + hint);
+    throw std::runtime_error(path + ": a symbolic link, not " + kind.description +
+                             " ampcheck wrote; refusing to "
+                             "replace it, with or without --force" +
+                             hint);
   if (!S_ISREG(st.st_mode))
     throw std::runtime_error(path + ": not a regular file; refusing to replace it, with or without --force" + hint);
   std::string why;
@@ -303,8 +316,10 @@ void refuse_unless_replaceable_file(const std::string& path, bool force, const O
   } catch (const std::exception& e) {
     why = "not a trajectory file ampcheck wrote (" + std::string(e.what()) + ")";
   }
-  throw std::runtime_error(path + ": not " + kind.description + " ampcheck wrote (" + why + "); refusing to replace "
-                           "it, with or without --force" + hint);
+  throw std::runtime_error(path + ": not " + kind.description + " ampcheck wrote (" + why +
+                           "); refusing to replace "
+                           "it, with or without --force" +
+                           hint);
 }
 
 reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,

@@ -35,13 +35,13 @@ void refuse_duplicate_scenario_names(const std::vector<std::string>& files, cons
 // previous run then removed. So a SIGKILL at any moment leaves --out as it was (the previous complete run, or none),
 // never a half-written run, plus at most a staging directory, which the next command writing beside it removes once
 // its process is gone (and only if it holds the marker, or nothing).
-// A rank of a torchrun / srun job (distributed::in_distributed_environment) writes --out in place: the job's ranks share it;
-// it is marked when made (by the rank that made it) or by rank 0.
-// Which --out may be replaced: one that does not exist, is empty or holds only the marker; else, under the overwrite
-// rule (--force, or the default reports/latest), only a run directory of ampcheck — one holding the .ampcheck-run
-// marker (a regular file whose first line is ampcheck's). Anything else (a user's recordings, references, a symbolic
-// link to them, a run from before the marker) is refused, with or without --force: the command replaces or deletes
-// no directory that is not its own. A dangling symbolic link is refused before anything is trained.
+// A rank of a torchrun / srun job (distributed::in_distributed_environment) writes --out in place: the job's ranks
+// share it; it is marked when made (by the rank that made it) or by rank 0. Which --out may be replaced: one that does
+// not exist, is empty or holds only the marker; else, under the overwrite rule (--force, or the default
+// reports/latest), only a run directory of ampcheck — one holding the .ampcheck-run marker (a regular file whose first
+// line is ampcheck's). Anything else (a user's recordings, references, a symbolic link to them, a run from before the
+// marker) is refused, with or without --force: the command replaces or deletes no directory that is not its own. A
+// dangling symbolic link is refused before anything is trained.
 class RunDirectory {
  public:
   // Checks that --out may be written (throws naming it: "exists; refusing to overwrite" or "not a run directory"),

@@ -1,9 +1,10 @@
 // `ampcheck check --jobs N`: independent scenarios in parallel processes. Each scenario runs as its own
 // `ampcheck check FILE --jobs 1` child (a fresh process: LibTorch's global numerics flags, autocast state and
 // allocator statistics stay per scenario), writing into <out>/.parts/<index>/ (its output in <out>/.parts/<index>.log);
-// the parent keeps at most N children running, then merges their summary.json rows in the order of the files and moves their trajectory files into
-// <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use the cores once. Each child
-// dies with the parent (PR_SET_PDEATHSIG): a killed `check --jobs` leaves no scenario running.
+// the parent keeps at most N children running, then merges their summary.json rows in the order of the files and moves
+// their trajectory files into <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use
+// the cores once. Each child dies with the parent (PR_SET_PDEATHSIG): a killed `check --jobs` leaves no scenario
+// running.
 #include "cli/commands.h"
 #include "cli/output_dir.h"
 #include "io/files.h"
@@ -25,7 +26,6 @@
 #include <unistd.h>
 
 namespace ampcheck::cli {
-
 
 int64_t default_jobs(const std::string& device) {
   if (device.rfind("cuda", 0) == 0) return 1;  // one GPU: scenarios would contend for it and spoil its timings
@@ -83,7 +83,8 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
   auto part_dir = [&](size_t i) { return parts + "/" + std::to_string(i); };
   while (done < files.size()) {
     while (next < files.size() && static_cast<int64_t>(running.size()) < jobs) {
-      std::vector<std::string> args = {"ampcheck", "check", files[next], "--jobs", "1", "--out", part_dir(next), "--force"};
+      std::vector<std::string> args = {"ampcheck", "check", files[next],    "--jobs",
+                                       "1",        "--out", part_dir(next), "--force"};
       if (!opts.device.empty()) args.insert(args.end(), {"--device", opts.device});
       if (!opts.references.empty()) args.insert(args.end(), {"--references", opts.references});
       if (opts.steps > 0) args.insert(args.end(), {"--steps", std::to_string(opts.steps)});
@@ -103,8 +104,11 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
     status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     ++done;
     std::cout << "[" << done << "/" << files.size() << "] " << file_stem(files[i])
-              << (status[i] == 0 ? "" : status[i] == 1 ? "  (FAIL)" : "  (exit " + std::to_string(status[i]) + ")")
-              << "\n" << std::flush;
+              << (status[i] == 0   ? ""
+                  : status[i] == 1 ? "  (FAIL)"
+                                   : "  (exit " + std::to_string(status[i]) + ")")
+              << "\n"
+              << std::flush;
   }
 
   ParallelResult out;

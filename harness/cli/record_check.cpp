@@ -68,9 +68,9 @@ int cmd_record(const RunOptions& opts) {
       engine::RunConfig base = sc.run;
       if (opts.steps > 0) base.loop.steps = opts.steps;
       const auto device = engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
-      refuse_unless_replaceable_file(reference::reference_path(root, engine::device_info(device).device_class,
-                                                               reference::reference_key(base).key),
-                                     true, kReferenceFile);
+      refuse_unless_replaceable_file(
+          reference::reference_path(root, engine::device_info(device).device_class, reference::reference_key(base).key),
+          true, kReferenceFile);
     }
   std::set<std::string> done;
   int recorded = 0, kept = 0;
@@ -89,7 +89,8 @@ int cmd_record(const RunOptions& opts) {
       continue;
     }
     std::cout << "recording " << path << " for " << sc.run.name << " (" << base.loop.steps << " steps + "
-              << reference::noise_perturbations(opts.more_noise).size() << " noise runs)\n" << std::flush;
+              << reference::noise_perturbations(opts.more_noise).size() << " noise runs)\n"
+              << std::flush;
     const engine::RunConfig ref_cfg = reference::reference_run_config(base);
     reference::TrajectoryFile tf;
     tf.trajectory = train_reference(ref_cfg, device);
@@ -106,7 +107,8 @@ int cmd_record(const RunOptions& opts) {
     tf.attributes["reference_key"] = key.key;
     tf.attributes["reference_canonical"] = key.canonical;
     std::string labels;
-    for (const auto& p : reference::noise_perturbations(opts.more_noise)) labels += (labels.empty() ? "" : ",") + p.label;
+    for (const auto& p : reference::noise_perturbations(opts.more_noise))
+      labels += (labels.empty() ? "" : ",") + p.label;
     tf.attributes["noise_runs"] = labels;
     tf.attributes["status"] = "completed";
     if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) tf.attributes["git_commit"] = commit;
@@ -117,7 +119,6 @@ int cmd_record(const RunOptions& opts) {
   std::cout << recorded << " recorded, " << kept << " kept\n";
   return 0;
 }
-
 
 report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Device& device) {
   report::ScenarioSummary row;
@@ -223,7 +224,7 @@ int cmd_check(const RunOptions& requested) {
     return 77;
   }
   refuse_existing_run_outputs(files, requested);  // before any training: nothing run, nothing written
-  RunDirectory out(requested);  // written whole: the run directory appears complete or not at all
+  RunDirectory out(requested);                    // written whole: the run directory appears complete or not at all
   const RunOptions opts = out.staged(requested);
   // a rank of a torchrun / srun job runs its scenarios in this process, in the job's order
   const int64_t jobs = distributed::in_distributed_environment()
@@ -243,8 +244,8 @@ int cmd_check(const RunOptions& requested) {
     std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
     for (size_t i = 0; i < files.size(); ++i) {
       const auto sc = load_for_run(files[i], opts);
-      std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name
-                << ")\n" << std::flush;
+      std::cout << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
+                << std::flush;
       const at::Device device = run_device(sc, opts);
       if (summary.device_class.empty()) set_provenance(summary, sc, device);
       const auto row = check_scenario(sc, device, opts, peak_tflops);
@@ -283,13 +284,15 @@ void refuse_unless_report_replaceable(const std::string& path, bool force) {
     in.read(&head[0], static_cast<std::streamsize>(head.size()));
     head.resize(static_cast<size_t>(in.gcount()));
   }
-  const bool ours = path.size() >= 3 && path.compare(path.size() - 3, 3, ".md") == 0
-                        ? head.rfind("### ampcheck: ", 0) == 0
-                        : head.rfind("<!DOCTYPE html>", 0) == 0 && head.find("<title>ampcheck report") != std::string::npos;
+  const bool ours =
+      path.size() >= 3 && path.compare(path.size() - 3, 3, ".md") == 0
+          ? head.rfind("### ampcheck: ", 0) == 0
+          : head.rfind("<!DOCTYPE html>", 0) == 0 && head.find("<title>ampcheck report") != std::string::npos;
   if (!ours)
     throw std::runtime_error(path + ": not a report ampcheck wrote (" +
-                             std::string(S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISREG(st.st_mode) ? "other content"
-                                                                                                         : "not a regular file") +
+                             std::string(S_ISLNK(st.st_mode)   ? "a symbolic link"
+                                         : S_ISREG(st.st_mode) ? "other content"
+                                                               : "not a regular file") +
                              "); refusing to replace it, with or without --force. HINT: move it away first");
 }
 }  // namespace

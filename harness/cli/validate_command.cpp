@@ -43,7 +43,8 @@ std::vector<std::string> subdirectories(const std::string& dir) {
 }
 
 // The golden of `name`: this class's, else the nearest class's that has one. {path, class}; {"", ""} if none.
-std::pair<std::string, std::string> find_golden(const std::string& root, const std::string& cls, const std::string& name) {
+std::pair<std::string, std::string> find_golden(const std::string& root, const std::string& cls,
+                                                const std::string& name) {
   if (file_exists(validate::golden_path(root, cls, name))) return {validate::golden_path(root, cls, name), cls};
   for (const auto& other : validate::nearest_classes(cls, subdirectories(root + "/validate")))
     if (file_exists(validate::golden_path(root, other, name))) return {validate::golden_path(root, other, name), other};
@@ -73,23 +74,27 @@ std::string joined(const std::vector<std::string>& xs) {
 void check_reference_root(const std::string& root, bool named, bool record) {
   std::error_code ec;
   const std::string what = named ? "--references '" + root + "'" : "the reference root '" + root + "'";
-  if (record && !fs::exists(fs::symlink_status(root, ec))) return;  // --record makes a new root (a dangling link: below)
+  if (record && !fs::exists(fs::symlink_status(root, ec)))
+    return;  // --record makes a new root (a dangling link: below)
   if (!fs::exists(root, ec))
-    throw std::invalid_argument(what + " does not exist (expected a directory holding validate/<class>/ goldens and "
-                                       "<class>/ FP32 references). HINT: pass the reference root, e.g. references/");
+    throw std::invalid_argument(what +
+                                " does not exist (expected a directory holding validate/<class>/ goldens and "
+                                "<class>/ FP32 references). HINT: pass the reference root, e.g. references/");
   if (!fs::is_directory(root, ec))
-    throw std::invalid_argument(what + " is not a directory (expected the reference root holding validate/<class>/ "
-                                       "goldens, not a file). HINT: pass its directory, e.g. references/");
+    throw std::invalid_argument(what +
+                                " is not a directory (expected the reference root holding validate/<class>/ "
+                                "goldens, not a file). HINT: pass its directory, e.g. references/");
   if (record) return;
   bool any = false;
   for (const auto& cls : subdirectories(root + "/validate"))
     for (const auto& e : fs::directory_iterator(root + "/validate/" + cls, ec))
       if (e.path().extension() == ".h5") any = true;
   if (!any)
-    throw std::invalid_argument(what + " holds no goldens (expected " + root +
-                                "/validate/<class>/<scenario>.h5): a bitwise validation has nothing to compare with. "
-                                "HINT: record goldens on a known-good machine (`ampcheck validate --record --references " +
-                                root + "`), or pass the reference root that has them");
+    throw std::invalid_argument(
+        what + " holds no goldens (expected " + root +
+        "/validate/<class>/<scenario>.h5): a bitwise validation has nothing to compare with. "
+        "HINT: record goldens on a known-good machine (`ampcheck validate --record --references " +
+        root + "`), or pass the reference root that has them");
 }
 
 // One scenario as validate runs it, everything decided before it trains.
@@ -97,14 +102,14 @@ struct Prepared {
   scenario::Scenario sc;
   at::Device device{at::kCPU};
   validate::Fingerprint fp;
-  std::string cls;                 // this stack's golden class
+  std::string cls;  // this stack's golden class
   std::string golden_path, golden_cls;
   reference::TrajectoryFile golden;  // read and verified (golden.h)
   std::vector<validate::StackDifference> diffs;
   bool bitwise = false;
-  std::string reason;              // why this mode
-  std::string next;                // what to do next in statistical mode
-  std::string reference_class;     // the FP32 references of the statistical verdict ("" if none)
+  std::string reason;           // why this mode
+  std::string next;             // what to do next in statistical mode
+  std::string reference_class;  // the FP32 references of the statistical verdict ("" if none)
 };
 
 std::string differing_keys(const std::vector<validate::StackDifference>& diffs, bool environment, bool bit_changing) {
@@ -130,8 +135,10 @@ Prepared prepare(const std::string& file, const RunOptions& opts, const std::str
     for (const auto& plant : plants) validate::check_plant(plant, shapes, sc.run.loop.steps);
   }
   std::tie(p.golden_path, p.golden_cls) = find_golden(root, p.cls, sc.run.name);
-  const std::string record_hint = "record goldens for " + p.cls + " on a known-good machine of this class (`ampcheck "
-                                  "validate --record`, which writes references/validate/" + p.cls + "/)";
+  const std::string record_hint = "record goldens for " + p.cls +
+                                  " on a known-good machine of this class (`ampcheck "
+                                  "validate --record`, which writes references/validate/" +
+                                  p.cls + "/)";
   const std::string statistical_limit = "statistical mode catches only gross faults, not bit flips";
   if (!p.golden_path.empty()) {
     p.golden = validate::read_golden(p.golden_path, sc.run);  // bad input (exit 2) if corrupt, foreign or stale
@@ -152,8 +159,10 @@ Prepared prepare(const std::string& file, const RunOptions& opts, const std::str
                "), or record goldens with these settings on a known-good machine; " + statistical_limit;
     } else {
       p.reason = "the stack differs from the golden's: " + stack_drift;
-      p.next = "for a bitwise check record goldens of this stack on a known-good machine of the same kind (`ampcheck "
-               "validate --record --force`); " + statistical_limit;
+      p.next =
+          "for a bitwise check record goldens of this stack on a known-good machine of the same kind (`ampcheck "
+          "validate --record --force`); " +
+          statistical_limit;
     }
   } else {
     p.reason = "no golden for " + sc.run.name + " in " + root + "/validate";
@@ -184,9 +193,11 @@ int seal_goldens(const std::vector<std::string>& paths) {
       continue;
     }
     if (!f.attributes.count("golden_class") || !f.attributes.count("scenario_text"))
-      throw std::invalid_argument(path + ": not a golden (expected the attributes 'golden_class' and 'scenario_text' "
-                                         "that `ampcheck validate --record` writes)");
-    scenario::Scenario sc = scenario::parse_scenario(f.attributes.at("scenario_text"), path + " (attribute scenario_text)");
+      throw std::invalid_argument(path +
+                                  ": not a golden (expected the attributes 'golden_class' and 'scenario_text' "
+                                  "that `ampcheck validate --record` writes)");
+    scenario::Scenario sc =
+        scenario::parse_scenario(f.attributes.at("scenario_text"), path + " (attribute scenario_text)");
     if (sc.run.name != f.attributes["scenario_name"])
       throw std::invalid_argument(path + ": attribute 'scenario_name' '" + f.attributes["scenario_name"] +
                                   "' is not the name in its 'scenario_text' ('" + sc.run.name + "')");
@@ -194,8 +205,8 @@ int seal_goldens(const std::vector<std::string>& paths) {
     validate::seal_golden(f, sc.run);
     reference::write_trajectory(path, f, /*overwrite=*/true);
     validate::read_golden(path, sc.run);  // what was written reads back sealed
-    std::cout << path << ": sealed (" << f.attributes["golden_checksum"] << ", config " << f.attributes["golden_config_hash"]
-              << ", " << f.attributes["golden_steps"] << " steps)\n";
+    std::cout << path << ": sealed (" << f.attributes["golden_checksum"] << ", config "
+              << f.attributes["golden_config_hash"] << ", " << f.attributes["golden_steps"] << " steps)\n";
   }
   return 0;
 }
@@ -223,8 +234,9 @@ int record_goldens(const std::vector<std::string>& files, const RunOptions& opts
   }
   for (size_t i = 0; i < todo.size(); ++i) {
     const Todo& t = todo[i];
-    std::cout << "[" << (i + 1) << "/" << todo.size() << "] " << t.sc.run.name << " (" << t.sc.run.strategy.name
-              << ", " << t.cls << ")\n" << std::flush;
+    std::cout << "[" << (i + 1) << "/" << todo.size() << "] " << t.sc.run.name << " (" << t.sc.run.strategy.name << ", "
+              << t.cls << ")\n"
+              << std::flush;
     const auto r = run::run_scenario(t.sc, opts.device, 0, run::terminal_progress(t.sc.run.loop.steps));
     if (r.outcome.status != engine::RunOutcome::Status::Completed)
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
@@ -263,8 +275,11 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
     plants.push_back(validate::parse_plant(t));
     plant_texts.push_back(t);
   }
-  if (v.record && !plants.empty()) throw std::invalid_argument("--record with --plant: a golden must not carry a planted fault");
-  if (v.replays < 2) throw std::invalid_argument("--replays " + std::to_string(v.replays) + ": at least 2 (a fault that varies shows between replays)");
+  if (v.record && !plants.empty())
+    throw std::invalid_argument("--record with --plant: a golden must not carry a planted fault");
+  if (v.replays < 2)
+    throw std::invalid_argument("--replays " + std::to_string(v.replays) +
+                                ": at least 2 (a fault that varies shows between replays)");
   const std::string root = opts.references.empty() ? references_dir() : opts.references;
 
   // ---- bad input before anything trains: the reference root, the goldens (checksum, scenario, length,
@@ -284,7 +299,8 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
     const scenario::Scenario& sc = p.sc;
     const at::Device& device = p.device;
     std::cout << "[" << (i + 1) << "/" << prepared.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ", "
-              << p.cls << ", " << (p.bitwise ? "bitwise" : "statistical") << ")\n" << std::flush;
+              << p.cls << ", " << (p.bitwise ? "bitwise" : "statistical") << ")\n"
+              << std::flush;
     if (summary.device_class.empty()) set_provenance(summary, sc, device);
     report::ScenarioSummary row = scenario_row(sc, device);
     auto& val = row.validation;
@@ -330,9 +346,10 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
         val.statistical_verdict = verd.verdict;
         tf.attributes["reference"] = ref.path;
         add_verdict_series(tf, verd, ref.file.trajectory, ref.loss_spread);
-        statistical = "the statistical verdict against the " + p.reference_class + " FP32 references" +
-                      (p.reference_class == row.device_class ? "" : " (the nearest class: none for " + row.device_class + ")") +
-                      " is " + row.verdict + (row.message.empty() ? "" : " (" + row.message + ")");
+        statistical =
+            "the statistical verdict against the " + p.reference_class + " FP32 references" +
+            (p.reference_class == row.device_class ? "" : " (the nearest class: none for " + row.device_class + ")") +
+            " is " + row.verdict + (row.message.empty() ? "" : " (" + row.message + ")");
       }
       const bool any_difference = !p.diffs.empty();
       int64_t plant_step = -1;
@@ -354,8 +371,9 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
         val.mode = "statistical";
         reason = "the run differs bitwise (" + cmp.message + ") while the stack differs from the golden's (" +
                  val.stack_differences + "): configuration drift, not a fault of this machine";
-        next = "run with the golden's settings for a bitwise check, or record goldens with these settings on a "
-               "known-good machine; statistical mode catches only gross faults, not bit flips";
+        next =
+            "run with the golden's settings for a bitwise check, or record goldens with these settings on a "
+            "known-good machine; statistical mode catches only gross faults, not bit flips";
         if (statistical.empty()) {
           row.pass = false;
           statistical = "no FP32 reference to decide with (`ampcheck record --suite validate`)";
@@ -366,9 +384,9 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
         row.verdict = "differs";
         result = "FAIL: NOT bit for bit the golden's: " + cmp.message;
         if (r.trajectory.size() > cmp.step && !r.trajectory.digests.empty()) {
-          const auto rep = validate::replay_step(validate::planted(sc.run, plants, /*replay=*/true), device, cmp.step,
-                                                 r.trajectory, p.golden.trajectory, static_cast<int>(v.replays),
-                                                 opts.out_dir);
+          const auto rep =
+              validate::replay_step(validate::planted(sc.run, plants, /*replay=*/true), device, cmp.step, r.trajectory,
+                                    p.golden.trajectory, static_cast<int>(v.replays), opts.out_dir);
           val.replay = rep.kind;
           val.replay_message = rep.message;
           row.verdict = rep.kind;
@@ -385,11 +403,14 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
         result = std::string(row.pass ? "PASS" : "FAIL") + ": " + statistical;
         if (!p.golden_path.empty())
           result += "; for information, the bitwise comparison with the " + p.golden_cls + " golden: " +
-                    (cmp.identical ? "identical" : "differs from step " + std::to_string(cmp.step) +
-                                                       " on, as expected where the stacks differ");
+                    (cmp.identical ? "identical"
+                                   : "differs from step " + std::to_string(cmp.step) +
+                                         " on, as expected where the stacks differ");
         if (!row.pass)
-          next = "the run does not track its FP32 references: a gross fault or a broken stack — run `ampcheck "
-                 "doctor`; " + next;
+          next =
+              "the run does not track its FP32 references: a gross fault or a broken stack — run `ampcheck "
+              "doctor`; " +
+              next;
       }
       tf.attributes["validation"] = row.verdict + ": " + result;
       write_result(opts, row.trajectory_file, tf);

@@ -21,8 +21,8 @@ void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v
   row.deciding_signal = v.deciding_signal;
   row.max_signal = v.max_signal;
   for (const auto& g : v.signals)
-    row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.decides, g.verdict, g.first_step, g.max_step, g.max_margin,
-                           g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
+    row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.decides, g.verdict, g.first_step, g.max_step,
+                           g.max_margin, g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
   row.final_loss_ratio = v.final_loss_ratio;
   row.param_drift = v.param_drift;
   for (const auto& w : v.warnings) row.warnings.push_back({w.signal, w.message});
@@ -49,18 +49,19 @@ void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v
 
 void print_result_table(const report::RunSummary& summary) {
   std::ostringstream table;  // printed printable (io/text.h): names, messages and warnings may quote a file's text
-  table << "\n" << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
-        << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from"
-        << std::setw(16) << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
-        << "skipped" << "result\n";
+  table << "\n"
+        << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
+        << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from" << std::setw(16)
+        << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
+        << "skipped"
+        << "result\n";
   for (const auto& r : summary.scenarios) {
     table << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
           << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
           << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
-          << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal)
-          << std::setw(9) << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4)
-          << std::setw(9) << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps
-          << (r.pass ? "PASS" : "FAIL") << "\n";
+          << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal) << std::setw(9)
+          << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4) << std::setw(9)
+          << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps << (r.pass ? "PASS" : "FAIL") << "\n";
   }
   // findings that did not set a verdict, one line each (signals not judged, diagnostics, precision not in effect)
   for (const auto& r : summary.scenarios)

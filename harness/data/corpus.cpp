@@ -22,7 +22,8 @@ uint64_t mix64(uint64_t x) {
 // H = -Σ p_k ln p_k (1.08 nats for branching 4), far below ln(V) (5.5 nats for V = 256); with V contexts a ~1M
 // model learns most of it in a few hundred steps.
 TokenCorpus TokenCorpus::synthetic(int64_t vocab_size, int64_t n_tokens, int64_t branching, uint64_t seed) {
-  if (vocab_size < 2 || vocab_size > 65536) throw std::invalid_argument("synthetic data: vocab_size must be in [2, 65536]");
+  if (vocab_size < 2 || vocab_size > 65536)
+    throw std::invalid_argument("synthetic data: vocab_size must be in [2, 65536]");
   if (branching < 1) throw std::invalid_argument("synthetic data: branching must be >= 1");
   std::vector<double> probs(branching);
   double z = 0;
@@ -68,7 +69,8 @@ TokenCorpus TokenCorpus::from_shards(const std::vector<std::string>& paths, int6
       int32_t header[256];
       in.read(reinterpret_cast<char*>(header), sizeof(header));
       if (header[0] == 20240520) {  // llm.c shard: magic, version, token count
-        if (header[1] != 1) throw std::runtime_error(path + ": llm.c shard version " + std::to_string(header[1]) + ", expected 1");
+        if (header[1] != 1)
+          throw std::runtime_error(path + ": llm.c shard version " + std::to_string(header[1]) + ", expected 1");
         offset = 1024;
         count = header[2];
         if (offset + 2 * count != bytes)
@@ -93,14 +95,16 @@ TokenCorpus TokenCorpus::from_shards(const std::vector<std::string>& paths, int6
 
 // ---------------------------------------------------------------------------------------------------------------
 BatchSampler::BatchSampler(const TokenCorpus& corpus, const DataConfig& cfg, at::Device device)
-    : B_(cfg.batch_size), T_(cfg.seq_len), seed_(cfg.order_seed != 0 ? cfg.order_seed : cfg.seed), eval_seed_(cfg.seed) {
+    : B_(cfg.batch_size),
+      T_(cfg.seq_len),
+      seed_(cfg.order_seed != 0 ? cfg.order_seed : cfg.seed),
+      eval_seed_(cfg.seed) {
   n_ = corpus.size();
   split_ = static_cast<int64_t>(static_cast<double>(n_) * (1.0 - cfg.eval_fraction));
   if (split_ <= T_ + 1 || (cfg.eval_fraction > 0 && n_ - split_ <= T_ + 1))
     throw std::invalid_argument("data: corpus of " + std::to_string(n_) + " tokens is too small for seq_len " +
                                 std::to_string(T_) + " with eval_fraction " + std::to_string(cfg.eval_fraction));
-  at::Tensor host = at::from_blob(const_cast<uint16_t*>(corpus.tokens().data()), {n_}, at::kUInt16)
-                        .to(at::kLong);
+  at::Tensor host = at::from_blob(const_cast<uint16_t*>(corpus.tokens().data()), {n_}, at::kUInt16).to(at::kLong);
   corpus_ = host.to(device);
 }
 
@@ -115,8 +119,8 @@ Batch BatchSampler::gather(const std::vector<int64_t>& offsets) const {
 
 void BatchSampler::set_shard(int64_t rank, int64_t count) {
   if (count < 1 || rank < 0 || rank >= count || B_ % count != 0)
-    throw std::invalid_argument("batch of " + std::to_string(B_) + " rows cannot be split into " + std::to_string(count) +
-                                " equal slices (rank " + std::to_string(rank) + ")");
+    throw std::invalid_argument("batch of " + std::to_string(B_) + " rows cannot be split into " +
+                                std::to_string(count) + " equal slices (rank " + std::to_string(rank) + ")");
   shard_rank_ = rank;
   shard_count_ = count;
 }
@@ -126,8 +130,8 @@ Batch BatchSampler::train_batch(int64_t step, int64_t micro) const {
   std::vector<int64_t> offsets(local);
   const uint64_t range = static_cast<uint64_t>(split_ - T_ - 1);
   for (int64_t b = first; b < first + local; ++b)
-    offsets[b - first] =
-        static_cast<int64_t>(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(micro * B_ + b)) % range);
+    offsets[b - first] = static_cast<int64_t>(
+        mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(micro * B_ + b)) % range);
   return gather(offsets);
 }
 

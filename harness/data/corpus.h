@@ -14,18 +14,18 @@ namespace ampcheck::data {
 struct DataConfig {
   std::string kind = "synthetic";  // synthetic | shards
   // synthetic: a random Markov source with `branching` likely successors per (previous two tokens) context
-  int64_t vocab_size = 0;          // 0 = the model's vocab
+  int64_t vocab_size = 0;  // 0 = the model's vocab
   int64_t corpus_tokens = 1 << 20;
   int64_t branching = 4;
-  uint64_t seed = 42;              // corpus and sampling seed
-  uint64_t order_seed = 0;         // sampling order only (0 = seed): the references' data-order noise run sets it, so
-                                   // the same corpus is visited in another order; not a scenario field
+  uint64_t seed = 42;       // corpus and sampling seed
+  uint64_t order_seed = 0;  // sampling order only (0 = seed): the references' data-order noise run sets it, so
+                            // the same corpus is visited in another order; not a scenario field
   // shards: nanoGPT train.bin (raw uint16) or llm.c shards (256 x int32 header, magic 20240520, then uint16)
   std::vector<std::string> paths;
   // batches
-  int64_t batch_size = 8;          // B, per micro-batch
-  int64_t seq_len = 0;             // T, 0 = the model's block size
-  double eval_fraction = 0.1;      // tail of the corpus held out for eval loss
+  int64_t batch_size = 8;      // B, per micro-batch
+  int64_t seq_len = 0;         // T, 0 = the model's block size
+  double eval_fraction = 0.1;  // tail of the corpus held out for eval loss
 };
 
 struct Batch {

@@ -31,29 +31,40 @@ at::Tensor allreduce_check_input(int64_t numel, int64_t rank, const at::TensorOp
 }
 
 int64_t allreduce_check_wrong_elements(const at::Tensor& result, int64_t world_size) {
-  const at::Tensor expected = pattern(result.numel(), result.options()).mul_(static_cast<double>(world_size * (world_size + 1) / 2));
+  const at::Tensor expected =
+      pattern(result.numel(), result.options()).mul_(static_cast<double>(world_size * (world_size + 1) / 2));
   return result.reshape({-1}).ne(expected).sum().item<int64_t>();  // SYNC POINT: the check's verdict
 }
 
 nlohmann::json to_json(const AllReduceCheck& c) {
-  return {{"backend", c.spec.backend},       {"world_size", c.spec.world_size}, {"bytes", c.spec.bytes},
-          {"iterations", c.spec.iterations}, {"device", c.device},              {"ran", c.ran},
-          {"correct", c.correct},            {"wrong_elements", c.wrong_elements},
-          {"median_ms", c.median_ms},        {"algbw_gbs", c.algbw_gbs},        {"busbw_gbs", c.busbw_gbs},
-          {"error", c.error}};
+  return {{"backend", c.spec.backend}, {"world_size", c.spec.world_size},
+          {"bytes", c.spec.bytes},     {"iterations", c.spec.iterations},
+          {"device", c.device},        {"ran", c.ran},
+          {"correct", c.correct},      {"wrong_elements", c.wrong_elements},
+          {"median_ms", c.median_ms},  {"algbw_gbs", c.algbw_gbs},
+          {"busbw_gbs", c.busbw_gbs},  {"error", c.error}};
 }
 
 AllReduceCheck run_allreduce_check(const AllReduceCheckSpec& spec) {
   AllReduceCheck c;
   c.spec = spec;
   try {
-    if (spec.world_size < 1) throw std::runtime_error("world size " + std::to_string(spec.world_size) + ": expected >= 1");
+    if (spec.world_size < 1)
+      throw std::runtime_error("world size " + std::to_string(spec.world_size) + ": expected >= 1");
     if (spec.bytes < 4 || spec.iterations < 1) throw std::runtime_error("expected bytes >= 4 and iterations >= 1");
     if (!backend_available(spec.backend))
-      throw std::runtime_error("backend '" + spec.backend + "' is not available here (compiled in: " + backends_compiled() + ")");
+      throw std::runtime_error("backend '" + spec.backend +
+                               "' is not available here (compiled in: " + backends_compiled() + ")");
     SpawnSpec s;
-    s.args = {"_allreduce", "--backend", spec.backend, "--bytes", std::to_string(spec.bytes), "--iterations",
-              std::to_string(spec.iterations), "--timeout", std::to_string(spec.timeout_s)};
+    s.args = {"_allreduce",
+              "--backend",
+              spec.backend,
+              "--bytes",
+              std::to_string(spec.bytes),
+              "--iterations",
+              std::to_string(spec.iterations),
+              "--timeout",
+              std::to_string(spec.timeout_s)};
     s.world_size = spec.world_size;
     s.store_timeout_s = spec.timeout_s;
     s.grace_s = std::min(15.0, spec.timeout_s);
@@ -107,8 +118,8 @@ int allreduce_rank_main(const std::string& backend_name, int64_t bytes, int64_t 
     // correctness
     all_reduce(x, c10d::ReduceOp::SUM, "all-reduce check");
     engine::synchronize(device);
-    at::Tensor wrong = at::full({1}, static_cast<double>(allreduce_check_wrong_elements(x, env.world_size)),
-                                opts.dtype(at::kDouble));
+    at::Tensor wrong =
+        at::full({1}, static_cast<double>(allreduce_check_wrong_elements(x, env.world_size)), opts.dtype(at::kDouble));
     // timing: 3 warm-ups, then `iterations` waited-for and synchronised all-reduces of the same size
     std::vector<double> ms;
     for (int64_t i = 0; i < iterations + 3; ++i) {
@@ -116,7 +127,8 @@ int allreduce_rank_main(const std::string& backend_name, int64_t bytes, int64_t 
       const auto t0 = std::chrono::steady_clock::now();
       all_reduce(buf, c10d::ReduceOp::SUM, "timed all-reduce");
       engine::synchronize(device);  // SYNC POINT: timing
-      if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (i >= 3)
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(ms.begin(), ms.end());
     at::Tensor median = at::full({1}, ms[ms.size() / 2], opts.dtype(at::kDouble));

@@ -28,12 +28,12 @@ struct AllReduceCheckSpec {
 
 struct AllReduceCheck {
   AllReduceCheckSpec spec;
-  bool ran = false;       // false: it could not run (error says why)
-  bool correct = false;   // every rank's result exact
+  bool ran = false;            // false: it could not run (error says why)
+  bool correct = false;        // every rank's result exact
   int64_t wrong_elements = 0;  // summed over the ranks
-  double median_ms = 0;   // the slowest rank's median time of one all-reduce
+  double median_ms = 0;        // the slowest rank's median time of one all-reduce
   double algbw_gbs = 0, busbw_gbs = 0;
-  std::string device;     // what the ranks reduced on: "cpu" or "cuda:0..W-1"
+  std::string device;  // what the ranks reduced on: "cpu" or "cuda:0..W-1"
   std::string error;
 };
 

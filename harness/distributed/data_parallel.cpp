@@ -102,7 +102,8 @@ void DataParallel::gather_parameters(const std::vector<at::Tensor>& params) {
   for (auto& [dtype, idx] : by_dtype) {
     std::vector<at::Tensor> flats;
     for (size_t i : idx)
-      flats.push_back(owns_parameter(i) ? params[i].reshape({-1}) : at::zeros({params[i].numel()}, params[i].options()));
+      flats.push_back(owns_parameter(i) ? params[i].reshape({-1})
+                                        : at::zeros({params[i].numel()}, params[i].options()));
     std::vector<at::Tensor> buf = {at::cat(flats)};
     reduce(buf, c10d::ReduceOp::SUM, "parameter all-gather");
     int64_t off = 0;
@@ -168,7 +169,7 @@ at::Tensor DataParallel::after_step(int64_t step, const std::vector<at::Tensor>&
       }
     }
   }
-  resolve_events(false);  // the collectives' events that completed (no host sync)
+  resolve_events(false);                                   // the collectives' events that completed (no host sync)
   return rows.select(1, 0).mean().to(loss.scalar_type());  // the loss averaged over the ranks (device, no sync)
 }
 

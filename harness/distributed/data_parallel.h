@@ -32,9 +32,9 @@
 namespace ampcheck::distributed {
 
 struct Consistency {
-  int64_t checks = 0;              // steps compared
-  int64_t diverged_step = -1;      // first step the ranks disagreed (-1: never)
-  std::string message;             // "ranks diverged at step 12: rank 1 skipped, rank 0 stepped"
+  int64_t checks = 0;          // steps compared
+  int64_t diverged_step = -1;  // first step the ranks disagreed (-1: never)
+  std::string message;         // "ranks diverged at step 12: rank 1 skipped, rank 0 stepped"
 };
 
 class DataParallel final : public engine::GradientSync {

@@ -79,7 +79,7 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
 
 // Runs this process as one rank: process group from the environment, training, its file.
 run::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
-                                const std::string& out_file, const RankEnv& env, DataParallel** keep = nullptr) {
+                             const std::string& out_file, const RankEnv& env, DataParallel** keep = nullptr) {
   const auto& d = sc.run.distributed;
   if (env.world_size != d.world_size)
     throw std::runtime_error(sc.path + ": distributed.world_size is " + std::to_string(d.world_size) +
@@ -101,9 +101,11 @@ run::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& de
 }
 
 // The merged result from the ranks' files.
-run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, int64_t world, const std::string& launch) {
+run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, int64_t world,
+                          const std::string& launch) {
   std::vector<reference::TrajectoryFile> files;
-  for (int64_t k = 0; k < world; ++k) files.push_back(reference::read_trajectory(dir + "/rank" + std::to_string(k) + ".h5"));
+  for (int64_t k = 0; k < world; ++k)
+    files.push_back(reference::read_trajectory(dir + "/rank" + std::to_string(k) + ".h5"));
   const auto& f0 = files[0];
   run::ScenarioResult r;
   r.name = sc.run.name;
@@ -128,7 +130,8 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
       r.outcome.status = engine::RunOutcome::Status::Error;
       r.outcome.error = "rank " + std::to_string(k) + ": " + attr(files[k], "error");
       r.expectation_met =  // the one pass rule, on that rank's own error text
-          verdict::decide(scenario::expectation(sc.expect), verdict::observe_status("error", attr(files[k], "error")), false)
+          verdict::decide(scenario::expectation(sc.expect), verdict::observe_status("error", attr(files[k], "error")),
+                          false)
               .pass;
     }
   const auto& rows = r.trajectory.rows;
@@ -162,7 +165,8 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
 
 // Starts the ranks (`_rank` of this scenario, logs beside the rank files), returns when all ended; throws naming the
 // rank that failed or hung. No rank outlives this function.
-void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps, const std::string& dir) {
+void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
+                     const std::string& dir) {
   SpawnSpec spec;
   spec.args = {"_rank", sc.path, "--out", dir + "/rank{rank}.h5"};
   if (!device_spec.empty()) spec.args.insert(spec.args.end(), {"--device", device_spec});
@@ -177,7 +181,7 @@ void launch_and_wait(const scenario::Scenario& sc, const std::string& device_spe
 }  // namespace
 
 run::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps,
-                                       const std::string& out_dir, bool* writes_results) {
+                                    const std::string& out_dir, bool* writes_results) {
   const std::string dir = out_dir + "/" + sc.run.name + ".ranks";
   io::make_dirs(dir);
   if (writes_results) *writes_results = true;
@@ -202,14 +206,14 @@ run::ScenarioResult run_distributed(const scenario::Scenario& sc, const std::str
                              " ranks: each rank takes the GPU of its local rank (cuda:0 .. cuda:" +
                              std::to_string(world - 1) + "); use --device cuda");
   if ((dev == "cuda" || (dev == "auto" && gpus > 0)) && world > gpus)
-    throw std::runtime_error(sc.path + ": distributed.world_size " + std::to_string(world) + " on " + dev +
-                             " needs " + std::to_string(world) + " GPUs (one per rank); this machine has " +
-                             std::to_string(gpus));
+    throw std::runtime_error(sc.path + ": distributed.world_size " + std::to_string(world) + " on " + dev + " needs " +
+                             std::to_string(world) + " GPUs (one per rank); this machine has " + std::to_string(gpus));
   launch_and_wait(sc, device_spec, steps, dir);
   return merge(sc, dir, sc.run.distributed.world_size, "ampcheck");
 }
 
-int rank_main(const std::string& scenario_path, const std::string& device_spec, int64_t steps, const std::string& out_file) {
+int rank_main(const std::string& scenario_path, const std::string& device_spec, int64_t steps,
+              const std::string& out_file) {
   try {
     const scenario::Scenario sc = scenario::load_scenario(scenario_path);
     const RankEnv env = rank_env_from_environment();

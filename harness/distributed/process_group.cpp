@@ -25,7 +25,8 @@ const char* env(const char* name) {
 int64_t env_int(const char* name, int64_t fallback, bool required) {
   const char* v = env(name);
   if (!v) {
-    if (required) throw std::runtime_error(std::string("environment variable ") + name + " is not set (expected an integer)");
+    if (required)
+      throw std::runtime_error(std::string("environment variable ") + name + " is not set (expected an integer)");
     return fallback;
   }
   char* end = nullptr;
@@ -78,7 +79,8 @@ bool backend_available(const std::string& backend) {
   return false;
 }
 
-c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& e, std::chrono::milliseconds timeout, const std::string& prefix) {
+c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& e, std::chrono::milliseconds timeout,
+                                           const std::string& prefix) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(e.master_port);
   o.isServer = e.store_server;
@@ -94,22 +96,25 @@ c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& e, std::chrono::millis
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
                                                const RankEnv& e, std::chrono::milliseconds timeout) {
   if (!backend_available(backend))
-    throw std::runtime_error("distributed.backend '" + backend + "' is not available here (compiled in: " +
-                             backends_compiled() + (backend == "nccl" ? "; nccl also needs a CUDA device" : "") +
-                             "). HINT: gloo needs gloo's headers at build time (Debian: libgloo-dev), nccl needs nccl.h "
-                             "and LibTorch's CUDA build");
+    throw std::runtime_error(
+        "distributed.backend '" + backend + "' is not available here (compiled in: " + backends_compiled() +
+        (backend == "nccl" ? "; nccl also needs a CUDA device" : "") +
+        "). HINT: gloo needs gloo's headers at build time (Debian: libgloo-dev), nccl needs nccl.h "
+        "and LibTorch's CUDA build");
 #ifdef AMPCHECK_HAVE_GLOO
   if (backend == "gloo") {
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(e.rank), static_cast<int>(e.world_size), opts);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(e.rank), static_cast<int>(e.world_size),
+                                                       opts);
   }
 #endif
 #ifdef AMPCHECK_HAVE_NCCL
   if (backend == "nccl") {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
-    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, static_cast<int>(e.rank), static_cast<int>(e.world_size), opts);
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, static_cast<int>(e.rank), static_cast<int>(e.world_size),
+                                                       opts);
   }
 #endif
   (void)store, (void)e, (void)timeout;

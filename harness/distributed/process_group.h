@@ -31,7 +31,8 @@ std::string backends_compiled();                     // e.g. "gloo, nccl"
 
 // prefix: the keys of one process group (a joined job running several scenarios builds one group per scenario on
 // the same store; each gets its own key space).
-c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& env, std::chrono::milliseconds timeout, const std::string& prefix);
+c10::intrusive_ptr<c10d::Store> make_store(const RankEnv& env, std::chrono::milliseconds timeout,
+                                           const std::string& prefix);
 // The backend for `backend` on this rank. Errors name the backend and why it cannot be used here.
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
                                                const RankEnv& env, std::chrono::milliseconds timeout);

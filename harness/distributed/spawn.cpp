@@ -31,7 +31,8 @@ std::string tail(const std::string& path, size_t max_lines = 12) {
   std::string l;
   while (std::getline(in, l)) lines.push_back(l);
   std::string out;
-  for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i) out += "\n    " + lines[i];
+  for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i)
+    out += "\n    " + lines[i];
   return out;
 }
 
@@ -44,13 +45,20 @@ std::string num(double v) {
 
 const char* signal_name(int s) {
   switch (s) {
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGINT: return "SIGINT";
-    case SIGBUS: return "SIGBUS";
-    default: return "a signal";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGINT:
+      return "SIGINT";
+    case SIGBUS:
+      return "SIGBUS";
+    default:
+      return "a signal";
   }
 }
 
@@ -114,7 +122,8 @@ c10::intrusive_ptr<c10d::TCPStore> spawn_ranks(const SpawnSpec& spec) {
       for (int64_t k = 0; k < world; ++k)
         if (running[k]) {
           if (::waitpid(pids[k], nullptr, WNOHANG) == pids[k]) running[k] = false;
-          else any = true;
+          else
+            any = true;
         }
       if (!any) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

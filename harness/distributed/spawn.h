@@ -22,8 +22,8 @@ struct SpawnSpec {
   // the arguments after the program ("_rank", path, ...); "{rank}" in one stands for the rank's number
   std::vector<std::string> args;
   int64_t world_size = 1;
-  double store_timeout_s = 300;   // the store's timeout (the ranks' process groups set their own)
-  double grace_s = 15;            // how long a rank may run on after another finished
+  double store_timeout_s = 300;  // the store's timeout (the ranks' process groups set their own)
+  double grace_s = 15;           // how long a rank may run on after another finished
   // where rank k's output goes: "<log_dir>/rank<k>.log", with "<log_dir>/pids" (a "<rank> <pid>" line per rank)
   // beside them; empty: in memory only (an anonymous file), for a job that must write nothing on disk — its tail
   // still reaches the error

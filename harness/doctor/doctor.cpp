@@ -70,7 +70,9 @@ Fp8Check fp8_numerical_check(const at::Device& device, int64_t n) {
   at::Tensor y8 = at::_scaled_mm(qx.data, qw.data.t(), qx.inv_scale, qw.inv_scale, {}, {}, at::kBFloat16, true);
   at::Tensor ybf = at::mm(x.to(at::kBFloat16), w.to(at::kBFloat16).t());
   at::Tensor y64 = at::mm(x.to(at::kDouble), w.to(at::kDouble).t());
-  auto rel = [&](const at::Tensor& y) { return ((y.to(at::kDouble) - y64).norm() / y64.norm()).item<double>(); };  // SYNC POINT
+  auto rel = [&](const at::Tensor& y) {
+    return ((y.to(at::kDouble) - y64).norm() / y64.norm()).item<double>();
+  };  // SYNC POINT
   Fp8Check c;
   c.fp8_rel_error = rel(y8);
   c.bf16_rel_error = rel(ybf);
@@ -90,8 +92,8 @@ double fp8_matmul_tflops(const at::Device& device, int64_t n) {
 
 namespace {
 // Trains `micro` for 12 steps with a strategy; returns the final loss, or NaN with the error in `error`.
-double smoke_train(const at::Device& device, const std::string& strategy, std::string& error, int64_t* skipped = nullptr,
-                   double* scale = nullptr, bool plant_inf = false) {
+double smoke_train(const at::Device& device, const std::string& strategy, std::string& error,
+                   int64_t* skipped = nullptr, double* scale = nullptr, bool plant_inf = false) {
   engine::RunConfig cfg;
   cfg.model.preset = "micro";
   cfg.data.batch_size = 4;
@@ -155,7 +157,8 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
                                         (info.compute_capability_major == 8 && info.compute_capability_minor >= 9));
   // every visible GPU, peer access and the link matrix (a data-parallel run's interconnect)
   j["topology"] = gpu_topology();
-  j["support"] = {{"bf16", bf16}, {"fp8_e4m3_matmul", fp8}, {"tf32", device.is_cuda() && info.compute_capability_major >= 8}};
+  j["support"] = {
+      {"bf16", bf16}, {"fp8_e4m3_matmul", fp8}, {"tf32", device.is_cuda() && info.compute_capability_major >= 8}};
   // the c10d backends this build compiled in (harness/distributed: Gloo where gloo's headers were found, NCCL where
   // nccl.h was)
   nlohmann::json backends = nlohmann::json::array();
@@ -198,8 +201,11 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   bool fp8_ok = true;
   if (fp8) {  // the FP8 numerical check (only where FP8 matmuls exist: the strategy is refused elsewhere)
     const Fp8Check c = fp8_numerical_check(device, 4096);
-    j["fp8_check"] = {{"size", 4096}, {"fp8_rel_error", c.fp8_rel_error}, {"bf16_rel_error", c.bf16_rel_error},
-                      {"bound", std::ldexp(1.0, -4)}, {"ok", c.ok}};
+    j["fp8_check"] = {{"size", 4096},
+                      {"fp8_rel_error", c.fp8_rel_error},
+                      {"bf16_rel_error", c.bf16_rel_error},
+                      {"bound", std::ldexp(1.0, -4)},
+                      {"ok", c.ok}};
     fp8_ok = c.ok;
   }
   // numerical smoke test
@@ -239,17 +245,19 @@ std::string format_doctor(const nlohmann::json& j) {
   };
   if (!j["device"]["compute_capability"].get<std::string>().empty())
     line("driver", or_unknown("nvidia_driver") + " (supports CUDA " + or_unknown("cuda_driver") + ")");
-  line("cuda runtime", j["versions"]["cuda_runtime"].get<std::string>().empty() ? "none" : str(j["versions"]["cuda_runtime"]));
+  line("cuda runtime",
+       j["versions"]["cuda_runtime"].get<std::string>().empty() ? "none" : str(j["versions"]["cuda_runtime"]));
   line("cudnn", j["versions"]["cudnn"].get<std::string>().empty() ? "none" : str(j["versions"]["cudnn"]));
   {
     std::string b;
     for (const auto& x : j["support"]["c10d_backends"]) b += (b.empty() ? "" : ", ") + x.get<std::string>();
     line("c10d backends", b.empty() ? "none (data-parallel scenarios unavailable)" : b);
     if (j["support"].contains("fused_cuda_kernels"))
-      line("fused CUDA kernels", j["support"]["fused_cuda_kernels"].get<bool>()
-                                     ? "compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu, fused_grad_check, "
-                                       "fused_param_norm)"
-                                     : "not compiled: the engine options run their ATen references");
+      line("fused CUDA kernels",
+           j["support"]["fused_cuda_kernels"].get<bool>()
+               ? "compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu, fused_grad_check, "
+                 "fused_param_norm)"
+               : "not compiled: the engine options run their ATen references");
     if (j["support"].contains("gemm_epilogues"))
       line("GEMM epilogues", j["support"]["gemm_epilogues"].get<bool>()
                                  ? "cuBLASLt linked (engine option gemm_epilogues)"
@@ -262,10 +270,11 @@ std::string format_doctor(const nlohmann::json& j) {
                                   (j["flags"]["tf32_cudnn"].get<bool>() ? "on" : "off"));
   line("deterministic", j["flags"]["deterministic_algorithms"].get<bool>() ? "on" : "off");
   line("intra-op threads", str(j["flags"]["intra_op_threads"]));
-  line("CPU ISA / ATen CPU", (j["stack"]["cpu_isa"].get<std::string>().empty() ? std::string("-") : str(j["stack"]["cpu_isa"])) +
-                                 " / " + str(j["stack"]["aten_cpu_capability"]));
-  line("cuBLAS reductions", str(j["stack"]["fp16_reduction_cublas"]) + " / " +
-                                 str(j["stack"]["bf16_reduction_cublas"]) + " (fp16 / bf16)");
+  line("CPU ISA / ATen CPU",
+       (j["stack"]["cpu_isa"].get<std::string>().empty() ? std::string("-") : str(j["stack"]["cpu_isa"])) + " / " +
+           str(j["stack"]["aten_cpu_capability"]));
+  line("cuBLAS reductions",
+       str(j["stack"]["fp16_reduction_cublas"]) + " / " + str(j["stack"]["bf16_reduction_cublas"]) + " (fp16 / bf16)");
   std::ostringstream rates;
   for (const char* k : {"fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_e4m3_tflops"})
     if (j["matmul"].contains(k))
@@ -275,9 +284,10 @@ std::string format_doctor(const nlohmann::json& j) {
   if (j.contains("fp8_check")) {
     const auto& c = j["fp8_check"];
     std::ostringstream m;
-    m << std::setprecision(3) << (c["ok"].get<bool>() ? "OK" : "FAILED") << ": e4m3 scaled matmul (n="
-      << c["size"].get<int64_t>() << ") relative error " << 100 * c["fp8_rel_error"].get<double>() << "% vs fp64 (bound "
-      << 100 * c["bound"].get<double>() << "%; bf16 " << 100 * c["bf16_rel_error"].get<double>() << "%)";
+    m << std::setprecision(3) << (c["ok"].get<bool>() ? "OK" : "FAILED")
+      << ": e4m3 scaled matmul (n=" << c["size"].get<int64_t>() << ") relative error "
+      << 100 * c["fp8_rel_error"].get<double>() << "% vs fp64 (bound " << 100 * c["bound"].get<double>() << "%; bf16 "
+      << 100 * c["bf16_rel_error"].get<double>() << "%)";
     line("fp8 check", m.str());
   } else {
     line("fp8 check", "not run: no FP8 matmuls on this device (the fp8 strategies are unsupported here)");
@@ -297,23 +307,25 @@ std::string format_doctor(const nlohmann::json& j) {
       std::string missing;
       for (size_t a = 0; a < n; ++a)
         for (size_t b = 0; b < n; ++b)
-          if (a != b && !t["peer_access"][a][b].get<bool>()) missing += " " + std::to_string(a) + "->" + std::to_string(b);
+          if (a != b && !t["peer_access"][a][b].get<bool>())
+            missing += " " + std::to_string(a) + "->" + std::to_string(b);
       line("peer access", missing.empty() ? "every pair" : "not between" + missing);
     }
     if (!t["links"].is_null()) line("GPU links", t["links"]["summary"].get<std::string>());
-    else if (t.contains("links_error")) line("GPU links", "unknown: " + t["links_error"].get<std::string>());
+    else if (t.contains("links_error"))
+      line("GPU links", "unknown: " + t["links_error"].get<std::string>());
   }
   if (j.contains("allreduce")) {
     const auto& a = j["allreduce"];
     std::ostringstream m;
     m << std::setprecision(3);
-    const std::string what = a["backend"].get<std::string>() + ", " + std::to_string(a["world_size"].get<int64_t>()) +
-                             " ranks";
+    const std::string what =
+        a["backend"].get<std::string>() + ", " + std::to_string(a["world_size"].get<int64_t>()) + " ranks";
     if (!a["ran"].get<bool>()) {
       m << (a.value("required", true) ? "FAILED" : "not run") << ": " << what << ": " << a["error"].get<std::string>();
     } else {
-      m << (a["correct"].get<bool>() ? "OK" : "FAILED") << ": " << what << " (" << a["device"].get<std::string>() << "), "
-        << a["bytes"].get<double>() / (1 << 20) << " MiB fp32 SUM, median " << a["median_ms"].get<double>()
+      m << (a["correct"].get<bool>() ? "OK" : "FAILED") << ": " << what << " (" << a["device"].get<std::string>()
+        << "), " << a["bytes"].get<double>() / (1 << 20) << " MiB fp32 SUM, median " << a["median_ms"].get<double>()
         << " ms of " << a["iterations"].get<int64_t>() << ": algbw " << a["algbw_gbs"].get<double>() << " GB/s, busbw "
         << a["busbw_gbs"].get<double>() << " GB/s; result "
         << (a["correct"].get<bool>() ? std::string("exact")

@@ -29,10 +29,11 @@ bool is_gpu_label(const std::string& s) { return std::regex_match(s, std::regex(
 
 std::string meaning(const std::string& kind) {
   if (kind.rfind("NV", 0) == 0 && kind.size() > 2) return kind.substr(2) + " bonded NVLinks";
-  static const std::map<std::string, std::string> m = {
-      {"PIX", "PCIe through at most one bridge"},      {"PXB", "PCIe through several bridges"},
-      {"PHB", "PCIe through a host bridge"},           {"NODE", "PCIe and host bridges within a NUMA node"},
-      {"SYS", "PCIe and the link between NUMA nodes"}};
+  static const std::map<std::string, std::string> m = {{"PIX", "PCIe through at most one bridge"},
+                                                       {"PXB", "PCIe through several bridges"},
+                                                       {"PHB", "PCIe through a host bridge"},
+                                                       {"NODE", "PCIe and host bridges within a NUMA node"},
+                                                       {"SYS", "PCIe and the link between NUMA nodes"}};
   const auto it = m.find(kind);
   return it == m.end() ? "see nvidia-smi topo's legend" : it->second;
 }
@@ -60,14 +61,15 @@ LinkMatrix parse_topo_matrix(const std::string& raw) {
     std::vector<std::string> row;
     for (size_t c : cols) {
       if (c >= cells.size())
-        throw std::runtime_error("nvidia-smi topo -m, line " + std::to_string(line_no) + " (" + cells[0] + "): " +
-                                 std::to_string(cells.size()) + " cells, expected a link for each of " +
+        throw std::runtime_error("nvidia-smi topo -m, line " + std::to_string(line_no) + " (" + cells[0] +
+                                 "): " + std::to_string(cells.size()) + " cells, expected a link for each of " +
                                  std::to_string(cols.size()) + " GPUs");
       row.push_back(cells[c]);
     }
     m.links.push_back(row);
   }
-  if (m.gpus.empty()) throw std::runtime_error("nvidia-smi topo -m: no GPU matrix in its output (expected a header row with GPU0 ...)");
+  if (m.gpus.empty())
+    throw std::runtime_error("nvidia-smi topo -m: no GPU matrix in its output (expected a header row with GPU0 ...)");
   if (m.links.size() != m.gpus.size())
     throw std::runtime_error("nvidia-smi topo -m: " + std::to_string(m.links.size()) + " GPU rows for " +
                              std::to_string(m.gpus.size()) + " GPU columns");

@@ -21,13 +21,20 @@ constexpr char kMagic[8] = {'A', 'M', 'P', 'C', 'K', 'P', 'T', '1'};
 
 std::string dtype_tag(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "float32";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kDouble: return "float64";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    default: throw std::invalid_argument(std::string("checkpoint: unsupported dtype ") + c10::toString(t));
+    case at::kFloat:
+      return "float32";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kDouble:
+      return "float64";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    default:
+      throw std::invalid_argument(std::string("checkpoint: unsupported dtype ") + c10::toString(t));
   }
 }
 at::ScalarType dtype_from_tag(const std::string& s, const std::string& path) {
@@ -52,8 +59,11 @@ void write_checkpoint(const std::string& path, const std::vector<std::pair<std::
   for (const auto& [name, t] : tensors) {
     at::Tensor c = t.detach().to(at::kCPU).contiguous();
     const size_t nbytes = c.numel() * c.element_size();
-    header["tensors"].push_back({{"name", name}, {"dtype", dtype_tag(c.scalar_type())}, {"shape", c.sizes().vec()},
-                                 {"offset", payload.size()}, {"nbytes", nbytes}});
+    header["tensors"].push_back({{"name", name},
+                                 {"dtype", dtype_tag(c.scalar_type())},
+                                 {"shape", c.sizes().vec()},
+                                 {"offset", payload.size()},
+                                 {"nbytes", nbytes}});
     payload.append(static_cast<const char*>(c.data_ptr()), nbytes);
   }
   const std::string h = header.dump();
@@ -83,7 +93,8 @@ Checkpoint read_checkpoint(const std::string& path) {
   for (const auto& t : header.at("tensors")) {
     const auto offset = t.at("offset").get<size_t>(), nbytes = t.at("nbytes").get<size_t>();
     const std::string name = t.at("name");
-    if (base + offset + nbytes > bytes.size()) throw std::runtime_error(path + ": tensor '" + name + "' runs past the file end");
+    if (base + offset + nbytes > bytes.size())
+      throw std::runtime_error(path + ": tensor '" + name + "' runs past the file end");
     at::Tensor x = at::empty(t.at("shape").get<std::vector<int64_t>>(),
                              at::TensorOptions().dtype(dtype_from_tag(t.at("dtype"), path)));
     if (static_cast<size_t>(x.numel() * x.element_size()) != nbytes)
@@ -104,7 +115,8 @@ namespace ampcheck::engine {
 void save_training_state(const std::string& path, const TrainingState& st, nlohmann::json meta) {
   NamedTensors tensors;
   for (const auto& p : st.params) tensors.emplace_back("model/" + p.name, p.tensor.detach());
-  for (size_t i = 0; i < st.masters.size(); ++i) tensors.emplace_back("master/" + std::to_string(i), st.masters[i].detach());
+  for (size_t i = 0; i < st.masters.size(); ++i)
+    tensors.emplace_back("master/" + std::to_string(i), st.masters[i].detach());
   for (size_t o = 0; o < st.optimizers.size(); ++o)
     for (auto& [name, t] : st.optimizers[o]->state())
       tensors.emplace_back((o == 0 ? "optim/" : "optim" + std::to_string(o) + "/") + name, t);

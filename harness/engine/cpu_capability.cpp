@@ -18,12 +18,12 @@ std::string unsupported_cpu_capability(const std::string& requested, const std::
   for (const auto& f : required_cpu_flags(requested))
     if (cpu_flags.count(f) == 0) missing += (missing.empty() ? "" : ", ") + f;
   if (missing.empty()) return "";
-  const std::string instead = requested == "avx512" && cpu_flags.count("avx2") && cpu_flags.count("fma")
-                                  ? "avx2"
-                                  : "default";
+  const std::string instead =
+      requested == "avx512" && cpu_flags.count("avx2") && cpu_flags.count("fma") ? "avx2" : "default";
   return "ATEN_CPU_CAPABILITY=" + requested + " asks for CPU kernels this processor cannot run (it lacks " + missing +
          "): ATen would die with an illegal instruction (SIGILL) at the first such kernel. HINT: unset "
-         "ATEN_CPU_CAPABILITY, or set it to " + instead + " (what this processor supports)";
+         "ATEN_CPU_CAPABILITY, or set it to " +
+         instead + " (what this processor supports)";
 }
 
 std::set<std::string> host_cpu_flags() {

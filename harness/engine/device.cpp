@@ -72,14 +72,17 @@ DeviceInfo device_info(const at::Device& device) {
   info.name = "CUDA device";
   for (int major = 12; major >= 3 && info.compute_capability_major == 0; --major)
     for (int minor = 9; minor >= 0; --minor)
-      if (hooks.isGPUArch({"sm_" + std::to_string(major) + std::to_string(minor)}, static_cast<c10::DeviceIndex>(idx))) {
+      if (hooks.isGPUArch({"sm_" + std::to_string(major) + std::to_string(minor)},
+                          static_cast<c10::DeviceIndex>(idx))) {
         info.compute_capability_major = major;
         info.compute_capability_minor = minor;
         break;
       }
-  info.total_memory_bytes = static_cast<int64_t>(at::accelerator::getMemoryInfo(static_cast<c10::DeviceIndex>(idx)).second);
+  info.total_memory_bytes =
+      static_cast<int64_t>(at::accelerator::getMemoryInfo(static_cast<c10::DeviceIndex>(idx)).second);
 #endif
-  info.device_class = "cuda-sm" + std::to_string(info.compute_capability_major) + std::to_string(info.compute_capability_minor);
+  info.device_class =
+      "cuda-sm" + std::to_string(info.compute_capability_major) + std::to_string(info.compute_capability_minor);
   return info;
 }
 
@@ -203,12 +206,29 @@ std::vector<std::pair<std::string, std::string>> numerics_environment() {
   // other thread counts rounds differently), ATen's kernel capability, cuBLAS's workspace (which GEMM algorithms fit),
   // the TF32 override of the NVIDIA driver / libraries, NCCL's algorithm, protocol and channel choices (the order of a
   // reduction across ranks)
-  static const char* const kNamed[] = {
-      "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "MKL_NUM_THREADS", "MKL_DYNAMIC", "OMP_NUM_THREADS",
-      "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ONEDNN_DEFAULT_FPMATH_MODE", "DNNL_DEFAULT_FPMATH_MODE",
-      "ATEN_CPU_CAPABILITY", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
-      "NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS",
-      "NCCL_NTHREADS", "NCCL_TREE_THRESHOLD", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE"};
+  static const char* const kNamed[] = {"MKL_CBWR",
+                                       "MKL_ENABLE_INSTRUCTIONS",
+                                       "MKL_NUM_THREADS",
+                                       "MKL_DYNAMIC",
+                                       "OMP_NUM_THREADS",
+                                       "ONEDNN_MAX_CPU_ISA",
+                                       "DNNL_MAX_CPU_ISA",
+                                       "ONEDNN_DEFAULT_FPMATH_MODE",
+                                       "DNNL_DEFAULT_FPMATH_MODE",
+                                       "ATEN_CPU_CAPABILITY",
+                                       "CUBLAS_WORKSPACE_CONFIG",
+                                       "NVIDIA_TF32_OVERRIDE",
+                                       "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+                                       "NCCL_ALGO",
+                                       "NCCL_PROTO",
+                                       "NCCL_MIN_NCHANNELS",
+                                       "NCCL_MAX_NCHANNELS",
+                                       "NCCL_MIN_CTAS",
+                                       "NCCL_MAX_CTAS",
+                                       "NCCL_NTHREADS",
+                                       "NCCL_TREE_THRESHOLD",
+                                       "NCCL_NVLS_ENABLE",
+                                       "NCCL_COLLNET_ENABLE"};
   std::vector<std::pair<std::string, std::string>> out;
   for (const char* name : kNamed) {
     const char* v = std::getenv(name);
@@ -240,8 +260,8 @@ std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Dev
         std::istringstream flags(line.substr(line.find(':') + 1));
         std::string f;
         while (flags >> f)
-          if (f == "avx2" || f == "fma" || f == "avx512f" || f == "avx512_bf16" || f == "avx512_fp16" || f == "amx_tile" ||
-              f == "amx_bf16" || f == "amx_fp16")
+          if (f == "avx2" || f == "fma" || f == "avx512f" || f == "avx512_bf16" || f == "avx512_fp16" ||
+              f == "amx_tile" || f == "amx_bf16" || f == "amx_fp16")
             isa += (isa.empty() ? "" : " ") + f;
         break;
       }
@@ -250,38 +270,41 @@ std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Dev
   auto flag = [](bool b) { return std::string(b ? "on" : "off"); };
   auto reduction = [](at::CuBLASReductionOption o) {  // cuBLAS's fp16 / bf16 GEMM reductions
     switch (o) {
-      case at::CuBLASReductionOption::AllowReducedPrecisionWithSplitK: return std::string("reduced precision, split-K");
-      case at::CuBLASReductionOption::DisallowReducedPrecisionAllowSplitK: return std::string("fp32, split-K");
-      case at::CuBLASReductionOption::DisallowReducedPrecisionDisallowSplitK: return std::string("fp32, no split-K");
+      case at::CuBLASReductionOption::AllowReducedPrecisionWithSplitK:
+        return std::string("reduced precision, split-K");
+      case at::CuBLASReductionOption::DisallowReducedPrecisionAllowSplitK:
+        return std::string("fp32, split-K");
+      case at::CuBLASReductionOption::DisallowReducedPrecisionDisallowSplitK:
+        return std::string("fp32, no split-K");
     }
     return std::string("?");
   };
   const bool cuda = device.is_cuda();
-  std::vector<std::pair<std::string, std::string>> fp = {{"torch", libtorch_version()},
-          {"cuda_runtime", cuda_runtime_version()},
-          {"cuda_driver", cuda ? cuda_driver_version() : ""},
-          {"nvidia_driver", cuda ? nvidia_driver_version() : ""},
-          {"cudnn", cudnn_version()},
-          {"cublas", cuda ? cublas_version() : ""},
-          {"nccl", cuda ? nccl_version() : ""},
-          {"device_name", info.name},
-          {"device_class", info.device_class},
-          {"compute_capability", cuda ? std::to_string(info.compute_capability_major) + "." +
-                                            std::to_string(info.compute_capability_minor)
-                                      : ""},
-          {"device_memory_bytes", cuda ? std::to_string(info.total_memory_bytes) : ""},
-          {"cpu_model", cpu_model_name()},
-          {"cpu_isa", isa},
-          {"aten_cpu_capability", at::get_cpu_capability()},
-          {"threads", std::to_string(at::get_num_threads())},
-          {"deterministic_algorithms", flag(ctx.deterministicAlgorithms())},
-          {"tf32_cublas", flag(ctx.allowTF32CuBLAS())},
-          {"tf32_cudnn", flag(ctx.allowTF32CuDNN())},
-          {"fp16_reduction_cublas", reduction(ctx.allowFP16ReductionCuBLAS())},
-          {"bf16_reduction_cublas", reduction(ctx.allowBF16ReductionCuBLAS())},
-          {"float32_matmul_precision", ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGHEST ? "highest"
-                                       : ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGH ? "high"
-                                                                                                          : "medium"}};
+  std::vector<std::pair<std::string, std::string>> fp = {
+      {"torch", libtorch_version()},
+      {"cuda_runtime", cuda_runtime_version()},
+      {"cuda_driver", cuda ? cuda_driver_version() : ""},
+      {"nvidia_driver", cuda ? nvidia_driver_version() : ""},
+      {"cudnn", cudnn_version()},
+      {"cublas", cuda ? cublas_version() : ""},
+      {"nccl", cuda ? nccl_version() : ""},
+      {"device_name", info.name},
+      {"device_class", info.device_class},
+      {"compute_capability",
+       cuda ? std::to_string(info.compute_capability_major) + "." + std::to_string(info.compute_capability_minor) : ""},
+      {"device_memory_bytes", cuda ? std::to_string(info.total_memory_bytes) : ""},
+      {"cpu_model", cpu_model_name()},
+      {"cpu_isa", isa},
+      {"aten_cpu_capability", at::get_cpu_capability()},
+      {"threads", std::to_string(at::get_num_threads())},
+      {"deterministic_algorithms", flag(ctx.deterministicAlgorithms())},
+      {"tf32_cublas", flag(ctx.allowTF32CuBLAS())},
+      {"tf32_cudnn", flag(ctx.allowTF32CuDNN())},
+      {"fp16_reduction_cublas", reduction(ctx.allowFP16ReductionCuBLAS())},
+      {"bf16_reduction_cublas", reduction(ctx.allowBF16ReductionCuBLAS())},
+      {"float32_matmul_precision", ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGHEST ? "highest"
+                                   : ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGH  ? "high"
+                                                                                                       : "medium"}};
   for (auto& kv : numerics_environment()) fp.push_back(std::move(kv));
   return fp;
 }
@@ -302,7 +325,8 @@ bool cuda_peer_access(int64_t from, int64_t to) {
 std::string cuda_pci_bus_id(int64_t device) {
 #ifdef AMPCHECK_HAVE_CUDA_HEADERS
   char id[32] = {0};
-  if (device >= cuda_device_count() || cudaDeviceGetPCIBusId(id, sizeof(id), static_cast<int>(device)) != cudaSuccess) return "";
+  if (device >= cuda_device_count() || cudaDeviceGetPCIBusId(id, sizeof(id), static_cast<int>(device)) != cudaSuccess)
+    return "";
   return id;
 #else
   return "";

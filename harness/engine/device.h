@@ -38,7 +38,7 @@ void release_cached_memory(const at::Device& device);  // CUDA: empty the cachin
 // the process-wide allocations the first matmul leaves in the caching allocator. Returns false where this build
 // cannot (compiled without the CUDA headers); a no-op returning true on the CPU.
 bool release_library_workspaces(const at::Device& device);
-void synchronize(const at::Device& device);            // SYNC POINT: waits for the device to finish queued work
+void synchronize(const at::Device& device);  // SYNC POINT: waits for the device to finish queued work
 
 std::string libtorch_version();
 std::string cuda_runtime_version();  // "" without CUDA
@@ -67,8 +67,8 @@ int64_t cuda_device_count();
 std::vector<std::pair<std::string, std::string>> stack_fingerprint(const at::Device& device);
 // The environment variables known to change CPU / GPU numerics — MKL_CBWR, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA,
 // ONEDNN_DEFAULT_FPMATH_MODE, OMP / MKL thread counts, ATEN_CPU_CAPABILITY, CUBLAS_WORKSPACE_CONFIG,
-// NVIDIA_TF32_OVERRIDE, NCCL's algorithm / protocol / channel settings (each listed, kUnset where unset) and every other
-// CUBLAS_* / CUBLASLT_* variable that is set (logging aside) — as ("env_<NAME>", value) pairs.
+// NVIDIA_TF32_OVERRIDE, NCCL's algorithm / protocol / channel settings (each listed, kUnset where unset) and every
+// other CUBLAS_* / CUBLASLT_* variable that is set (logging aside) — as ("env_<NAME>", value) pairs.
 constexpr const char* kUnset = "(unset)";
 // The cuBLAS workspace ampcheck's deterministic runs set when CUBLAS_WORKSPACE_CONFIG is unset (engine/precision.cpp,
 // before cuBLAS's first use): what an unset variable means for a deterministic ampcheck run.

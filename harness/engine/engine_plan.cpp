@@ -58,19 +58,20 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
   if (req.head_loss != models::HeadLoss::Stock) {
     const bool fused = req.head_loss == models::HeadLoss::Fused;
     const bool fp8_head = cfg.strategy.fp8 && cfg.strategy.fp8->layers != "blocks";
-    std::string why = !gpt ? not_gpt
+    std::string why = !gpt                  ? not_gpt
                       : (fused && fp8_head) ? "FP8 computes the LM head (fp8 layers " + cfg.strategy.fp8->layers + ")"
-                                                               : "";
+                                            : "";
     if (decide("model.head_loss", std::string(models::head_loss_name(req.head_loss)) + " head", why, fused ? ref : ""))
       m.head_loss = req.head_loss;
   }
   if (req.fused_layernorm) {
-    std::string why = !gpt                                     ? not_gpt
-                      : req.dropout > 0                        ? "dropout sits between the residual adds and the LayerNorms"
-                      : cfg.strategy.param_dtype != at::kFloat ? "the residual stream is " + dtype_str(cfg.strategy.param_dtype) +
-                                                                     " (the kernel takes fp32 parameters)"
-                      : !req.attention_query_dtype.empty()     ? "the attention-dtype pitfall changes the block's ops"
-                                                               : "";
+    std::string why =
+        !gpt              ? not_gpt
+        : req.dropout > 0 ? "dropout sits between the residual adds and the LayerNorms"
+        : cfg.strategy.param_dtype != at::kFloat
+            ? "the residual stream is " + dtype_str(cfg.strategy.param_dtype) + " (the kernel takes fp32 parameters)"
+        : !req.attention_query_dtype.empty() ? "the attention-dtype pitfall changes the block's ops"
+                                             : "";
     std::string note = ref;
     if (activation_events(cfg))
       note += std::string(note.empty() ? "" : "; ") + "stock ops on the steps of a planted activation event";
@@ -84,17 +85,19 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
     // the block Linears' GEMMs take the epilogues in the dtype they compute in — autocast's, or the parameters' for a
     // model cast whole to fp16 / bf16; the fused LM head sums its weight gradient in fp32 inside the GEMM (bf16)
     const at::ScalarType cd = m.compute_dtype;
-    std::string why = !gpt                               ? not_gpt
-                      : !device.is_cuda()                ? "needs a CUDA device: the run is on " + device.str()
-                      : !kernels::gemm_epilogues_built() ? "this build has no cuBLASLt"
-                      : cd != at::kBFloat16 && cd != at::kHalf
-                          ? "needs bf16 or fp16 compute (autocast or parameters): the strategy computes in " + dtype_str(cd)
-                      : fp8_blocks(cfg) && m.head_loss != models::HeadLoss::Fused
-                          ? "FP8 matmuls compute the block Linears (and the LM head is not the fused one)"
-                          : "";
-    std::string note = fp8_blocks(cfg) ? "the fused LM head's weight gradient only: FP8 matmuls compute the block Linears"
-                                       : "per Linear whose dimensions are multiples of 8; stock ops on the steps of a "
-                                         "planted MLP spike";
+    std::string why =
+        !gpt                               ? not_gpt
+        : !device.is_cuda()                ? "needs a CUDA device: the run is on " + device.str()
+        : !kernels::gemm_epilogues_built() ? "this build has no cuBLASLt"
+        : cd != at::kBFloat16 && cd != at::kHalf
+            ? "needs bf16 or fp16 compute (autocast or parameters): the strategy computes in " + dtype_str(cd)
+        : fp8_blocks(cfg) && m.head_loss != models::HeadLoss::Fused
+            ? "FP8 matmuls compute the block Linears (and the LM head is not the fused one)"
+            : "";
+    std::string note = fp8_blocks(cfg)
+                           ? "the fused LM head's weight gradient only: FP8 matmuls compute the block Linears"
+                           : "per Linear whose dimensions are multiples of 8; stock ops on the steps of a "
+                             "planted MLP spike";
     if (decide("model.gemm_epilogues", "GEMM epilogues", why, note)) m.gemm_epilogues = true;
   }
   const LoopConfig& loop = cfg.loop;
@@ -103,19 +106,21 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
     plan.inf_check_from_probe = cfg.strategy.scaler.kind != ScalerKind::None && cfg.optimizer.fused &&
                                 !cfg.strategy.master_weights && !data_parallel && !loop.two_optimizers &&
                                 loop.clip_max_norm <= 0 && loop.step_through_scaler;
-    if (plan.inf_check_from_probe) plan.decisions.back().note += std::string(ref.empty() ? "" : "; ") +
-                                                                 "its pass is also the GradScaler's inf check";
+    if (plan.inf_check_from_probe)
+      plan.decisions.back().note +=
+          std::string(ref.empty() ? "" : "; ") + "its pass is also the GradScaler's inf check";
   }
   if (loop.fused_param_norm) {
-    std::string why = cfg.optimizer.kind != "adamw"             ? "only AdamW's pass sums the parameters (optimizer " +
-                                                                      cfg.optimizer.kind + ")"
-                      : cfg.strategy.master_weights              ? "AdamW steps fp32 master copies, not the model's parameters"
-                      : data_parallel                            ? "the gradient sync runs around the optimizer step"
-                      : loop.two_optimizers                      ? "two optimizers share the parameters"
-                      : cfg.strategy.param_dtype != at::kFloat   ? "AdamW sums fp32 parameters only (they are " +
-                                                                      dtype_str(cfg.strategy.param_dtype) + ")"
-                                                                 : "";
-    plan.grad_norm_from_optimizer = why.empty() && cfg.strategy.scaler.kind == ScalerKind::None && loop.clip_max_norm <= 0;
+    std::string why = cfg.optimizer.kind != "adamw"
+                          ? "only AdamW's pass sums the parameters (optimizer " + cfg.optimizer.kind + ")"
+                      : cfg.strategy.master_weights ? "AdamW steps fp32 master copies, not the model's parameters"
+                      : data_parallel               ? "the gradient sync runs around the optimizer step"
+                      : loop.two_optimizers         ? "two optimizers share the parameters"
+                      : cfg.strategy.param_dtype != at::kFloat
+                          ? "AdamW sums fp32 parameters only (they are " + dtype_str(cfg.strategy.param_dtype) + ")"
+                          : "";
+    plan.grad_norm_from_optimizer =
+        why.empty() && cfg.strategy.scaler.kind == ScalerKind::None && loop.clip_max_norm <= 0;
     std::string note = ref;
     if (plan.grad_norm_from_optimizer) note += std::string(note.empty() ? "" : "; ") + "the gradient norm too";
     plan.param_norm_from_optimizer = decide("train.fused_param_norm", "parameter norm from AdamW", why, note);

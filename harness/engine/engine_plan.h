@@ -3,9 +3,9 @@
 // A scenario (or `--engine fast`, or the benchmark's flags) *requests* engine options: speed paths that must not change
 // what a run computes beyond rounding (run_config.h's ENGINE OPTION fields, model.h's). Whether each can apply depends
 // on the device, the build (CUDA kernels, cuBLASLt), the strategy (autocast dtype, FP8, master weights), the loop
-// (clipping, scaler, planted events) and data parallelism. That decision is made here and nowhere else: the trainer, the
-// model (through the resolved models::ModelConfig the plan hands it) and the kernels read the plan, not the request, and
-// reports print the plan (what ran), never the request.
+// (clipping, scaler, planted events) and data parallelism. That decision is made here and nowhere else: the trainer,
+// the model (through the resolved models::ModelConfig the plan hands it) and the kernels read the plan, not the
+// request, and reports print the plan (what ran), never the request.
 //
 // Per-call guards stay where a property is only known per call (a tensor's shape for cuBLASLt, a step with a planted
 // activation event for the fused LayerNorm); the plan says so in the option's note.
@@ -22,18 +22,18 @@ namespace ampcheck::engine {
 
 // One requested engine option, resolved.
 struct OptionDecision {
-  std::string option;   // the request's field: "model.gemm_epilogues", "train.cuda_graphs", ...
-  std::string label;    // what reports print: "GEMM epilogues"
+  std::string option;  // the request's field: "model.gemm_epilogues", "train.cuda_graphs", ...
+  std::string label;   // what reports print: "GEMM epilogues"
   bool applied = false;
-  std::string note;     // applied: how, where that is worth saying (e.g. "ATen reference: no CUDA kernels"); refused: why
+  std::string note;  // applied: how, where that is worth saying (e.g. "ATen reference: no CUDA kernels"); refused: why
 };
 
 struct EnginePlan {
   // ---- what the engine runs (every field resolved; false / stock where not requested or refused)
-  models::ModelConfig model;           // the model's engine fields resolved (head_loss, fused_layernorm,
-                                       // fused_bias_gelu, gemm_epilogues) and compute_dtype filled in
-  bool cuda_graphs = false;            // capture the step (engine/step_graph.h)
-  bool fused_grad_check = false;       // grad norm + non-finite flag in one pass (kernels::square_sum_nonfinite)
+  models::ModelConfig model;      // the model's engine fields resolved (head_loss, fused_layernorm,
+                                  // fused_bias_gelu, gemm_epilogues) and compute_dtype filled in
+  bool cuda_graphs = false;       // capture the step (engine/step_graph.h)
+  bool fused_grad_check = false;  // grad norm + non-finite flag in one pass (kernels::square_sum_nonfinite)
   // the fused grad check's pass stands for the GradScaler's inf check: one fused-path optimizer holding every
   // parameter, no masters, no gradient sync, no clipping, stepped through the scaler (the trainer still checks per
   // step that no inf check was recorded before it, e.g. by the unscale-each-micro-batch pitfall)

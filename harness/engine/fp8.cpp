@@ -12,8 +12,8 @@
 namespace ampcheck::engine {
 
 Fp8Format fp8_format(at::ScalarType dtype) {
-  if (dtype == at::kFloat8_e4m3fn) return {dtype, 448.0, 464.0, std::ldexp(1.0, -9), "e4m3"};      // ulp 32 at 448
-  if (dtype == at::kFloat8_e5m2) return {dtype, 57344.0, 61440.0, std::ldexp(1.0, -16), "e5m2"};   // ulp 8192
+  if (dtype == at::kFloat8_e4m3fn) return {dtype, 448.0, 464.0, std::ldexp(1.0, -9), "e4m3"};     // ulp 32 at 448
+  if (dtype == at::kFloat8_e5m2) return {dtype, 57344.0, 61440.0, std::ldexp(1.0, -16), "e5m2"};  // ulp 8192
   throw std::invalid_argument(std::string("fp8_format: not an FP8 dtype: ") + c10::toString(dtype));
 }
 
@@ -37,8 +37,10 @@ struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
                             Fp8Matmuls* self, int64_t site) {
     NoAutocast no_autocast;
     const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-    TORCH_CHECK(M % 16 == 0 && K % 16 == 0 && N % 16 == 0, "fp8: at::_scaled_mm needs every dimension to be a multiple "
-                "of 16; site ", site, " has M=", M, " K=", K, " N=", N);
+    TORCH_CHECK(M % 16 == 0 && K % 16 == 0 && N % 16 == 0,
+                "fp8: at::_scaled_mm needs every dimension to be a multiple "
+                "of 16; site ",
+                site, " has M=", M, " K=", K, " N=", N);
     auto qx = self->quantize(self->cast_index(static_cast<int>(site), Fp8Matmuls::kInput), x);
     auto qw = self->quantize(self->cast_index(static_cast<int>(site), Fp8Matmuls::kWeight), w);
     // mat2 must be column-major: w8 (N, K) row-major, transposed as a view
@@ -76,8 +78,7 @@ Fp8Matmuls::Fp8Matmuls(const Fp8Config& cfg, const std::vector<std::string>& sit
     : cfg_(cfg), device_(device) {
   if (cfg_.layers != "blocks" && cfg_.layers != "blocks+head" && cfg_.layers != "all")
     throw std::invalid_argument("fp8.layers: '" + cfg_.layers + "' (expected blocks, blocks+head or all)");
-  if (cfg_.scaling == Fp8Scaling::Delayed && cfg_.history < 1)
-    throw std::invalid_argument("fp8.history: must be >= 1");
+  if (cfg_.scaling == Fp8Scaling::Delayed && cfg_.history < 1) throw std::invalid_argument("fp8.history: must be >= 1");
   const auto fopts = at::TensorOptions().dtype(at::kFloat).device(device_);
   auto add = [&](const std::string& name, at::ScalarType dt) {
     Cast c{fp8_format(dt), {}, 0};
@@ -187,12 +188,13 @@ void Fp8Matmuls::load_state(const std::map<std::string, at::Tensor>& tensors, co
   if (cfg_.scaling != Fp8Scaling::Delayed) return;
   auto it = tensors.find("fp8/filled");
   if (it == tensors.end())
-    throw std::runtime_error(path + ": checkpoint has no FP8 amax histories (tensor 'fp8/filled'); this run uses "
+    throw std::runtime_error(path +
+                             ": checkpoint has no FP8 amax histories (tensor 'fp8/filled'); this run uses "
                              "delayed scaling. HINT: resume with the scenario that saved it");
   const at::Tensor filled = it->second.to(at::kLong);
   if (filled.numel() != static_cast<int64_t>(casts_.size()))
-    throw std::runtime_error(path + ": tensor 'fp8/filled' has " + std::to_string(filled.numel()) + " casts, the run has " +
-                             std::to_string(casts_.size()));
+    throw std::runtime_error(path + ": tensor 'fp8/filled' has " + std::to_string(filled.numel()) +
+                             " casts, the run has " + std::to_string(casts_.size()));
   for (size_t i = 0; i < casts_.size(); ++i) {
     auto h = tensors.find("fp8/history/" + cast_names_[i]);
     if (h == tensors.end() || h->second.sizes() != casts_[i].history.sizes())

@@ -26,10 +26,10 @@ namespace ampcheck::engine {
 // The formats' limits (OCP FP8: e4m3fn has no inf, its max is 448; e5m2 is IEEE-like, max 57344).
 struct Fp8Format {
   at::ScalarType dtype;
-  double max;                // largest finite value
-  double overflow;           // max + half its ulp: from here a plain cast overflows (NaN / inf) and a saturating cast
-                             // clips — the elements counted as saturated (464 for e4m3, 61440 for e5m2)
-  double smallest_subnormal; // 2^-9 (e4m3), 2^-16 (e5m2); values at or below half of it round to zero
+  double max;                 // largest finite value
+  double overflow;            // max + half its ulp: from here a plain cast overflows (NaN / inf) and a saturating cast
+                              // clips — the elements counted as saturated (464 for e4m3, 61440 for e5m2)
+  double smallest_subnormal;  // 2^-9 (e4m3), 2^-16 (e5m2); values at or below half of it round to zero
   const char* name;
 };
 Fp8Format fp8_format(at::ScalarType dtype);
@@ -45,8 +45,8 @@ class Fp8Matmuls final : public models::MatmulOverride {
 
   // Step bracket: probe = count saturated / flushed elements this step (else only the scales are recorded).
   void begin_step(bool probe);
-  void end_step();      // appends this step's (casts x 3) row to the pending device rows
-  void discard();       // drops pending rows (a step that raised)
+  void end_step();  // appends this step's (casts x 3) row to the pending device rows
+  void discard();   // drops pending rows (a step that raised)
   // SYNC POINT (called from the trainer's flush): pending rows to the host, appended to `out`.
   void flush_into(Fp8Probes& out);
   const std::vector<std::string>& cast_names() const { return cast_names_; }
@@ -68,15 +68,15 @@ class Fp8Matmuls final : public models::MatmulOverride {
  private:
   struct Cast {
     Fp8Format format;
-    at::Tensor history;    // delayed: (history,) fp32 amaxes
-    int64_t filled = 0;    // casts recorded in the history
+    at::Tensor history;  // delayed: (history,) fp32 amaxes
+    int64_t filled = 0;  // casts recorded in the history
   };
   Fp8Config cfg_;
   at::Device device_;
-  std::vector<int> site_cast_;          // per site: index of its first cast (x; w = +1, grad = +2), -1 = not FP8
+  std::vector<int> site_cast_;  // per site: index of its first cast (x; w = +1, grad = +2), -1 = not FP8
   std::vector<std::string> cast_names_;
   std::vector<Cast> casts_;
-  at::Tensor step_row_;                 // (casts, 3) fp32: saturated, flushed, scale of this step
+  at::Tensor step_row_;  // (casts, 3) fp32: saturated, flushed, scale of this step
   bool probe_ = false;
   std::vector<at::Tensor> pending_;
 };

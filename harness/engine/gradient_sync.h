@@ -1,5 +1,5 @@
-// GradientSync — the data-parallel side of a training step, as the trainer sees it (harness/distributed/ implements it; a
-// single process has none). The trainer calls it at fixed points and knows nothing of ranks or collectives:
+// GradientSync — the data-parallel side of a training step, as the trainer sees it (harness/distributed/ implements it;
+// a single process has none). The trainer calls it at fixed points and knows nothing of ranks or collectives:
 //   construction: data_shard (which slice of the global batch), owns_parameter (ZeRO-1: what this rank's
 //                 optimizer steps), found_inf_reducer (ZeRO-1: GradScaler's inf check agreed across ranks)
 //   grad_sync:    all_reduce — after backward (and planted events), before probes, unscale, clip and step

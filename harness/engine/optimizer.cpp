@@ -14,7 +14,8 @@ namespace ampcheck::engine {
 
 Optimizer::Optimizer(std::vector<at::Tensor> params, std::vector<bool> decay, OptimizerConfig cfg)
     : params_(std::move(params)), decay_(std::move(decay)), cfg_(std::move(cfg)), lr_(cfg_.lr) {
-  if (params_.size() != decay_.size()) throw std::invalid_argument("optimizer: params and decay flags differ in length");
+  if (params_.size() != decay_.size())
+    throw std::invalid_argument("optimizer: params and decay flags differ in length");
 }
 
 void Optimizer::zero_grad() {
@@ -22,7 +23,8 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::rebind(std::vector<at::Tensor> params) {
-  if (params.size() != params_.size()) throw std::invalid_argument("optimizer: rebind with a different parameter count");
+  if (params.size() != params_.size())
+    throw std::invalid_argument("optimizer: rebind with a different parameter count");
   params_ = std::move(params);
 }
 
@@ -119,8 +121,9 @@ void AdamW::fused_step(const c10::optional<at::Tensor>& grad_scale, const c10::o
     at::_foreach_add_(st, 1);
     const double wd = decay_[group.front()] ? cfg_.weight_decay : 0.0;
     if (sums)
-      kernels::adamw_square_sums_(ps, gs, m, v, st, lr_tensor_.defined() && lr_tensor_.device() == dev ? lr_tensor_ : at::Tensor(),
-                                  lr_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps, dev_scale, dev_found, part_sum_, parts,
+      kernels::adamw_square_sums_(ps, gs, m, v, st,
+                                  lr_tensor_.defined() && lr_tensor_.device() == dev ? lr_tensor_ : at::Tensor(), lr_,
+                                  cfg_.beta1, cfg_.beta2, wd, cfg_.eps, dev_scale, dev_found, part_sum_, parts,
                                   kernels::Impl::Auto, grad_sums ? &grad_part_sum_ : nullptr);
     else if (lr_tensor_.defined() && lr_tensor_.device() == dev)
       at::_fused_adamw_(ps, gs, m, v, /*max_exp_avg_sqs=*/{}, st, lr_tensor_, cfg_.beta1, cfg_.beta2, wd, cfg_.eps,
@@ -162,7 +165,7 @@ void AdamW::load_state(const NamedTensors& state) {
   exp_avg_sq_.clear();
   steps_.clear();
   param_sq_ = grad_sq_ = at::Tensor();  // the sums described the parameters before the load
-  if (state.empty()) return;  // saved before the first step
+  if (state.empty()) return;            // saved before the first step
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   for (size_t i = 0; i < params_.size(); ++i) {
     auto get = [&](const std::string& key) {
@@ -191,7 +194,8 @@ void Sgd::step() {
     at::Tensor& buf = momentum_buffer_[i];
     if (cfg_.momentum != 0) {
       if (!buf.defined()) buf = g.clone();  // first step: buf = g (torch.optim.SGD)
-      else buf.mul_(cfg_.momentum).add_(g);
+      else
+        buf.mul_(cfg_.momentum).add_(g);
       g = buf;
     }
     params_[i].add_(g, -lr_);

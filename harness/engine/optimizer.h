@@ -20,8 +20,8 @@ struct OptimizerConfig {
   double lr = 1e-3;            // peak learning rate (the schedule scales it)
   double beta1 = 0.9, beta2 = 0.95;
   double eps = 1e-8;
-  double weight_decay = 0.1;   // decoupled (AdamW) / L2 (SGD); only on params marked `decay`
-  double momentum = 0.9;       // sgd
+  double weight_decay = 0.1;  // decoupled (AdamW) / L2 (SGD); only on params marked `decay`
+  double momentum = 0.9;      // sgd
   // fused = true: GradScaler hands grad_scale/found_inf to the kernel (no host sync, PyTorch's AdamW(fused=True)).
   // fused = false: GradScaler unscales, syncs and skips on the host (PyTorch's default AdamW), which is also the path
   // that refuses fp16 grads with "Attempting to unscale FP16 gradients.". SGD is never fused.
@@ -116,7 +116,7 @@ std::unique_ptr<Optimizer> make_optimizer(std::vector<at::Tensor> params, std::v
 struct ScheduleConfig {
   std::string kind = "cosine";  // cosine | constant
   int64_t warmup_steps = 0;
-  double min_lr_ratio = 0.1;    // min_lr = min_lr_ratio * lr
+  double min_lr_ratio = 0.1;  // min_lr = min_lr_ratio * lr
 };
 double scheduled_lr(const ScheduleConfig& s, double peak_lr, int64_t step, int64_t total_steps);
 

@@ -13,11 +13,16 @@ namespace ampcheck::engine {
 
 const char* dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "fp32";
-    case at::kHalf: return "fp16";
-    case at::kBFloat16: return "bf16";
-    case at::kDouble: return "fp64";
-    default: return c10::toString(t);
+    case at::kFloat:
+      return "fp32";
+    case at::kHalf:
+      return "fp16";
+    case at::kBFloat16:
+      return "bf16";
+    case at::kDouble:
+      return "fp64";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -30,9 +35,12 @@ at::ScalarType parse_dtype(const std::string& s) {
 
 const char* fp8_scaling_name(Fp8Scaling s) {
   switch (s) {
-    case Fp8Scaling::Current: return "current";
-    case Fp8Scaling::Delayed: return "delayed";
-    case Fp8Scaling::None: return "none";
+    case Fp8Scaling::Current:
+      return "current";
+    case Fp8Scaling::Delayed:
+      return "delayed";
+    case Fp8Scaling::None:
+      return "none";
   }
   return "?";
 }
@@ -41,9 +49,15 @@ std::string Fp8Config::describe() const {
   std::ostringstream os;
   os << "FP8 matmuls (" << layers << "): e4m3 activations/weights, " << (hybrid ? "e5m2" : "e4m3") << " grads, ";
   switch (scaling) {
-    case Fp8Scaling::Current: os << "scale from the current amax"; break;
-    case Fp8Scaling::Delayed: os << "delayed scaling (amax history " << history << ")"; break;
-    case Fp8Scaling::None: os << "NO scaling"; break;
+    case Fp8Scaling::Current:
+      os << "scale from the current amax";
+      break;
+    case Fp8Scaling::Delayed:
+      os << "delayed scaling (amax history " << history << ")";
+      break;
+    case Fp8Scaling::None:
+      os << "NO scaling";
+      break;
   }
   if (margin != 0) os << ", margin " << margin;
   return os.str();
@@ -55,9 +69,14 @@ std::string Strategy::describe() const {
   if (param_dtype != at::kFloat) os << " (model." << (param_dtype == at::kHalf ? "half()" : "to(bfloat16)") << ")";
   if (autocast) os << ", autocast(" << dtype_name(*autocast) << ")";
   switch (scaler.kind) {
-    case ScalerKind::None: break;
-    case ScalerKind::Static: os << ", static loss scale " << scaler.init_scale; break;
-    case ScalerKind::Dynamic: os << ", GradScaler(init_scale=" << scaler.init_scale << ")"; break;
+    case ScalerKind::None:
+      break;
+    case ScalerKind::Static:
+      os << ", static loss scale " << scaler.init_scale;
+      break;
+    case ScalerKind::Dynamic:
+      os << ", GradScaler(init_scale=" << scaler.init_scale << ")";
+      break;
   }
   if (master_weights) os << ", fp32 master weights";
   if (fp8) os << ", " << fp8->describe();
@@ -83,9 +102,9 @@ const Preset kPresets[] = {
     {"fp16-autocast", at::kFloat, at::kHalf, ScalerKind::Dynamic, false, false},       // autocast + GradScaler
     {"fp16-static", at::kFloat, at::kHalf, ScalerKind::Static, false, false},          // autocast + fixed scale
     {"bf16-autocast", at::kFloat, at::kBFloat16, ScalerKind::None, false, false},
-    {"bf16-pure", at::kBFloat16, std::nullopt, ScalerKind::None, false, false},        // model.to(bfloat16)
-    {"fp16-master", at::kHalf, std::nullopt, ScalerKind::Dynamic, true, false},        // Apex O2 style
-    {"fp8", at::kFloat, at::kBFloat16, ScalerKind::None, false, false},                // + FP8 matmuls (below)
+    {"bf16-pure", at::kBFloat16, std::nullopt, ScalerKind::None, false, false},  // model.to(bfloat16)
+    {"fp16-master", at::kHalf, std::nullopt, ScalerKind::Dynamic, true, false},  // Apex O2 style
+    {"fp8", at::kFloat, at::kBFloat16, ScalerKind::None, false, false},          // + FP8 matmuls (below)
     {"fp8-delayed", at::kFloat, at::kBFloat16, ScalerKind::None, false, false},
 };
 }  // namespace
@@ -121,7 +140,8 @@ Strategy strategy_preset(const std::string& name) {
 
 void check_supported(const Strategy& s, const at::Device& device) {
   if (device.is_cuda()) {
-    if (!at::hasCUDA()) throw std::runtime_error("unsupported here: device cuda requested but no CUDA device is available");
+    if (!at::hasCUDA())
+      throw std::runtime_error("unsupported here: device cuda requested but no CUDA device is available");
     const bool wants_bf16 = s.param_dtype == at::kBFloat16 || s.autocast == at::kBFloat16;
     const DeviceInfo info = device_info(device);
     if (wants_bf16 && info.compute_capability_major < 8)
@@ -133,22 +153,28 @@ void check_supported(const Strategy& s, const at::Device& device) {
                                std::to_string(info.compute_capability_major) + "." +
                                std::to_string(info.compute_capability_minor));
     if (s.fp8 && (info.compute_capability_major * 10 + info.compute_capability_minor) < 89)
-      throw std::runtime_error("unsupported here: strategy '" + s.name + "' needs FP8 tensor cores (compute capability "
-                               ">= 8.9, Ada or Hopper); " + info.name + " has " +
-                               std::to_string(info.compute_capability_major) + "." +
+      throw std::runtime_error("unsupported here: strategy '" + s.name +
+                               "' needs FP8 tensor cores (compute capability "
+                               ">= 8.9, Ada or Hopper); " +
+                               info.name + " has " + std::to_string(info.compute_capability_major) + "." +
                                std::to_string(info.compute_capability_minor) + ". ampcheck does not fall back to bf16");
   } else if (!device.is_cpu()) {
-    throw std::runtime_error(std::string("unsupported here: device ") + device.str() + " (ampcheck runs on cpu or cuda)");
+    throw std::runtime_error(std::string("unsupported here: device ") + device.str() +
+                             " (ampcheck runs on cpu or cuda)");
   } else if (s.fp8 && !s.fp8->emulate_on_cpu) {
-    throw std::runtime_error("unsupported here: strategy '" + s.name + "' needs FP8 tensor cores (a CUDA GPU of compute "
-                             "capability >= 8.9, Ada or Hopper); the CPU has none. ampcheck does not fall back to bf16");
+    throw std::runtime_error(
+        "unsupported here: strategy '" + s.name +
+        "' needs FP8 tensor cores (a CUDA GPU of compute "
+        "capability >= 8.9, Ada or Hopper); the CPU has none. ampcheck does not fall back to bf16");
   }
   if (s.fp8 && s.autocast != at::kBFloat16)
     throw std::invalid_argument("strategy '" + s.name + "': FP8 matmuls run beside bf16 autocast (autocast: bf16)");
   if (s.fp8 && s.param_dtype != at::kFloat)
-    throw std::invalid_argument("strategy '" + s.name + "': FP8 keeps fp32 parameters as the master weights (params: fp32)");
+    throw std::invalid_argument("strategy '" + s.name +
+                                "': FP8 keeps fp32 parameters as the master weights (params: fp32)");
   if (s.master_weights && s.param_dtype == at::kFloat)
-    throw std::invalid_argument("strategy '" + s.name + "': master_weights needs fp16 or bf16 params (they are the fp32 copy)");
+    throw std::invalid_argument("strategy '" + s.name +
+                                "': master_weights needs fp16 or bf16 params (they are the fp32 copy)");
   if (s.param_dtype == at::kHalf && s.autocast == at::kBFloat16)
     throw std::invalid_argument("strategy '" + s.name + "': fp16 params under bf16 autocast is not a strategy");
 }
@@ -193,7 +219,7 @@ NumericsGuard::~NumericsGuard() {
   auto& ctx = at::globalContext();
   ctx.setFloat32MatmulPrecision(matmul_precision_ == at::Float32MatmulPrecision::HIGHEST ? "highest"
                                 : matmul_precision_ == at::Float32MatmulPrecision::HIGH  ? "high"
-                                                                                          : "medium");
+                                                                                         : "medium");
   ctx.setAllowTF32CuBLAS(tf32_cublas_);
   ctx.setAllowTF32CuDNN(tf32_cudnn_);
   ctx.setDeterministicAlgorithms(deterministic_, deterministic_warn_only_);

@@ -25,7 +25,8 @@ uint64_t step_seed(uint64_t seed, int64_t step, int64_t rank) {
 RunRandomness::RunRandomness(uint64_t seed, int64_t rank, const at::Device& device) : seed_(seed), rank_(rank) {
   generators_.push_back(at::globalContext().defaultGenerator(at::Device(at::kCPU)));
   if (device.is_cuda())
-    generators_.push_back(at::globalContext().defaultGenerator(at::Device(at::kCUDA, device.has_index() ? device.index() : 0)));
+    generators_.push_back(
+        at::globalContext().defaultGenerator(at::Device(at::kCUDA, device.has_index() ? device.index() : 0)));
   for (auto& g : generators_) {
     std::lock_guard<std::mutex> lock(g.mutex());
     saved_states_.push_back(g.get_state());

@@ -20,11 +20,13 @@ std::string StepGraphs::why_not(const RunConfig& cfg, const at::Device& device, 
 #else
   if (!device.is_cuda()) return "CUDA graphs need a CUDA device (the run is on " + device.str() + ")";
   if (has_sync) return "data-parallel collectives run between the step's phases (not captured)";
-  if (cfg.strategy.fp8) return "FP8 casts keep host-side state per step (the amax history slot, the probe rows): not captured yet";
+  if (cfg.strategy.fp8)
+    return "FP8 casts keep host-side state per step (the amax history slot, the probe rows): not captured yet";
   if (!cfg.injections.empty()) return "planted events decide on the host, per step, what to change";
   if (cfg.loop.resume_at > 0) return "a restart mid-run rebuilds the parameters the graph would hold";
   if (!cfg.loop.zero_grad) return "the zero_grad pitfall accumulates into grads a captured backward would overwrite";
-  if (cfg.optimizer.kind != "adamw") return "optimizer " + cfg.optimizer.kind + " takes its learning rate as a host number";
+  if (cfg.optimizer.kind != "adamw")
+    return "optimizer " + cfg.optimizer.kind + " takes its learning rate as a host number";
   if (cfg.strategy.scaler.kind != ScalerKind::None && !cfg.optimizer.fused)
     return "GradScaler with a non-fused optimizer decides on the host whether to step (PyTorch's default path)";
   if (!cfg.loop.step_through_scaler) return "the step_through_scaler pitfall raises on the host at update()";
@@ -83,7 +85,10 @@ bool StepGraphs::run(int key, const std::function<void()>& body) {
       try {
         body();
       } catch (...) {
-        try { graph->capture_end(); } catch (...) {}
+        try {
+          graph->capture_end();
+        } catch (...) {
+        }
         throw;
       }
       graph->capture_end();

@@ -16,19 +16,27 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double smallest_normal(at::ScalarType t) {
   switch (t) {
-    case at::kHalf: return 6.103515625e-05;              // 2^-14
-    case at::kBFloat16: return 1.1754943508222875e-38;   // 2^-126, as fp32
-    case at::kDouble: return 2.2250738585072014e-308;
-    default: return 1.1754943508222875e-38;              // fp32
+    case at::kHalf:
+      return 6.103515625e-05;  // 2^-14
+    case at::kBFloat16:
+      return 1.1754943508222875e-38;  // 2^-126, as fp32
+    case at::kDouble:
+      return 2.2250738585072014e-308;
+    default:
+      return 1.1754943508222875e-38;  // fp32
   }
 }
 
 double largest_finite(at::ScalarType t) {
   switch (t) {
-    case at::kHalf: return 65504.0;
-    case at::kBFloat16: return 3.3895313892515355e+38;
-    case at::kDouble: return 1.7976931348623157e+308;
-    default: return 3.4028234663852886e+38;  // fp32
+    case at::kHalf:
+      return 65504.0;
+    case at::kBFloat16:
+      return 3.3895313892515355e+38;
+    case at::kDouble:
+      return 1.7976931348623157e+308;
+    default:
+      return 3.4028234663852886e+38;  // fp32
   }
 }
 
@@ -100,7 +108,8 @@ at::Tensor StepProbes::row(const at::Tensor& loss, const at::Tensor& skipped, co
     // train.fused_param_norm: AdamW's pass (bit for bit norm_and_found's); undefined where no step has summed these
     // parameters yet (a first step the GradScaler skipped on the host; the first after a checkpoint load): the pass
     if (sq.defined()) param_norm = sq.sqrt();
-    else param_norm = fused_grad_check_ ? norm_and_found(stepped, device_).first : total_norm(stepped, device_);
+    else
+      param_norm = fused_grad_check_ ? norm_and_found(stepped, device_).first : total_norm(stepped, device_);
     update_norm = full_probe_ ? total_norm(at::_foreach_sub(stepped, prev_params_), device_) : nan;
   }
 

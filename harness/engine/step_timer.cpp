@@ -14,7 +14,8 @@ c10::Event& StepTimer::event(size_t i) {
 
 void StepTimer::start() {
   if (cuda_) event(open_events_++).record(at::accelerator::getCurrentStream(index_));
-  else wall_.push_back(std::chrono::steady_clock::now());
+  else
+    wall_.push_back(std::chrono::steady_clock::now());
 }
 
 void StepTimer::stop() { start(); }  // the same mark; starts and stops alternate

@@ -15,20 +15,20 @@ namespace ampcheck::engine {
 class StepTimer {
  public:
   explicit StepTimer(const at::Device& device);
-  void start();                  // before the step's first op
-  void stop();                   // after its last
+  void start();  // before the step's first op
+  void stop();   // after its last
   // The milliseconds of every step stopped since the last collect(), oldest first. Call after the device has been
   // synchronised (CUDA events must have completed).
   std::vector<double> collect();
-  void discard();                // drop the open steps (a run that raised)
+  void discard();  // drop the open steps (a run that raised)
   const char* method() const { return cuda_ ? "cuda-events" : "wall-clock"; }
 
  private:
-  c10::Event& event(size_t i);   // the i-th pooled event, created on first use
+  c10::Event& event(size_t i);  // the i-th pooled event, created on first use
 
   bool cuda_;
   c10::DeviceIndex index_;
-  std::vector<c10::Event> pool_;          // CUDA: 2 per open step, reused
+  std::vector<c10::Event> pool_;  // CUDA: 2 per open step, reused
   size_t open_events_ = 0;
   std::vector<std::chrono::steady_clock::time_point> wall_;  // CPU: start, stop per open step
 };

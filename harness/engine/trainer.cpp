@@ -21,9 +21,12 @@ namespace ampcheck::engine {
 
 const char* status_name(RunOutcome::Status s) {
   switch (s) {
-    case RunOutcome::Status::Completed: return "completed";
-    case RunOutcome::Status::NonFinite: return "nonfinite";
-    case RunOutcome::Status::Error: return "error";
+    case RunOutcome::Status::Completed:
+      return "completed";
+    case RunOutcome::Status::NonFinite:
+      return "nonfinite";
+    case RunOutcome::Status::Error:
+      return "error";
   }
   return "?";
 }
@@ -89,7 +92,8 @@ void Trainer::train_step(int64_t step) {
   const bool full_probe = cfg_.loop.probe_every > 0 && step % cfg_.loop.probe_every == 0;
   randomness_->seed_step(step);  // dropout's masks: a function of (seed, step, rank) only
   std::vector<data::Batch> batches;
-  for (int64_t micro = 0; micro < cfg_.loop.micro_batches; ++micro) batches.push_back(sampler_->train_batch(step, micro));
+  for (int64_t micro = 0; micro < cfg_.loop.micro_batches; ++micro)
+    batches.push_back(sampler_->train_batch(step, micro));
 
   // the device work: run directly, or captured once per kind of step and replayed (engine option train.cuda_graphs)
   pending_rows_.push_back(graphs_ ? step_through_graph(step, full_probe, batches)
@@ -177,7 +181,8 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
     const data::Batch& batch = batches[static_cast<size_t>(micro)];
     std::vector<std::string> scratch;
     models::ForwardOptions fwd = injector_.forward_options(step, micro == 0 ? trajectory_.events : scratch);
-    if (plan_.model.head_loss == models::HeadLoss::Fused) fwd.loss_grad_scale = loss_grad_scale(step);  // (only it reads the hint)
+    if (plan_.model.head_loss == models::HeadLoss::Fused)
+      fwd.loss_grad_scale = loss_grad_scale(step);  // (only it reads the hint)
     at::Tensor loss;
     {  // forward, under the strategy's autocast (backward runs outside it, as PyTorch recommends)
       std::optional<amp::AutocastGuard> autocast;
@@ -272,7 +277,8 @@ at::Tensor Trainer::delayed_step() { return at::ones({}, at::TensorOptions().dty
 void Trainer::update_scale() {
   if (!scaler_) return;
   if (cfg_.strategy.scaler.kind == ScalerKind::Static) scaler_->update(cfg_.strategy.scaler.init_scale);
-  else if (cfg_.loop.call_update) scaler_->update();
+  else if (cfg_.loop.call_update)
+    scaler_->update();
 }
 
 // unscale + clip: one norm over every parameter, as PyTorch's recipe; unscale_ first unless PITFALL
@@ -288,7 +294,8 @@ void Trainer::unscale_and_clip() {
 }
 
 at::Tensor Trainer::scale_or_one(bool copy) const {
-  if (scaler_ && scaler_->scale_tensor().defined()) return copy ? scaler_->scale_tensor().clone() : scaler_->scale_tensor();
+  if (scaler_ && scaler_->scale_tensor().defined())
+    return copy ? scaler_->scale_tensor().clone() : scaler_->scale_tensor();
   return at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device_));
 }
 

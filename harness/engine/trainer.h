@@ -37,8 +37,8 @@ namespace ampcheck::engine {
 struct RunOutcome {
   enum class Status { Completed, NonFinite, Error };
   Status status = Status::Completed;
-  std::string error;            // the exception text for Error ("Attempting to unscale FP16 gradients.")
-  int64_t failed_step = -1;     // step of the error / first non-finite loss or params
+  std::string error;         // the exception text for Error ("Attempting to unscale FP16 gradients.")
+  int64_t failed_step = -1;  // step of the error / first non-finite loss or params
   int64_t steps_run = 0;
 };
 const char* status_name(RunOutcome::Status s);
@@ -92,20 +92,20 @@ class Trainer {
   void build_optimizers();
   std::unique_ptr<amp::GradScaler> make_scaler() const;
   // the step's phases
-  at::Tensor step_on_device(int64_t step, bool full_probe, const std::vector<data::Batch>& batches);  // -> row
+  at::Tensor step_on_device(int64_t step, bool full_probe, const std::vector<data::Batch>& batches);      // -> row
   at::Tensor step_through_graph(int64_t step, bool full_probe, const std::vector<data::Batch>& batches);  // -> row
   void zero_grads();
   at::Tensor forward_backward(int64_t step, const std::vector<data::Batch>& batches);  // summed unscaled loss
-  at::Tensor backward_target(const at::Tensor& loss); // scaler.scale(loss) (or the loss: no scaler / pitfall)
+  at::Tensor backward_target(const at::Tensor& loss);  // scaler.scale(loss) (or the loss: no scaler / pitfall)
   void unscale_and_clip();
-  at::Tensor optimizer_step();                        // scaler.step or opt.step; returns the skipped flag
-  at::Tensor delayed_step();                          // a step LoopConfig::delay_steps skips (skipped flag 1)
-  void update_scale();                                // scaler.update() / update(S)
-  void record_digests();                              // LoopConfig::digests: this step's tensor digests
+  at::Tensor optimizer_step();  // scaler.step or opt.step; returns the skipped flag
+  at::Tensor delayed_step();    // a step LoopConfig::delay_steps skips (skipped flag 1)
+  void update_scale();          // scaler.update() / update(S)
+  void record_digests();        // LoopConfig::digests: this step's tensor digests
   // helpers
   // the GradScaler's scale tensor (copy: a copy, which the scaler's update leaves as it is), or a fresh 1
   at::Tensor scale_or_one(bool copy = false) const;
-  bool inf_check_from_probe() const;                  // this step: the probe's pass stands for the scaler's check
+  bool inf_check_from_probe() const;  // this step: the probe's pass stands for the scaler's check
   // The parameters the optimizer steps: the fp32 masters where the strategy keeps them (their update is the
   // optimizer's; the fp16 copy rounds an update below its ulp to 0 or a whole ulp), else the model's. The update and
   // parameter norms are measured on these.
@@ -116,28 +116,28 @@ class Trainer {
 
   RunConfig cfg_;
   at::Device device_;
-  EnginePlan plan_;                                   // the engine options, resolved once
+  EnginePlan plan_;  // the engine options, resolved once
   std::unique_ptr<NumericsGuard> numerics_;
-  std::unique_ptr<RunRandomness> randomness_;         // the default generators, seeded per step (dropout)
+  std::unique_ptr<RunRandomness> randomness_;  // the default generators, seeded per step (dropout)
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<data::BatchSampler> sampler_;
-  MasterWeights masters_;                             // fp32 master weights (empty unless strategy.master_weights)
+  MasterWeights masters_;                               // fp32 master weights (empty unless strategy.master_weights)
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // one, or two sharing the scaler (loop.two_optimizers)
   std::vector<size_t> second_group_;                    // model parameter indices of the second group
   std::unique_ptr<amp::GradScaler> scaler_;
-  std::unique_ptr<PrecisionRuntime> precision_;       // FP8's per-step state (fp8 strategies), else null
+  std::unique_ptr<PrecisionRuntime> precision_;  // FP8's per-step state (fp8 strategies), else null
   inject::Injector injector_;
   GradientSync* grad_sync_ = nullptr;
   ProgressFn progress_;
   StepProbes probes_;
 
   Trajectory trajectory_;
-  std::vector<at::Tensor> pending_rows_;              // (kNumDeviceColumns,) fp64 per step, on device
+  std::vector<at::Tensor> pending_rows_;  // (kNumDeviceColumns,) fp64 per step, on device
   std::vector<std::array<double, kNumColumns>> pending_host_;
-  StepTimer timer_;                                    // per-step time (CUDA events / wall clock)
-  std::unique_ptr<StepGraphs> graphs_;                 // train.cuda_graphs where the plan applies it, else null
-  std::vector<data::Batch> static_batches_;            // the captured step's inputs (graphs only)
-  at::Tensor static_rows_[2];                          // the captured steps' rows: plain step, probe step
+  StepTimer timer_;                          // per-step time (CUDA events / wall clock)
+  std::unique_ptr<StepGraphs> graphs_;       // train.cuda_graphs where the plan applies it, else null
+  std::vector<data::Batch> static_batches_;  // the captured step's inputs (graphs only)
+  at::Tensor static_rows_[2];                // the captured steps' rows: plain step, probe step
   int64_t next_step_ = 0;
 };
 

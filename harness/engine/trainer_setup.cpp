@@ -23,9 +23,9 @@ void Trainer::build_data() {
   TORCH_CHECK(dc.vocab_size <= mc.vocab_size && dc.seq_len <= mc.block_size, "data.vocab_size ", dc.vocab_size,
               " / data.seq_len ", dc.seq_len, " exceed the model's vocab ", mc.vocab_size, " / block_size ",
               mc.block_size);
-  const data::TokenCorpus corpus = dc.kind == "shards"
-                                       ? data::TokenCorpus::from_shards(dc.paths, mc.vocab_size)
-                                       : data::TokenCorpus::synthetic(dc.vocab_size, dc.corpus_tokens, dc.branching, dc.seed);
+  const data::TokenCorpus corpus =
+      dc.kind == "shards" ? data::TokenCorpus::from_shards(dc.paths, mc.vocab_size)
+                          : data::TokenCorpus::synthetic(dc.vocab_size, dc.corpus_tokens, dc.branching, dc.seed);
   sampler_ = std::make_unique<data::BatchSampler>(corpus, dc, device_);
   if (grad_sync_) sampler_->set_shard(grad_sync_->rank(), grad_sync_->world_size());
 }

@@ -6,9 +6,9 @@
 namespace ampcheck::engine {
 
 const char* column_name(int c) {
-  static const char* names[kNumColumns] = {"loss",          "grad_norm",      "param_norm",      "update_norm",
-                                           "loss_scale",    "skipped",        "frac_zero_grad",  "frac_subnormal_grad",
-                                           "frac_nonfinite_grad", "lr",       "step_time_ms",    "eval_loss"};
+  static const char* names[kNumColumns] = {
+      "loss",           "grad_norm",           "param_norm",          "update_norm", "loss_scale",   "skipped",
+      "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad", "lr",          "step_time_ms", "eval_loss"};
   return (c >= 0 && c < kNumColumns) ? names[c] : "?";
 }
 

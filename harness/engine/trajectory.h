@@ -1,5 +1,5 @@
-// Trajectory — the per-step record of a run (docs/TRAJECTORY_FORMAT.md): one row per optimizer step, every value a double
-// (NaN where not measured, e.g. eval_loss between evals). Column order is the file format's: append only.
+// Trajectory — the per-step record of a run (docs/TRAJECTORY_FORMAT.md): one row per optimizer step, every value a
+// double (NaN where not measured, e.g. eval_loss between evals). Column order is the file format's: append only.
 #pragma once
 
 #include <array>
@@ -10,18 +10,18 @@
 namespace ampcheck::engine {
 
 enum Column : int {
-  kLoss = 0,        // training loss, unscaled, averaged over micro-batches
-  kGradNorm,        // true 2-norm of the gradient (scaled grads' norm / loss scale), before clipping
-  kParamNorm,       // 2-norm of the model's parameters after the step
-  kUpdateNorm,      // 2-norm of (params after - params before) the step
-  kLossScale,       // the loss scale used for this step's backward (1 without a scaler)
-  kSkipped,         // 1 if the optimizer step was skipped (inf/nan found), else 0
-  kFracZero,        // fraction of gradient elements == 0 (as produced by backward, before unscaling)
-  kFracSubnormal,   // fraction of non-zero gradient elements below the smallest normal of the grad dtype
-  kFracNonfinite,   // fraction of gradient elements that are inf or nan
-  kLr,              // learning rate of this step
-  kStepTimeMs,      // time of this step: CUDA events around it on the GPU, the wall clock on the CPU (StepTimer)
-  kEvalLoss,        // eval loss after this step, NaN if not evaluated
+  kLoss = 0,       // training loss, unscaled, averaged over micro-batches
+  kGradNorm,       // true 2-norm of the gradient (scaled grads' norm / loss scale), before clipping
+  kParamNorm,      // 2-norm of the model's parameters after the step
+  kUpdateNorm,     // 2-norm of (params after - params before) the step
+  kLossScale,      // the loss scale used for this step's backward (1 without a scaler)
+  kSkipped,        // 1 if the optimizer step was skipped (inf/nan found), else 0
+  kFracZero,       // fraction of gradient elements == 0 (as produced by backward, before unscaling)
+  kFracSubnormal,  // fraction of non-zero gradient elements below the smallest normal of the grad dtype
+  kFracNonfinite,  // fraction of gradient elements that are inf or nan
+  kLr,             // learning rate of this step
+  kStepTimeMs,     // time of this step: CUDA events around it on the GPU, the wall clock on the CPU (StepTimer)
+  kEvalLoss,       // eval loss after this step, NaN if not evaluated
   kNumColumns
 };
 // The columns computed on the device and copied to the host in one transfer per flush.
@@ -42,7 +42,7 @@ struct Fp8Probes {
 // (LoopConfig::digests; `ampcheck validate`'s bitwise comparison names the first tensor that differs). Empty unless
 // asked for.
 struct StepDigests {
-  std::vector<std::string> tensors;              // parameter names, in the model's order
+  std::vector<std::string> tensors;                  // parameter names, in the model's order
   std::vector<std::vector<uint64_t>> params, grads;  // [step][tensor]
   bool empty() const { return tensors.empty(); }
 };

@@ -35,7 +35,8 @@ Pairs split_pairs(const uint8_t* data, size_t size) {
   std::vector<std::string> parts(1);
   for (size_t i = 0; i < size; ++i) {
     if (data[i] == 0) parts.emplace_back();
-    else parts.back().push_back(static_cast<char>(data[i]));
+    else
+      parts.back().push_back(static_cast<char>(data[i]));
   }
   Pairs out;
   for (size_t i = 0; i + 1 < parts.size(); i += 2)
@@ -68,7 +69,8 @@ std::string json_string_raw(const std::string& s) {
       char u[8];
       std::snprintf(u, sizeof u, "\\u%04x", b);
       out += u;
-    } else out += c;
+    } else
+      out += c;
   }
   return out + "\"";
 }
@@ -117,7 +119,10 @@ void check_read(const std::function<reference::TrajectoryFile()>& read, const Pa
 
 report::ScenarioSummary row_from(const std::map<std::string, std::string>& a) {
   report::ScenarioSummary row;
-  auto get = [&](const char* k) { auto it = a.find(k); return it == a.end() ? std::string("-") : it->second; };
+  auto get = [&](const char* k) {
+    auto it = a.find(k);
+    return it == a.end() ? std::string("-") : it->second;
+  };
   row.name = a.empty() ? std::string("run") : a.begin()->first;
   row.strategy = get("strategy");
   row.expect = get("expect");

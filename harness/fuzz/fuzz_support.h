@@ -35,12 +35,12 @@ class InputFile {
   std::string path_;
 };
 
-#define FUZZ_CHECK(cond, what)                                                     \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      std::fprintf(stderr, "fuzz oracle failed: %s (%s)\n", (what), #cond);       \
-      std::abort();                                                                \
-    }                                                                              \
+#define FUZZ_CHECK(cond, what)                                              \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      std::fprintf(stderr, "fuzz oracle failed: %s (%s)\n", (what), #cond); \
+      std::abort();                                                         \
+    }                                                                       \
   } while (0)
 
 // The oracle for a refused input: the message names the file, and is printable (no raw byte of the file in it).

@@ -45,9 +45,10 @@ models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::
     o.hidden_scale = c.factor;
     o.hidden_scale_block = c.block;
     o.hidden_scale_at = c.at;
-    const char* where = c.at == models::ActivationSite::MlpInput        ? "MLP input of block "
-                        : c.at == models::ActivationSite::MlpInputSpike ? "c_fc matmul input (output divided back) of block "
-                                                                        : "hidden state after block ";
+    const char* where = c.at == models::ActivationSite::MlpInput ? "MLP input of block "
+                        : c.at == models::ActivationSite::MlpInputSpike
+                            ? "c_fc matmul input (output divided back) of block "
+                            : "hidden state after block ";
     events.push_back("step " + std::to_string(step) + ": " + where + std::to_string(c.block) + " scaled by " +
                      num(c.factor));
   }
@@ -69,7 +70,8 @@ at::Tensor Injector::on_loss(const at::Tensor& loss, int64_t step, std::vector<s
       out = out * c.factor;
       if (step == c.from_step || c.from_step < 0)
         events.push_back("step " + std::to_string(step) + ": loss scaled by " + num(c.factor) + " before backward" +
-                         (c.from_step >= 0 ? " (and every step after)" : "") + (c.compensate ? ", grads scaled back" : ""));
+                         (c.from_step >= 0 ? " (and every step after)" : "") +
+                         (c.compensate ? ", grads scaled back" : ""));
     } else if (c.kind == InjectionKind::NanLoss) {
       out = out * std::numeric_limits<double>::quiet_NaN();
       events.push_back("step " + std::to_string(step) + ": loss set to NaN");
@@ -107,12 +109,12 @@ void flip_bit(const InjectionConfig& c, const std::vector<models::NamedParameter
     at::Tensor flat = t.view({-1});
     const int64_t bits = 8 * static_cast<int64_t>(t.element_size());
     if (c.element >= flat.numel() || c.bit >= bits)
-      throw std::invalid_argument("inject bitflip: element " + std::to_string(c.element) + " bit " + std::to_string(c.bit) +
-                                  " outside " + what + " (" + std::to_string(flat.numel()) + " elements of " +
-                                  std::to_string(bits) + " bits)");
+      throw std::invalid_argument("inject bitflip: element " + std::to_string(c.element) + " bit " +
+                                  std::to_string(c.bit) + " outside " + what + " (" + std::to_string(flat.numel()) +
+                                  " elements of " + std::to_string(bits) + " bits)");
     const double before = flat[c.element].item<double>();  // SYNC POINT (a planted event; never on the hot path)
     at::Tensor word = flat.view(bits == 64 ? at::kLong : bits == 32 ? at::kInt : at::kShort).narrow(0, c.element, 1);
-    const int64_t mask = bits == 64 ? static_cast<int64_t>(uint64_t{1} << c.bit)
+    const int64_t mask = bits == 64   ? static_cast<int64_t>(uint64_t{1} << c.bit)
                          : bits == 32 ? static_cast<int64_t>(static_cast<int32_t>(uint32_t{1} << c.bit))
                                       : static_cast<int64_t>(static_cast<int16_t>(static_cast<uint16_t>(1u << c.bit)));
     word.bitwise_xor_(mask);

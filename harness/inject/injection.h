@@ -33,18 +33,19 @@ enum class InjectionKind { GradValue, ActivationScale, LossScale, NanLoss, BitFl
 
 struct InjectionConfig {
   InjectionKind kind = InjectionKind::GradValue;
-  std::vector<int64_t> steps;          // optimizer steps at which it fires
-  int64_t from_step = -1;              // and every step from this one on (-1: none)
-  double value = INFINITY;             // GradValue: the value written (inf, -inf, nan or finite)
-  std::string params = "*";            // GradValue: parameter-name glob ("*", "h.0.*", "wte")
-  int64_t count = 1;                   // GradValue: elements written per matching grad
-  double factor = 1.0;                 // ActivationScale / LossScale: the multiplier
-  int64_t block = 0;                   // ActivationScale: which block
-  models::ActivationSite at = models::ActivationSite::Residual;  // ActivationScale: residual | mlp_input | mlp_input_spike
-  bool compensate = true;              // LossScale: multiply the grads back by 1/factor after backward
-  int64_t rank = -1;                   // data-parallel: only on this rank (-1: every rank)
-  // BitFlip: the first parameter matching `params`, its gradient ("grad") or its value ("param" — the model's copy: with
-  // fp32 master weights the masters' copy-back overwrites it the same step), element `element` of its flattened
+  std::vector<int64_t> steps;  // optimizer steps at which it fires
+  int64_t from_step = -1;      // and every step from this one on (-1: none)
+  double value = INFINITY;     // GradValue: the value written (inf, -inf, nan or finite)
+  std::string params = "*";    // GradValue: parameter-name glob ("*", "h.0.*", "wte")
+  int64_t count = 1;           // GradValue: elements written per matching grad
+  double factor = 1.0;         // ActivationScale / LossScale: the multiplier
+  int64_t block = 0;           // ActivationScale: which block
+  models::ActivationSite at =
+      models::ActivationSite::Residual;  // ActivationScale: residual | mlp_input | mlp_input_spike
+  bool compensate = true;                // LossScale: multiply the grads back by 1/factor after backward
+  int64_t rank = -1;                     // data-parallel: only on this rank (-1: every rank)
+  // BitFlip: the first parameter matching `params`, its gradient ("grad") or its value ("param" — the model's copy:
+  // with fp32 master weights the masters' copy-back overwrites it the same step), element `element` of its flattened
   // storage, bit `bit` (0 = the lowest mantissa bit; 30 = fp32's highest exponent bit; up to 8 x element size - 1)
   bool flip_param = false;
   int64_t element = 0;
@@ -60,7 +61,8 @@ class Injector {
   // in its forward to form its gradient at the scale backward will bring.
   double loss_factor(int64_t step) const;
   at::Tensor on_loss(const at::Tensor& loss, int64_t step, std::vector<std::string>& events) const;
-  void on_grads(const std::vector<models::NamedParameter>& params, int64_t step, std::vector<std::string>& events) const;
+  void on_grads(const std::vector<models::NamedParameter>& params, int64_t step,
+                std::vector<std::string>& events) const;
   // LossScale compensation, right after backward (before the all-reduce point, probes and unscale).
   void after_backward(const std::vector<models::NamedParameter>& params, int64_t step) const;
 

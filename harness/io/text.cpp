@@ -14,9 +14,12 @@ size_t utf8_sequence_length(const std::string& s, size_t i) {
   size_t n = 0;
   uint32_t cp = 0;
   if (b0 >= 0xC2 && b0 <= 0xDF) n = 2, cp = b0 & 0x1Fu;
-  else if (b0 >= 0xE0 && b0 <= 0xEF) n = 3, cp = b0 & 0x0Fu;
-  else if (b0 >= 0xF0 && b0 <= 0xF4) n = 4, cp = b0 & 0x07u;
-  else return 0;  // a continuation byte, an overlong lead (C0, C1) or past U+10FFFF (F5..FF)
+  else if (b0 >= 0xE0 && b0 <= 0xEF)
+    n = 3, cp = b0 & 0x0Fu;
+  else if (b0 >= 0xF0 && b0 <= 0xF4)
+    n = 4, cp = b0 & 0x07u;
+  else
+    return 0;  // a continuation byte, an overlong lead (C0, C1) or past U+10FFFF (F5..FF)
   if (i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     const unsigned char b = byte(i + k);
@@ -80,7 +83,8 @@ std::string line_and_column(const std::string& s, size_t offset) {
   size_t line = 1, column = 1;
   for (size_t i = 0; i < offset && i < s.size(); ++i) {
     if (s[i] == '\n') ++line, column = 1;
-    else ++column;
+    else
+      ++column;
   }
   return std::to_string(line) + ":" + std::to_string(column);
 }

@@ -25,9 +25,10 @@ void adamw_square_sums_(const std::vector<at::Tensor>& params, const std::vector
   check_parts(params, part_sum, first_part, "adamw_square_sums_");
   for (size_t t = 0; t < n; ++t)
     for (const at::Tensor* x : {&grads[t], &exp_avgs[t], &exp_avg_sqs[t]})
-      TORCH_CHECK(x->sizes() == params[t].sizes() && x->scalar_type() == at::kFloat && x->is_contiguous() &&
-                      x->device() == params[t].device(),
-                  "adamw_square_sums_: grads and moments must be contiguous float32 of their parameter's shape and device");
+      TORCH_CHECK(
+          x->sizes() == params[t].sizes() && x->scalar_type() == at::kFloat && x->is_contiguous() &&
+              x->device() == params[t].device(),
+          "adamw_square_sums_: grads and moments must be contiguous float32 of their parameter's shape and device");
 #ifdef AMPCHECK_CUDA_KERNELS
   if (impl == Impl::Auto && part_sum.is_cuda() && (!lr.defined() || lr.is_cuda())) {
     std::vector<float*> p(n), g(n), m(n), v(n);

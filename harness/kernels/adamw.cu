@@ -23,7 +23,7 @@
 namespace ampcheck::kernels::cuda {
 namespace {
 
-constexpr int kAdamThreads = kSquareSumThreads;           // square_sums.cu's partition: the same blocks, thread for thread
+constexpr int kAdamThreads = kSquareSumThreads;  // square_sums.cu's partition: the same blocks, thread for thread
 constexpr int64_t kAdamBlockElems = kSquareSumBlockElems;
 
 struct AdamArgs {
@@ -33,11 +33,11 @@ struct AdamArgs {
   float* v[kAdamTensors];
   const float* step[kAdamTensors];
   int64_t numel[kAdamTensors];
-  int64_t part_first[kAdamTensors];      // tensor t's first partial in part_sum
-  int first_block[kAdamTensors + 1];     // tensor t owns blocks [first_block[t], first_block[t + 1])
-  uint64_t vec_mask;                     // bit t: p, g, m, v of tensor t all 16-byte aligned
-  uint64_t p_vec_mask;                   // bit t: p of tensor t 16-byte aligned (square_sums' order of additions)
-  uint64_t g_vec_mask;                   // bit t: g of tensor t 16-byte aligned
+  int64_t part_first[kAdamTensors];   // tensor t's first partial in part_sum
+  int first_block[kAdamTensors + 1];  // tensor t owns blocks [first_block[t], first_block[t + 1])
+  uint64_t vec_mask;                  // bit t: p, g, m, v of tensor t all 16-byte aligned
+  uint64_t p_vec_mask;                // bit t: p of tensor t 16-byte aligned (square_sums' order of additions)
+  uint64_t g_vec_mask;                // bit t: g of tensor t 16-byte aligned
   int count;
 };
 static_assert(kAdamTensors <= 64, "the masks hold one bit per tensor");
@@ -99,8 +99,9 @@ __device__ __forceinline__ void block_sum_to(float sum, float* out) {
   }
 }
 
-__global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const __grid_constant__ AdamArgs a, const AdamScalars s,
-                                                             float* __restrict__ part_sum, float* __restrict__ gpart_sum) {
+__global__ void __launch_bounds__(kAdamThreads)
+    adamw_kernel(const __grid_constant__ AdamArgs a, const AdamScalars s, float* __restrict__ part_sum,
+                 float* __restrict__ gpart_sum) {
   const int b = static_cast<int>(blockIdx.x);
   const int t = tensor_of_block(a.first_block, a.count, b);
   float* __restrict__ p = a.p[t];
@@ -210,7 +211,8 @@ const char* adamw_square_sums(const AdamTensors& ts, int count, const AdamHyper&
       a.numel[k] = ts.numel[t];
       a.part_first[k] = ts.part_first[t];
       a.first_block[k] = blocks;
-      if (aligned16(ts.p[t]) && aligned16(ts.g[t]) && aligned16(ts.m[t]) && aligned16(ts.v[t])) a.vec_mask |= uint64_t{1} << k;
+      if (aligned16(ts.p[t]) && aligned16(ts.g[t]) && aligned16(ts.m[t]) && aligned16(ts.v[t]))
+        a.vec_mask |= uint64_t{1} << k;
       if (aligned16(ts.p[t])) a.p_vec_mask |= uint64_t{1} << k;
       if (aligned16(ts.g[t])) a.g_vec_mask |= uint64_t{1} << k;
       blocks += static_cast<int>((ts.numel[t] + kAdamBlockElems - 1) / kAdamBlockElems);

@@ -74,8 +74,8 @@ struct LinearBiasGeluFn : public torch::autograd::Function<LinearBiasGeluFn> {
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(0)) dx = at::mm(d, wc).view(ctx->saved_data["x_sizes"].toIntVector()).to(cast("x_dtype"));
     if (ctx->needs_input_grad(1)) dw = at::mm(d.t(), x2).to(cast("w_dtype"));
-    return {dx, dw, ctx->needs_input_grad(2) ? db.to(cast("b_dtype")) : at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    return {dx,           dw,           ctx->needs_input_grad(2) ? db.to(cast("b_dtype")) : at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 }  // namespace
@@ -84,7 +84,7 @@ at::Tensor linear_bias_gelu(const at::Tensor& x, const at::Tensor& w, const at::
   TORCH_CHECK(x.dim() >= 1 && w.dim() == 2 && b.dim() == 1 && x.size(-1) == w.size(1) && b.size(0) == w.size(0),
               "linear_bias_gelu: expected x (..., K), w (N, K), b (N)");
   const at::ScalarType dt = amp::autocast_dtype_or(x.device().type(), x.scalar_type());  // at::linear's dtype
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // the function casts itself
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);         // the function casts itself
   return LinearBiasGeluFn::apply(x, w, b, gelu, static_cast<int64_t>(dt), static_cast<int64_t>(impl));
 }
 

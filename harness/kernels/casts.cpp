@@ -10,14 +10,16 @@ namespace ampcheck::kernels {
 using namespace detail;  // kernel_dtype_ok; with the CUDA kernels also aligned, kernel_dtype (dispatch.h)
 
 std::vector<at::Tensor> cast_many(const std::vector<at::Tensor>& srcs, at::ScalarType dtype, Impl impl) {
-  TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16, "cast_many: dtype must be float16 or bfloat16, got ", dtype);
+  TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16, "cast_many: dtype must be float16 or bfloat16, got ",
+              dtype);
   std::vector<at::Tensor> out;
   out.reserve(srcs.size());
   at::NoGradGuard no_grad;
 #ifdef AMPCHECK_CUDA_KERNELS
   bool kernel = impl == Impl::Auto && !srcs.empty();
   for (const auto& t : srcs)
-    kernel = kernel && t.is_cuda() && t.scalar_type() == at::kFloat && t.is_contiguous() && t.device() == srcs[0].device();
+    kernel =
+        kernel && t.is_cuda() && t.scalar_type() == at::kFloat && t.is_contiguous() && t.device() == srcs[0].device();
   if (kernel) {
     std::vector<int64_t> offset;  // each result's first element in the buffer, a multiple of 8 (16 bytes)
     int64_t total = 0;
@@ -50,8 +52,9 @@ std::vector<at::Tensor> cast_many(const std::vector<at::Tensor>& srcs, at::Scala
 at::Tensor widen_sum(const std::vector<at::Tensor>& parts, Impl impl) {
   TORCH_CHECK(!parts.empty() && parts.size() <= 8, "widen_sum: 1 to 8 parts, got ", parts.size());
   for (const auto& t : parts)
-    TORCH_CHECK(t.sizes() == parts[0].sizes() && t.scalar_type() == parts[0].scalar_type() && t.device() == parts[0].device(),
-                "widen_sum: parts of one shape, dtype and device");
+    TORCH_CHECK(
+        t.sizes() == parts[0].sizes() && t.scalar_type() == parts[0].scalar_type() && t.device() == parts[0].device(),
+        "widen_sum: parts of one shape, dtype and device");
   at::NoGradGuard no_grad;
 #ifdef AMPCHECK_CUDA_KERNELS
   const at::ScalarType dt = parts[0].scalar_type();
@@ -63,8 +66,8 @@ at::Tensor widen_sum(const std::vector<at::Tensor>& parts, Impl impl) {
       ptrs.push_back(held.back().data_ptr());
     }
     at::Tensor out = at::empty(parts[0].sizes(), parts[0].options().dtype(at::kFloat));
-    const char* err = cuda::widen_sum(ptrs.data(), static_cast<int>(ptrs.size()), kernel_dtype(dt), out.data_ptr<float>(),
-                                      out.numel(), at::cuda::getCurrentCUDAStream().stream());
+    const char* err = cuda::widen_sum(ptrs.data(), static_cast<int>(ptrs.size()), kernel_dtype(dt),
+                                      out.data_ptr<float>(), out.numel(), at::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == nullptr, "widen_sum: ", err);
     return out;
   }

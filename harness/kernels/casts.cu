@@ -24,7 +24,7 @@ struct CastArgs {
   const float* src[kMaxCastTensors];
   void* dst[kMaxCastTensors];
   int64_t numel[kMaxCastTensors];
-  int first_block[kMaxCastTensors + 1];  // tensor t owns blocks [first_block[t], first_block[t + 1])
+  int first_block[kMaxCastTensors + 1];            // tensor t owns blocks [first_block[t], first_block[t + 1])
   uint32_t vec_mask[(kMaxCastTensors + 31) / 32];  // bit t: tensor t's src and dst are 16-byte aligned
   int count;
 };
@@ -62,10 +62,11 @@ struct WidenParts {
 };
 
 template <typename T, int kParts, bool kVec>
-__global__ void __launch_bounds__(kSumThreads) widen_sum_kernel(const __grid_constant__ WidenParts<T> p, float* __restrict__ out,
-                                                                int64_t n) {
+__global__ void __launch_bounds__(kSumThreads)
+    widen_sum_kernel(const __grid_constant__ WidenParts<T> p, float* __restrict__ out, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kSumThreads * (kVec ? 8 : 1);
-  for (int64_t i = (static_cast<int64_t>(blockIdx.x) * kSumThreads + threadIdx.x) * (kVec ? 8 : 1); i < n; i += stride) {
+  for (int64_t i = (static_cast<int64_t>(blockIdx.x) * kSumThreads + threadIdx.x) * (kVec ? 8 : 1); i < n;
+       i += stride) {
     if constexpr (kVec) {
       float acc[8], v[8];
       load_f<T, 8>(p.part[0] + i, acc);
@@ -90,10 +91,11 @@ template <typename T, int kParts>
 void launch_widen(const WidenParts<T>& p, float* out, int64_t n, bool vec, cudaStream_t st) {
   const int64_t per = vec ? 8 : 1;
   const int64_t want = (n / per + kSumThreads - 1) / kSumThreads;
-  const unsigned blocks = static_cast<unsigned>(want < int64_t{8} * multiprocessor_count() ? (want > 0 ? want : 1)
-                                                                                            : int64_t{8} * multiprocessor_count());
+  const unsigned blocks = static_cast<unsigned>(
+      want < int64_t{8} * multiprocessor_count() ? (want > 0 ? want : 1) : int64_t{8} * multiprocessor_count());
   if (vec) widen_sum_kernel<T, kParts, true><<<blocks, kSumThreads, 0, st>>>(p, out, n);
-  else widen_sum_kernel<T, kParts, false><<<blocks, kSumThreads, 0, st>>>(p, out, n);
+  else
+    widen_sum_kernel<T, kParts, false><<<blocks, kSumThreads, 0, st>>>(p, out, n);
 }
 
 }  // namespace
@@ -119,7 +121,8 @@ const char* cast_many(const float* const* src, void* const* dst, const int64_t* 
     if (a.count == 0) continue;
     a.first_block[a.count] = blocks;
     if (dst_dtype == DType::BFloat16) cast_many_kernel<__nv_bfloat16><<<blocks, kCastThreads, 0, st>>>(a);
-    else cast_many_kernel<__half><<<blocks, kCastThreads, 0, st>>>(a);
+    else
+      cast_many_kernel<__half><<<blocks, kCastThreads, 0, st>>>(a);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);
   }
@@ -139,14 +142,30 @@ const char* widen_sum(const void* const* parts, int count, DType part_dtype, flo
       WidenParts<T> p{};
       for (int k = 0; k < count; ++k) p.part[k] = static_cast<const T*>(parts[k]);
       switch (count) {
-        case 1: launch_widen<T, 1>(p, out, n, vec, st); break;
-        case 2: launch_widen<T, 2>(p, out, n, vec, st); break;
-        case 3: launch_widen<T, 3>(p, out, n, vec, st); break;
-        case 4: launch_widen<T, 4>(p, out, n, vec, st); break;
-        case 5: launch_widen<T, 5>(p, out, n, vec, st); break;
-        case 6: launch_widen<T, 6>(p, out, n, vec, st); break;
-        case 7: launch_widen<T, 7>(p, out, n, vec, st); break;
-        default: launch_widen<T, 8>(p, out, n, vec, st); break;
+        case 1:
+          launch_widen<T, 1>(p, out, n, vec, st);
+          break;
+        case 2:
+          launch_widen<T, 2>(p, out, n, vec, st);
+          break;
+        case 3:
+          launch_widen<T, 3>(p, out, n, vec, st);
+          break;
+        case 4:
+          launch_widen<T, 4>(p, out, n, vec, st);
+          break;
+        case 5:
+          launch_widen<T, 5>(p, out, n, vec, st);
+          break;
+        case 6:
+          launch_widen<T, 6>(p, out, n, vec, st);
+          break;
+        case 7:
+          launch_widen<T, 7>(p, out, n, vec, st);
+          break;
+        default:
+          launch_widen<T, 8>(p, out, n, vec, st);
+          break;
       }
     }
   });

@@ -68,9 +68,9 @@ template <bool kGelu>
 constexpr int kRows = kGelu ? 3 : 4;
 
 template <typename T, int V, bool kGelu>
-__global__ void __launch_bounds__(kColWarps * 32, 4) column_sums_kernel(const T* __restrict__ g, const T* __restrict__ pre,
-                                                                        T* __restrict__ dpre, float* __restrict__ part,
-                                                                        int64_t N, int64_t C, int64_t rows_per_block) {
+__global__ void __launch_bounds__(kColWarps * 32, 4)
+    column_sums_kernel(const T* __restrict__ g, const T* __restrict__ pre, T* __restrict__ dpre,
+                       float* __restrict__ part, int64_t N, int64_t C, int64_t rows_per_block) {
   using P = Pack<T, V>;
   constexpr int R = kRows<kGelu>;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -115,9 +115,9 @@ __global__ void __launch_bounds__(kColWarps * 32, 4) column_sums_kernel(const T*
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kColWarps * 32) sum_partials_kernel(const float* __restrict__ part, int64_t P,
-                                                                      int64_t C, float* __restrict__ out,
-                                                                      int64_t round_from) {
+__global__ void __launch_bounds__(kColWarps * 32)
+    sum_partials_kernel(const float* __restrict__ part, int64_t P, int64_t C, float* __restrict__ out,
+                        int64_t round_from) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + lane;
   float s = 0.f;
@@ -134,13 +134,13 @@ __global__ void __launch_bounds__(kColWarps * 32) sum_partials_kernel(const floa
   }
 }
 
-
 }  // namespace
 
 int multiprocessor_count() {
   static const int sms = [] {
     int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       n = 132;
     return n;
   }();
@@ -183,10 +183,12 @@ const char* column_sums(const void* g, const void* pre, void* dpre, DType dtype,
     };
     if (pre) {
       if (vec) launch(column_sums_kernel<T, kV, true>, kV);
-      else launch(column_sums_kernel<T, 1, true>, 1);
+      else
+        launch(column_sums_kernel<T, 1, true>, 1);
     } else {
       if (vec) launch(column_sums_kernel<T, kV, false>, kV);
-      else launch(column_sums_kernel<T, 1, false>, 1);
+      else
+        launch(column_sums_kernel<T, 1, false>, 1);
     }
   });
   const cudaError_t err = cudaGetLastError();

@@ -24,17 +24,26 @@ namespace {
 
 constexpr int kThreads = 512;
 
-
 // (max, sum of exp(x - max)) pairs combine associatively; -inf max means an empty sum.
 __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {
   if (m2 == -INFINITY) return;
-  if (m == -INFINITY) { m = m2; s = s2; return; }
-  if (m2 > m) { s = s * __expf(m - m2) + s2; m = m2; }
-  else s += s2 * __expf(m2 - m);
+  if (m == -INFINITY) {
+    m = m2;
+    s = s2;
+    return;
+  }
+  if (m2 > m) {
+    s = s * __expf(m - m2) + s2;
+    m = m2;
+  } else
+    s += s2 * __expf(m2 - m);
 }
 __device__ __forceinline__ void add_value(float& m, float& s, float v) {
-  if (v > m) { s = (m == -INFINITY ? 0.f : s * __expf(m - v)) + 1.f; m = v; }
-  else s += __expf(v - m);
+  if (v > m) {
+    s = (m == -INFINITY ? 0.f : s * __expf(m - v)) + 1.f;
+    m = v;
+  } else
+    s += __expf(v - m);
 }
 
 // The block's (max, sum) pairs combined — warp, then block — into the row's log-sum-exp, returned on every thread of
@@ -50,7 +59,10 @@ __device__ __forceinline__ float block_log_sum_exp(float m, float s, const T* x,
   __shared__ float sm[NT / 32], ss[NT / 32];
   __shared__ float lse_shared;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) { sm[warp] = m; ss[warp] = s; }
+  if (lane == 0) {
+    sm[warp] = m;
+    ss[warp] = s;
+  }
   __syncthreads();
   if (warp == 0) {
     m = lane < NT / 32 ? sm[lane] : -INFINITY;
@@ -92,9 +104,9 @@ __device__ __forceinline__ void gradient_tail(T* x, int64_t from, int64_t V, int
 
 // VEC elements per load (16 bytes for 2-byte types when the row allows it, else 1).
 template <typename T, int VEC>
-__global__ void __launch_bounds__(kThreads) cross_entropy_rows_kernel(T* logits, int64_t V, int64_t ld,
-                                                                      const int64_t* targets, float* row_loss,
-                                                                      const float* factor, int64_t ignore_index) {
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_rows_kernel(T* logits, int64_t V, int64_t ld, const int64_t* targets, float* row_loss,
+                              const float* factor, int64_t ignore_index) {
   const int64_t row = blockIdx.x;
   T* x = logits + row * ld;
   const int64_t t = targets[row];
@@ -167,7 +179,10 @@ __global__ void __launch_bounds__(kSmemThreads, 2)
       float v[VEC];
       float pm = -INFINITY;
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) { v[k] = to_f(p[j].v[k]); pm = fmaxf(pm, v[k]); }
+      for (int k = 0; k < VEC; ++k) {
+        v[k] = to_f(p[j].v[k]);
+        pm = fmaxf(pm, v[k]);
+      }
       if (pm == -INFINITY || pm == INFINITY) {
 #pragma unroll
         for (int k = 0; k < VEC; ++k) add_value(m, s, v[k]);
@@ -182,7 +197,7 @@ __global__ void __launch_bounds__(kSmemThreads, 2)
   for (int64_t i = static_cast<int64_t>(nvec) * VEC + threadIdx.x; i < V; i += NT) add_value(m, s, to_f(x[i]));
 
   const float lse = block_log_sum_exp<NT>(m, s, x, t, ignored, bad, row_loss + row);  // (its barriers: the row is in
-  const float f = ignored ? 0.f : bad ? NAN : *factor;                                 //  shared memory after them)
+  const float f = ignored ? 0.f : bad ? NAN : *factor;                                //  shared memory after them)
   for (int i = threadIdx.x; i < nvec; i += NT) {
     P p = sp[i];
     gradient_pack(p, static_cast<int64_t>(i) * VEC, t, lse, f);
@@ -202,16 +217,19 @@ void launch(void* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* ta
     static const cudaError_t attr = cudaFuncSetAttribute(cross_entropy_rows_smem_kernel<T, kVec>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRowBytes);
     if (attr == cudaSuccess) {
-      cross_entropy_rows_smem_kernel<T, kVec><<<static_cast<unsigned>(rows), kSmemThreads, static_cast<size_t>(smem), stream>>>(
-          p, V, ld, targets, row_loss, factor, ignore_index);
+      cross_entropy_rows_smem_kernel<T, kVec>
+          <<<static_cast<unsigned>(rows), kSmemThreads, static_cast<size_t>(smem), stream>>>(
+              p, V, ld, targets, row_loss, factor, ignore_index);
       return;
     }
     (void)cudaGetLastError();  // the attribute was refused: the two-read kernel below, and no error left behind
   }
   if (aligned)
-    cross_entropy_rows_kernel<T, kVec><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
+    cross_entropy_rows_kernel<T, kVec>
+        <<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
   else
-    cross_entropy_rows_kernel<T, 1><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
+    cross_entropy_rows_kernel<T, 1>
+        <<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, V, ld, targets, row_loss, factor, ignore_index);
 }
 
 }  // namespace
@@ -222,9 +240,15 @@ const char* cross_entropy_rows(void* logits, DType dtype, int64_t rows, int64_t 
   if (rows > 0x7fffffffLL) return "cross_entropy_rows: too many rows for one launch";
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::Float32: launch<float>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
-    case DType::Float16: launch<__half>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
-    case DType::BFloat16: launch<__nv_bfloat16>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s); break;
+    case DType::Float32:
+      launch<float>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s);
+      break;
+    case DType::Float16:
+      launch<__half>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s);
+      break;
+    case DType::BFloat16:
+      launch<__nv_bfloat16>(logits, rows, V, ld, targets, row_loss, factor, ignore_index, s);
+      break;
   }
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);

@@ -11,14 +11,34 @@
 
 namespace ampcheck::kernels::cuda {
 
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);  // round to nearest even
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <typename T>
+__device__ __forceinline__ float to_f(T v);
+template <>
+__device__ __forceinline__ float to_f<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T>
+__device__ __forceinline__ T from_f(float v);  // round to nearest even
+template <>
+__device__ __forceinline__ float from_f<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 // V consecutive elements as one aligned load / store (the caller guarantees alignment to V · sizeof(T)), widened to
 // fp32 / rounded from fp32.
@@ -40,14 +60,15 @@ __device__ __forceinline__ void store_f(T* p, const float (&in)[V]) {
   *reinterpret_cast<Pack<T, V>*>(p) = pk;
 }
 
-// Multi-tensor launches (casts.cu, square_sums.cu, adamw.cu): tensor t owns blocks [first_block[t], first_block[t + 1]);
-// the tensor of block b — the last t < count with first_block[t] <= b — by binary search.
+// Multi-tensor launches (casts.cu, square_sums.cu, adamw.cu): tensor t owns blocks [first_block[t], first_block[t +
+// 1]); the tensor of block b — the last t < count with first_block[t] <= b — by binary search.
 __device__ __forceinline__ int tensor_of_block(const int* first_block, int count, int b) {
   int lo = 0, hi = count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     if (first_block[mid] <= b) lo = mid;
-    else hi = mid - 1;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -61,9 +82,15 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <typename F>
 void with_type(DType t, F&& f) {
   switch (t) {
-    case DType::Float32: f(float{}); break;
-    case DType::Float16: f(__half{}); break;
-    case DType::BFloat16: f(__nv_bfloat16{}); break;
+    case DType::Float32:
+      f(float{});
+      break;
+    case DType::Float16:
+      f(__half{});
+      break;
+    case DType::BFloat16:
+      f(__nv_bfloat16{});
+      break;
   }
 }
 

@@ -85,15 +85,15 @@ __global__ void embedding_chunks_kernel(const int32_t* __restrict__ sorted, cons
 // Each block whose chunk holds the first positions of a token that continues into the next chunk(s) adds that
 // token's chunk sums in chunk order and the total to grad.
 __global__ void embedding_runs_kernel(const int32_t* __restrict__ sorted, const float4* __restrict__ first_part,
-                                      const float4* __restrict__ last_part, float* __restrict__ grad, int64_t N,
-                                      int C4, int64_t V) {
+                                      const float4* __restrict__ last_part, float* __restrict__ grad, int64_t N, int C4,
+                                      int64_t V) {
   const int c = threadIdx.x;
   if (c >= C4) return;
   const int64_t b = blockIdx.x, j0 = b * kChunk, j1 = j0 + kChunk < N ? j0 + kChunk : N;
   const int32_t id = sorted[j1 - 1];
-  if (!same(sorted, j1, N, id) || id < 0 || id >= V) return;     // no token runs on past this chunk
-  const bool whole = sorted[j0] == id;                              // the token fills the chunk
-  if (whole && same(sorted, j0 - 1, N, id)) return;               // it started in an earlier chunk: not ours
+  if (!same(sorted, j1, N, id) || id < 0 || id >= V) return;  // no token runs on past this chunk
+  const bool whole = sorted[j0] == id;                        // the token fills the chunk
+  if (whole && same(sorted, j0 - 1, N, id)) return;           // it started in an earlier chunk: not ours
   float4 acc = whole ? first_part[b * C4 + c] : last_part[b * C4 + c];
   for (int64_t bb = b + 1;; ++bb) {
     add4(acc, first_part[bb * C4 + c]);
@@ -106,8 +106,8 @@ __global__ void embedding_runs_kernel(const int32_t* __restrict__ sorted, const 
 constexpr int kScaleThreads = 256;
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(kScaleThreads) scale_unless_one_kernel(T* __restrict__ x, int64_t n,
-                                                                         const float* __restrict__ r) {
+__global__ void __launch_bounds__(kScaleThreads)
+    scale_unless_one_kernel(T* __restrict__ x, int64_t n, const float* __restrict__ r) {
   const float f = to_f(from_f<T>(*r));  // r in x's dtype first, as ATen's promotion with a 0-dim tensor gives
   if (f == 1.f) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kScaleThreads;
@@ -139,7 +139,7 @@ const char* embedding_rows_add(const int32_t* sorted, const int64_t* order, cons
   float4* last = first + chunks * C4;
   auto st = static_cast<cudaStream_t>(stream);
   embedding_chunks_kernel<<<static_cast<unsigned>(chunks), threads, 0, st>>>(sorted, order, rows, grad, first, last, N,
-                                                                           C4, V);
+                                                                             C4, V);
   embedding_runs_kernel<<<static_cast<unsigned>(chunks), threads, 0, st>>>(sorted, first, last, grad, N, C4, V);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
@@ -153,10 +153,12 @@ const char* scale_unless_one(void* x, DType dtype, int64_t n, const float* r, vo
     using T = decltype(tag);
     constexpr int kVec = 16 / sizeof(T);
     const int64_t work = vec ? (n + kVec - 1) / kVec : n;
-    const int64_t blocks = std::min<int64_t>((work + kScaleThreads - 1) / kScaleThreads, int64_t{multiprocessor_count()} * 8);
+    const int64_t blocks =
+        std::min<int64_t>((work + kScaleThreads - 1) / kScaleThreads, int64_t{multiprocessor_count()} * 8);
     T* p = static_cast<T*>(x);
     if (vec) scale_unless_one_kernel<T, kVec><<<static_cast<unsigned>(blocks), kScaleThreads, 0, s>>>(p, n, r);
-    else scale_unless_one_kernel<T, 1><<<static_cast<unsigned>(blocks), kScaleThreads, 0, s>>>(p, n, r);
+    else
+      scale_unless_one_kernel<T, 1><<<static_cast<unsigned>(blocks), kScaleThreads, 0, s>>>(p, n, r);
   });
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);

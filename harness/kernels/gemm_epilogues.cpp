@@ -54,8 +54,8 @@ void run(cuda::LtGemm g, const at::Tensor& like, const char* what) {
   // the fastest algorithm measured on the problem, unless deterministic algorithms are asked for (a measured choice
   // may differ from run to run; the heuristic's does not)
   g.autotune = !at::globalContext().deterministicAlgorithms();
-  const char* err = cuda::gemm_lt(g, ws.data_ptr(), static_cast<size_t>(kWorkspaceBytes),
-                                  at::cuda::getCurrentCUDAStream().stream());
+  const char* err =
+      cuda::gemm_lt(g, ws.data_ptr(), static_cast<size_t>(kWorkspaceBytes), at::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == nullptr, "gemm_epilogues (", what, "): ", err);
 }
 
@@ -100,7 +100,8 @@ at::Tensor dgelu(const at::Tensor& g, const at::Tensor& w, const at::Tensor& pre
 // else cast here; the same values either way (round to nearest even)
 at::Tensor cast_or(const std::optional<at::Tensor>& cast, const at::Tensor& t, at::ScalarType dt) {
   if (cast && cast->defined()) {
-    TORCH_CHECK(cast->scalar_type() == dt && cast->sizes() == t.sizes(), "gemm_epilogues: a precast tensor of another dtype or shape");
+    TORCH_CHECK(cast->scalar_type() == dt && cast->sizes() == t.sizes(),
+                "gemm_epilogues: a precast tensor of another dtype or shape");
     return cast->contiguous();
   }
   return t.to(dt).contiguous();
@@ -131,7 +132,8 @@ struct LinearEpiloguesFn : public torch::autograd::Function<LinearEpiloguesFn> {
                             const std::optional<at::Tensor>& b_cast, int64_t dtype_i) {
     const auto dt = static_cast<at::ScalarType>(dtype_i);
     at::Tensor x2 = x.reshape({-1, x.size(-1)}).to(dt).contiguous(), wc = cast_or(w_cast, w, dt);
-    at::Tensor out = at::addmm(cast_or(b_cast, b, dt), x2, wc.t());  // what at::linear runs for a (…, K) input with a bias
+    at::Tensor out =
+        at::addmm(cast_or(b_cast, b, dt), x2, wc.t());  // what at::linear runs for a (…, K) input with a bias
     ctx->save_for_backward({x2, wc});
     ctx->saved_data["x_sizes"] = x.sizes().vec();
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
@@ -148,7 +150,8 @@ struct LinearEpiloguesFn : public torch::autograd::Function<LinearEpiloguesFn> {
     at::Tensor g = grads[0].reshape({-1, wc.size(0)}).to(wc.scalar_type()).contiguous();
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = at::mm(g, wc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
-    if (ctx->needs_input_grad(1)) dw = widen_to(wgrad(x2, g, wgrad_dtype(wc.scalar_type(), type("w_dtype"))), type("w_dtype"));
+    if (ctx->needs_input_grad(1))
+      dw = widen_to(wgrad(x2, g, wgrad_dtype(wc.scalar_type(), type("w_dtype"))), type("w_dtype"));
     // the bias gradient: kernels::bias_grad's column sums (fp32, rounded through the compute dtype as the stock sum)
     if (ctx->needs_input_grad(2)) db = bias_grad(g, at::Tensor()).first.to(type("b_dtype"));
     return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor()};
@@ -170,8 +173,11 @@ struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
     at::Tensor out = at::addmm(cast_or(b_proj_cast, b_proj, dt), act, wpr.t());
     ctx->save_for_backward({x2, wfc, wpr, pre, act});
     ctx->saved_data["x_sizes"] = x.sizes().vec();
-    for (const auto& [key, t] : {std::pair{"x_dtype", &x}, {"w_fc_dtype", &w_fc}, {"b_fc_dtype", &b_fc},
-                                 {"w_proj_dtype", &w_proj}, {"b_proj_dtype", &b_proj}})
+    for (const auto& [key, t] : {std::pair{"x_dtype", &x},
+                                 {"w_fc_dtype", &w_fc},
+                                 {"b_fc_dtype", &b_fc},
+                                 {"w_proj_dtype", &w_proj},
+                                 {"b_proj_dtype", &b_proj}})
       ctx->saved_data[key] = static_cast<int64_t>(t->scalar_type());
     return out.view(with_last(x.sizes(), w_proj.size(0)));
   }
@@ -190,9 +196,16 @@ struct MlpEpiloguesFn : public torch::autograd::Function<MlpEpiloguesFn> {
     at::Tensor db_fc = bias_grad(d_pre, at::Tensor()).first;
     at::Tensor dw_fc = wgrad(x2, d_pre, wgrad_dtype(dt, type("w_fc_dtype")));
     at::Tensor dx = at::mm(d_pre, wfc).view(ctx->saved_data["x_sizes"].toIntVector()).to(type("x_dtype"));
-    return {dx, widen_to(dw_fc, type("w_fc_dtype")), db_fc.to(type("b_fc_dtype")), widen_to(dw_proj, type("w_proj_dtype")),
-            db_proj.defined() ? db_proj.to(type("b_proj_dtype")) : at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+    return {dx,
+            widen_to(dw_fc, type("w_fc_dtype")),
+            db_fc.to(type("b_fc_dtype")),
+            widen_to(dw_proj, type("w_proj_dtype")),
+            db_proj.defined() ? db_proj.to(type("b_proj_dtype")) : at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 #endif
@@ -219,7 +232,8 @@ at::Tensor mlp_gelu_epilogues(const at::Tensor& x, const at::Tensor& w_fc, const
                               const at::Tensor& w_proj, const at::Tensor& b_proj, Impl impl,
                               const std::vector<at::Tensor>& casts) {
   TORCH_CHECK(w_fc.dim() == 2 && w_proj.dim() == 2 && x.size(-1) == w_fc.size(1) && w_proj.size(1) == w_fc.size(0) &&
-                  b_fc.dim() == 1 && b_fc.size(0) == w_fc.size(0) && b_proj.dim() == 1 && b_proj.size(0) == w_proj.size(0),
+                  b_fc.dim() == 1 && b_fc.size(0) == w_fc.size(0) && b_proj.dim() == 1 &&
+                  b_proj.size(0) == w_proj.size(0),
               "mlp_gelu_epilogues: expected x (..., K), w_fc (H, K), b_fc (H), w_proj (N, H), b_proj (N)");
 #ifdef AMPCHECK_GEMM_LT
   if (impl == Impl::Auto && lt_takes(x, w_fc) && w_proj.size(0) % 8 == 0) {
@@ -235,9 +249,10 @@ at::Tensor mlp_gelu_epilogues(const at::Tensor& x, const at::Tensor& w_fc, const
 }
 
 void wgrad_fp32_(at::Tensor& dw, const at::Tensor& g, const at::Tensor& x, bool accumulate, Impl impl) {
-  TORCH_CHECK(dw.scalar_type() == at::kFloat && dw.is_contiguous() && dw.dim() == 2, "wgrad_fp32_: dw must be (V, C) fp32 contiguous");
-  TORCH_CHECK(g.dim() == 2 && x.dim() == 2 && g.size(0) == x.size(0) && g.size(1) == dw.size(0) && x.size(1) == dw.size(1) &&
-                  g.scalar_type() == x.scalar_type(),
+  TORCH_CHECK(dw.scalar_type() == at::kFloat && dw.is_contiguous() && dw.dim() == 2,
+              "wgrad_fp32_: dw must be (V, C) fp32 contiguous");
+  TORCH_CHECK(g.dim() == 2 && x.dim() == 2 && g.size(0) == x.size(0) && g.size(1) == dw.size(0) &&
+                  x.size(1) == dw.size(1) && g.scalar_type() == x.scalar_type(),
               "wgrad_fp32_: expected g (n, V), x (n, C) of one dtype and dw (V, C)");
 #ifdef AMPCHECK_GEMM_LT
   const auto dt = g.scalar_type();
@@ -251,7 +266,8 @@ void wgrad_fp32_(at::Tensor& dw, const at::Tensor& g, const at::Tensor& x, bool 
   at::NoGradGuard no_grad;
   at::Tensor prod = at::mm(g.t().to(at::kFloat), x.to(at::kFloat));
   if (accumulate) dw.add_(prod);
-  else dw.copy_(prod);
+  else
+    dw.copy_(prod);
 }
 
 }  // namespace ampcheck::kernels

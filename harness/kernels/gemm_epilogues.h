@@ -43,9 +43,10 @@ at::Tensor linear_epilogues(const at::Tensor& x, const at::Tensor& w, const at::
 
 // The GPT MLP, proj(GELU_tanh(fc(x))): x (…, K), w_fc (H, K), b_fc (H), w_proj (N, H), b_proj (N). Forward as the
 // stock ops; backward: c_proj's input gradient with GELU's derivative in one GEMM, then as linear_epilogues.
-at::Tensor mlp_gelu_epilogues(const at::Tensor& x, const at::Tensor& w_fc, const at::Tensor& b_fc,
-                              const at::Tensor& w_proj, const at::Tensor& b_proj, Impl impl = Impl::Auto,
-                              const std::vector<at::Tensor>& casts = {});  // {w_fc, b_fc, w_proj, b_proj} precast, or none
+at::Tensor mlp_gelu_epilogues(
+    const at::Tensor& x, const at::Tensor& w_fc, const at::Tensor& b_fc, const at::Tensor& w_proj,
+    const at::Tensor& b_proj, Impl impl = Impl::Auto,
+    const std::vector<at::Tensor>& casts = {});  // {w_fc, b_fc, w_proj, b_proj} precast, or none
 
 // dw (V, C) fp32, contiguous: dw = gᵀ x, or dw += gᵀ x with accumulate; g (n, V), x (n, C) in bf16 or fp16, the
 // product accumulated in fp32 and added in fp32 (no rounding to g's dtype). The reference: dw (+)= (gᵀ x) in fp32.

@@ -103,9 +103,21 @@ const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, vo
   LT_CHECK(cublasLtMatrixLayoutCreate(&ds.d, lt_type(g.d_type), g.m, g.n, g.ldd), "layout D");
 
   const uint32_t al_a = alignment(g.a), al_b = alignment(g.b), al_d = alignment(g.d);
-  const AlgoKey key{static_cast<int>(epi), g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldd,
-                    static_cast<int>(g.ab_type), static_cast<int>(g.d_type), static_cast<int>(al_a | (al_b << 9)),
-                    g.accumulate, g.ld_aux, uint64_t{al_d},
+  const AlgoKey key{static_cast<int>(epi),
+                    g.m,
+                    g.n,
+                    g.k,
+                    g.trans_a,
+                    g.trans_b,
+                    g.lda,
+                    g.ldb,
+                    g.ldd,
+                    static_cast<int>(g.ab_type),
+                    static_cast<int>(g.d_type),
+                    static_cast<int>(al_a | (al_b << 9)),
+                    g.accumulate,
+                    g.ld_aux,
+                    uint64_t{al_d},
                     (uint64_t{g.autotune} << 32) | alignment(g.aux)};
   static std::mutex mu;
   static std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
@@ -120,13 +132,17 @@ const char* gemm_lt(const LtGemm& g, void* workspace, size_t workspace_bytes, vo
       const uint64_t ws = workspace_bytes;
       LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
                "MAX_WORKSPACE_BYTES");
-      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)),
+      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                                    sizeof(al_a)),
                "MIN_ALIGNMENT_A");
-      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)),
+      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                                    sizeof(al_b)),
                "MIN_ALIGNMENT_B");
-      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)),
+      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d,
+                                                    sizeof(al_d)),
                "MIN_ALIGNMENT_C");
-      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)),
+      LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
+                                                    sizeof(al_d)),
                "MIN_ALIGNMENT_D");
       constexpr int kCandidates = 8;
       cublasLtMatmulHeuristicResult_t res[kCandidates]{};

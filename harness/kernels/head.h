@@ -24,11 +24,13 @@ void cross_entropy_rows_(at::Tensor& logits, const at::Tensor& targets, at::Tens
 // CUDA fp32 with C % 4 == 0: a stable sort of the indices and one kernel; elsewhere grad += the stock
 // at::embedding_dense_backward (bit for bit what autograd's stock path gives: the head's gradient plus the
 // embedding's).
-void embedding_backward_add_(at::Tensor& grad, const at::Tensor& rows, const at::Tensor& indices, Impl impl = Impl::Auto);
+void embedding_backward_add_(at::Tensor& grad, const at::Tensor& rows, const at::Tensor& indices,
+                             Impl impl = Impl::Auto);
 
 // x *= r in place (r a 0-dim fp32 tensor on x's device, rounded to x's dtype as ATen's type promotion does; the
-// product in fp32, rounded once to x's dtype: what x.mul_(r) gives), read on the device: where r holds exactly 1 the CUDA kernel returns without touching x (x · 1 == x), so
-// the fused head's backward pays no pass on its normal path. CUDA fp32 / fp16 / bf16 contiguous x; elsewhere x.mul_(r).
+// product in fp32, rounded once to x's dtype: what x.mul_(r) gives), read on the device: where r holds exactly 1 the
+// CUDA kernel returns without touching x (x · 1 == x), so the fused head's backward pays no pass on its normal path.
+// CUDA fp32 / fp16 / bf16 contiguous x; elsewhere x.mul_(r).
 void scale_unless_one_(at::Tensor& x, const at::Tensor& r, Impl impl = Impl::Auto);
 
 }  // namespace ampcheck::kernels

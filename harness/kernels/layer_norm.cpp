@@ -22,7 +22,8 @@ struct BiasTapFn : public torch::autograd::Function<BiasTapFn> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const at::Tensor& dy = grads[0];
-    at::Tensor db = dy.reshape({-1, dy.size(-1)}).sum(0).to(static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt()));
+    at::Tensor db =
+        dy.reshape({-1, dy.size(-1)}).sum(0).to(static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt()));
     return {dy, db};
   }
 };
@@ -30,7 +31,8 @@ struct BiasTapFn : public torch::autograd::Function<BiasTapFn> {
 }  // namespace
 
 at::Tensor with_bias_gradient(const at::Tensor& y, const at::Tensor& bias) {
-  TORCH_CHECK(bias.dim() == 1 && y.dim() >= 1 && y.size(-1) == bias.size(0), "with_bias_gradient: bias must be (y.size(-1),)");
+  TORCH_CHECK(bias.dim() == 1 && y.dim() >= 1 && y.size(-1) == bias.size(0),
+              "with_bias_gradient: bias must be (y.size(-1),)");
   return BiasTapFn::apply(y, bias);
 }
 
@@ -58,9 +60,10 @@ struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
     at::Tensor mean = at::empty({N}, x.options()), rstd = at::empty({N}, x.options());
     const char* err = cuda::add_layer_norm_forward(
         xc.data_ptr<float>(), has_y ? yc.data_ptr() : nullptr, kernel_dtype(has_y ? yc.scalar_type() : at::kFloat),
-        gamma.contiguous().data_ptr<float>(), beta.contiguous().data_ptr<float>(), has_y ? s.data_ptr<float>() : nullptr,
-        h.data_ptr(), kernel_dtype(out_dtype), mean.data_ptr<float>(), rstd.data_ptr<float>(), N, static_cast<int>(C),
-        static_cast<float>(eps), at::cuda::getCurrentCUDAStream().stream());
+        gamma.contiguous().data_ptr<float>(), beta.contiguous().data_ptr<float>(),
+        has_y ? s.data_ptr<float>() : nullptr, h.data_ptr(), kernel_dtype(out_dtype), mean.data_ptr<float>(),
+        rstd.data_ptr<float>(), N, static_cast<int>(C), static_cast<float>(eps),
+        at::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == nullptr, "add_layer_norm: ", err);
     ctx->save_for_backward({s, gamma, mean, rstd});
     ctx->saved_data["y_dtype"] = static_cast<int64_t>(has_y ? y.scalar_type() : at::kFloat);
@@ -91,14 +94,16 @@ struct AddLayerNormFn : public torch::autograd::Function<AddLayerNormFn> {
     const int64_t W = (bias ? 3 : 2) * C;
     at::Tensor part = at::empty({blocks, W}, s.options()), dgb = at::empty({W}, s.options());
     const char* err = cuda::add_layer_norm_backward(
-        aligned(dh).data_ptr(), kernel_dtype(dh.scalar_type()), ds_in.defined() ? aligned(ds_in).data_ptr<float>() : nullptr,
-        aligned(s).data_ptr<float>(), aligned(gamma.contiguous()).data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+        aligned(dh).data_ptr(), kernel_dtype(dh.scalar_type()),
+        ds_in.defined() ? aligned(ds_in).data_ptr<float>() : nullptr, aligned(s).data_ptr<float>(),
+        aligned(gamma.contiguous()).data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
         ds.data_ptr<float>(), y_needs_cast ? dy.data_ptr() : nullptr, kernel_dtype(y_dtype), part.data_ptr<float>(),
         dgb.data_ptr<float>(), bias, blocks, N, static_cast<int>(C), at::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == nullptr, "add_layer_norm backward: ", err);
     at::Tensor dgamma = dgb.narrow(0, 0, C), dbeta = dgb.narrow(0, C, C);
-    at::Tensor db = bias ? dgb.narrow(0, 2 * C, C).to(static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt()))
-                         : at::Tensor();
+    at::Tensor db = bias
+                        ? dgb.narrow(0, 2 * C, C).to(static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt()))
+                        : at::Tensor();
     at::Tensor gy = has_y ? (y_needs_cast ? dy : ds) : at::Tensor();
     return {ds, gy, dgamma, dbeta, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -117,8 +122,7 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
 #ifdef AMPCHECK_CUDA_KERNELS
   const int64_t C = x.size(-1);
   if (impl == Impl::Auto && x.is_cuda() && C <= 1024 && cuda::add_layer_norm_backward_supported(static_cast<int>(C)) &&
-      kernel_dtype_ok(out_dtype) &&
-      (!y.defined() || y.scalar_type() == at::kFloat || y.scalar_type() == out_dtype)) {
+      kernel_dtype_ok(out_dtype) && (!y.defined() || y.scalar_type() == at::kFloat || y.scalar_type() == out_dtype)) {
     // autocast off inside: the function decides its own dtypes
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const bool has_y = y.defined(), has_bias = y_bias.defined();

@@ -25,18 +25,15 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kLimitK = 32;  // channels per lane: C ≤ 1024; kernels hold rows of up to kMaxK ∈ {8, 16, 24, 32} per lane
 
-
-
 // Forward: one warp per row. Each lane owns V consecutive channels per group of 32·V, J groups (C = 32·V·J): V = 4
 // (16-byte loads) where C is a multiple of 128 and the pointers are aligned — 0.93 against 1.08 ms per GPT-2 step for
-// V = 1 on the H200, 2026-12-04 — else V = 1. The row's sums add a lane's channels in group order, so the two widths may
-// give mean and rstd that differ in the last bit.
+// V = 1 on the H200, 2026-12-04 — else V = 1. The row's sums add a lane's channels in group order, so the two widths
+// may give mean and rstd that differ in the last bit.
 template <typename TY, typename TO, int V, int kMaxJ>
-__global__ void __launch_bounds__(kWarps * 32) add_ln_fwd(const float* __restrict__ x, const TY* __restrict__ y,
-                                                          const float* __restrict__ gamma, const float* __restrict__ beta,
-                                                          float* __restrict__ s_out, TO* __restrict__ h,
-                                                          float* __restrict__ mean_out, float* __restrict__ rstd_out,
-                                                          int64_t N, int C, float eps) {
+__global__ void __launch_bounds__(kWarps * 32)
+    add_ln_fwd(const float* __restrict__ x, const TY* __restrict__ y, const float* __restrict__ gamma,
+               const float* __restrict__ beta, float* __restrict__ s_out, TO* __restrict__ h,
+               float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t N, int C, float eps) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (row >= N) return;
@@ -95,16 +92,15 @@ __global__ void __launch_bounds__(kWarps * 32) add_ln_fwd(const float* __restric
 constexpr int kBwdWarps = 4;
 
 template <typename TO, typename TY, int V, int kMaxJ>
-__global__ void __launch_bounds__(kBwdWarps * 32) add_ln_bwd(const TO* __restrict__ dh, const float* __restrict__ ds_in,
-                                                             const float* __restrict__ s, const float* __restrict__ gamma,
-                                                             const float* __restrict__ mean, const float* __restrict__ rstd,
-                                                             float* __restrict__ ds_out, TY* __restrict__ dy_out,
-                                                             float* __restrict__ part, int64_t N, int C, int W) {
+__global__ void __launch_bounds__(kBwdWarps * 32)
+    add_ln_bwd(const TO* __restrict__ dh, const float* __restrict__ ds_in, const float* __restrict__ s,
+               const float* __restrict__ gamma, const float* __restrict__ mean, const float* __restrict__ rstd,
+               float* __restrict__ ds_out, TY* __restrict__ dy_out, float* __restrict__ part, int64_t N, int C, int W) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int J = C / (32 * V);
   const bool bias = W > 2 * C;
-  // warp w's running dγ sums at acc[w · W + c], its dβ sums at acc[w · W + C + c], its bias sums at acc[w · W + 2C + c];
-  // each lane owns its channels (dynamic shared memory: kBwdWarps · W floats)
+  // warp w's running dγ sums at acc[w · W + c], its dβ sums at acc[w · W + C + c], its bias sums at acc[w · W + 2C +
+  // c]; each lane owns its channels (dynamic shared memory: kBwdWarps · W floats)
   extern __shared__ __align__(16) float acc[];
   for (int c = lane; c < W; c += 32) acc[warp * W + c] = 0.f;
   __syncwarp();
@@ -184,16 +180,20 @@ template <typename F>
 void with_k(int C, F&& f) {
   const int K = C / 32;
   if (K <= 8) f(std::integral_constant<int, 8>{});
-  else if (K <= 16) f(std::integral_constant<int, 16>{});
-  else if (K <= 24) f(std::integral_constant<int, 24>{});
-  else f(std::integral_constant<int, 32>{});
+  else if (K <= 16)
+    f(std::integral_constant<int, 16>{});
+  else if (K <= 24)
+    f(std::integral_constant<int, 24>{});
+  else
+    f(std::integral_constant<int, 32>{});
 }
 
 // y's dtype: float32, or the output's (the combinations a GPT block produces; fewer kernels to compile)
 template <typename TO, typename F>
 void with_same_or_float(DType y, F&& f) {
   if (y == DType::Float32) f(float{});
-  else f(TO{});
+  else
+    f(TO{});
 }
 
 }  // namespace
@@ -210,8 +210,8 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
     using TO = decltype(to);
     with_same_or_float<TO>(y_dtype, [&](auto ty) {
       using TY = decltype(ty);
-      const bool vec = C % 128 == 0 && aligned16(x) && (!y || aligned16(y)) && aligned16(gamma) &&
-                       aligned16(beta) && (!s_out || aligned16(s_out)) && aligned16(h);
+      const bool vec = C % 128 == 0 && aligned16(x) && (!y || aligned16(y)) && aligned16(gamma) && aligned16(beta) &&
+                       (!s_out || aligned16(s_out)) && aligned16(h);
       with_k(C, [&](auto k) {
         constexpr int kK = decltype(k)::value;  // channels per lane, rounded up
         auto launch = [&](auto kernel) {
@@ -219,7 +219,8 @@ const char* add_layer_norm_forward(const float* x, const void* y, DType y_dtype,
                                                  mean, rstd, N, C, eps);
         };
         if (vec) launch(add_ln_fwd<TY, TO, 4, kK / 4>);
-        else launch(add_ln_fwd<TY, TO, 1, kK>);
+        else
+          launch(add_ln_fwd<TY, TO, 1, kK>);
       });
     });
   });
@@ -240,10 +241,14 @@ void with_bwd_kernel(DType h_dtype, DType y_dtype, int C, bool vec, F&& f) {
     with_same_or_float<TO>(y_dtype, [&](auto ty) {
       using TY = decltype(ty);
       if (!vec) f(add_ln_bwd<TO, TY, 1, 8>);
-      else if (C <= 256) f(add_ln_bwd<TO, TY, 4, 2>);
-      else if (C <= 512) f(add_ln_bwd<TO, TY, 4, 4>);
-      else if (C <= 768) f(add_ln_bwd<TO, TY, 4, 6>);
-      else f(add_ln_bwd<TO, TY, 4, 8>);
+      else if (C <= 256)
+        f(add_ln_bwd<TO, TY, 4, 2>);
+      else if (C <= 512)
+        f(add_ln_bwd<TO, TY, 4, 4>);
+      else if (C <= 768)
+        f(add_ln_bwd<TO, TY, 4, 6>);
+      else
+        f(add_ln_bwd<TO, TY, 4, 8>);
     });
   });
 }
@@ -259,7 +264,8 @@ int add_layer_norm_backward_blocks(int64_t N, int C, DType h_dtype, DType y_dtyp
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBwdWarps * 32, smem) != cudaSuccess) per_sm = 0;
   });
   if (per_sm <= 0) per_sm = 1;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{per_sm} * multiprocessor_count(), (N + kBwdWarps - 1) / kBwdWarps)));
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>(int64_t{per_sm} * multiprocessor_count(), (N + kBwdWarps - 1) / kBwdWarps)));
 }
 
 const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* ds_in, const float* s,
@@ -276,8 +282,8 @@ const char* add_layer_norm_backward(const void* dh, DType h_dtype, const float* 
   const int W = (bias ? 3 : 2) * C;
   if (N > 0) {
     with_bwd_kernel(h_dtype, y_dtype, C, vec, [&](auto kernel) {
-      kernel_args_launch(kernel, static_cast<unsigned>(blocks), st, dh, ds_in, s, gamma, mean, rstd, ds_out, dy_out, part,
-                         N, C, W);
+      kernel_args_launch(kernel, static_cast<unsigned>(blocks), st, dh, ds_in, s, gamma, mean, rstd, ds_out, dy_out,
+                         part, N, C, W);
     });
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);

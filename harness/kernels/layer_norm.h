@@ -21,8 +21,8 @@ at::Tensor with_bias_gradient(const at::Tensor& y, const at::Tensor& bias);
 //   h = LayerNorm(s) · γ + β, computed in fp32 and rounded once to out_dtype (what autocast's fp32 layer_norm followed
 //       by the next Linear's cast to the autocast dtype gives)
 // Returns {s, h}, both differentiable: s's gradient (the residual path) and h's (the branch) meet in one backward
-// pass that writes ds in fp32 and dy in y's dtype, with dγ, dβ in fp32 (summed in a fixed order: deterministic). x, γ, β
-// must be fp32 with x (…, C); the CUDA kernels take C a multiple of 128 up to 1024 or of 32 up to 256, and y in fp32
+// pass that writes ds in fp32 and dy in y's dtype, with dγ, dβ in fp32 (summed in a fixed order: deterministic). x, γ,
+// β must be fp32 with x (…, C); the CUDA kernels take C a multiple of 128 up to 1024 or of 32 up to 256, and y in fp32
 // or out_dtype (else, and on the CPU, the reference: the same stock ATen ops).
 // y_bias (C): where defined, the bias of the Linear whose output y is — y holds it already, and the caller handed that
 // Linear the bias detached —: its gradient comes from this backward, the column sums of y's gradient as written in

@@ -46,14 +46,16 @@ std::pair<at::Tensor, at::Tensor> square_sum_nonfinite(const std::vector<at::Ten
       }
       P += cuda::square_sums_blocks(numel[g].data(), static_cast<int>(numel[g].size()));
     }
-    at::Tensor part_sum = at::empty({std::max<int64_t>(P, 1)}, f32), part_bad = at::empty({std::max<int64_t>(P, 1)}, f32.dtype(at::kInt));
+    at::Tensor part_sum = at::empty({std::max<int64_t>(P, 1)}, f32),
+               part_bad = at::empty({std::max<int64_t>(P, 1)}, f32.dtype(at::kInt));
     at::Tensor out = at::empty({2}, f32);
     auto stream = at::cuda::getCurrentCUDAStream().stream();
     int64_t at_part = 0;
     for (size_t g = 0; g < groups.size(); ++g) {
       const int n = static_cast<int>(src[g].size());
-      const char* err = cuda::square_sums(src[g].data(), numel[g].data(), n, kernel_dtype(groups[g].first),
-                                          part_sum.data_ptr<float>() + at_part, part_bad.data_ptr<int>() + at_part, stream);
+      const char* err =
+          cuda::square_sums(src[g].data(), numel[g].data(), n, kernel_dtype(groups[g].first),
+                            part_sum.data_ptr<float>() + at_part, part_bad.data_ptr<int>() + at_part, stream);
       TORCH_CHECK(err == nullptr, "square_sum_nonfinite: ", err);
       at_part += cuda::square_sums_blocks(numel[g].data(), n);
     }
@@ -103,8 +105,9 @@ at::Tensor square_sum_total(const at::Tensor& part_sum, Impl impl) {
 #ifdef AMPCHECK_CUDA_KERNELS
   if (impl == Impl::Auto && part_sum.is_cuda()) {
     at::Tensor out = at::empty({2}, part_sum.options());
-    const char* err = cuda::square_sums_total(part_sum.data_ptr<float>(), nullptr, part_sum.numel(), out.data_ptr<float>(),
-                                              out.data_ptr<float>() + 1, at::cuda::getCurrentCUDAStream().stream());
+    const char* err =
+        cuda::square_sums_total(part_sum.data_ptr<float>(), nullptr, part_sum.numel(), out.data_ptr<float>(),
+                                out.data_ptr<float>() + 1, at::cuda::getCurrentCUDAStream().stream());
     TORCH_CHECK(err == nullptr, "square_sum_total: ", err);
     return out.select(0, 0);
   }

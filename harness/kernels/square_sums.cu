@@ -24,7 +24,7 @@ constexpr int64_t kSqBlockElems = kSquareSumBlockElems;  // 8 per thread and ste
 struct SquareArgs {
   const void* src[kMaxCastTensors];
   int64_t numel[kMaxCastTensors];
-  int first_block[kMaxCastTensors + 1];  // tensor t owns blocks [first_block[t], first_block[t + 1])
+  int first_block[kMaxCastTensors + 1];            // tensor t owns blocks [first_block[t], first_block[t + 1])
   uint32_t vec_mask[(kMaxCastTensors + 31) / 32];  // bit t: tensor t is 16-byte aligned
   int count;
 };
@@ -40,9 +40,9 @@ __device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kSqThreads) square_sums_kernel(const __grid_constant__ SquareArgs args,
-                                                                 float* __restrict__ part_sum,
-                                                                 int* __restrict__ part_bad) {
+__global__ void __launch_bounds__(kSqThreads)
+    square_sums_kernel(const __grid_constant__ SquareArgs args, float* __restrict__ part_sum,
+                       int* __restrict__ part_bad) {
   const int b = static_cast<int>(blockIdx.x);
   const int t = tensor_of_block(args.first_block, args.count, b);
   const T* __restrict__ src = static_cast<const T*>(args.src[t]);
@@ -94,10 +94,9 @@ __global__ void __launch_bounds__(kSqThreads) square_sums_kernel(const __grid_co
 
 constexpr int kFinishThreads = 1024;
 
-__global__ void __launch_bounds__(kFinishThreads) square_sums_finish(const float* __restrict__ part_sum,
-                                                                     const int* __restrict__ part_bad, int64_t P,
-                                                                     float* __restrict__ out_sum,
-                                                                     float* __restrict__ out_found) {
+__global__ void __launch_bounds__(kFinishThreads)
+    square_sums_finish(const float* __restrict__ part_sum, const int* __restrict__ part_bad, int64_t P,
+                       float* __restrict__ out_sum, float* __restrict__ out_found) {
   double s = 0.0;
   int f = 0;
   for (int64_t i = threadIdx.x; i < P; i += kFinishThreads) {

@@ -23,9 +23,9 @@ struct GptPreset {
 };
 // vocab 50304 = GPT-2's 50257 padded to a multiple of 128 (as in nanoGPT / llm.c).
 constexpr GptPreset kPresets[] = {
-    {"micro", 2, 2, 32, 32, 128},       // ~30k params: unit tests, fractions of a millisecond a step
-    {"nano", 4, 4, 128, 64, 256},       // ~0.84M params: CPU scenarios
-    {"mini", 6, 6, 384, 256, 4096},     // ~12M params: quick GPU scenarios
+    {"micro", 2, 2, 32, 32, 128},    // ~30k params: unit tests, fractions of a millisecond a step
+    {"nano", 4, 4, 128, 64, 256},    // ~0.84M params: CPU scenarios
+    {"mini", 6, 6, 384, 256, 4096},  // ~12M params: quick GPU scenarios
     {"gpt2-124m", 12, 12, 768, 1024, 50304},
     {"gpt2-350m", 24, 16, 1024, 1024, 50304},
 };
@@ -144,12 +144,14 @@ at::Tensor Gpt::embedding(int site, const at::Tensor& w, const at::Tensor& indic
 
 void Gpt::cast_weights(const at::Tensor& like) {
   casts_.clear();
-  if (!cfg_.gemm_epilogues || matmul_override() != nullptr || !kernels::gemm_epilogues_built() || !like.is_cuda()) return;
+  if (!cfg_.gemm_epilogues || matmul_override() != nullptr || !kernels::gemm_epilogues_built() || !like.is_cuda())
+    return;
   const at::ScalarType dt = cfg_.compute_dtype;  // the engine plan's: what the Linears compute in
   if (dt != at::kBFloat16 && dt != at::kHalf) return;
   std::vector<size_t> which;
   for (const Block& b : blocks_)
-    which.insert(which.end(), {b.attn_w, b.attn_b, b.attn_proj_w, b.attn_proj_b, b.fc_w, b.fc_b, b.fc_proj_w, b.fc_proj_b});
+    which.insert(which.end(),
+                 {b.attn_w, b.attn_b, b.attn_proj_w, b.attn_proj_b, b.fc_w, b.fc_b, b.fc_proj_w, b.fc_proj_b});
   if (cfg_.head_loss == HeadLoss::Fused) which.push_back(wte_);
   std::vector<at::Tensor> srcs;
   for (size_t i : which) {
@@ -184,11 +186,13 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h, at::Tensor* proj
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
   at::Tensor q = heads(parts[0]);
   if (cfg_.attention_query_dtype == "fp16") q = q.to(at::kHalf);
-  else if (cfg_.attention_query_dtype == "bf16") q = q.to(at::kBFloat16);
+  else if (cfg_.attention_query_dtype == "bf16")
+    q = q.to(at::kBFloat16);
   at::Tensor y = at::scaled_dot_product_attention(q, heads(parts[1]), heads(parts[2]), {},
                                                   train_dropout ? dropout_ : 0.0, /*is_causal=*/true);
   y = y.transpose(1, 2).contiguous().view({B, T, C});
-  y = linear(site + 1, y, p(b.attn_proj_w), proj_bias_for(b.attn_proj_b, proj_bias), pc(b.attn_proj_w), pc(b.attn_proj_b));
+  y = linear(site + 1, y, p(b.attn_proj_w), proj_bias_for(b.attn_proj_b, proj_bias), pc(b.attn_proj_w),
+             pc(b.attn_proj_b));
   if (train_dropout) y = at::dropout(y, dropout_, true);
   return y;
 }
@@ -288,16 +292,17 @@ at::Tensor Gpt::loss(const at::Tensor& inputs, const at::Tensor& targets, const 
   if (cfg_.head_loss == HeadLoss::Chunked) {  // engine option: the tied head fused with cross-entropy in chunks of rows
     at::Tensor h = hidden(inputs, opts);
     casts_.clear();
-    return chunked_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows);
+    return chunked_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}),
+                                      cfg_.head_chunk_rows);
   }
   if (cfg_.head_loss == HeadLoss::Fused) {  // engine option: the same with the gradients computed in the forward
     // the tied weight's two gradients in one tensor (not where a matmul override owns the lookup, e.g. FP8's)
     TiedGradient* tied = matmul_override() == nullptr ? &tied_ : nullptr;
     tied_.grad = at::Tensor();
     at::Tensor h = hidden(inputs, opts, tied);
-    at::Tensor loss = fused_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}),
-                                               cfg_.head_chunk_rows, opts.loss_grad_scale, cfg_.gemm_epilogues, pc(wte_),
-                                               tied, cfg_.compute_dtype);
+    at::Tensor loss =
+        fused_head_cross_entropy(h.reshape({-1, cfg_.n_embd}), p(wte_), targets.reshape({-1}), cfg_.head_chunk_rows,
+                                 opts.loss_grad_scale, cfg_.gemm_epilogues, pc(wte_), tied, cfg_.compute_dtype);
     casts_.clear();
     return loss;
   }

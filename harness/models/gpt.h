@@ -40,7 +40,8 @@ class Gpt final : public Model {
   // mlp_spike multiplies c_fc's input and divides its output (ActivationSite::MlpInputSpike); 1 = off.
   at::Tensor block_forward(size_t l, const at::Tensor& x, double mlp_input_scale = 1.0, double mlp_spike = 1.0);
   // proj(attn(h)) and proj(gelu(fc(m))). proj_bias: where given (hidden_fused, no matmul override), c_proj runs with
-  // its bias detached and *proj_bias is set to that bias: the add_layer_norm that consumes the branch gives its gradient
+  // its bias detached and *proj_bias is set to that bias: the add_layer_norm that consumes the branch gives its
+  // gradient
   at::Tensor attention_branch(size_t l, const at::Tensor& h, at::Tensor* proj_bias = nullptr);
   at::Tensor mlp_branch(size_t l, at::Tensor m, double mlp_spike, at::Tensor* proj_bias = nullptr);
   // c_proj's bias as the branch passes it: detached where the add_layer_norm after the branch takes its gradient

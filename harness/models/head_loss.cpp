@@ -62,7 +62,8 @@ struct ChunkedHeadCrossEntropy : public torch::autograd::Function<ChunkedHeadCro
       at::Tensor gl = p.mul_(g).to(dt);  // as the stock path: fp32 grad of the logits, cast to the logits' dtype
       dx.narrow(0, r0, n).copy_(at::matmul(gl, wc));
       if (dt == at::kFloat) dw.addmm_(gl.t(), x_c);
-      else dw.add_(at::matmul(gl.t(), x_c));  // the chunk's wgrad in the logits' dtype (as the stock GEMM's output)
+      else
+        dw.add_(at::matmul(gl.t(), x_c));  // the chunk's wgrad in the logits' dtype (as the stock GEMM's output)
     }
     return {dx, dw.to(w.scalar_type()), at::Tensor(), at::Tensor()};
   }
@@ -104,7 +105,8 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     if (need_grads) {
       dx = at::empty({N, C}, xc.options());
       if (wgrad_in_gemm) dw = at::empty({V, C}, f32);
-      else if (!sum_at_end) dw = at::zeros({V, C}, f32);
+      else if (!sum_at_end)
+        dw = at::zeros({V, C}, f32);
     }
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t n = std::min(R, N - r0);
@@ -114,11 +116,14 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
       kernels::cross_entropy_rows_(logits, targets.narrow(0, r0, n), loss_c, factor, kIgnoreIndex);
       if (!need_grads) continue;
       at::Tensor dx_c = dx.narrow(0, r0, n);
-      at::mm_out(dx_c, logits, wc);                // grad_logits W, in dt (fp32 accumulation inside the GEMM)
+      at::mm_out(dx_c, logits, wc);  // grad_logits W, in dt (fp32 accumulation inside the GEMM)
       if (dt == at::kFloat) dw.addmm_(logits.t(), x_c);
-      else if (wgrad_in_gemm) kernels::wgrad_fp32_(dw, logits, x_c, /*accumulate=*/r0 > 0);
-      else if (sum_at_end) dw_parts.push_back(at::mm(logits.t(), x_c));  // the chunk's wgrad in dt (as the stock GEMM's)
-      else dw.add_(at::mm(logits.t(), x_c));       // the chunk's wgrad in dt (as the stock GEMM's output), summed in fp32
+      else if (wgrad_in_gemm)
+        kernels::wgrad_fp32_(dw, logits, x_c, /*accumulate=*/r0 > 0);
+      else if (sum_at_end)
+        dw_parts.push_back(at::mm(logits.t(), x_c));  // the chunk's wgrad in dt (as the stock GEMM's)
+      else
+        dw.add_(at::mm(logits.t(), x_c));  // the chunk's wgrad in dt (as the stock GEMM's output), summed in fp32
     }
     if (need_grads && sum_at_end) dw = kernels::widen_sum(dw_parts);
     if (need_grads) {
@@ -144,15 +149,18 @@ struct FusedHeadCrossEntropy : public torch::autograd::Function<FusedHeadCrossEn
     // has dx's dtype. The saved gradients are scaled in place: this backward runs once (the graph is not retained).
     at::Tensor gx = dx, gw = dw;
     if (x_dtype == dx.scalar_type()) kernels::scale_unless_one_(gx, ratio);
-    else gx = dx.to(x_dtype) * ratio;
+    else
+      gx = dx.to(x_dtype) * ratio;
     if (w_dtype == dw.scalar_type()) kernels::scale_unless_one_(gw, ratio);
-    else gw = (dw * ratio).to(w_dtype);
-    if (auto* tied = reinterpret_cast<TiedGradient*>(ctx->saved_data["tied"].toInt()); tied && ctx->needs_input_grad(1)) {
+    else
+      gw = (dw * ratio).to(w_dtype);
+    if (auto* tied = reinterpret_cast<TiedGradient*>(ctx->saved_data["tied"].toInt());
+        tied && ctx->needs_input_grad(1)) {
       tied->grad = gw;  // tied_embedding's backward adds the lookup's rows and returns it
       gw = at::Tensor();
     }
-    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    return {gx,           gw,           at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 }  // namespace
@@ -165,8 +173,7 @@ at::Tensor fused_head_cross_entropy(const at::Tensor& x, const at::Tensor& w, co
   const at::ScalarType dt = compute_dtype ? *compute_dtype : amp::autocast_dtype_or(x.device().type(), x.scalar_type());
   const bool need_grads = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
   // (an undefined tensor cannot pass through a custom Function: 1 as a tensor)
-  const at::Tensor hint = grad_scale_hint.defined() ? grad_scale_hint
-                                                    : at::ones({}, x.options().dtype(at::kFloat));
+  const at::Tensor hint = grad_scale_hint.defined() ? grad_scale_hint : at::ones({}, x.options().dtype(at::kFloat));
   const std::optional<at::Tensor> cast = w_cast.defined() ? std::optional<at::Tensor>(w_cast) : std::nullopt;
   return FusedHeadCrossEntropy::apply(x, w, targets, chunk_rows, hint, need_grads, fp32_wgrad, cast,
                                       reinterpret_cast<int64_t>(tied), static_cast<int64_t>(dt));
@@ -190,7 +197,8 @@ struct TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
     const auto w_sizes = ctx->saved_data["w_sizes"].toIntVector();
     at::Tensor gw = std::exchange(tied->grad, at::Tensor());  // the head's gradient for w (undefined if it left none)
     const at::Tensor& g = grads[0];
-    if (!gw.defined()) gw = at::zeros(w_sizes, g.options().dtype(static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt())));
+    if (!gw.defined())
+      gw = at::zeros(w_sizes, g.options().dtype(static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt())));
     kernels::embedding_backward_add_(gw, g.reshape({-1, w_sizes[1]}), indices.reshape({-1}));
     return {gw, at::Tensor(), at::Tensor()};
   }

@@ -15,7 +15,7 @@ struct MlpPreset {
   int64_t n_layer, n_embd, mlp_hidden, vocab_size, block_size;
 };
 constexpr MlpPreset kPresets[] = {
-    {"tiny", 1, 32, 64, 128, 32},    // ~14k params
+    {"tiny", 1, 32, 64, 128, 32},     // ~14k params
     {"small", 2, 128, 512, 256, 64},  // ~0.4M params
 };
 }  // namespace

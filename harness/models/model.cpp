@@ -60,7 +60,8 @@ std::unique_ptr<Model> make_model(const ModelConfig& raw) {
   ModelConfig cfg = resolve_preset(raw);
   std::unique_ptr<Model> model;
   if (cfg.kind == "gpt") model = std::make_unique<Gpt>(cfg);
-  else model = std::make_unique<Mlp>(cfg);
+  else
+    model = std::make_unique<Mlp>(cfg);
   if (cfg.init_perturb_ulps != 0) {
     // One-ulp perturbation for the FP32 noise spread: w <- nextafter(w, +inf) applied |n| times (sign picks direction).
     at::NoGradGuard no_grad;
@@ -76,9 +77,12 @@ std::unique_ptr<Model> make_model(const ModelConfig& raw) {
 
 const char* head_loss_name(HeadLoss h) {
   switch (h) {
-    case HeadLoss::Stock: return "stock";
-    case HeadLoss::Chunked: return "chunked";
-    case HeadLoss::Fused: return "fused";
+    case HeadLoss::Stock:
+      return "stock";
+    case HeadLoss::Chunked:
+      return "chunked";
+    case HeadLoss::Fused:
+      return "fused";
   }
   return "?";
 }

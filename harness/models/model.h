@@ -20,10 +20,10 @@ struct NamedParameter {
 
 // Where an activation-scale event multiplies the forward pass.
 enum class ActivationSite {
-  Residual,  // the residual stream after block `hidden_scale_block` (mlp: the hidden layer's output). Under
-             // autocast it stays fp32 and the next LayerNorm normalises it away: fp16 autocast does not overflow.
-  MlpInput,  // gpt: the ln_2 output feeding block `hidden_scale_block`'s MLP. Under fp16 autocast (or .half())
-             // that first MLP linear runs in fp16: values past 65504 become inf, the forward really overflows.
+  Residual,       // the residual stream after block `hidden_scale_block` (mlp: the hidden layer's output). Under
+                  // autocast it stays fp32 and the next LayerNorm normalises it away: fp16 autocast does not overflow.
+  MlpInput,       // gpt: the ln_2 output feeding block `hidden_scale_block`'s MLP. Under fp16 autocast (or .half())
+                  // that first MLP linear runs in fp16: values past 65504 become inf, the forward really overflows.
   MlpInputSpike,  // gpt: the input of block `hidden_scale_block`'s c_fc matmul is multiplied by the factor and its
                   // output (bias included) divided by it: exact in FP32 for a power of two, so only a number format
                   // that must fit the spike into its range (FP8 with a stale scale) changes the result.
@@ -32,7 +32,7 @@ enum class ActivationSite {
 // Planted numerical events inside the forward pass (see inject/). Scaling a hidden state past fp16's max is an
 // activation overflow; the default (1.0) does nothing and costs nothing.
 struct ForwardOptions {
-  double hidden_scale = 1.0;      // multiply the activation at `hidden_scale_at` of block `hidden_scale_block`
+  double hidden_scale = 1.0;  // multiply the activation at `hidden_scale_at` of block `hidden_scale_block`
   int64_t hidden_scale_block = 0;
   ActivationSite hidden_scale_at = ActivationSite::Residual;
   // What backward() will be called with for this loss (the GradScaler's scale; undefined = 1). Only the fused LM
@@ -95,8 +95,8 @@ class Model {
 
 // ENGINE OPTION (gpt) model.head_loss: how the tied output projection and the cross-entropy are computed (below).
 enum class HeadLoss { Stock, Chunked, Fused };
-const char* head_loss_name(HeadLoss h);                // "stock" | "chunked" | "fused"
-HeadLoss parse_head_loss(const std::string& name);     // throws std::invalid_argument naming the known ones
+const char* head_loss_name(HeadLoss h);             // "stock" | "chunked" | "fused"
+HeadLoss parse_head_loss(const std::string& name);  // throws std::invalid_argument naming the known ones
 
 struct ModelConfig {
   std::string kind = "gpt";     // gpt | mlp
@@ -104,12 +104,12 @@ struct ModelConfig {
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_embd = 0;
-  int64_t block_size = 0;       // max sequence length T
+  int64_t block_size = 0;  // max sequence length T
   int64_t vocab_size = 0;
-  int64_t mlp_hidden = 0;       // mlp: hidden width
-  double dropout = 0.0;         // off by default (determinism); applied to attention / residual outputs when > 0
-  uint64_t seed = 1337;         // initialisation seed
-  double init_perturb_ulps = 0; // perturb every initial weight by this many ulps (for noise-spread runs)
+  int64_t mlp_hidden = 0;        // mlp: hidden width
+  double dropout = 0.0;          // off by default (determinism); applied to attention / residual outputs when > 0
+  uint64_t seed = 1337;          // initialisation seed
+  double init_perturb_ulps = 0;  // perturb every initial weight by this many ulps (for noise-spread runs)
   // PITFALL knob (gpt): cast the attention query alone to this dtype before scaled_dot_product_attention, as hand
   // code that half()s one tensor does; PyTorch then refuses the mixed dtypes. "" = off.
   std::string attention_query_dtype;

@@ -81,18 +81,22 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
     if (j.contains("format")) {  // the header
       if (!header_allowed) throw std::runtime_error(where + "a header object is only allowed on the first line");
       if (j["format"] != kTrajectoryFormatName)
-        throw std::runtime_error(where + "'format' is " + io::printable_text(j["format"].dump()) + ", expected \"" + kTrajectoryFormatName + "\"");
+        throw std::runtime_error(where + "'format' is " + io::printable_text(j["format"].dump()) + ", expected \"" +
+                                 kTrajectoryFormatName + "\"");
       if (!j.contains("format_version") || j["format_version"] != kTrajectoryFormatVersion)
-        throw std::runtime_error(where + "'format_version' is " + io::printable_text(j.value("format_version", nlohmann::json()).dump()) +
+        throw std::runtime_error(where + "'format_version' is " +
+                                 io::printable_text(j.value("format_version", nlohmann::json()).dump()) +
                                  ", expected " + std::to_string(kTrajectoryFormatVersion));
       if (j.contains("attributes")) {
         if (!j["attributes"].is_object()) throw std::runtime_error(where + "'attributes' must be an object of strings");
         for (auto& [k, v] : j["attributes"].items()) {
           if (!v.is_string())
-            throw std::runtime_error(where + "attributes." + io::printable_text(k) + " must be a string, got " + io::printable_text(v.dump()));
+            throw std::runtime_error(where + "attributes." + io::printable_text(k) + " must be a string, got " +
+                                     io::printable_text(v.dump()));
           out.attributes[k] = v.get<std::string>();
         }
-        make_attributes_printable(out.attributes, where.substr(0, where.size() - 2));  // (JSON: UTF-8; controls: \u001b)
+        make_attributes_printable(out.attributes,
+                                  where.substr(0, where.size() - 2));  // (JSON: UTF-8; controls: \u001b)
       }
       header_allowed = false;
       continue;
@@ -104,8 +108,8 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
     for (auto& [key, v] : j.items()) {
       if (key == "step") {
         if (!v.is_number_integer() || v.get<int64_t>() != step)
-          throw std::runtime_error(where + "'step' is " + io::printable_text(v.dump()) + ", expected " + std::to_string(step) +
-                                   " (one line per step, in order from 0)");
+          throw std::runtime_error(where + "'step' is " + io::printable_text(v.dump()) + ", expected " +
+                                   std::to_string(step) + " (one line per step, in order from 0)");
         continue;
       }
       const int c = column_index(key);
@@ -113,7 +117,8 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
         throw std::runtime_error(where + "unknown column '" + io::printable_text(key) + "' (known: step, " +
                                  known_columns() + ")");
       if (v.is_null()) continue;  // NaN: not measured at this step (or non-finite, which JSON cannot spell)
-      if (!v.is_number()) throw std::runtime_error(where + "'" + key + "' must be a number or null, got " + io::printable_text(v.dump()));
+      if (!v.is_number())
+        throw std::runtime_error(where + "'" + key + "' must be a number or null, got " + io::printable_text(v.dump()));
       row[c] = v.get<double>();
       present.insert(key);
     }
@@ -122,7 +127,8 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
   }
   if (out.trajectory.rows.empty()) throw std::runtime_error(path + ": no steps (expected one JSON object per step)");
   for (int c = 0; c < engine::kNumColumns; ++c)
-    if (c == engine::kLoss || present.count(engine::column_name(c))) out.columns_present.push_back(engine::column_name(c));
+    if (c == engine::kLoss || present.count(engine::column_name(c)))
+      out.columns_present.push_back(engine::column_name(c));
   out.attributes.emplace("format", kTrajectoryFormatName);
   out.attributes.emplace("format_version", std::to_string(kTrajectoryFormatVersion));
   return out;
@@ -134,15 +140,17 @@ void check_same_training(const TrajectoryFile& run, const std::string& run_path,
     const auto a = run.attributes.find(key), b = ref.attributes.find(key);
     if (a == run.attributes.end() || b == ref.attributes.end() || a->second.empty() || b->second.empty()) continue;
     if (a->second != b->second)
-      throw std::runtime_error(run_path + ": attribute '" + key + "' is '" + a->second + "', " + ref_path +
-                               " has '" + b->second + "': not the same training (mismatched provenance). HINT: judge "
+      throw std::runtime_error(run_path + ": attribute '" + key + "' is '" + a->second + "', " + ref_path + " has '" +
+                               b->second +
+                               "': not the same training (mismatched provenance). HINT: judge "
                                "a run against a reference built from FP32 runs of the same model, data and steps");
   }
 }
 
 TrajectoryFile read_external_run(const std::string& path) {
   if (ends_with(path, ".jsonl")) return read_jsonl_trajectory(path);
-  return read_trajectory_contained(path, Columns::LossRequired);  // a file from outside: read where a crash is contained
+  return read_trajectory_contained(path,
+                                   Columns::LossRequired);  // a file from outside: read where a crash is contained
 }
 
 }  // namespace ampcheck::reference

@@ -31,16 +31,17 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   r.loop.step_through_scaler = true;
   r.loop.scale_loss = true;
   r.loop.zero_grad = true;
-  r.loop.resume_at = 0;                  // the reference runs uninterrupted
+  r.loop.resume_at = 0;                         // the reference runs uninterrupted
   r.distributed = engine::DistributedConfig{};  // one process over the global batch: what N ranks must reproduce
   r.model.attention_query_dtype.clear();
-  r.model.head_loss = models::HeadLoss::Stock;  // engine options compute the same function: judged against the stock FP32 path
+  r.model.head_loss =
+      models::HeadLoss::Stock;  // engine options compute the same function: judged against the stock FP32 path
   r.model.head_chunk_rows = 0;
   r.model.fused_layernorm = false;
   r.model.fused_bias_gelu = false;
   r.model.gemm_epilogues = false;
-  r.loop.cuda_graphs = false;    // the reference runs the stock, uncaptured engine
-  r.optimizer.fused = false;  // the same kernel either way; without a scaler nothing differs
+  r.loop.cuda_graphs = false;  // the reference runs the stock, uncaptured engine
+  r.optimizer.fused = false;   // the same kernel either way; without a scaler nothing differs
   r.loop.probe_every = 1;
   r.loop.log_every = 1;
   r.name = "reference:" + run.name;
@@ -60,8 +61,8 @@ ReferenceKey reference_key(const engine::RunConfig& run) {
   for (const auto& p : r.data.paths) os << " path=" << p;
   os << " opt=" << r.optimizer.kind << " lr=" << r.optimizer.lr << " betas=" << r.optimizer.beta1 << ","
      << r.optimizer.beta2 << " eps=" << r.optimizer.eps << " wd=" << r.optimizer.weight_decay
-     << " momentum=" << r.optimizer.momentum << " schedule=" << r.schedule.kind << "/" << r.schedule.warmup_steps
-     << "/" << r.schedule.min_lr_ratio << " steps=" << r.loop.steps << " micro=" << r.loop.micro_batches
+     << " momentum=" << r.optimizer.momentum << " schedule=" << r.schedule.kind << "/" << r.schedule.warmup_steps << "/"
+     << r.schedule.min_lr_ratio << " steps=" << r.loop.steps << " micro=" << r.loop.micro_batches
      << " clip=" << r.loop.clip_max_norm << " eval=" << r.loop.eval_every << "x" << r.loop.eval_batches;
   if (r.loop.two_optimizers) os << " two_optimizers aux=" << r.loop.aux_loss_weight;  // (absent from older keys)
   ReferenceKey k;
@@ -80,9 +81,11 @@ std::vector<NoisePerturbation> noise_perturbations(bool more) {
   // ulp nudges: how fast this model and optimizer amplify a rounding-sized difference; seed and order: how far an
   // equally valid FP32 training (other initial weights, other batch order) lies from the reference; skip: how far a
   // one-step delay (the first step skipped, as a GradScaler skips an overflowing step) moves it.
-  std::vector<NoisePerturbation> out = {
-      {"ulp+1", 1.0, 0, 0}, {"ulp-1", -1.0, 0, 0}, {"seed", 0.0, 1, 0}, {"order", 0.0, 0, 0x0dde5eedULL},
-      {"skip", 0.0, 0, 0, 1}};
+  std::vector<NoisePerturbation> out = {{"ulp+1", 1.0, 0, 0},
+                                        {"ulp-1", -1.0, 0, 0},
+                                        {"seed", 0.0, 1, 0},
+                                        {"order", 0.0, 0, 0x0dde5eedULL},
+                                        {"skip", 0.0, 0, 0, 1}};
   if (more) out.insert(out.end(), {{"seed-2", 0.0, 2, 0}, {"order-2", 0.0, 0, 0x5eed0dd2ULL}});
   return out;
 }
@@ -102,7 +105,8 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   const ReferenceKey key = reference_key(run);
   Reference ref;
   ref.path = reference_path(root, device_class, key.key);
-  const std::string hint = ". HINT: run `ampcheck record" + (suite_hint.empty() ? std::string() : " --suite " + suite_hint) +
+  const std::string hint = ". HINT: run `ampcheck record" +
+                           (suite_hint.empty() ? std::string() : " --suite " + suite_hint) +
                            "` on this device class (" + device_class + ") to record it";
   struct stat st;
   if (::stat(ref.path.c_str(), &st) != 0)
@@ -124,12 +128,15 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   ref.loss_spread = sp->second;
   ref.noise = ref.file.noise_runs;
   if (ref.noise.empty())
-    throw std::runtime_error(ref.path + ": reference has no noise runs (recorded by an ampcheck before verdicts read "
-                             "measured noise)" + hint + " --force");
+    throw std::runtime_error(ref.path +
+                             ": reference has no noise runs (recorded by an ampcheck before verdicts read "
+                             "measured noise)" +
+                             hint + " --force");
   for (const auto& nr : ref.noise)
     if (nr.trajectory.rows.size() != ref.file.trajectory.rows.size())
       throw std::runtime_error(ref.path + ": noise run '" + nr.label + "' has " + std::to_string(nr.trajectory.size()) +
-                               " steps, the reference " + std::to_string(ref.file.trajectory.size()) + hint + " --force");
+                               " steps, the reference " + std::to_string(ref.file.trajectory.size()) + hint +
+                               " --force");
   if (ref.file.trajectory.size() != run.loop.steps)
     throw std::runtime_error(ref.path + ": reference has " + std::to_string(ref.file.trajectory.size()) +
                              " steps, the scenario " + std::to_string(run.loop.steps) + hint + " --force");

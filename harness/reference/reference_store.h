@@ -33,21 +33,22 @@ std::string reference_path(const std::string& root, const std::string& device_cl
 
 // The perturbations that make the noise runs.
 struct NoisePerturbation {
-  std::string label;       // "ulp+1", "ulp-1", "seed", "order"
-  double init_ulps = 0;    // ModelConfig::init_perturb_ulps
+  std::string label;         // "ulp+1", "ulp-1", "seed", "order"
+  double init_ulps = 0;      // ModelConfig::init_perturb_ulps
   uint64_t seed_offset = 0;  // added to the init seed
   uint64_t order_seed = 0;   // DataConfig::order_seed (0 = unchanged)
   int64_t delay_steps = 0;   // LoopConfig::delay_steps: the first optimizer step skipped, as a GradScaler skips one
 };
-// The five of `ampcheck record` (ulp+1, ulp-1, seed, order, skip); `more` adds a second seed (+2) and a second data order (record --more-noise): for a
-// workload whose FP32 training is chaotic (docs/TOLERANCE.md, the calibration campaign's spread-count study).
+// The five of `ampcheck record` (ulp+1, ulp-1, seed, order, skip); `more` adds a second seed (+2) and a second data
+// order (record --more-noise): for a workload whose FP32 training is chaotic (docs/TOLERANCE.md, the calibration
+// campaign's spread-count study).
 std::vector<NoisePerturbation> noise_perturbations(bool more = false);
 engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoisePerturbation& p);
 
 struct Reference {
   std::string path;
-  TrajectoryFile file;                 // the FP32 run; attributes include reference_key, reference_canonical
-  std::vector<double> loss_spread;     // per step
+  TrajectoryFile file;                            // the FP32 run; attributes include reference_key, reference_canonical
+  std::vector<double> loss_spread;                // per step
   std::vector<engine::LabelledTrajectory> noise;  // the noise runs
 };
 

@@ -62,7 +62,8 @@ void write_column(hid_t group, const std::string& name, const std::vector<double
   H5Sclose(space);
 }
 
-// Resource limits on a file from outside: steps (as a JSON-lines file's) and elements of one dataset (2 GiB of float64).
+// Resource limits on a file from outside: steps (as a JSON-lines file's) and elements of one dataset (2 GiB of
+// float64).
 constexpr hsize_t kMaxSteps = 10'000'000;
 constexpr hsize_t kMaxElements = hsize_t{1} << 28;
 
@@ -76,8 +77,9 @@ std::vector<double> read_column(hid_t file, const std::string& name, const std::
   if (rank != 1 || n > kMaxSteps) {
     H5Sclose(space);
     H5Dclose(ds);
-    throw std::runtime_error(path + ": dataset /" + name + (rank != 1 ? " must be one-dimensional (one value per step)"
-                                                                      : " has more than 10,000,000 steps"));
+    throw std::runtime_error(
+        path + ": dataset /" + name +
+        (rank != 1 ? " must be one-dimensional (one value per step)" : " has more than 10,000,000 steps"));
   }
   std::vector<double> out(n);
   const herr_t rc = n > 0 ? H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) : 0;
@@ -99,12 +101,14 @@ void write_matrix(hid_t group, const std::string& name, const std::vector<std::v
   hid_t space = checked(H5Screate_simple(2, dims, nullptr), "dataspace");
   hid_t ds = checked(H5Dcreate2(group, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                      "dataset fp8/" + name);
-  if (!flat.empty()) check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "write fp8/" + name);
+  if (!flat.empty())
+    check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "write fp8/" + name);
   H5Dclose(ds);
   H5Sclose(space);
 }
 
-std::vector<std::vector<double>> read_matrix(hid_t file, const std::string& name, size_t cols, const std::string& path) {
+std::vector<std::vector<double>> read_matrix(hid_t file, const std::string& name, size_t cols,
+                                             const std::string& path) {
   hid_t ds = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
   if (ds < 0) throw std::runtime_error(path + ": missing dataset /" + name);
   hid_t space = H5Dget_space(ds);
@@ -145,7 +149,8 @@ void write_digests(hid_t group, const std::string& name, const std::vector<std::
   hid_t space = checked(H5Screate_simple(2, dims, nullptr), "dataspace");
   hid_t ds = checked(H5Dcreate2(group, name.c_str(), H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                      "dataset digests/" + name);
-  if (!flat.empty()) check(H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "write digests/" + name);
+  if (!flat.empty())
+    check(H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), "write digests/" + name);
   H5Dclose(ds);
   H5Sclose(space);
 }
@@ -166,7 +171,8 @@ std::vector<std::vector<uint64_t>> read_digests(hid_t file, const std::string& n
     H5Sclose(space);
     H5Dclose(ds);
     throw std::runtime_error(path + ": dataset /" + name + " must be (steps x tensors) = (" + std::to_string(steps) +
-                             " x " + std::to_string(cols) + ") uint64, one column per name in /digests attribute 'tensors'");
+                             " x " + std::to_string(cols) +
+                             ") uint64, one column per name in /digests attribute 'tensors'");
   }
   std::vector<uint64_t> flat(dims[0] * dims[1]);
   herr_t rc = flat.empty() ? 0 : H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data());
@@ -252,7 +258,8 @@ void make_attributes_printable(std::map<std::string, std::string>& attributes, c
   for (const auto& [key, value] : attributes)
     if (io::first_unprintable(key) == std::string::npos) printable[key] = io::printable_text(value);
   for (const auto& [key, value] : attributes)
-    if (io::first_unprintable(key) != std::string::npos) printable.emplace(io::printable_text(key), io::printable_text(value));
+    if (io::first_unprintable(key) != std::string::npos)
+      printable.emplace(io::printable_text(key), io::printable_text(value));
   attributes = std::move(printable);
 }
 
@@ -280,7 +287,8 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
     if (!file.noise_runs.empty()) {
       hid_t noise = checked(H5Gcreate2(f, "noise", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group noise");
       for (const auto& nr : file.noise_runs) {
-        hid_t g = checked(H5Gcreate2(noise, nr.label.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group noise/" + nr.label);
+        hid_t g = checked(H5Gcreate2(noise, nr.label.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                          "group noise/" + nr.label);
         for (int c = 0; c < engine::kNumColumns; ++c) write_column(g, engine::column_name(c), nr.trajectory.column(c));
         H5Gclose(g);
       }
@@ -349,8 +357,10 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
       if (required == Columns::LossRequired && c != engine::kLoss && H5Lexists(f, "steps", H5P_DEFAULT) > 0 &&
           H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0)
         continue;  // optional column, absent: NaN below
-      if (c == engine::kLoss && (H5Lexists(f, "steps", H5P_DEFAULT) <= 0 || H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0))
-        throw std::runtime_error(path + ": column /steps/loss is missing: `loss` (one float64 value per step) is required");
+      if (c == engine::kLoss &&
+          (H5Lexists(f, "steps", H5P_DEFAULT) <= 0 || H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0))
+        throw std::runtime_error(path +
+                                 ": column /steps/loss is missing: `loss` (one float64 value per step) is required");
       cols[c] = read_column(f, name, path);
       out.columns_present.push_back(engine::column_name(c));
       if (cols[c].size() != cols[engine::kLoss].size())
@@ -380,8 +390,8 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
       const size_t steps = cols[engine::kLoss].size();
       for (const auto* m : {&out.trajectory.fp8.saturated, &out.trajectory.fp8.flushed, &out.trajectory.fp8.scale})
         if (m->size() != steps)
-          throw std::runtime_error(path + ": /fp8 datasets have " + std::to_string(m->size()) + " rows, expected one per step (" +
-                                   std::to_string(steps) + ")");
+          throw std::runtime_error(path + ": /fp8 datasets have " + std::to_string(m->size()) +
+                                   " rows, expected one per step (" + std::to_string(steps) + ")");
     }
     if (H5Lexists(f, "digests", H5P_DEFAULT) > 0) {
       hid_t g = H5Gopen2(f, "digests", H5P_DEFAULT);
@@ -394,7 +404,8 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
       for (size_t pos; (pos = names.find('\n')) != std::string::npos; names.erase(0, pos + 1))
         out.trajectory.digests.tensors.push_back(names.substr(0, pos));
       if (out.trajectory.digests.tensors.empty())
-        throw std::runtime_error(path + ": group /digests has no attribute 'tensors' (the parameter names, one per line)");
+        throw std::runtime_error(path +
+                                 ": group /digests has no attribute 'tensors' (the parameter names, one per line)");
       const size_t nt = out.trajectory.digests.tensors.size(), steps = cols[engine::kLoss].size();
       out.trajectory.digests.params = read_digests(f, "digests/params", nt, steps, path);
       out.trajectory.digests.grads = read_digests(f, "digests/grads", nt, steps, path);
@@ -432,13 +443,15 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
 constexpr rlim_t kReadMemoryBytes = rlim_t{16} << 30;
 
 TrajectoryFile read_trajectory_contained(const std::string& path, Columns required, int timeout_s) {
-  if (const char* env = std::getenv("AMPCHECK_READ_TIMEOUT_S")) {  // tests: a hostile file's hang in seconds, not a minute
+  if (const char* env =
+          std::getenv("AMPCHECK_READ_TIMEOUT_S")) {  // tests: a hostile file's hang in seconds, not a minute
     const int t = std::atoi(env);
     if (t > 0) timeout_s = t;
   }
   char tmpl[] = "/tmp/ampcheck-read-XXXXXX";
   const int tmp_fd = ::mkstemp(tmpl);
-  if (tmp_fd < 0) throw std::runtime_error(path + ": cannot make a temporary file to read it safely (" + std::strerror(errno) + ")");
+  if (tmp_fd < 0)
+    throw std::runtime_error(path + ": cannot make a temporary file to read it safely (" + std::strerror(errno) + ")");
   ::close(tmp_fd);
   const std::string tmp = tmpl;
   int fds[2];
@@ -503,7 +516,8 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     if (sig == SIGALRM)
-      fail(path + ": reading it took longer than " + std::to_string(timeout_s) + " s; the file is corrupt or hostile. "
+      fail(path + ": reading it took longer than " + std::to_string(timeout_s) +
+           " s; the file is corrupt or hostile. "
            "HINT: re-record it");
     fail(path + ": the HDF5 library crashed reading it (signal " + std::to_string(sig) + ", " + strsignal(sig) +
          "): the file is corrupt. HINT: re-record it");

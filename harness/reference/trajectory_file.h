@@ -1,8 +1,8 @@
 // Trajectory files (HDF5, readable with h5py): root attributes for provenance (format version, ampcheck version,
 // LibTorch / CUDA / cuDNN versions, device name and class, scenario text and name, status, date) and one float64
 // dataset per trajectory column under /steps/, plus /events (strings), and where the run kept them the per-step
-// tensor digests under /digests (uint64, steps x tensors; `ampcheck validate`). Written atomically (temporary + rename),
-// never over an existing file unless overwrite is set.
+// tensor digests under /digests (uint64, steps x tensors; `ampcheck validate`). Written atomically (temporary +
+// rename), never over an existing file unless overwrite is set.
 #pragma once
 
 #include "engine/trajectory.h"
@@ -48,8 +48,8 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
 // than newline and tab becomes \xNN), except the attributes that select what ampcheck does with the file and so must
 // be exact (kExactAttributes): one of those that is not printable UTF-8 is refused, naming the file, the attribute
 // and the offending byte. `where` is the file (and line or group) for the message.
-inline const char* const kExactAttributes[] = {"format", "format_version", "status", "expect", "strategy",
-                                               "perturbation"};
+inline const char* const kExactAttributes[] = {"format", "format_version", "status",
+                                               "expect", "strategy",       "perturbation"};
 void make_attributes_printable(std::map<std::string, std::string>& attributes, const std::string& where);
 
 }  // namespace ampcheck::reference

@@ -78,7 +78,8 @@ std::string format_comparison(const RunSummary& a, const RunSummary& b, const Co
      << "B: " << b.device_name << " (" << b.device_class << "), LibTorch " << b.libtorch_version
      << (b.git_commit.empty() ? "" : ", commit " + b.git_commit) << ", " << b.date << "\n\n";
   os << std::left << std::setw(38) << "scenario" << std::setw(24) << "verdict A -> B" << std::setw(12) << "step B/A"
-     << std::setw(12) << "memory B/A" << std::setw(12) << "loss B/A" << "regressions\n";
+     << std::setw(12) << "memory B/A" << std::setw(12) << "loss B/A"
+     << "regressions\n";
   for (const auto& s : c.scenarios) {
     std::string regs;
     for (const auto& r : s.regressions) regs += (regs.empty() ? "" : "; ") + r;

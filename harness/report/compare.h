@@ -21,8 +21,8 @@ struct ScenarioComparison {
   std::string verdict_a, verdict_b;
   bool pass_a = false, pass_b = false;
   double step_time_ratio = NAN, memory_ratio = NAN, final_loss_ratio = NAN;  // B / A
-  std::vector<std::string> regressions;  // empty: fine
-  std::vector<std::string> notes;        // beyond a threshold but not a regression (step time within noise)
+  std::vector<std::string> regressions;                                      // empty: fine
+  std::vector<std::string> notes;  // beyond a threshold but not a regression (step time within noise)
 };
 
 struct Comparison {

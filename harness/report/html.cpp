@@ -60,7 +60,8 @@ std::vector<double> series_or_empty(const reference::TrajectoryFile& f, const ch
   return it == f.series.end() ? std::vector<double>{} : it->second;
 }
 
-const char* kCss = R"(body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+const char* kCss =
+    R"(body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}h3{font-size:15px;margin:0 0 4px}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left}th{background:#f4f4f4}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
@@ -103,8 +104,9 @@ std::string strategy_comparison(const RunSummary& s) {
   o << "<h2>Strategy comparison</h2>\n<p class=\"msg\">Per workload, the completed scenarios expected to track their "
        "FP32 reference, grouped by strategy (median over the group; divergence is the group's worst). Speed-up and "
        "memory are relative to the workload's fp32 group. Throughput: median step time after warm-up ("
-    << escape(timing_method)
-    << "); memory: " << (s.device_class == "cpu" ? "peak resident set size of the process" : "peak allocated by the CUDA caching allocator")
+    << escape(timing_method) << "); memory: "
+    << (s.device_class == "cpu" ? "peak resident set size of the process"
+                                : "peak allocated by the CUDA caching allocator")
     << ".</p>\n";
   if (by_workload.empty()) o << "<p>No completed scenarios to compare.</p>\n";
   for (auto& [workload, rows] : by_workload) {
@@ -128,7 +130,8 @@ std::string strategy_comparison(const RunSummary& s) {
       if (a->strategy == "fp32" || b->strategy == "fp32") return a->strategy == "fp32" && b->strategy != "fp32";
       return a->strategy < b->strategy;
     });
-    o << "<h3>" << escape(workload) << "</h3>\n<div class=\"workload\">\n<table class=\"comparison\"><tr><th>strategy</th>"
+    o << "<h3>" << escape(workload)
+      << "</h3>\n<div class=\"workload\">\n<table class=\"comparison\"><tr><th>strategy</th>"
          "<th>runs</th><th>tokens/s</th><th>speed-up vs fp32</th><th>MFU</th><th>peak memory</th><th>memory saved</th>"
          "<th>worst signal (dev / allowed)</th></tr>\n";
     std::vector<svg::Bar> tput, mem;
@@ -139,16 +142,18 @@ std::string strategy_comparison(const RunSummary& s) {
                                : NAN;
       o << "<tr><td>" << escape(r->strategy) << "</td><td class=\"n\">" << r->runs.size() << "</td><td class=\"n\">"
         << si(r->tokens_per_s, "") << "</td><td class=\"n\">" << (std::isfinite(speedup) ? fmt(speedup, 3) + "x" : "-")
-        << "</td><td class=\"n\">" << (std::isfinite(r->mfu) ? fmt(100 * r->mfu, 3) + "%" : "-") << "</td><td class=\"n\">"
-        << bytes(r->peak_memory) << "</td><td class=\"n\">" << (std::isfinite(saved) ? fmt(100 * saved, 3) + "%" : "-")
-        << "</td><td class=\"n\">" << fmt(r->worst_bands, 3) << "</td></tr>\n";
+        << "</td><td class=\"n\">" << (std::isfinite(r->mfu) ? fmt(100 * r->mfu, 3) + "%" : "-")
+        << "</td><td class=\"n\">" << bytes(r->peak_memory) << "</td><td class=\"n\">"
+        << (std::isfinite(saved) ? fmt(100 * saved, 3) + "%" : "-") << "</td><td class=\"n\">" << fmt(r->worst_bands, 3)
+        << "</td></tr>\n";
       tput.push_back({r->strategy, r->tokens_per_s, kRunColor,
                       si(r->tokens_per_s, " tok/s") + (std::isfinite(speedup) ? " (" + fmt(speedup, 3) + "x)" : "")});
       mem.push_back({r->strategy, r->peak_memory > 0 ? static_cast<double>(r->peak_memory) : NAN, kScaleColor,
                      bytes(r->peak_memory)});
     }
-    o << "</table>\n" << svg::bar_chart("throughput (tokens/s)", tput, "throughput")
-      << svg::bar_chart("peak memory", mem, "memory") << "</div>\n";
+    o << "</table>\n"
+      << svg::bar_chart("throughput (tokens/s)", tput, "throughput") << svg::bar_chart("peak memory", mem, "memory")
+      << "</div>\n";
   }
   return o.str();
 }
@@ -157,13 +162,16 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   std::ostringstream o;
   o << "<section class=\"scenario\" id=\"" << anchor(c.name) << "\" data-scenario=\"" << escape(c.name) << "\">\n<h3>"
     << escape(c.name) << " <span class=\"" << (c.pass ? "pass" : "fail") << "\">" << (c.pass ? "PASS" : "FAIL")
-    << "</span></h3>\n<div class=\"msg\">" << escape(c.strategy) << " · expected <b>" << escape(c.expect) << "</b>, got <b>"
-    << escape(c.verdict) << "</b>: " << escape(c.message) << "</div>\n<div class=\"charts\">\n";
-  const int64_t steps = std::max<int64_t>(static_cast<int64_t>(ser.reference_loss.size()), static_cast<int64_t>(ser.loss.size()));
+    << "</span></h3>\n<div class=\"msg\">" << escape(c.strategy) << " · expected <b>" << escape(c.expect)
+    << "</b>, got <b>" << escape(c.verdict) << "</b>: " << escape(c.message) << "</div>\n<div class=\"charts\">\n";
+  const int64_t steps =
+      std::max<int64_t>(static_cast<int64_t>(ser.reference_loss.size()), static_cast<int64_t>(ser.loss.size()));
   std::string failed_note;
   if (ser.status == "error") failed_note = "raised at step " + std::to_string(ser.loss.size());
-  else if (ser.status == "nonfinite") failed_note = "non-finite by step " + std::to_string(ser.loss.empty() ? 0 : ser.loss.size() - 1);
-  else if (!ser.loaded) failed_note = "did not run";
+  else if (ser.status == "nonfinite")
+    failed_note = "non-finite by step " + std::to_string(ser.loss.empty() ? 0 : ser.loss.size() - 1);
+  else if (!ser.loaded)
+    failed_note = "did not run";
 
   // 1. loss against the reference band
   svg::LineChart loss("loss vs FP32 reference (trailing mean)", "loss");
@@ -184,25 +192,30 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   o << loss.render("loss");
 
   // 2. loss scale and skipped steps
-  const bool scaler = std::any_of(ser.loss_scale.begin(), ser.loss_scale.end(), [](double v) { return std::isfinite(v) && v != 1.0; });
+  const bool scaler =
+      std::any_of(ser.loss_scale.begin(), ser.loss_scale.end(), [](double v) { return std::isfinite(v) && v != 1.0; });
   svg::LineChart scale("loss scale and skipped steps", "scale", 2);
   scale.set_min_steps(steps);
   if (!ser.loss_scale.empty()) scale.add_line({ser.loss_scale, kScaleColor, 1.8, "", "loss scale"});
   scale.add_ticks(ser.skipped_steps, kSkipColor, "skipped");
   if (!failed_note.empty()) scale.set_note(failed_note);
-  else if (!scaler) scale.set_note("no loss scaling (scale 1)");
+  else if (!scaler)
+    scale.set_note("no loss scaling (scale 1)");
   o << scale.render("scale");
 
   // 3. every signal's deviation per step, in units of its allowed deviation (1 = the edge)
   svg::LineChart dev("every signal vs the reference, in allowed deviations", "deviation / allowed", 10);
   dev.set_min_steps(steps);
-  static const std::vector<std::pair<std::string, const char*>> kSignalColors = {
-      {"loss", kDevColor}, {"grad_norm", "#17becf"}, {"update_norm", "#2ca02c"}, {"zero_grads", "#8c564b"},
-      {"subnormal_grads", "#bcbd22"}};
+  static const std::vector<std::pair<std::string, const char*>> kSignalColors = {{"loss", kDevColor},
+                                                                                 {"grad_norm", "#17becf"},
+                                                                                 {"update_norm", "#2ca02c"},
+                                                                                 {"zero_grads", "#8c564b"},
+                                                                                 {"subnormal_grads", "#bcbd22"}};
   for (const auto& [name, color] : kSignalColors) {
     auto it = ser.margins.find(name);
     std::vector<double> clipped = it != ser.margins.end() ? it->second
-                                  : name == "loss" ? ser.deviation_bands : std::vector<double>();
+                                  : name == "loss"        ? ser.deviation_bands
+                                                          : std::vector<double>();
     for (double& v : clipped)  // a zero deviation is drawn at the axis floor
       if (std::isfinite(v)) v = std::max(v, 1e-3);
     if (!clipped.empty()) dev.add_line({clipped, color, name == "loss" ? 1.8 : 1.3, "", name});
@@ -213,12 +226,12 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   o << "</div>\n<p class=\"meta\">";
   o << c.steps << " steps";
   if (std::isfinite(c.median_step_ms))
-    o << " · step " << fmt(c.median_step_ms, 4) << " ms median [p10 " << fmt(c.p10_step_ms, 4) << ", p90 " << fmt(c.p90_step_ms, 4)
-      << "] after " << c.warmup_steps << " warm-up steps (" << escape(c.timing_method) << ") · " << si(c.tokens_per_s, " tokens/s")
-      << " · " << fmt(c.samples_per_s, 4) << " samples/s · " << fmt(c.tflops, 3) << " TFLOP/s, MFU "
-      << (std::isfinite(c.mfu) ? fmt(100 * c.mfu, 3) + "%" : "-") << " of " << fmt(c.peak_tflops, 3) << " measured ("
-      << escape(c.compute_dtype) << ") · peak memory " << bytes(c.peak_memory_bytes) << " (reserved " << bytes(c.peak_reserved_bytes)
-      << ")";
+    o << " · step " << fmt(c.median_step_ms, 4) << " ms median [p10 " << fmt(c.p10_step_ms, 4) << ", p90 "
+      << fmt(c.p90_step_ms, 4) << "] after " << c.warmup_steps << " warm-up steps (" << escape(c.timing_method)
+      << ") · " << si(c.tokens_per_s, " tokens/s") << " · " << fmt(c.samples_per_s, 4) << " samples/s · "
+      << fmt(c.tflops, 3) << " TFLOP/s, MFU " << (std::isfinite(c.mfu) ? fmt(100 * c.mfu, 3) + "%" : "-") << " of "
+      << fmt(c.peak_tflops, 3) << " measured (" << escape(c.compute_dtype) << ") · peak memory "
+      << bytes(c.peak_memory_bytes) << " (reserved " << bytes(c.peak_reserved_bytes) << ")";
   if (!c.engine.empty() && c.engine != "stock") o << "<br>engine: " << escape(c.engine);
   if (!ser.events.empty()) {
     o << "<br>events: " << escape(ser.events.front());
@@ -228,8 +241,8 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   if (!c.warnings.empty()) {  // findings that did not set the verdict (--strict fails on them)
     o << "<ul class=\"warnings\">\n";
     for (const auto& w : c.warnings)
-      o << "<li data-warning=\"" << escape(w.signal) << "\"><b>warning</b> (" << escape(w.signal) << "): " << escape(w.message)
-        << "</li>\n";
+      o << "<li data-warning=\"" << escape(w.signal) << "\"><b>warning</b> (" << escape(w.signal)
+        << "): " << escape(w.message) << "</li>\n";
     o << "</ul>\n";
   }
   if (!c.signals.empty()) {
@@ -237,9 +250,11 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
          "<th>what was compared</th></tr>\n";
     for (const auto& g : c.signals)
       o << "<tr data-signal=\"" << escape(g.name) << "\"><td>" << escape(g.name) << "</td><td class=\""
-        << (g.fired && !g.decides ? "warn\">diagnostic" : g.fired ? "fail\">" + escape(g.verdict) : g.judged ? "pass\">within" : "\">not judged")
-        << "</td><td class=\"n\">"
-        << (g.judged ? fmt(g.max_margin, 3) : "-") << "</td><td class=\"n\">"
+        << (g.fired && !g.decides ? "warn\">diagnostic"
+            : g.fired             ? "fail\">" + escape(g.verdict)
+            : g.judged            ? "pass\">within"
+                                  : "\">not judged")
+        << "</td><td class=\"n\">" << (g.judged ? fmt(g.max_margin, 3) : "-") << "</td><td class=\"n\">"
         << (g.max_step >= 0 ? std::to_string(g.max_step) : "-") << "</td><td>" << escape(g.message) << "</td></tr>\n";
     o << "</table>\n";
   }
@@ -273,7 +288,10 @@ ScenarioSeries load_series(const std::string& h5_path) {
       } catch (const std::exception&) {
       }
     }
-  auto attr = [&](const char* k) { auto it = f.attributes.find(k); return it == f.attributes.end() ? std::string() : it->second; };
+  auto attr = [&](const char* k) {
+    auto it = f.attributes.find(k);
+    return it == f.attributes.end() ? std::string() : it->second;
+  };
   s.status = attr("status");
   s.error = attr("error");
   return s;
@@ -287,19 +305,22 @@ std::string data_parallel_table(const RunSummary& s) {
   for (const auto& c : s.scenarios) any |= c.distributed.world_size > 0;
   if (!any) return "";
   o << "<h2>Data parallel</h2>\n<p class=\"msg\">Per rank: median step time after warm-up, and the share of the step "
-       "spent waiting on collectives (gradient all-reduce, parameter all-gather, inf-check and consistency all-reduces; "
+       "spent waiting on collectives (gradient all-reduce, parameter all-gather, inf-check and consistency "
+       "all-reduces; "
        "wall clock). Consistency: every rank's loss scale, skipped flag and parameter checksum compared after each "
-       "checked step.</p>\n<table class=\"summary\"><tr><th>scenario</th><th>ranks</th><th>backend</th><th>sharding</th>"
+       "checked step.</p>\n<table "
+       "class=\"summary\"><tr><th>scenario</th><th>ranks</th><th>backend</th><th>sharding</th>"
        "<th>reduce dtype</th><th>ms/step per rank</th><th>collective share per rank</th><th>consistency</th></tr>\n";
   for (const auto& c : s.scenarios) {
     const auto& d = c.distributed;
     if (d.world_size == 0) continue;
     std::string ms, share;
     for (double v : d.rank_median_step_ms) ms += (ms.empty() ? "" : " / ") + fmt(v, 4);
-    for (double v : d.rank_collective_share) share += (share.empty() ? "" : " / ") + (std::isfinite(v) ? fmt(100 * v, 3) + "%" : "-");
-    o << "<tr><td><a href=\"#" << anchor(c.name) << "\">" << escape(c.name) << "</a></td><td class=\"n\">" << d.world_size
-      << "</td><td>" << escape(d.backend) << "</td><td>" << escape(d.sharding) << "</td><td>" << escape(d.reduce_dtype)
-      << "</td><td class=\"n\">" << ms << "</td><td class=\"n\">" << share << "</td><td>"
+    for (double v : d.rank_collective_share)
+      share += (share.empty() ? "" : " / ") + (std::isfinite(v) ? fmt(100 * v, 3) + "%" : "-");
+    o << "<tr><td><a href=\"#" << anchor(c.name) << "\">" << escape(c.name) << "</a></td><td class=\"n\">"
+      << d.world_size << "</td><td>" << escape(d.backend) << "</td><td>" << escape(d.sharding) << "</td><td>"
+      << escape(d.reduce_dtype) << "</td><td class=\"n\">" << ms << "</td><td class=\"n\">" << share << "</td><td>"
       << (d.consistency.empty() ? "ranks agreed at " + std::to_string(d.consistency_checks) + " checks"
                                 : "<span class=\"fail\">" + escape(d.consistency) + "</span>")
       << "</td></tr>\n";
@@ -310,41 +331,49 @@ std::string data_parallel_table(const RunSummary& s) {
 
 std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& series) {
   std::ostringstream o;
-  const std::string title = "ampcheck report" + (s.suite.empty() ? std::string() : " — suite " + s.suite) + " on " + s.device_name;
+  const std::string title =
+      "ampcheck report" + (s.suite.empty() ? std::string() : " — suite " + s.suite) + " on " + s.device_name;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << escape(title)
-    << "</title>\n<style>\n" << kCss << "</style>\n</head>\n<body>\n<h1>" << escape(title) << "</h1>\n<p class=\"msg\">"
+    << "</title>\n<style>\n"
+    << kCss << "</style>\n</head>\n<body>\n<h1>" << escape(title) << "</h1>\n<p class=\"msg\">"
     << "<span class=\"" << (s.failed() == 0 ? "pass" : "fail") << "\">" << s.passed() << " passed, " << s.failed()
     << " failed</span> · " << escape(s.device_name) << " (" << escape(s.device_class) << ") · LibTorch "
-    << escape(s.libtorch_version) << (s.cuda_version.empty() ? "" : " · CUDA " + escape(s.cuda_version)) << " · ampcheck "
-    << escape(s.ampcheck_version) << (s.git_commit.empty() ? "" : " · commit " + escape(s.git_commit)) << " · "
-    << escape(s.date) << "</p>\n";
-  o << "<h2>Scenarios</h2>\n<table class=\"summary\"><tr><th>scenario</th><th>strategy</th><th>expect</th><th>verdict</th>"
-       "<th>signal</th><th>loss first → last</th><th>from step</th><th>max dev / allowed</th><th>skipped</th><th>ms/step</th><th>tokens/s</th>"
+    << escape(s.libtorch_version) << (s.cuda_version.empty() ? "" : " · CUDA " + escape(s.cuda_version))
+    << " · ampcheck " << escape(s.ampcheck_version) << (s.git_commit.empty() ? "" : " · commit " + escape(s.git_commit))
+    << " · " << escape(s.date) << "</p>\n";
+  o << "<h2>Scenarios</h2>\n<table "
+       "class=\"summary\"><tr><th>scenario</th><th>strategy</th><th>expect</th><th>verdict</th>"
+       "<th>signal</th><th>loss first → last</th><th>from step</th><th>max dev / "
+       "allowed</th><th>skipped</th><th>ms/step</th><th>tokens/s</th>"
        "<th>MFU</th><th>peak memory</th><th>result</th></tr>\n";
   for (const auto& c : s.scenarios)
     o << "<tr><td><a href=\"#" << anchor(c.name) << "\">" << escape(c.name) << "</a></td><td>" << escape(c.strategy)
       << "</td><td>" << escape(c.expect) << "</td><td>" << escape(c.verdict)
-      << (c.warnings.empty() ? std::string() : " <span class=\"warn\">" + std::to_string(c.warnings.size()) +
-                                                   (c.warnings.size() == 1 ? " warning" : " warnings") + "</span>")
-      << "</td><td>" << escape(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << "</td><td class=\"n\">" << fmt(c.first_loss)
-      << " → " << fmt(c.final_loss) << "</td><td class=\"n\">"
+      << (c.warnings.empty() ? std::string()
+                             : " <span class=\"warn\">" + std::to_string(c.warnings.size()) +
+                                   (c.warnings.size() == 1 ? " warning" : " warnings") + "</span>")
+      << "</td><td>" << escape(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << "</td><td class=\"n\">"
+      << fmt(c.first_loss) << " → " << fmt(c.final_loss) << "</td><td class=\"n\">"
       << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-") << "</td><td class=\"n\">"
       << fmt(c.max_deviation_bands, 3) << "</td><td class=\"n\">" << c.skipped_steps << "</td><td class=\"n\">"
       << fmt(c.median_step_ms, 4) << "</td><td class=\"n\">" << si(c.tokens_per_s, "") << "</td><td class=\"n\">"
-      << (std::isfinite(c.mfu) ? fmt(100 * c.mfu, 3) + "%" : "-") << "</td><td class=\"n\">" << bytes(c.peak_memory_bytes)
-      << "</td><td><span class=\"" << (c.pass ? "pass" : "fail") << "\">" << (c.pass ? "PASS" : "FAIL") << "</span></td></tr>\n";
+      << (std::isfinite(c.mfu) ? fmt(100 * c.mfu, 3) + "%" : "-") << "</td><td class=\"n\">"
+      << bytes(c.peak_memory_bytes) << "</td><td><span class=\"" << (c.pass ? "pass" : "fail") << "\">"
+      << (c.pass ? "PASS" : "FAIL") << "</span></td></tr>\n";
   o << "</table>\n";
   o << data_parallel_table(s);
   o << strategy_comparison(s);
   o << "<h2>Trajectories</h2>\n<p class=\"msg\">Loss: the run per step (light), its trailing mean (dark) and the FP32 "
-       "reference's trailing mean inside its allowed deviation (k x the FP32 noise runs' deviation, docs/TOLERANCE.md); "
+       "reference's trailing mean inside its allowed deviation (k x the FP32 noise runs' deviation, "
+       "docs/TOLERANCE.md); "
        "orange ticks mark planted events. Loss scale on a log2 axis, red ticks at skipped steps. Signals: each "
        "signal's deviation from the reference (loss, true grad norm, update norm per lr, zero and subnormal grad "
        "elements; for FP8 runs also the worst cast's clipped and flushed fractions, against absolute floors) divided "
        "by its allowed deviation, log axis; above 1 the signal fires. The table under the charts "
        "gives every signal's comparison, skipped steps and non-finite grads included.</p>\n";
   static const ScenarioSeries kNone;
-  for (size_t i = 0; i < s.scenarios.size(); ++i) o << scenario_section(s.scenarios[i], i < series.size() ? series[i] : kNone);
+  for (size_t i = 0; i < s.scenarios.size(); ++i)
+    o << scenario_section(s.scenarios[i], i < series.size() ? series[i] : kNone);
   o << "</body>\n</html>\n";
   return o.str();
 }

@@ -24,10 +24,10 @@ struct ScenarioSeries {
   std::vector<double> loss, smoothed_loss, reference_loss, reference_smoothed, band, deviation_bands, loss_scale;
   std::vector<int64_t> skipped_steps;
   std::map<std::string, std::vector<double>> margins;  // signal name -> per-step deviation / allowed
-  std::vector<int64_t> event_steps;   // steps of planted events (injections, restarts)
+  std::vector<int64_t> event_steps;                    // steps of planted events (injections, restarts)
   std::vector<std::string> events;
-  std::string status, error;          // the run's outcome attributes
-  bool loaded = false;                // false: no trajectory file (the scenario could not run)
+  std::string status, error;  // the run's outcome attributes
+  bool loaded = false;        // false: no trajectory file (the scenario could not run)
 };
 
 // Reads a result trajectory written by `ampcheck check`; throws naming the file on bad input.

@@ -116,19 +116,36 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
     j["scenarios"].back()["engine_plan"] = plan;
     if (!c.validation.mode.empty()) {
       const auto& v = c.validation;
-      j["scenarios"].back()["validation"] = {
-          {"mode", v.mode}, {"golden", v.golden}, {"golden_class", v.golden_class},
-          {"stack_differences", v.stack_differences}, {"identical", v.identical}, {"first_step", v.first_step},
-          {"first_difference", v.first_difference}, {"replay", v.replay}, {"replay_message", v.replay_message},
-          {"reference_class", v.reference_class}, {"statistical_verdict", v.statistical_verdict}, {"plants", v.plants}};
+      j["scenarios"].back()["validation"] = {{"mode", v.mode},
+                                             {"golden", v.golden},
+                                             {"golden_class", v.golden_class},
+                                             {"stack_differences", v.stack_differences},
+                                             {"identical", v.identical},
+                                             {"first_step", v.first_step},
+                                             {"first_difference", v.first_difference},
+                                             {"replay", v.replay},
+                                             {"replay_message", v.replay_message},
+                                             {"reference_class", v.reference_class},
+                                             {"statistical_verdict", v.statistical_verdict},
+                                             {"plants", v.plants}};
     }
     nlohmann::json sig = nlohmann::json::array();
     for (const auto& g : c.signals)
-      sig.push_back({{"name", g.name}, {"unit", g.unit}, {"judged", g.judged}, {"fired", g.fired}, {"decides", g.decides},
-                     {"verdict", g.verdict}, {"first_step", g.first_step}, {"max_step", g.max_step},
-                     {"max_margin", num(g.max_margin)}, {"deviation", num(g.deviation)}, {"allowed", num(g.allowed)},
-                     {"noise", num(g.noise)}, {"run_value", num(g.run_value)},
-                     {"reference_value", num(g.reference_value)}, {"message", g.message}});
+      sig.push_back({{"name", g.name},
+                     {"unit", g.unit},
+                     {"judged", g.judged},
+                     {"fired", g.fired},
+                     {"decides", g.decides},
+                     {"verdict", g.verdict},
+                     {"first_step", g.first_step},
+                     {"max_step", g.max_step},
+                     {"max_margin", num(g.max_margin)},
+                     {"deviation", num(g.deviation)},
+                     {"allowed", num(g.allowed)},
+                     {"noise", num(g.noise)},
+                     {"run_value", num(g.run_value)},
+                     {"reference_value", num(g.reference_value)},
+                     {"message", g.message}});
     j["scenarios"].back()["signals"] = sig;
     nlohmann::json warn = nlohmann::json::array();
     for (const auto& w : c.warnings) warn.push_back({{"signal", w.signal}, {"message", w.message}});
@@ -138,12 +155,17 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
       nlohmann::json ms = nlohmann::json::array(), share = nlohmann::json::array();
       for (double v : d.rank_median_step_ms) ms.push_back(num(v));
       for (double v : d.rank_collective_share) share.push_back(num(v));
-      j["scenarios"].back()["distributed"] = {
-          {"world_size", d.world_size}, {"backend", d.backend}, {"sharding", d.sharding},
-          {"reduce_dtype", d.reduce_dtype}, {"launch", d.launch}, {"rank_files", d.rank_files},
-          {"rank_median_step_ms", ms}, {"rank_collective_share", share},
-          {"consistency_checks", d.consistency_checks}, {"diverged_step", d.diverged_step},
-          {"consistency", d.consistency}};
+      j["scenarios"].back()["distributed"] = {{"world_size", d.world_size},
+                                              {"backend", d.backend},
+                                              {"sharding", d.sharding},
+                                              {"reduce_dtype", d.reduce_dtype},
+                                              {"launch", d.launch},
+                                              {"rank_files", d.rank_files},
+                                              {"rank_median_step_ms", ms},
+                                              {"rank_collective_share", share},
+                                              {"consistency_checks", d.consistency_checks},
+                                              {"diverged_step", d.diverged_step},
+                                              {"consistency", d.consistency}};
     }
   }
   make_strings_printable(j);  // the boundaries made them so already; this makes it a property of the writer
@@ -152,7 +174,9 @@ void write_summary_json(const std::string& path, const RunSummary& s) {
 
 RunSummary read_summary_json(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open run summary. HINT: pass a run directory written by `ampcheck check`");
+  if (!in)
+    throw std::runtime_error(path +
+                             ": cannot open run summary. HINT: pass a run directory written by `ampcheck check`");
   nlohmann::json j;
   try {
     std::stringstream text;
@@ -167,8 +191,9 @@ RunSummary read_summary_json(const std::string& path) {
   const int64_t version =
       j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int64_t>() : int64_t{0};
   if (version < 1 || version > kSummaryVersion)
-    throw std::runtime_error(path + ": field 'version' is " + io::printable_text(j.value("version", nlohmann::json(nullptr)).dump()) +
-                             ", expected 1.." + std::to_string(kSummaryVersion));
+    throw std::runtime_error(path + ": field 'version' is " +
+                             io::printable_text(j.value("version", nlohmann::json(nullptr)).dump()) + ", expected 1.." +
+                             std::to_string(kSummaryVersion));
   RunSummary s;
   try {
     s.ampcheck_version = j.value("ampcheck_version", "");
@@ -217,8 +242,10 @@ RunSummary read_summary_json(const std::string& path) {
         for (const auto& o : c.at("engine_plan")) {
           if (!o.is_object())
             throw std::runtime_error(path + ": field 'engine_plan' of scenario " + x.name +
-                                     ": expected {option, label, applied, note} objects, got " + io::printable_text(o.dump()));
-          x.engine_plan.push_back({o.value("option", ""), o.value("label", ""), o.value("note", ""), o.value("applied", false)});
+                                     ": expected {option, label, applied, note} objects, got " +
+                                     io::printable_text(o.dump()));
+          x.engine_plan.push_back(
+              {o.value("option", ""), o.value("label", ""), o.value("note", ""), o.value("applied", false)});
         }
       x.deciding_signal = c.value("deciding_signal", "");
       x.max_signal = c.value("max_signal", "");
@@ -278,7 +305,8 @@ RunSummary read_summary_json(const std::string& path) {
           x.signals.push_back(y);
         }
       if (c.contains("warnings"))
-        for (const auto& w : c.at("warnings")) x.warnings.push_back({w.at("signal").get<std::string>(), w.value("message", "")});
+        for (const auto& w : c.at("warnings"))
+          x.warnings.push_back({w.at("signal").get<std::string>(), w.value("message", "")});
       s.scenarios.push_back(x);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -304,8 +332,8 @@ void write_junit(const std::string& path, const RunSummary& s) {
     if (!c.warnings.empty()) {  // a non-failing note: properties CI viewers list, and the text in system-out
       x << "      <properties>\n";
       for (const auto& w : c.warnings)
-        x << "        <property name=\"ampcheck.warning." << xml_escape(w.signal) << "\" value=\"" << xml_escape(w.message)
-          << "\"/>\n";
+        x << "        <property name=\"ampcheck.warning." << xml_escape(w.signal) << "\" value=\""
+          << xml_escape(w.message) << "\"/>\n";
       x << "      </properties>\n";
     }
     if (!c.pass)
@@ -326,20 +354,22 @@ void write_markdown(const std::string& path, const RunSummary& s) {
     << (s.suite.empty() ? "" : " (suite `" + md(s.suite) + "`)") << "\n\n"
     << md(s.device_name) << " (" << md(s.device_class) << "), LibTorch " << md(s.libtorch_version)
     << (s.cuda_version.empty() ? "" : ", CUDA " + md(s.cuda_version)) << ", " << md(s.date)
-    << (s.git_commit.empty() ? "" : ", commit " + md(s.git_commit)) << ". Charts: report.html in the run directory.\n\n";
+    << (s.git_commit.empty() ? "" : ", commit " + md(s.git_commit))
+    << ". Charts: report.html in the run directory.\n\n";
   // `ampcheck validate` rows: a mode column (bitwise | statistical: how the row was decided)
   const bool validation = std::any_of(s.scenarios.begin(), s.scenarios.end(),
                                       [](const ScenarioSummary& c) { return !c.validation.mode.empty(); });
   m << "| scenario | strategy | expect | " << (validation ? "mode | " : "")
     << "verdict | signal | loss first → last | from step | max margin | skipped | ms/step | tokens/s | result |\n"
-    << "| --- | --- | --- | " << (validation ? "--- | " : "") << "--- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    << "| --- | --- | --- | " << (validation ? "--- | " : "")
+    << "--- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& c : s.scenarios)
     m << "| " << md(c.name) << " | " << md(c.strategy) << " | " << md(c.expect) << " | "
       << (validation ? (c.validation.mode.empty() ? "-" : md(c.validation.mode)) + " | " : "") << md(c.verdict) << " | "
-      << md(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << " | " << fmt(c.first_loss)
-      << " → " << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
-      << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3) << " | "
-      << fmt(std::round(c.tokens_per_s), 7) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";
+      << md(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << " | " << fmt(c.first_loss) << " → "
+      << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
+      << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3)
+      << " | " << fmt(std::round(c.tokens_per_s), 7) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";
   bool any_engine = false;  // runs on an engine option (check --engine fast): which, and where it was refused
   for (const auto& c : s.scenarios)
     if (!c.engine.empty() && c.engine != "stock") {
@@ -351,7 +381,8 @@ void write_markdown(const std::string& path, const RunSummary& s) {
   for (const auto& c : s.scenarios)
     for (const auto& w : c.warnings) {
       if (!any_warning)
-        m << "\nWarnings (" << (s.strict ? "--strict: they fail their scenario" : "they do not fail a scenario; --strict makes them")
+        m << "\nWarnings ("
+          << (s.strict ? "--strict: they fail their scenario" : "they do not fail a scenario; --strict makes them")
           << "):\n\n";
       any_warning = true;
       m << "- " << md(c.name) << " · `" << md(w.signal) << "`: " << md(w.message) << "\n";

@@ -21,34 +21,34 @@ constexpr int kSummaryVersion = 6;
 // A finding that did not set the verdict (verdict::Warning): a diagnostic beyond its allowance while the outcomes
 // track, a column present but never measured, mixed precision not in effect.
 struct WarningSummary {
-  std::string signal;   // zero_grads | subnormal_grads | fp8_saturated | fp8_flushed | not_judged | precision | ...
+  std::string signal;  // zero_grads | subnormal_grads | fp8_saturated | fp8_flushed | not_judged | precision | ...
   std::string message;
 };
 
 // One signal's comparison with the reference (verdict::SignalResult without its per-step series).
 struct SignalSummary {
-  std::string name;              // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
-  std::string unit;              // nats | log-ratio | fraction | steps | share
+  std::string name;  // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
+  std::string unit;  // nats | log-ratio | fraction | steps | share
   bool judged = false, fired = false, decides = true;
-  std::string verdict;           // what it means when fired
+  std::string verdict;  // what it means when fired
   int64_t first_step = -1, max_step = -1;
-  double max_margin = NAN;       // max |deviation| / allowed
+  double max_margin = NAN;  // max |deviation| / allowed
   double deviation = NAN, allowed = NAN, noise = NAN, run_value = NAN, reference_value = NAN;  // at max_step
   std::string message;
 };
 
 struct ScenarioSummary {
   std::string name, strategy, device_class;
-  std::string expect;            // expected verdict
-  std::string verdict;           // tracks | diverges | stalls | nonfinite | error | "-" (could not run)
+  std::string expect;   // expected verdict
+  std::string verdict;  // tracks | diverges | stalls | nonfinite | error | "-" (could not run)
   bool pass = false;
-  std::string message;           // the verdict's sentence, or why it failed
+  std::string message;  // the verdict's sentence, or why it failed
   int64_t steps = 0;
   int64_t first_divergence_step = -1;
   // NaN where not computed (JSON null)
   double max_deviation_bands = NAN;  // the largest signal margin (deviation / allowed), see max_signal
-  std::string deciding_signal;   // the signal that set a non-tracking verdict ("" otherwise)
-  std::string max_signal;        // the signal with the largest margin
+  std::string deciding_signal;       // the signal that set a non-tracking verdict ("" otherwise)
+  std::string max_signal;            // the signal with the largest margin
   std::vector<SignalSummary> signals;
   std::vector<WarningSummary> warnings;  // v4: shown in the verdict line, junit (a non-failing note), summary.md, html
   double final_loss_ratio = NAN;
@@ -56,21 +56,21 @@ struct ScenarioSummary {
   int64_t skipped_steps = 0;
   double first_loss = NAN, final_loss = NAN;
   // measurement (run::StepTiming): per-step times after max(2, 10%) warm-up steps
-  std::string workload;          // what throughput compares across: "gpt nano, batch 8 x 64"
-  std::string compute_dtype;     // fp32 | tf32 | fp16 | bf16
-  std::string timing_method;     // cuda-events | wall-clock
+  std::string workload;       // what throughput compares across: "gpt nano, batch 8 x 64"
+  std::string compute_dtype;  // fp32 | tf32 | fp16 | bf16
+  std::string timing_method;  // cuda-events | wall-clock
   int64_t warmup_steps = 0;
-  double median_step_ms = NAN;   // median step time
+  double median_step_ms = NAN;                  // median step time
   double p10_step_ms = NAN, p90_step_ms = NAN;  // spread: 10th and 90th percentiles
-  double tokens_per_s = NAN;     // tokens per step / median step time
-  double samples_per_s = NAN;    // sequences per step / median step time
-  double tflops = NAN;           // model FLOPs per step / median step time, 1e12/s
-  double peak_tflops = NAN;      // the device's measured matmul rate in compute_dtype (doctor's measurement)
-  double mfu = NAN;              // tflops / peak_tflops
-  int64_t peak_memory_bytes = 0; // CUDA: peak allocated; CPU: peak RSS of the process during the scenario
-  int64_t peak_reserved_bytes = 0; // CUDA: peak reserved by the caching allocator; CPU: as peak_memory_bytes
-  std::string trajectory_file;   // relative to the run directory
-  std::string engine;            // the engine path (run::ScenarioResult::engine); "" in older summaries
+  double tokens_per_s = NAN;                    // tokens per step / median step time
+  double samples_per_s = NAN;                   // sequences per step / median step time
+  double tflops = NAN;                          // model FLOPs per step / median step time, 1e12/s
+  double peak_tflops = NAN;         // the device's measured matmul rate in compute_dtype (doctor's measurement)
+  double mfu = NAN;                 // tflops / peak_tflops
+  int64_t peak_memory_bytes = 0;    // CUDA: peak allocated; CPU: peak RSS of the process during the scenario
+  int64_t peak_reserved_bytes = 0;  // CUDA: peak reserved by the caching allocator; CPU: as peak_memory_bytes
+  std::string trajectory_file;      // relative to the run directory
+  std::string engine;               // the engine path (run::ScenarioResult::engine); "" in older summaries
   // (v5) each requested engine option as the run's engine plan resolved it: applied, or refused with the reason
   struct EngineOption {
     std::string option, label, note;  // "model.gemm_epilogues", "GEMM epilogues", how it applied / why not
@@ -79,18 +79,18 @@ struct ScenarioSummary {
   std::vector<EngineOption> engine_plan;
   // (v6) `ampcheck validate`: what was compared how (JSON: the "validation" object, absent on other rows)
   struct Validation {
-    std::string mode;              // bitwise (the stack matches the golden's) | statistical | "" (not a validate row)
-    std::string golden;            // the golden trajectory compared with ("" if none was found)
-    std::string golden_class;      // its class (cpu-avx512, cuda-sm90); another than this machine's: the nearest
-    std::string stack_differences; // the fingerprint keys that differ from the golden's ("key: golden -> here; ...")
-    bool identical = false;        // bit for bit the golden's (every column and tensor digest)
-    int64_t first_step = -1;       // the first step that differs (-1: none / not compared)
-    std::string first_difference;  // the bitwise comparison's sentence
-    std::string replay;            // transient | persistent | "" (no replay)
+    std::string mode;               // bitwise (the stack matches the golden's) | statistical | "" (not a validate row)
+    std::string golden;             // the golden trajectory compared with ("" if none was found)
+    std::string golden_class;       // its class (cpu-avx512, cuda-sm90); another than this machine's: the nearest
+    std::string stack_differences;  // the fingerprint keys that differ from the golden's ("key: golden -> here; ...")
+    bool identical = false;         // bit for bit the golden's (every column and tensor digest)
+    int64_t first_step = -1;        // the first step that differs (-1: none / not compared)
+    std::string first_difference;   // the bitwise comparison's sentence
+    std::string replay;             // transient | persistent | "" (no replay)
     std::string replay_message;
-    std::string reference_class;   // the FP32 references of the statistical verdict ("" if none)
+    std::string reference_class;      // the FP32 references of the statistical verdict ("" if none)
     std::string statistical_verdict;  // that verdict (tracks, stalls, ...), whichever mode decided
-    std::string plants;            // the planted faults (--plant), comma-separated
+    std::string plants;               // the planted faults (--plant), comma-separated
   } validation;
   // data parallel (world_size 0: a single-process run; JSON: the "distributed" object, absent then)
   struct Distributed {
@@ -98,7 +98,7 @@ struct ScenarioSummary {
     std::string backend, sharding, reduce_dtype, launch, rank_files;
     std::vector<double> rank_median_step_ms, rank_collective_share;
     int64_t consistency_checks = 0, diverged_step = -1;
-    std::string consistency;     // "" when the ranks agreed at every check
+    std::string consistency;  // "" when the ranks agreed at every check
   } distributed;
 };
 

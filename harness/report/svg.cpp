@@ -21,7 +21,8 @@ std::vector<double> nice_ticks(double lo, double hi, int n) {
   for (double m : {2.0, 5.0, 10.0})
     if (std::abs(std::log(m * mag / raw)) < std::abs(std::log(step / raw))) step = m * mag;
   std::vector<double> t;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
+    t.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
   return t;
 }
 
@@ -85,12 +86,19 @@ std::string LineChart::render(const std::string& kind, int width, int height) co
     const double pad = (hi - lo) * 0.05;
     lo -= pad, hi += pad;
   }
-  Frame f{54, 26, static_cast<double>(width) - 10, static_cast<double>(height) - 40, 0, static_cast<double>(std::max<int64_t>(1, n - 1)), lo, hi};
+  Frame f{54,
+          26,
+          static_cast<double>(width) - 10,
+          static_cast<double>(height) - 40,
+          0,
+          static_cast<double>(std::max<int64_t>(1, n - 1)),
+          lo,
+          hi};
 
   std::ostringstream o;
-  o << "<svg class=\"chart\" data-kind=\"" << escape(kind) << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
-    << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << " " << height << "\" role=\"img\" aria-label=\""
-    << escape(title_) << "\">\n";
+  o << "<svg class=\"chart\" data-kind=\"" << escape(kind) << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\""
+    << width << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << " " << height
+    << "\" role=\"img\" aria-label=\"" << escape(title_) << "\">\n";
   o << "<text x=\"" << px(f.left) << "\" y=\"15\" class=\"ct\">" << escape(title_) << "</text>\n";
   o << "<rect x=\"" << px(f.left) << "\" y=\"" << px(f.top) << "\" width=\"" << px(f.right - f.left) << "\" height=\""
     << px(f.bottom - f.top) << "\" fill=\"#fff\" stroke=\"#bbb\"/>\n";
@@ -111,8 +119,10 @@ std::string LineChart::render(const std::string& kind, int width, int height) co
     const double y = f.sy(t);
     std::string label;
     if (log_base_ == 2) label = "2^" + format_number(t + 0.0, 3);
-    else if (log_base_ == 10) label = format_number(std::pow(10.0, t), 3);
-    else label = format_number(t, 4);
+    else if (log_base_ == 10)
+      label = format_number(std::pow(10.0, t), 3);
+    else
+      label = format_number(t, 4);
     o << "<line x1=\"" << px(f.left) << "\" x2=\"" << px(f.right) << "\" y1=\"" << px(y) << "\" y2=\"" << px(y)
       << "\" stroke=\"#eee\"/><text x=\"" << px(f.left - 4) << "\" y=\"" << px(y + 3)
       << "\" class=\"ax\" text-anchor=\"end\">" << escape(label) << "</text>\n";
@@ -121,12 +131,14 @@ std::string LineChart::render(const std::string& kind, int width, int height) co
   for (double t : nice_ticks(0, f.x1, 5)) {
     const double x = f.sx(t);
     o << "<line x1=\"" << px(x) << "\" x2=\"" << px(x) << "\" y1=\"" << px(f.bottom) << "\" y2=\"" << px(f.bottom + 3)
-      << "\" stroke=\"#888\"/><text x=\"" << px(x) << "\" y=\"" << px(f.bottom + 13) << "\" class=\"ax\" text-anchor=\"middle\">"
-      << format_number(t, 6) << "</text>\n";
+      << "\" stroke=\"#888\"/><text x=\"" << px(x) << "\" y=\"" << px(f.bottom + 13)
+      << "\" class=\"ax\" text-anchor=\"middle\">" << format_number(t, 6) << "</text>\n";
   }
-  o << "<text x=\"" << px(f.right) << "\" y=\"" << px(f.bottom + 13) << "\" class=\"ax\" text-anchor=\"end\">step</text>\n";
-  o << "<text x=\"12\" y=\"" << px((f.top + f.bottom) / 2) << "\" class=\"ax\" text-anchor=\"middle\" transform=\"rotate(-90 12 "
-    << px((f.top + f.bottom) / 2) << ")\">" << escape(y_label_) << "</text>\n";
+  o << "<text x=\"" << px(f.right) << "\" y=\"" << px(f.bottom + 13)
+    << "\" class=\"ax\" text-anchor=\"end\">step</text>\n";
+  o << "<text x=\"12\" y=\"" << px((f.top + f.bottom) / 2)
+    << "\" class=\"ax\" text-anchor=\"middle\" transform=\"rotate(-90 12 " << px((f.top + f.bottom) / 2) << ")\">"
+    << escape(y_label_) << "</text>\n";
 
   const size_t stride = static_cast<size_t>(std::max<int64_t>(1, (n + 999) / 1000));  // at most ~1000 points
   auto clampy = [&](double t) { return std::clamp(f.sy(t), f.top, f.bottom); };
@@ -135,7 +147,8 @@ std::string LineChart::render(const std::string& kind, int width, int height) co
     std::ostringstream pts;
     const size_t m = std::min(band_.lo.size(), band_.hi.size());
     for (size_t i = 0; i < m; i += stride)
-      if (std::isfinite(tr(band_.hi[i]))) pts << px(f.sx(static_cast<double>(i))) << "," << px(clampy(tr(band_.hi[i]))) << " ";
+      if (std::isfinite(tr(band_.hi[i])))
+        pts << px(f.sx(static_cast<double>(i))) << "," << px(clampy(tr(band_.hi[i]))) << " ";
     for (size_t k = m; k-- > 0;)
       if (k % stride == 0 && std::isfinite(tr(band_.lo[k])))
         pts << px(f.sx(static_cast<double>(k))) << "," << px(clampy(tr(band_.lo[k]))) << " ";
@@ -144,8 +157,8 @@ std::string LineChart::render(const std::string& kind, int width, int height) co
   for (const auto& h : hlines_) {
     const double t = tr(h.y);
     if (!std::isfinite(t)) continue;
-    o << "<line x1=\"" << px(f.left) << "\" x2=\"" << px(f.right) << "\" y1=\"" << px(f.sy(t)) << "\" y2=\"" << px(f.sy(t))
-      << "\" stroke=\"" << h.color << "\" stroke-dasharray=\"4 3\"/>\n";
+    o << "<line x1=\"" << px(f.left) << "\" x2=\"" << px(f.right) << "\" y1=\"" << px(f.sy(t)) << "\" y2=\""
+      << px(f.sy(t)) << "\" stroke=\"" << h.color << "\" stroke-dasharray=\"4 3\"/>\n";
   }
   // lines: one polyline per finite run of points
   for (const auto& l : lines_) {
@@ -158,8 +171,8 @@ std::string LineChart::render(const std::string& kind, int width, int height) co
           << "\" stroke-width=\"" << l.width << "\"" << (l.dash.empty() ? "" : " stroke-dasharray=\"" + l.dash + "\"")
           << " stroke-linejoin=\"round\"/>\n";
       else if (count == 1)  // a lone point: a dot, so it is visible
-        o << "<circle class=\"series\" cx=\"" << px(first_x) << "\" cy=\"" << px(first_y) << "\" r=\"2.5\" fill=\"" << l.color
-          << "\"/>\n";
+        o << "<circle class=\"series\" cx=\"" << px(first_x) << "\" cy=\"" << px(first_y) << "\" r=\"2.5\" fill=\""
+          << l.color << "\"/>\n";
       pts.str("");
       count = 0;
     };
@@ -179,19 +192,23 @@ std::string LineChart::render(const std::string& kind, int width, int height) co
   }
   for (const auto& tk : ticks_)
     for (int64_t s : tk.steps)
-      o << "<line class=\"tick\" x1=\"" << px(f.sx(static_cast<double>(s))) << "\" x2=\"" << px(f.sx(static_cast<double>(s)))
-        << "\" y1=\"" << px(f.bottom) << "\" y2=\"" << px(f.bottom - 10) << "\" stroke=\"" << tk.color << "\" stroke-width=\"2\"/>\n";
+      o << "<line class=\"tick\" x1=\"" << px(f.sx(static_cast<double>(s))) << "\" x2=\""
+        << px(f.sx(static_cast<double>(s))) << "\" y1=\"" << px(f.bottom) << "\" y2=\"" << px(f.bottom - 10)
+        << "\" stroke=\"" << tk.color << "\" stroke-width=\"2\"/>\n";
   if (!note_.empty() || empty)
-    o << "<text x=\"" << px((f.left + f.right) / 2) << "\" y=\"" << px((f.top + f.bottom) / 2) << "\" class=\"note\" text-anchor=\"middle\">"
-      << escape(note_.empty() ? "no data" : note_) << "</text>\n";
+    o << "<text x=\"" << px((f.left + f.right) / 2) << "\" y=\"" << px((f.top + f.bottom) / 2)
+      << "\" class=\"note\" text-anchor=\"middle\">" << escape(note_.empty() ? "no data" : note_) << "</text>\n";
   // legend
   double lx = f.left;
   const double ly = height - 8;
   auto legend = [&](const std::string& color, const std::string& label, bool box) {
     if (label.empty()) return;
-    if (box) o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 8) << "\" width=\"12\" height=\"8\" fill=\"" << color << "\"/>";
-    else o << "<line x1=\"" << px(lx) << "\" x2=\"" << px(lx + 12) << "\" y1=\"" << px(ly - 4) << "\" y2=\"" << px(ly - 4)
-           << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>";
+    if (box)
+      o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 8) << "\" width=\"12\" height=\"8\" fill=\"" << color
+        << "\"/>";
+    else
+      o << "<line x1=\"" << px(lx) << "\" x2=\"" << px(lx + 12) << "\" y1=\"" << px(ly - 4) << "\" y2=\"" << px(ly - 4)
+        << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>";
     o << "<text x=\"" << px(lx + 15) << "\" y=\"" << px(ly) << "\" class=\"lg\">" << escape(label) << "</text>\n";
     lx += 22 + 5.6 * static_cast<double>(label.size());
   };
@@ -212,18 +229,19 @@ std::string bar_chart(const std::string& title, const std::vector<Bar>& bars, co
     if (std::isfinite(b.value)) max_v = std::max(max_v, b.value);
   const double bar_w = width - label_w - text_w - 10;
   std::ostringstream o;
-  o << "<svg class=\"chart bars\" data-kind=\"" << escape(kind) << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
-    << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << " " << height << "\" role=\"img\" aria-label=\""
-    << escape(title) << "\">\n<text x=\"4\" y=\"15\" class=\"ct\">" << escape(title) << "</text>\n";
+  o << "<svg class=\"chart bars\" data-kind=\"" << escape(kind) << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\""
+    << width << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << " " << height
+    << "\" role=\"img\" aria-label=\"" << escape(title) << "\">\n<text x=\"4\" y=\"15\" class=\"ct\">" << escape(title)
+    << "</text>\n";
   for (size_t i = 0; i < bars.size(); ++i) {
     const auto& b = bars[i];
     const double y = top + row * static_cast<double>(i);
-    o << "<text x=\"" << px(label_w - 6) << "\" y=\"" << px(y + 13) << "\" class=\"ax\" text-anchor=\"end\">" << escape(b.label)
-      << "</text>";
+    o << "<text x=\"" << px(label_w - 6) << "\" y=\"" << px(y + 13) << "\" class=\"ax\" text-anchor=\"end\">"
+      << escape(b.label) << "</text>";
     const double w = (std::isfinite(b.value) && max_v > 0) ? std::max(1.0, b.value / max_v * bar_w) : 0;
     if (w > 0)
-      o << "<rect class=\"bar\" x=\"" << px(label_w) << "\" y=\"" << px(y + 3) << "\" width=\"" << px(w) << "\" height=\"14\" fill=\""
-        << b.color << "\"/>";
+      o << "<rect class=\"bar\" x=\"" << px(label_w) << "\" y=\"" << px(y + 3) << "\" width=\"" << px(w)
+        << "\" height=\"14\" fill=\"" << b.color << "\"/>";
     o << "<text x=\"" << px(label_w + w + 4) << "\" y=\"" << px(y + 13) << "\" class=\"lg\">"
       << escape(std::isfinite(b.value) ? b.text : "-") << "</text>\n";
   }

@@ -12,11 +12,11 @@ namespace ampcheck::report::svg {
 std::string escape(const std::string& s);  // &, <, >, " and ' as entities
 
 struct Line {
-  std::vector<double> y;     // y[i] at step i; NaN = gap
+  std::vector<double> y;  // y[i] at step i; NaN = gap
   std::string color;
   double width = 1.5;
-  std::string dash;          // stroke-dasharray, "" = solid
-  std::string label;         // legend
+  std::string dash;   // stroke-dasharray, "" = solid
+  std::string label;  // legend
 };
 
 struct Band {
@@ -30,12 +30,15 @@ class LineChart {
   // log_base: 0 = linear y axis, 2 or 10 = logarithmic (ticks at integer powers; values <= 0 are gaps)
   LineChart(std::string title, std::string y_label, int log_base = 0);
   void add_line(Line l) { lines_.push_back(std::move(l)); }
-  void set_band(Band b) { band_ = std::move(b); has_band_ = true; }
+  void set_band(Band b) {
+    band_ = std::move(b);
+    has_band_ = true;
+  }
   // vertical ticks at these steps along the bottom (skipped steps, injections)
   void add_ticks(std::vector<int64_t> steps, std::string color, std::string label);
   void add_hline(double y, std::string color, std::string label);
-  void set_note(std::string note) { note_ = std::move(note); }   // text in the plot area (e.g. "raised at step 0")
-  void set_min_steps(int64_t n) { min_steps_ = n; }              // x axis spans at least this many steps
+  void set_note(std::string note) { note_ = std::move(note); }  // text in the plot area (e.g. "raised at step 0")
+  void set_min_steps(int64_t n) { min_steps_ = n; }             // x axis spans at least this many steps
   // <svg class="chart" data-kind=kind ...>; kind is a short machine-readable name ("loss", "scale", "deviation").
   std::string render(const std::string& kind, int width = 430, int height = 210) const;
 
@@ -60,9 +63,9 @@ class LineChart {
 
 struct Bar {
   std::string label;
-  double value;               // NaN = not measured (drawn as "-")
+  double value;  // NaN = not measured (drawn as "-")
   std::string color;
-  std::string text;           // printed after the bar, e.g. "374k tok/s (1.9x)"
+  std::string text;  // printed after the bar, e.g. "374k tok/s (1.9x)"
 };
 
 // Horizontal bars scaled to the largest value; data-kind=kind.

@@ -22,10 +22,11 @@ engine::Trainer::ProgressFn terminal_progress(int64_t total_steps) {
     const auto& row = t.rows.back();
     char line[160];
     std::snprintf(line, sizeof(line), "  step %lld/%lld  loss %.4f  scale %g  skipped %lld  eta %.0fs",
-                  static_cast<long long>(done), static_cast<long long>(total_steps), row[engine::kLoss], row[engine::kLossScale],
-                  static_cast<long long>(t.skipped_steps()), eta);
+                  static_cast<long long>(done), static_cast<long long>(total_steps), row[engine::kLoss],
+                  row[engine::kLossScale], static_cast<long long>(t.skipped_steps()), eta);
     if (tty) std::printf("\r%-78s%s", line, done == total_steps ? "\n" : "");
-    else std::printf("%s\n", line);
+    else
+      std::printf("%s\n", line);
     std::fflush(stdout);
   };
 }

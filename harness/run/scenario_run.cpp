@@ -51,9 +51,10 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
       int64_t last = inj.from_step;
       for (int64_t st : inj.steps) last = std::max(last, st);
       if (last >= steps_override)
-        throw std::invalid_argument(sc.path + ": inject[" + std::to_string(i) + "] fires at step " + std::to_string(last) +
-                                    ", outside a run of --steps " + std::to_string(steps_override) +
-                                    ". HINT: use at least " + std::to_string(last + 1) + " steps");
+        throw std::invalid_argument(sc.path + ": inject[" + std::to_string(i) + "] fires at step " +
+                                    std::to_string(last) + ", outside a run of --steps " +
+                                    std::to_string(steps_override) + ". HINT: use at least " +
+                                    std::to_string(last + 1) + " steps");
     }
   }
   const at::Device device = engine::resolve_device(device_spec.empty() ? sc.device : device_spec);
@@ -75,8 +76,8 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
     r.samples_per_step = static_cast<double>(d.batch_size * cfg.loop.micro_batches);
     r.tokens_per_step = r.samples_per_step * static_cast<double>(d.seq_len);
     r.flops_per_step = r.tokens_per_step * trainer.model().training_flops_per_token(d.seq_len);
-    r.workload = cfg.model.kind + " " + cfg.model.preset + ", batch " + std::to_string(d.batch_size * cfg.loop.micro_batches) +
-                 " x " + std::to_string(d.seq_len);
+    r.workload = cfg.model.kind + " " + cfg.model.preset + ", batch " +
+                 std::to_string(d.batch_size * cfg.loop.micro_batches) + " x " + std::to_string(d.seq_len);
     r.outcome = trainer.run();
     r.trajectory = trainer.trajectory();
     const engine::EnginePlan plan = trainer.plan();  // the engine options as they ran (applied, or refused and why)
@@ -99,8 +100,9 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
     r.timing = step_timing(r.trajectory, timing_method);
   }
   // expectations decidable without a reference: the run's status alone (verdict/pass_rule.h)
-  const auto d = verdict::decide(scenario::expectation(sc.expect),
-                                 verdict::observe_status(engine::status_name(r.outcome.status), r.outcome.error), false);
+  const auto d =
+      verdict::decide(scenario::expectation(sc.expect),
+                      verdict::observe_status(engine::status_name(r.outcome.status), r.outcome.error), false);
   r.expectation_met = d.pass;
   r.expectation_note = d.message;
   return r;

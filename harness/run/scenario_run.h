@@ -12,7 +12,7 @@ namespace ampcheck::run {
 
 // Step times of a trajectory, warm-up excluded: the first max(2, 10%) steps are dropped (at least one step is kept).
 struct StepTiming {
-  std::string method;               // cuda-events | wall-clock (engine/step_timer.h)
+  std::string method;  // cuda-events | wall-clock (engine/step_timer.h)
   int64_t warmup_steps = 0, timed_steps = 0;
   double median_ms = NAN, p10_ms = NAN, p90_ms = NAN;
 };
@@ -24,14 +24,14 @@ std::string compute_dtype(const engine::Strategy& s);
 
 // A data-parallel run (harness/distributed/): what the ranks did, for the reports.
 struct DistributedSummary {
-  int64_t world_size = 0;           // 0: not a data-parallel run
+  int64_t world_size = 0;                               // 0: not a data-parallel run
   std::string backend, sharding, reduce_dtype, launch;  // launch: "ampcheck" (started its ranks) | "environment"
-  std::vector<double> rank_median_step_ms;  // per rank, after warm-up
-  std::vector<double> rank_collective_share;  // per rank: time waiting on collectives / total step time
+  std::vector<double> rank_median_step_ms;              // per rank, after warm-up
+  std::vector<double> rank_collective_share;            // per rank: time waiting on collectives / total step time
   int64_t consistency_checks = 0;
-  int64_t diverged_step = -1;       // first step the ranks disagreed (-1: never)
-  std::string consistency;          // the message ("ranks diverged at step 12: rank 1 skipped, rank 0 stepped")
-  std::string rank_files;           // the directory with every rank's trajectory
+  int64_t diverged_step = -1;  // first step the ranks disagreed (-1: never)
+  std::string consistency;     // the message ("ranks diverged at step 12: rank 1 skipped, rank 0 stepped")
+  std::string rank_files;      // the directory with every rank's trajectory
 };
 
 struct ScenarioResult {
@@ -41,9 +41,9 @@ struct ScenarioResult {
   engine::Trajectory trajectory;
   std::string model_description;
   double first_loss = NAN, final_loss = NAN, min_loss = NAN;
-  std::string workload;             // what throughput is comparable across: "gpt nano, batch 8 x 64"
-  std::string compute_dtype;        // the matmul dtype of the strategy: fp32 | tf32 | fp16 | bf16
-  StepTiming timing;                // per-step times after warm-up
+  std::string workload;       // what throughput is comparable across: "gpt nano, batch 8 x 64"
+  std::string compute_dtype;  // the matmul dtype of the strategy: fp32 | tf32 | fp16 | bf16
+  StepTiming timing;          // per-step times after warm-up
   double tokens_per_step = 0, samples_per_step = 0;
   double flops_per_step = 0;        // model FLOPs of one training step (Model::training_flops_per_token)
   int64_t peak_memory_bytes = 0;    // CUDA: peak allocated by the caching allocator; CPU: peak RSS of the process
@@ -54,7 +54,7 @@ struct ScenarioResult {
   std::string engine;
   std::vector<engine::OptionDecision> engine_plan;
   DistributedSummary distributed;
-  bool expectation_met = false;     // against expect: for error / nonfinite decidable now; tracks etc. need references
+  bool expectation_met = false;  // against expect: for error / nonfinite decidable now; tracks etc. need references
   std::string expectation_note;
 };
 

@@ -30,7 +30,8 @@ std::string where(const std::string& file, const YAML::Node& n) {
 
 class Fields {
  public:
-  Fields(const YAML::Node& node, std::string file, std::string path) : node_(node), file_(std::move(file)), path_(std::move(path)) {
+  Fields(const YAML::Node& node, std::string file, std::string path)
+      : node_(node), file_(std::move(file)), path_(std::move(path)) {
     if (!node_.IsMap()) fail(node_, "expected a mapping");
   }
 
@@ -58,7 +59,8 @@ class Fields {
     seen_.insert(key);
     if (!has(key)) return fallback;
     const YAML::Node n = at(key);
-    if (!n.IsScalar()) fail_key(key, std::string("expected ") + type_name + ", got a " + (n.IsMap() ? "mapping" : "list"));
+    if (!n.IsScalar())
+      fail_key(key, std::string("expected ") + type_name + ", got a " + (n.IsMap() ? "mapping" : "list"));
     try {
       return n.as<T>();
     } catch (const YAML::Exception&) {
@@ -245,7 +247,8 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
   l.two_optimizers = f.boolean("two_optimizers", l.two_optimizers);
   l.aux_loss_weight = f.num("aux_loss_weight", l.aux_loss_weight);
   if (l.aux_loss_weight != 0 && !l.two_optimizers)
-    f.fail_key("aux_loss_weight", "the second loss acts on the second optimizer's parameters: needs two_optimizers: true");
+    f.fail_key("aux_loss_weight",
+               "the second loss acts on the second optimizer's parameters: needs two_optimizers: true");
   if (f.has("resume")) {
     Fields r = f.map("resume");
     l.resume_at = r.positive("at_step", 1);
@@ -296,11 +299,14 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
   if (s.autocast == at::kFloat) f.fail_key("autocast", "autocast dtype must be fp16, bf16 or off");
   if (f.has("scaler")) {
     Fields sc = f.map("scaler");
-    std::string kind = sc.choice("kind", s.scaler.kind == engine::ScalerKind::Dynamic ? "dynamic"
-                                         : s.scaler.kind == engine::ScalerKind::Static ? "static" : "none",
+    std::string kind = sc.choice("kind",
+                                 s.scaler.kind == engine::ScalerKind::Dynamic  ? "dynamic"
+                                 : s.scaler.kind == engine::ScalerKind::Static ? "static"
+                                                                               : "none",
                                  {"none", "static", "dynamic"});
-    s.scaler.kind = kind == "dynamic" ? engine::ScalerKind::Dynamic : kind == "static" ? engine::ScalerKind::Static
-                                                                                        : engine::ScalerKind::None;
+    s.scaler.kind = kind == "dynamic"  ? engine::ScalerKind::Dynamic
+                    : kind == "static" ? engine::ScalerKind::Static
+                                       : engine::ScalerKind::None;
     s.scaler.init_scale = sc.num("init_scale", s.scaler.init_scale);
     s.scaler.growth_factor = sc.num("growth_factor", s.scaler.growth_factor);
     s.scaler.backoff_factor = sc.num("backoff_factor", s.scaler.backoff_factor);
@@ -315,7 +321,8 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
   if (f.has("fp8")) {
     Fields e = f.map("fp8");
     engine::Fp8Config c = s.fp8.value_or(engine::Fp8Config{});
-    const std::string scaling = e.choice("scaling", engine::fp8_scaling_name(c.scaling), {"current", "delayed", "none"});
+    const std::string scaling =
+        e.choice("scaling", engine::fp8_scaling_name(c.scaling), {"current", "delayed", "none"});
     c.scaling = scaling == "delayed" ? engine::Fp8Scaling::Delayed
                 : scaling == "none"  ? engine::Fp8Scaling::None
                                      : engine::Fp8Scaling::Current;
@@ -330,7 +337,7 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
     // the variant names itself, so reports group runs by what they ran (fp8-delayed-h16-e4m3grads, ...)
     std::string name = c.scaling == engine::Fp8Scaling::Delayed ? "fp8-delayed"
                        : c.scaling == engine::Fp8Scaling::None  ? "fp8-unscaled"
-                                                                 : "fp8";
+                                                                : "fp8";
     if (c.scaling == engine::Fp8Scaling::Delayed && c.history != 16) name += "-h" + std::to_string(c.history);
     if (c.margin != 0) name += "-m" + std::to_string(c.margin);
     if (!c.hybrid) name += "-e4m3grads";
@@ -343,8 +350,10 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
   s.tf32 = f.boolean("tf32", s.tf32);
   s.deterministic = f.boolean("deterministic", s.deterministic);
   if (s.master_weights && s.param_dtype == at::kFloat) f.fail_key("master_weights", "needs params fp16 or bf16");
-  if (s.fp8 && s.autocast != at::kBFloat16) f.fail_key("autocast", "FP8 matmuls run beside bf16 autocast: expected bf16");
-  if (s.fp8 && s.param_dtype != at::kFloat) f.fail_key("params", "FP8 keeps fp32 parameters as the master weights: expected fp32");
+  if (s.fp8 && s.autocast != at::kBFloat16)
+    f.fail_key("autocast", "FP8 matmuls run beside bf16 autocast: expected bf16");
+  if (s.fp8 && s.param_dtype != at::kFloat)
+    f.fail_key("params", "FP8 keeps fp32 parameters as the master weights: expected fp32");
   f.done();
 }
 
@@ -415,8 +424,7 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
         c.steps.push_back(step);
       }
     }
-    if (c.steps.empty() && c.from_step < 0)
-      f.fail(list[i], "needs steps: [..] and/or from: N (every step from N on)");
+    if (c.steps.empty() && c.from_step < 0) f.fail(list[i], "needs steps: [..] and/or from: N (every step from N on)");
     if (c.kind == inject::InjectionKind::BitFlip) {  // one bit of one element: which tensor, element and bit
       c.flip_param = f.choice("target", "grad", {"grad", "param"}) == "param";
       c.params = params_glob(f);
@@ -428,8 +436,10 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
     if (c.kind == inject::InjectionKind::GradValue) {
       std::string v = f.str("value", "inf");  // the one number that may be non-finite: it is the planted event
       if (v == "inf") c.value = INFINITY;
-      else if (v == "-inf") c.value = -INFINITY;
-      else if (v == "nan") c.value = NAN;
+      else if (v == "-inf")
+        c.value = -INFINITY;
+      else if (v == "nan")
+        c.value = NAN;
       else {
         try {
           c.value = std::stod(v);
@@ -450,8 +460,8 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
       const models::ModelConfig m = models::resolve_preset(run.model);
       c.block = f.integer("block", 0);
       if (c.block < 0 || c.block >= m.n_layer)
-        f.fail_key("block", "expected 0 <= block < the model's " + std::to_string(m.n_layer) + " blocks (n_layer), got " +
-                                std::to_string(c.block));
+        f.fail_key("block", "expected 0 <= block < the model's " + std::to_string(m.n_layer) +
+                                " blocks (n_layer), got " + std::to_string(c.block));
       const std::string at = f.choice("at", "residual", {"residual", "mlp_input", "mlp_input_spike"});
       c.at = at == "mlp_input"         ? models::ActivationSite::MlpInput
              : at == "mlp_input_spike" ? models::ActivationSite::MlpInputSpike
@@ -479,8 +489,9 @@ void parse_distributed(Fields f, engine::RunConfig& run) {
   d.sharding = f.choice("sharding", "none", {"none", "zero1"});
   d.found_inf_agreement = f.boolean("found_inf_agreement", true);
   if (!d.found_inf_agreement && d.sharding != "zero1")
-    f.fail_key("found_inf_agreement", "only zero1 shards the inf check (plain data parallel all-reduces the grads, "
-                                      "so every rank sees every inf)");
+    f.fail_key("found_inf_agreement",
+               "only zero1 shards the inf check (plain data parallel all-reduces the grads, "
+               "so every rank sees every inf)");
   YAML::Node ranks = f.raw("restore_scaler_ranks");
   if (ranks.IsDefined() && !ranks.IsNull()) {
     if (!ranks.IsSequence()) f.fail_key("restore_scaler_ranks", "expected a list of ranks");
@@ -488,7 +499,8 @@ void parse_distributed(Fields f, engine::RunConfig& run) {
     for (size_t j = 0; j < ranks.size(); ++j) {
       const std::string field = "restore_scaler_ranks[" + std::to_string(j) + "]";
       const int64_t r = f.integer_at(ranks[j], field);
-      if (r < 0 || r >= d.world_size) f.fail_at(ranks[j], field, "expected 0 <= rank < world_size, got " + std::to_string(r));
+      if (r < 0 || r >= d.world_size)
+        f.fail_at(ranks[j], field, "expected 0 <= rank < world_size, got " + std::to_string(r));
       d.restore_scaler_ranks.push_back(r);
     }
   }
@@ -498,11 +510,14 @@ void parse_distributed(Fields f, engine::RunConfig& run) {
   d.bucket_mb = f.num("bucket_mb", 25);
   if (!(d.bucket_mb > 0)) f.fail_key("bucket_mb", "must be > 0 MiB");
   if (run.data.batch_size % d.world_size != 0)
-    f.fail_key("world_size", "data.batch_size (" + std::to_string(run.data.batch_size) + ", the global batch) must be "
-                             "divisible by world_size (" + std::to_string(d.world_size) + "): each rank reads an equal slice");
+    f.fail_key("world_size", "data.batch_size (" + std::to_string(run.data.batch_size) +
+                                 ", the global batch) must be "
+                                 "divisible by world_size (" +
+                                 std::to_string(d.world_size) + "): each rank reads an equal slice");
   if (d.sharding == "zero1" && (run.strategy.master_weights || run.loop.two_optimizers))
-    f.fail_key("sharding", "zero1 shards one optimizer over the model's own parameters: not with master_weights or "
-                           "two_optimizers");
+    f.fail_key("sharding",
+               "zero1 shards one optimizer over the model's own parameters: not with master_weights or "
+               "two_optimizers");
   f.done();
 }
 
@@ -525,7 +540,8 @@ void check_utf8(const std::string& text, const std::string& path) {
   char hex[8];
   std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[bad]));
   throw ScenarioError(path + ":" + io::line_and_column(text, bad) + ": " + (field.empty() ? "" : field + ": ") +
-                      "byte " + hex + " is not UTF-8 (the line reads '" + line + "'); a scenario is YAML, which is "
+                      "byte " + hex + " is not UTF-8 (the line reads '" + line +
+                      "'); a scenario is YAML, which is "
                       "UTF-8 text. HINT: save the file as UTF-8 (iconv -f latin1 -t utf-8)");
 }
 
@@ -549,15 +565,18 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   sc.run.name = top.str("name", "");
   if (sc.run.name.empty()) top.fail(root, "name: required");
   // the name names the scenario's result files in the run directory (<name>.h5): a plain file name only
-  const bool plain = sc.run.name != "." && sc.run.name != ".." &&
-                     std::none_of(sc.run.name.begin(), sc.run.name.end(),
-                                  [](char ch) { return ch == '/' || ch == '\\' || static_cast<unsigned char>(ch) < 0x20; });
+  const bool plain =
+      sc.run.name != "." && sc.run.name != ".." && std::none_of(sc.run.name.begin(), sc.run.name.end(), [](char ch) {
+        return ch == '/' || ch == '\\' || static_cast<unsigned char>(ch) < 0x20;
+      });
   if (!plain)
-    top.fail_key("name", "'" + sc.run.name + "' is not a plain file name (expected no '/', '\\' or control "
-                         "characters, not '.' or '..'): it names the scenario's files in the run directory");
+    top.fail_key("name", "'" + sc.run.name +
+                             "' is not a plain file name (expected no '/', '\\' or control "
+                             "characters, not '.' or '..'): it names the scenario's files in the run directory");
   if (sc.run.name.size() > kMaxNameBytes)
     top.fail_key("name", std::to_string(sc.run.name.size()) + " bytes, longer than the limit of " +
-                             std::to_string(kMaxNameBytes) + " (it names the scenario's files, <name>.h5 and their "
+                             std::to_string(kMaxNameBytes) +
+                             " (it names the scenario's files, <name>.h5 and their "
                              "temporaries <name>.h5.tmp.<pid>, which must fit the file system's 255). HINT: shorten "
                              "it; `why:` is the place for a sentence");
   sc.why = top.str("why", "");
@@ -565,18 +584,24 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   sc.device = top.choice("device", "auto", {"auto", "cpu", "cuda"});
   sc.run.seed = top.get<uint64_t>("seed", sc.run.seed, "an unsigned integer");
   if (top.has("model")) parse_model(top.map("model"), sc.run.model);
-  else top.raw("model");
+  else
+    top.raw("model");
   if (top.has("data")) parse_data(top.map("data"), sc.run.data);
-  else top.raw("data");
+  else
+    top.raw("data");
   if (top.has("optimizer")) parse_optimizer(top.map("optimizer"), sc.run.optimizer);
-  else top.raw("optimizer");
+  else
+    top.raw("optimizer");
   if (top.has("schedule")) parse_schedule(top.map("schedule"), sc.run.schedule);
-  else top.raw("schedule");
+  else
+    top.raw("schedule");
   if (top.has("train")) parse_loop(top.map("train"), sc.run.loop);
-  else top.raw("train");
+  else
+    top.raw("train");
   parse_strategy(top, sc.run.strategy);
   if (top.has("distributed")) parse_distributed(top.map("distributed"), sc.run);
-  else top.raw("distributed");
+  else
+    top.raw("distributed");
   parse_injections(top, sc.run, sc.run.injections);
   sc.tolerance = verdict::default_tolerance(sc.run.strategy);
   if (top.has("tolerance")) {
@@ -608,25 +633,30 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
     sc.expect.error = e.str("error", "");
     YAML::Node skipped = e.raw("skipped");
     if (skipped.IsDefined() && !skipped.IsNull()) {
-      if (!skipped.IsSequence() || skipped.size() != 2) e.fail(skipped, "expect.skipped: expected [min, max] skipped steps");
+      if (!skipped.IsSequence() || skipped.size() != 2)
+        e.fail(skipped, "expect.skipped: expected [min, max] skipped steps");
       sc.expect.skipped_min = skipped[0].as<int64_t>();
       sc.expect.skipped_max = skipped[1].as<int64_t>();
     }
     YAML::Node warnings = e.raw("warnings");
     if (warnings.IsDefined() && !warnings.IsNull()) {
-      const std::set<std::string> known = {"zero_grads", "subnormal_grads", "fp8_saturated", "fp8_flushed",
-                                           "not_judged", "precision"};
+      const std::set<std::string> known = {"zero_grads",  "subnormal_grads", "fp8_saturated",
+                                           "fp8_flushed", "not_judged",      "precision"};
       if (!warnings.IsSequence()) e.fail(warnings, "expect.warnings: expected a list of warning signals");
       for (size_t j = 0; j < warnings.size(); ++j) {
         const std::string field = "warnings[" + std::to_string(j) + "]";
         if (!warnings[j].IsScalar() || !known.count(warnings[j].Scalar()))
-          e.fail_at(warnings[j], field, "expected one of zero_grads, subnormal_grads, fp8_saturated, fp8_flushed, "
-                                        "not_judged, precision, got " + Fields::describe(warnings[j]));
+          e.fail_at(warnings[j], field,
+                    "expected one of zero_grads, subnormal_grads, fp8_saturated, fp8_flushed, "
+                    "not_judged, precision, got " +
+                        Fields::describe(warnings[j]));
         sc.expect.warnings.push_back(warnings[j].Scalar());
       }
     }
-    if (sc.expect.verdict == "error" && sc.expect.error.empty()) e.fail_key("verdict", "verdict 'error' needs expect.error: the message");
-    if (sc.expect.verdict != "error" && !sc.expect.error.empty()) e.fail_key("error", "only verdict 'error' takes a message");
+    if (sc.expect.verdict == "error" && sc.expect.error.empty())
+      e.fail_key("verdict", "verdict 'error' needs expect.error: the message");
+    if (sc.expect.verdict != "error" && !sc.expect.error.empty())
+      e.fail_key("error", "only verdict 'error' takes a message");
     e.done();
   } else {
     top.raw("expect");
@@ -646,13 +676,15 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   if (sc.run.optimizer.fused && sc.run.optimizer.kind != "adamw") top.fail(root, "optimizer.fused: only adamw");
   if (sc.run.strategy.fp8) {  // at::_scaled_mm: every matmul dimension a multiple of 16
     const models::ModelConfig m = models::resolve_preset(sc.run.model);
-    if (m.kind != "gpt") top.fail(root, "strategy.fp8: FP8 matmuls are sites of the gpt model; the " + m.kind + " has none");
+    if (m.kind != "gpt")
+      top.fail(root, "strategy.fp8: FP8 matmuls are sites of the gpt model; the " + m.kind + " has none");
     const int64_t seq = sc.run.data.seq_len > 0 ? sc.run.data.seq_len : m.block_size;
     const int64_t rows = sc.run.data.batch_size * seq / std::max<int64_t>(1, sc.run.distributed.world_size);
     const bool head = sc.run.strategy.fp8->layers != "blocks";
     if (head && m.head_loss != models::HeadLoss::Stock)
-      top.fail(root, "model.head_loss: " + std::string(models::head_loss_name(m.head_loss)) + " computes the LM head itself; strategy.fp8.layers " +
-                         sc.run.strategy.fp8->layers + " puts it in FP8 (use layers: blocks, or head_loss: stock)");
+      top.fail(root, "model.head_loss: " + std::string(models::head_loss_name(m.head_loss)) +
+                         " computes the LM head itself; strategy.fp8.layers " + sc.run.strategy.fp8->layers +
+                         " puts it in FP8 (use layers: blocks, or head_loss: stock)");
     if (m.n_embd % 16 != 0 || rows % 16 != 0 || (head && m.vocab_size % 16 != 0))
       top.fail(root, "strategy.fp8: at::_scaled_mm needs every matmul dimension to be a multiple of 16: n_embd " +
                          std::to_string(m.n_embd) + ", batch x seq_len per rank " + std::to_string(rows) +
@@ -672,8 +704,8 @@ Scenario parse_scenario(const std::string& text, const std::string& path) {
     throw ScenarioError(io::printable_text(e.what()));
   } catch (const YAML::Exception& e) {  // a value yaml-cpp cannot convert where the fields read it (e.g. in a list)
     throw ScenarioError(io::printable_text(path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                                           std::to_string(e.mark.column + 1) + ": a value of the wrong type (yaml-cpp: " +
-                                           e.msg + ")"));
+                                           std::to_string(e.mark.column + 1) +
+                                           ": a value of the wrong type (yaml-cpp: " + e.msg + ")"));
   }
 }
 

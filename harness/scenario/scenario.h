@@ -20,8 +20,8 @@ class ScenarioError : public std::runtime_error {
 };
 
 struct Expect {
-  std::string verdict = "tracks";  // tracks | diverges | stalls | nonfinite | error
-  std::string error;               // for `error`: the exact message the engine must raise
+  std::string verdict = "tracks";              // tracks | diverges | stalls | nonfinite | error
+  std::string error;                           // for `error`: the exact message the engine must raise
   int64_t skipped_min = -1, skipped_max = -1;  // optional bounds on the skipped steps (-1: none)
   // warnings the run must raise (verdict::Warning::signal: zero_grads, subnormal_grads, fp8_saturated, fp8_flushed,
   // not_judged, precision): a planted event whose only trace is a diagnostic. Under --strict, a warning not listed
@@ -33,8 +33,8 @@ struct Expect {
 verdict::Expectation expectation(const Expect& e);
 
 struct Scenario {
-  std::string path;          // file it came from
-  std::string text;          // the file's text (stored in every result file)
+  std::string path;  // file it came from
+  std::string text;  // the file's text (stored in every result file)
   std::string why;
   std::string device = "auto";  // auto | cpu | cuda
   engine::RunConfig run;

@@ -10,7 +10,6 @@
 
 #include <ampcheck/amp/autocast.h>
 
-
 #include <optional>
 
 using namespace ampcheck;
@@ -35,7 +34,8 @@ Out run_linear(bool fused, bool gelu, at::ScalarType autocast_dtype, at::Device 
   {
     std::optional<amp::AutocastGuard> ac;
     if (autocast_dtype != at::kFloat) ac.emplace(dev.type(), autocast_dtype);
-    y = fused ? kernels::linear_bias_gelu(x, w, b, gelu) : (gelu ? at::gelu(at::linear(x, w, b), "tanh") : at::linear(x, w, b));
+    y = fused ? kernels::linear_bias_gelu(x, w, b, gelu)
+              : (gelu ? at::gelu(at::linear(x, w, b), "tanh") : at::linear(x, w, b));
   }
   (y.to(at::kFloat) * up).sum().backward();
   return {y.detach(), x.grad(), w.grad(), b.grad()};
@@ -99,15 +99,15 @@ TEST(FusedBiasGelu, OptionPutsTheFusedLinearInTheGraph) {
 }
 
 TEST(FusedBiasGelu, ScenarioField) {
-  ampcheck::testing::expect_gpt_only_model_flag("fused_bias_gelu",
-                                                [](const scenario::Scenario& sc) { return sc.run.model.fused_bias_gelu; });
+  ampcheck::testing::expect_gpt_only_model_flag(
+      "fused_bias_gelu", [](const scenario::Scenario& sc) { return sc.run.model.fused_bias_gelu; });
 }
 
 // The CUDA kernel against its reference (ATen's gelu_backward, then sum(0) in the dtype): the GELU gradient within one
 // ulp of its dtype (the same formula; tanhf and the final rounding may differ by one), the column sums — fp32 sums
 // in another order, rounded through the dtype — within 1e-5 of the column's sum of |g|, plus the column's sum of the
-// elements' differences, plus one ulp of the dtype. Shapes: GPT-2's c_fc (rows × 3072), c_attn (2304), a width that takes the scalar path (not a multiple
-// of the vector), and a row count that does not divide into the blocks.
+// elements' differences, plus one ulp of the dtype. Shapes: GPT-2's c_fc (rows × 3072), c_attn (2304), a width that
+// takes the scalar path (not a multiple of the vector), and a row count that does not divide into the blocks.
 TEST(CudaKernels, BiasGradMatchesItsReference) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
@@ -116,8 +116,8 @@ TEST(CudaKernels, BiasGradMatchesItsReference) {
     for (auto shape : std::vector<std::pair<int64_t, int64_t>>{{4096, 3072}, {1000, 2304}, {777, 37}, {16384, 768}})
       for (bool gelu : {true, false}) {
         const auto [R, C] = shape;
-        const std::string what = std::string(c10::toString(dt)) + " " + std::to_string(R) + "x" + std::to_string(C) +
-                                 (gelu ? " gelu" : "");
+        const std::string what =
+            std::string(c10::toString(dt)) + " " + std::to_string(R) + "x" + std::to_string(C) + (gelu ? " gelu" : "");
         at::manual_seed(3);
         at::Tensor g = (at::randn({R, C}, cuda) * 0.01).to(dt), pre = (at::randn({R, C}, cuda) * 2).to(dt);
         auto [s_ref, d_ref] = kernels::bias_grad(g, gelu ? pre : at::Tensor(), kernels::Impl::Reference);

@@ -33,8 +33,8 @@ TEST(EngineBitFlip, FlipsTheNamedBitOfTheNamedElement) {
   inj.on_grads(t.model().parameters(), 0, events);
   const at::Tensor after = t.model().parameters()[0].tensor.detach();
   const at::Tensor diff = (after.view({-1}).view(at::kInt) ^ w.view({-1}).view(at::kInt));
-  EXPECT_EQ(diff.count_nonzero().item<int64_t>(), 1);                 // one element changed
-  EXPECT_EQ(diff[3].item<int32_t>(), int32_t{1} << 30);               // element 3, bit 30 only
+  EXPECT_EQ(diff.count_nonzero().item<int64_t>(), 1);    // one element changed
+  EXPECT_EQ(diff[3].item<int32_t>(), int32_t{1} << 30);  // element 3, bit 30 only
   ASSERT_EQ(events.size(), 1u);
   EXPECT_NE(events[0].find("flipped bit 30 of element 3 of " + name), std::string::npos) << events[0];
   // out of range: named, not undefined behaviour

@@ -22,9 +22,20 @@ namespace {
 at::Tensor awkward(int64_t n, const at::Device& dev, uint64_t seed) {
   at::manual_seed(seed);
   at::Tensor t = at::randn({n}) * at::pow(2.0, at::randint(-30, 30, {n}).to(at::kFloat));
-  const float special[] = {0.f, -0.f, 65504.f, 65520.f, 70000.f, -70000.f, 6e-8f, 3e-8f, 1e-40f, 3.3895314e38f,
-                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                           std::numeric_limits<float>::quiet_NaN(), 1.00048828125f /* an fp16 tie */,
+  const float special[] = {0.f,
+                           -0.f,
+                           65504.f,
+                           65520.f,
+                           70000.f,
+                           -70000.f,
+                           6e-8f,
+                           3e-8f,
+                           1e-40f,
+                           3.3895314e38f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN(),
+                           1.00048828125f /* an fp16 tie */,
                            1.00390625f /* a bf16 tie */};
   for (int64_t i = 0; i < n && i < static_cast<int64_t>(std::size(special)); ++i) t[i * 7 % n] = special[i];
   return t.to(dev);
@@ -39,7 +50,8 @@ void expect_same_bits(const at::Tensor& got, const at::Tensor& want, const std::
   at::Tensor g = got.contiguous().cpu(), w = want.contiguous().cpu();
   at::Tensor gn = g.isnan(), wn = w.isnan();
   EXPECT_TRUE(at::equal(gn, wn)) << what << ": NaN at other places";
-  EXPECT_TRUE(at::equal(at::where(gn, at::zeros_like(g), g).view(bits), at::where(wn, at::zeros_like(w), w).view(bits))) << what;
+  EXPECT_TRUE(at::equal(at::where(gn, at::zeros_like(g), g).view(bits), at::where(wn, at::zeros_like(w), w).view(bits)))
+      << what;
 }
 
 std::vector<at::Tensor> mixed_tensors(const at::Device& dev, int count) {
@@ -62,8 +74,9 @@ void check_cast_many(const at::Device& dev) {
       const auto got = kernels::cast_many(ts, dt);
       ASSERT_EQ(got.size(), ts.size());
       for (size_t i = 0; i < ts.size(); ++i)
-        expect_same_bits(got[i], ts[i].to(dt), std::string(c10::toString(dt)) + " tensor " + std::to_string(i) + " of " +
-                                                   std::to_string(count));
+        expect_same_bits(
+            got[i], ts[i].to(dt),
+            std::string(c10::toString(dt)) + " tensor " + std::to_string(i) + " of " + std::to_string(count));
     }
 }
 
@@ -78,8 +91,10 @@ void check_widen_sum(const at::Device& dev) {
         at::Tensor got = kernels::widen_sum(ps);
         // the one difference allowed: a zero's sign (0 + (-0) is +0 when starting from zeros; widen_sum starts from
         // the first part, keeping its -0): compare with the zeros made positive
-        at::Tensor g = at::where(got == 0, at::zeros_like(got), got), w = at::where(want == 0, at::zeros_like(want), want);
-        expect_same_bits(g, w, std::string(c10::toString(dt)) + " parts " + std::to_string(parts) + " n " + std::to_string(n));
+        at::Tensor g = at::where(got == 0, at::zeros_like(got), got),
+                   w = at::where(want == 0, at::zeros_like(want), want);
+        expect_same_bits(
+            g, w, std::string(c10::toString(dt)) + " parts " + std::to_string(parts) + " n " + std::to_string(n));
       }
 }
 
@@ -121,12 +136,16 @@ Step epilogue_step(bool precast, at::ScalarType dt) {
   const int64_t N = 256, C = 64, H = 256, V = 512;
   at::Tensor x = at::randn({N, C}, o).requires_grad_(true);
   at::Tensor w = (at::randn({C, C}, o) * 0.1).requires_grad_(true), b = (at::randn({C}, o) * 0.1).requires_grad_(true);
-  at::Tensor w_fc = (at::randn({H, C}, o) * 0.1).requires_grad_(true), b_fc = (at::randn({H}, o) * 0.1).requires_grad_(true);
-  at::Tensor w_pr = (at::randn({C, H}, o) * 0.05).requires_grad_(true), b_pr = (at::randn({C}, o) * 0.1).requires_grad_(true);
+  at::Tensor w_fc = (at::randn({H, C}, o) * 0.1).requires_grad_(true),
+             b_fc = (at::randn({H}, o) * 0.1).requires_grad_(true);
+  at::Tensor w_pr = (at::randn({C, H}, o) * 0.05).requires_grad_(true),
+             b_pr = (at::randn({C}, o) * 0.1).requires_grad_(true);
   at::Tensor wte = (at::randn({V, C}, o) * 0.02).requires_grad_(true);
   at::Tensor targets = at::randint(0, V, {N}, o.dtype(at::kLong));
   std::vector<at::Tensor> casts(6);
-  if (precast) casts = kernels::cast_many({w.detach(), b.detach(), w_fc.detach(), b_fc.detach(), w_pr.detach(), b_pr.detach()}, dt);
+  if (precast)
+    casts =
+        kernels::cast_many({w.detach(), b.detach(), w_fc.detach(), b_fc.detach(), w_pr.detach(), b_pr.detach()}, dt);
   at::Tensor wte_cast = precast ? kernels::cast_many({wte.detach()}, dt)[0] : at::Tensor();
   at::Tensor y, m, loss;
   {
@@ -153,7 +172,8 @@ TEST(CudaKernels, PrecastWeightsGiveTheSameStep) {
     const Step a = epilogue_step(false, dt), b = epilogue_step(true, dt);
     ASSERT_EQ(a.outs.size(), b.outs.size());
     for (size_t i = 0; i < a.outs.size(); ++i)
-      expect_same_bits(b.outs[i], a.outs[i], std::string(c10::toString(dt)) + " output / gradient " + std::to_string(i));
+      expect_same_bits(b.outs[i], a.outs[i],
+                       std::string(c10::toString(dt)) + " output / gradient " + std::to_string(i));
   }
   at::globalContext().setDeterministicAlgorithms(false, false);
 }

@@ -8,7 +8,8 @@
 
 TEST(Doctor, ReportHasEverySectionAndTheSmokeTestPassesOnCpu) {
   const auto j = ampcheck::doctor::doctor_report("cpu", 128);
-  for (const char* k : {"device", "versions", "support", "flags", "matmul", "smoke_test"}) EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"device", "versions", "support", "flags", "matmul", "smoke_test"})
+    EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_EQ(j["device"]["class"], "cpu");
   EXPECT_EQ(j["versions"]["libtorch"], "2.11.0");
   EXPECT_GT(j["matmul"]["fp32_tflops"].get<double>(), 0.0);

@@ -65,7 +65,8 @@ TEST(EnginePlan, RefusalsNameTheReason) {
   {  // fp16 params + fp32 masters: AdamW steps the masters; no autocast: no GEMM epilogues; fp16 residual stream
     const auto plan = engine::resolve_engine_plan(fast(testing::micro_run("fp16-master")), at::Device("cpu"), false);
     EXPECT_FALSE(plan.param_norm_from_optimizer);
-    EXPECT_EQ(decision(plan, "train.fused_param_norm").note, "AdamW steps fp32 master copies, not the model's parameters");
+    EXPECT_EQ(decision(plan, "train.fused_param_norm").note,
+              "AdamW steps fp32 master copies, not the model's parameters");
     EXPECT_FALSE(decision(plan, "model.fused_layernorm").applied);
     EXPECT_NE(decision(plan, "model.fused_layernorm").note.find("the residual stream is fp16"), std::string::npos)
         << decision(plan, "model.fused_layernorm").note;

@@ -190,7 +190,8 @@ TEST(EngineAccumulation, OneBatchAndTwoMicroBatchesGiveTheSameUpdateInFp32) {
   undivided.data.batch_size = 4;
   undivided.loop.micro_batches = 2;
   undivided.loop.divide_loss_by_micro_batches = false;
-  for (auto* c : {&whole, &split, &undivided}) c->optimizer.kind = "sgd", c->optimizer.lr = 0.05, c->optimizer.momentum = 0;
+  for (auto* c : {&whole, &split, &undivided})
+    c->optimizer.kind = "sgd", c->optimizer.lr = 0.05, c->optimizer.momentum = 0;
   engine::Trainer a(whole, at::kCPU), b(split, at::kCPU), u(undivided, at::kCPU);
   a.run();
   b.run();

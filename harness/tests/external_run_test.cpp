@@ -29,12 +29,14 @@ std::string error_of(const std::string& path) {
   }
   return "(no error)";
 }
-const char* kHeader = "f = h5py.File(P, 'w'); f.attrs['format'] = 'ampcheck-trajectory'; f.attrs['format_version'] = '1'\n";
+const char* kHeader =
+    "f = h5py.File(P, 'w'); f.attrs['format'] = 'ampcheck-trajectory'; f.attrs['format_version'] = '1'\n";
 }  // namespace
 
 TEST(ExternalRun, HdfWithOnlyTheLossReadsTheOtherColumnsAsNaN) {
   const std::string p = ampcheck::testing::temp_path("only_loss") + ".h5";
-  h5py_write(p, std::string(kHeader) + "f['steps/loss'] = np.array([3.0, 2.5, 2.0])\nf['steps/grad_norm'] = np.array([1.0, 0.9, 0.8])");
+  h5py_write(p, std::string(kHeader) +
+                    "f['steps/loss'] = np.array([3.0, 2.5, 2.0])\nf['steps/grad_norm'] = np.array([1.0, 0.9, 0.8])");
   const auto f = reference::read_external_run(p);
   ASSERT_EQ(f.trajectory.size(), 3);
   EXPECT_EQ(f.trajectory.rows[2][engine::kLoss], 2.0);
@@ -46,28 +48,34 @@ TEST(ExternalRun, HdfWithOnlyTheLossReadsTheOtherColumnsAsNaN) {
 TEST(ExternalRun, HdfErrorsNameTheFileTheColumnAndWhatWasExpected) {
   const std::string no_loss = ampcheck::testing::temp_path("no_loss") + ".h5";
   h5py_write(no_loss, std::string(kHeader) + "f['steps/grad_norm'] = np.array([1.0])");
-  EXPECT_NE(error_of(no_loss).find(no_loss + ": column /steps/loss is missing"), std::string::npos) << error_of(no_loss);
+  EXPECT_NE(error_of(no_loss).find(no_loss + ": column /steps/loss is missing"), std::string::npos)
+      << error_of(no_loss);
   const std::string short_col = ampcheck::testing::temp_path("short_col") + ".h5";
-  h5py_write(short_col, std::string(kHeader) + "f['steps/loss'] = np.array([3.0, 2.0])\nf['steps/lr'] = np.array([1e-3])");
+  h5py_write(short_col,
+             std::string(kHeader) + "f['steps/loss'] = np.array([3.0, 2.0])\nf['steps/lr'] = np.array([1e-3])");
   EXPECT_NE(error_of(short_col).find("column /steps/lr has 1 values, expected one per step like /steps/loss (2)"),
-            std::string::npos) << error_of(short_col);
+            std::string::npos)
+      << error_of(short_col);
   const std::string foreign = ampcheck::testing::temp_path("foreign") + ".h5";
   h5py_write(foreign, "f = h5py.File(P, 'w'); f['steps/loss'] = np.array([1.0])");
   EXPECT_NE(error_of(foreign).find("not an ampcheck trajectory file (attribute 'format')"), std::string::npos);
   // a truncated file (a crash mid-write without the recorder's atomic rename) is no HDF5 file
   const std::string truncated = ampcheck::testing::temp_path("truncated") + ".h5";
-  h5py_write(truncated, std::string(kHeader) + "f['steps/loss'] = np.arange(1000.0)\nf.close()\n"
-                        "d = open(P, 'rb').read(); open(P, 'wb').write(d[: len(d) // 2])");
+  h5py_write(truncated, std::string(kHeader) +
+                            "f['steps/loss'] = np.arange(1000.0)\nf.close()\n"
+                            "d = open(P, 'rb').read(); open(P, 'wb').write(d[: len(d) // 2])");
   EXPECT_NE(error_of(truncated).find(truncated + ": cannot open as HDF5"), std::string::npos) << error_of(truncated);
 }
 
 TEST(ExternalRun, JsonLinesWithAHeaderNullsAndSparseColumns) {
   const std::string p = ampcheck::testing::temp_path("run") + ".jsonl";
-  write_text(p, "{\"format\": \"ampcheck-trajectory\", \"format_version\": 1, \"attributes\": {\"strategy\": \"fp16-autocast\"}}\n"
-                "{\"step\": 0, \"loss\": 3.0, \"loss_scale\": 65536, \"skipped\": 0}\n"
-                "{\"step\": 1, \"loss\": 2.9, \"loss_scale\": 32768, \"skipped\": 1, \"frac_zero_grad\": 0.01}\n"
-                "\n"
-                "{\"step\": 2, \"loss\": null}\n");
+  write_text(p,
+             "{\"format\": \"ampcheck-trajectory\", \"format_version\": 1, \"attributes\": {\"strategy\": "
+             "\"fp16-autocast\"}}\n"
+             "{\"step\": 0, \"loss\": 3.0, \"loss_scale\": 65536, \"skipped\": 0}\n"
+             "{\"step\": 1, \"loss\": 2.9, \"loss_scale\": 32768, \"skipped\": 1, \"frac_zero_grad\": 0.01}\n"
+             "\n"
+             "{\"step\": 2, \"loss\": null}\n");
   const auto f = reference::read_external_run(p);
   ASSERT_EQ(f.trajectory.size(), 3);
   EXPECT_EQ(f.attributes.at("strategy"), "fp16-autocast");
@@ -88,8 +96,10 @@ TEST(ExternalRun, JsonLinesErrorsNameTheFileTheLineAndWhatWasExpected) {
       {"{\"loss\": \"low\"}\n", ":1: 'loss' must be a number or null, got \"low\""},
       {"{\"step\": 0, \"loss\": 3.0}\n{\"step\": 2, \"loss\": 2.0}\n", ":2: 'step' is 2, expected 1"},
       {"{\"loss\": 3.0\n", ":1: not JSON"},
-      {"{\"format\": \"ampcheck-trajectory\", \"format_version\": 2}\n{\"loss\": 1}\n", ":1: 'format_version' is 2, expected 1"},
-      {"{\"loss\": 3.0}\n{\"format\": \"ampcheck-trajectory\", \"format_version\": 1}\n", ":2: a header object is only allowed on the first line"},
+      {"{\"format\": \"ampcheck-trajectory\", \"format_version\": 2}\n{\"loss\": 1}\n",
+       ":1: 'format_version' is 2, expected 1"},
+      {"{\"loss\": 3.0}\n{\"format\": \"ampcheck-trajectory\", \"format_version\": 1}\n",
+       ":2: a header object is only allowed on the first line"},
       {"\n", ": no steps"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -41,7 +41,8 @@ std::vector<std::vector<double>> probes_of_step(engine::Fp8Matmuls& m) {
 }
 
 double rel_err(const at::Tensor& got, const at::Tensor& want) {
-  return ((got.to(at::kDouble).cpu() - want.to(at::kDouble).cpu()).norm() / want.to(at::kDouble).cpu().norm()).item<double>();
+  return ((got.to(at::kDouble).cpu() - want.to(at::kDouble).cpu()).norm() / want.to(at::kDouble).cpu().norm())
+      .item<double>();
 }
 
 TEST(Fp8, FormatLimits) {
@@ -50,7 +51,8 @@ TEST(Fp8, FormatLimits) {
   // the limits are the dtypes' own: max round-trips, and half the smallest subnormal rounds to zero
   for (auto dt : {at::kFloat8_e4m3fn, at::kFloat8_e5m2}) {
     const auto f = engine::fp8_format(dt);
-    at::Tensor t = at::tensor({f.max, f.smallest_subnormal, f.smallest_subnormal / 2}, at::kFloat).to(dt).to(at::kDouble);
+    at::Tensor t =
+        at::tensor({f.max, f.smallest_subnormal, f.smallest_subnormal / 2}, at::kFloat).to(dt).to(at::kDouble);
     EXPECT_EQ(t[0].item<double>(), f.max) << f.name;
     EXPECT_EQ(t[1].item<double>(), f.smallest_subnormal) << f.name;
     EXPECT_EQ(t[2].item<double>(), 0.0) << f.name;
@@ -94,9 +96,9 @@ TEST(Fp8, NoScalingFlushesAndOverflows) {
   auto ql = m.quantize(1, large);
   EXPECT_TRUE(at::isnan(ql.data.to(at::kFloat)).any().item<bool>());
   const auto p = probes_of_step(m);
-  EXPECT_EQ(p[1][0], 1.0);    // x: every element flushed
-  EXPECT_EQ(p[0][1], 0.75);   // w: three quarters past the max
-  EXPECT_EQ(p[2][0], 1.0);    // scale 1
+  EXPECT_EQ(p[1][0], 1.0);   // x: every element flushed
+  EXPECT_EQ(p[0][1], 0.75);  // w: three quarters past the max
+  EXPECT_EQ(p[2][0], 1.0);   // scale 1
 }
 
 // Delayed scaling: the first cast uses its own amax; later casts the history's max, so a x1024 spike after a
@@ -141,7 +143,8 @@ void check_linear_against_fp32(const at::Device& device) {
   ASSERT_TRUE(y.defined());
   EXPECT_EQ(y.scalar_type(), at::kBFloat16);
   y.backward(g.to(at::kBFloat16));
-  at::Tensor x64 = x.detach().to(at::kDouble).requires_grad_(true), w64 = w.detach().to(at::kDouble).requires_grad_(true);
+  at::Tensor x64 = x.detach().to(at::kDouble).requires_grad_(true),
+             w64 = w.detach().to(at::kDouble).requires_grad_(true);
   at::Tensor y64 = at::linear(x64, w64, b.detach().to(at::kDouble));
   y64.backward(g.to(at::kDouble));
   const double ey = rel_err(y, y64), edx = rel_err(x.grad(), x64.grad()), edw = rel_err(w.grad(), w64.grad());
@@ -168,9 +171,10 @@ TEST(Fp8, StrategyIsUnsupportedOnTheCpu) {
     engine::Trainer trainer(cfg, at::kCPU);
     FAIL() << "the fp8 strategy ran on the CPU";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "unsupported here: strategy 'fp8' needs FP8 tensor cores (a CUDA GPU of compute capability >= 8.9, Ada or "
-              "Hopper); the CPU has none. ampcheck does not fall back to bf16");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "unsupported here: strategy 'fp8' needs FP8 tensor cores (a CUDA GPU of compute capability >= 8.9, Ada or "
+        "Hopper); the CPU has none. ampcheck does not fall back to bf16");
   }
 }
 
@@ -249,7 +253,8 @@ TEST(Fp8, SpikeSaturatesOnlyADelayedScale) {
     const size_t idx = std::find(t.fp8.casts.begin(), t.fp8.casts.end(), "h.1.mlp.c_fc.x") - t.fp8.casts.begin();
     ASSERT_LT(idx, t.fp8.casts.size());
     if (scaling == engine::Fp8Scaling::Delayed) EXPECT_GT(t.fp8.saturated[6][idx], 0.5);
-    else EXPECT_LT(t.fp8.saturated[6][idx], 0.01);
+    else
+      EXPECT_LT(t.fp8.saturated[6][idx], 0.01);
     EXPECT_LT(t.fp8.saturated[5][idx], 0.01);
   }
 }

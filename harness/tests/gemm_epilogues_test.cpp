@@ -30,8 +30,10 @@ Grads run_mlp(bool epilogues, at::ScalarType autocast_dtype, at::Device dev, int
   at::manual_seed(11);
   const auto o = at::TensorOptions().device(dev);
   at::Tensor x = at::randn({2, rows / 2, K}, o).requires_grad_(true);
-  at::Tensor w_fc = (at::randn({H, K}, o) * 0.1).requires_grad_(true), b_fc = (at::randn({H}, o) * 0.1).requires_grad_(true);
-  at::Tensor w_pr = (at::randn({K, H}, o) * 0.05).requires_grad_(true), b_pr = (at::randn({K}, o) * 0.1).requires_grad_(true);
+  at::Tensor w_fc = (at::randn({H, K}, o) * 0.1).requires_grad_(true),
+             b_fc = (at::randn({H}, o) * 0.1).requires_grad_(true);
+  at::Tensor w_pr = (at::randn({K, H}, o) * 0.05).requires_grad_(true),
+             b_pr = (at::randn({K}, o) * 0.1).requires_grad_(true);
   at::Tensor up = at::randn({2, rows / 2, K}, o);
   at::Tensor y;
   {
@@ -48,8 +50,11 @@ Grads run_mlp(bool epilogues, at::ScalarType autocast_dtype, at::Device dev, int
 TEST(GemmEpilogues, OnTheCpuTheyAreTheStockOps) {
   for (auto dt : {at::kFloat, at::kBFloat16}) {
     const Grads s = run_mlp(false, dt, at::kCPU), e = run_mlp(true, dt, at::kCPU);
-    for (auto [a, b, what] : {std::tuple{&e.y, &s.y, "y"}, {&e.dx, &s.dx, "dx"}, {&e.dw_fc, &s.dw_fc, "dw_fc"},
-                              {&e.db_fc, &s.db_fc, "db_fc"}, {&e.dw_proj, &s.dw_proj, "dw_proj"},
+    for (auto [a, b, what] : {std::tuple{&e.y, &s.y, "y"},
+                              {&e.dx, &s.dx, "dx"},
+                              {&e.dw_fc, &s.dw_fc, "dw_fc"},
+                              {&e.db_fc, &s.db_fc, "db_fc"},
+                              {&e.dw_proj, &s.dw_proj, "dw_proj"},
                               {&e.db_proj, &s.db_proj, "db_proj"}})
       EXPECT_TRUE(at::equal(*a, *b)) << c10::toString(dt) << " " << what;
     at::Tensor x = at::randn({5, 16}), w = at::randn({24, 16}), b = at::randn({24});
@@ -82,8 +87,8 @@ TEST(GemmEpilogues, TrainingRunOnTheCpuIsTheStockOne) {
 }
 
 TEST(GemmEpilogues, ScenarioField) {
-  ampcheck::testing::expect_gpt_only_model_flag("gemm_epilogues",
-                                                [](const scenario::Scenario& sc) { return sc.run.model.gemm_epilogues; });
+  ampcheck::testing::expect_gpt_only_model_flag(
+      "gemm_epilogues", [](const scenario::Scenario& sc) { return sc.run.model.gemm_epilogues; });
 }
 
 bool lt_here() { return at::hasCUDA() && kernels::gemm_epilogues_built(); }
@@ -99,8 +104,11 @@ TEST(CudaKernels, GemmEpiloguesMatchTheStockOps) {
     const double tol = 3.0 * (dt == at::kBFloat16 ? 1.0 / 256 : 1.0 / 2048);
     const Grads s = run_mlp(false, dt, at::kCUDA, 768, 3072, 2048), e = run_mlp(true, dt, at::kCUDA, 768, 3072, 2048);
     ASSERT_EQ(e.y.scalar_type(), s.y.scalar_type());
-    for (auto [a, b, what] : {std::tuple{&e.y, &s.y, "y"}, {&e.dx, &s.dx, "dx"}, {&e.dw_fc, &s.dw_fc, "dw_fc"},
-                              {&e.db_fc, &s.db_fc, "db_fc"}, {&e.dw_proj, &s.dw_proj, "dw_proj"},
+    for (auto [a, b, what] : {std::tuple{&e.y, &s.y, "y"},
+                              {&e.dx, &s.dx, "dx"},
+                              {&e.dw_fc, &s.dw_fc, "dw_fc"},
+                              {&e.db_fc, &s.db_fc, "db_fc"},
+                              {&e.dw_proj, &s.dw_proj, "dw_proj"},
                               {&e.db_proj, &s.db_proj, "db_proj"}}) {
       EXPECT_EQ(a->scalar_type(), b->scalar_type()) << c10::toString(dt) << " " << what;
       EXPECT_LT(rel(*a, *b), tol) << c10::toString(dt) << " " << what;
@@ -114,7 +122,8 @@ TEST(CudaKernels, GemmEpiloguesMatchTheStockOps) {
     at::Tensor up = at::randn({4, 256, 2304}, o);
     std::vector<at::Tensor> got[2];
     for (int e = 0; e < 2; ++e) {
-      at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+      at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
+                 b = b0.clone().requires_grad_(true);
       at::Tensor y;
       {
         amp::AutocastGuard ac(at::kCUDA, dt);

@@ -31,8 +31,8 @@ TEST(ModelGptOracle, LossAndEveryGradientMatchAFloat64PyTorchImplementation) {
     at::Generator init = at::make_generator<at::CPUGeneratorImpl>(5);
     for (auto& p : model->parameters()) {
       const double std = p.tensor.dim() == 2 ? 1.0 / std::sqrt(static_cast<double>(p.tensor.size(1))) : 0.5;
-      p.tensor.copy_(at::normal(0.0, std, p.tensor.sizes(), init) + (p.name.find("ln_") != std::string::npos &&
-                                                                     p.name.find("weight") != std::string::npos));
+      p.tensor.copy_(at::normal(0.0, std, p.tensor.sizes(), init) +
+                     (p.name.find("ln_") != std::string::npos && p.name.find("weight") != std::string::npos));
     }
   }
   at::Tensor inputs = at::randint(cfg.vocab_size, {3, 17}, gen, at::kLong);
@@ -43,7 +43,8 @@ TEST(ModelGptOracle, LossAndEveryGradientMatchAFloat64PyTorchImplementation) {
   const std::string dir = ::testing::TempDir(), in = dir + "/gpt_oracle_in_" + std::to_string(getpid()),
                     out = dir + "/gpt_oracle_out_" + std::to_string(getpid());
   engine::write_checkpoint(in, ts, {{"n_layer", cfg.n_layer}, {"n_head", cfg.n_head}, {"n_embd", cfg.n_embd}});
-  const std::string cmd = std::string(AMPCHECK_PYTHON) + " " + AMPCHECK_TESTS_DIR + "/oracle/gpt_oracle.py " + in + " " + out;
+  const std::string cmd =
+      std::string(AMPCHECK_PYTHON) + " " + AMPCHECK_TESTS_DIR + "/oracle/gpt_oracle.py " + in + " " + out;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "oracle failed: " << cmd;
   const auto ref = engine::read_checkpoint(out);
 

@@ -105,8 +105,8 @@ TEST(GradCheck, TrainingRunWithTheOptionSkipsAndScalesAsWithout) {
     engine::Trainer ta(a, at::kCPU), tb(b, at::kCPU);
     ta.run();
     tb.run();
-    ASSERT_NO_FATAL_FAILURE(
-        ampcheck::testing::expect_same_run_but_norms(ta.trajectory(), tb.trajectory(), 10, 1e-5, clip ? "clip" : "no clip"));
+    ASSERT_NO_FATAL_FAILURE(ampcheck::testing::expect_same_run_but_norms(ta.trajectory(), tb.trajectory(), 10, 1e-5,
+                                                                         clip ? "clip" : "no clip"));
     const auto& ra = ta.trajectory().rows;
     EXPECT_EQ(ra[4][engine::kSkipped], 1.0) << "the planted NaN must skip its step";
     EXPECT_EQ(ra[5][engine::kLossScale], ra[4][engine::kLossScale] * 0.5);

@@ -38,7 +38,8 @@ Grads run(Head head, at::ScalarType autocast_dtype, double scale, int64_t chunk_
     if (head == Head::Chunked) loss = models::chunked_head_cross_entropy(x, w, t, chunk_rows);
     else if (head == Head::Fused)
       loss = models::fused_head_cross_entropy(x, w, t, chunk_rows, at::full({}, hint < 0 ? scale : hint, x.options()));
-    else loss = at::cross_entropy_loss(at::linear(x, w), t);
+    else
+      loss = at::cross_entropy_loss(at::linear(x, w), t);
   }
   (loss * scale).backward();
   return {loss.detach(), x.grad(), w.grad()};
@@ -52,14 +53,14 @@ double rel(const at::Tensor& a, const at::Tensor& b) {
 TEST(HeadLoss, ChunkedAndFusedMatchStockInFp32) {
   const auto stock = run(Head::Stock, at::kFloat, 1.0, 0);
   for (auto head : {Head::Chunked, Head::Fused})
-  for (int64_t rows : {0, 7, 32, 100}) {
-    const auto c = run(head, at::kFloat, 1.0, rows);
-    EXPECT_LT(rel(c.loss, stock.loss), 1e-6) << rows;
-    EXPECT_LT(rel(c.dx, stock.dx), 1e-6) << rows;
-    EXPECT_LT(rel(c.dw, stock.dw), 1e-6) << rows;
-    EXPECT_EQ(c.dx.scalar_type(), at::kFloat);
-    EXPECT_EQ(c.dw.scalar_type(), at::kFloat);
-  }
+    for (int64_t rows : {0, 7, 32, 100}) {
+      const auto c = run(head, at::kFloat, 1.0, rows);
+      EXPECT_LT(rel(c.loss, stock.loss), 1e-6) << rows;
+      EXPECT_LT(rel(c.dx, stock.dx), 1e-6) << rows;
+      EXPECT_LT(rel(c.dw, stock.dw), 1e-6) << rows;
+      EXPECT_EQ(c.dx.scalar_type(), at::kFloat);
+      EXPECT_EQ(c.dw.scalar_type(), at::kFloat);
+    }
 }
 
 // Under autocast the logits and their gradient are rounded to bf16 / fp16 in both paths; the chunked wgrad is rounded
@@ -67,17 +68,17 @@ TEST(HeadLoss, ChunkedAndFusedMatchStockInFp32) {
 // loss scale of 65536: the scale reaches the gradient before its cast to fp16, as in the stock path (no underflow).
 TEST(HeadLoss, ChunkedAndFusedMatchStockUnderAutocast) {
   for (auto head : {Head::Chunked, Head::Fused})
-  for (auto dt : {at::kBFloat16, at::kHalf}) {
-    const double scale = dt == at::kHalf ? 65536.0 : 1.0;
-    const auto stock = run(Head::Stock, dt, scale, 0);
-    const auto c = run(head, dt, scale, 32);
-    EXPECT_LT(rel(c.loss, stock.loss), 1.0 / 64) << c10::toString(dt);
-    EXPECT_LT(rel(c.dx, stock.dx), 0.02) << c10::toString(dt);
-    EXPECT_LT(rel(c.dw, stock.dw), 0.02) << c10::toString(dt);
-    const auto exact = run(Head::Stock, at::kFloat, scale, 0);
-    EXPECT_LT(rel(c.dw, exact.dw), 0.05) << c10::toString(dt) << ": far from the fp32 gradient";
-    EXPECT_GT(rel(c.dx, exact.dx), 1e-4) << c10::toString(dt) << ": as exact as fp32, autocast did not apply";
-  }
+    for (auto dt : {at::kBFloat16, at::kHalf}) {
+      const double scale = dt == at::kHalf ? 65536.0 : 1.0;
+      const auto stock = run(Head::Stock, dt, scale, 0);
+      const auto c = run(head, dt, scale, 32);
+      EXPECT_LT(rel(c.loss, stock.loss), 1.0 / 64) << c10::toString(dt);
+      EXPECT_LT(rel(c.dx, stock.dx), 0.02) << c10::toString(dt);
+      EXPECT_LT(rel(c.dw, stock.dw), 0.02) << c10::toString(dt);
+      const auto exact = run(Head::Stock, at::kFloat, scale, 0);
+      EXPECT_LT(rel(c.dw, exact.dw), 0.05) << c10::toString(dt) << ": far from the fp32 gradient";
+      EXPECT_GT(rel(c.dx, exact.dx), 1e-4) << c10::toString(dt) << ": as exact as fp32, autocast did not apply";
+    }
 }
 
 // The fused head computes its gradient at the hinted scale: told 1 while backward brings 65536 (fp16), the
@@ -122,27 +123,29 @@ TEST(CudaKernels, CrossEntropyRowsMatchTheirReference) {
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
   at::manual_seed(5);
   for (int64_t V : {50304, 1001, 50257})
-  for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
-    // 50257 (GPT-2's vocabulary) as the fused head's rows: a view of 50304-wide rows, one element of scalar tail
-    at::Tensor logits = V == 50257 ? (at::randn({64, 50304}, at::kCUDA) * 4).to(dt).narrow(1, 0, V)
-                                   : (at::randn({64, V}, at::kCUDA) * 4).to(dt);
-    if (V == 50257) logits.select(0, 7).fill_(-std::numeric_limits<double>::infinity()).index_put_({1}, 2.0);
-    at::Tensor t = at::randint(V, {64}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
-    t[3] = -100;
-    if (V == 50257) t[7] = 1;  // the -inf row's one finite logit (a -inf target logit would make both losses inf)
-    at::Tensor factor = at::full({}, 1.0 / 64, at::TensorOptions().device(at::kCUDA));
-    auto like = [&] { return V == 50257 ? logits.contiguous().new_empty({64, 50304}).narrow(1, 0, V).copy_(logits) : logits.clone(); };
-    at::Tensor a = like(), b = like();
-    at::Tensor ra = at::empty({64}, factor.options()), rb = at::empty({64}, factor.options());
-    kernels::cross_entropy_rows_(a, t, ra, factor, -100, kernels::Impl::Auto);
-    kernels::cross_entropy_rows_(b, t, rb, factor, -100, kernels::Impl::Reference);
-    EXPECT_LT(rel(ra, rb), 1e-5) << V << " " << c10::toString(dt);
-    const double ulp = dt == at::kFloat ? 1e-6 : dt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
-    at::Tensor diff = (a.to(at::kFloat) - b.to(at::kFloat)).abs();
-    at::Tensor allowed = b.to(at::kFloat).abs() * ulp + 1e-6;
-    EXPECT_TRUE((diff <= allowed).all().item<bool>())
-        << V << " " << c10::toString(dt) << ": worst " << (diff - allowed).max().item<double>();
-  }
+    for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+      // 50257 (GPT-2's vocabulary) as the fused head's rows: a view of 50304-wide rows, one element of scalar tail
+      at::Tensor logits = V == 50257 ? (at::randn({64, 50304}, at::kCUDA) * 4).to(dt).narrow(1, 0, V)
+                                     : (at::randn({64, V}, at::kCUDA) * 4).to(dt);
+      if (V == 50257) logits.select(0, 7).fill_(-std::numeric_limits<double>::infinity()).index_put_({1}, 2.0);
+      at::Tensor t = at::randint(V, {64}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
+      t[3] = -100;
+      if (V == 50257) t[7] = 1;  // the -inf row's one finite logit (a -inf target logit would make both losses inf)
+      at::Tensor factor = at::full({}, 1.0 / 64, at::TensorOptions().device(at::kCUDA));
+      auto like = [&] {
+        return V == 50257 ? logits.contiguous().new_empty({64, 50304}).narrow(1, 0, V).copy_(logits) : logits.clone();
+      };
+      at::Tensor a = like(), b = like();
+      at::Tensor ra = at::empty({64}, factor.options()), rb = at::empty({64}, factor.options());
+      kernels::cross_entropy_rows_(a, t, ra, factor, -100, kernels::Impl::Auto);
+      kernels::cross_entropy_rows_(b, t, rb, factor, -100, kernels::Impl::Reference);
+      EXPECT_LT(rel(ra, rb), 1e-5) << V << " " << c10::toString(dt);
+      const double ulp = dt == at::kFloat ? 1e-6 : dt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
+      at::Tensor diff = (a.to(at::kFloat) - b.to(at::kFloat)).abs();
+      at::Tensor allowed = b.to(at::kFloat).abs() * ulp + 1e-6;
+      EXPECT_TRUE((diff <= allowed).all().item<bool>())
+          << V << " " << c10::toString(dt) << ": worst " << (diff - allowed).max().item<double>();
+    }
   const auto stock = run(Head::Stock, at::kBFloat16, 1.0, 0, -1, at::kCUDA);
   const auto fused = run(Head::Fused, at::kBFloat16, 1.0, 32, -1, at::kCUDA);
   EXPECT_LT(rel(fused.loss, stock.loss), 1.0 / 64);
@@ -208,15 +211,18 @@ TEST(HeadLoss, TrainerHintsTheFusedHeadWithWhatBackwardBrings) {
 
 TEST(HeadLoss, ScenarioFieldAndItsConflictWithAnFp8Head) {
   const std::string base = "name: t\nwhy: w\ndata: {batch_size: 8, seq_len: 32}\n";
-  const auto sc = scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, head_loss: chunked}\nstrategy: fp32\n",
-                                           "scenarios/t.yaml");
+  const auto sc = scenario::parse_scenario(
+      base + "model: {kind: gpt, preset: micro, head_loss: chunked}\nstrategy: fp32\n", "scenarios/t.yaml");
   EXPECT_EQ(sc.run.model.head_loss, models::HeadLoss::Chunked);
   try {
-    scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, head_loss: chunked}\n"
-                                    "strategy: {preset: fp8, fp8: {layers: blocks+head}}\n", "scenarios/t.yaml");
+    scenario::parse_scenario(base +
+                                 "model: {kind: gpt, preset: micro, head_loss: chunked}\n"
+                                 "strategy: {preset: fp8, fp8: {layers: blocks+head}}\n",
+                             "scenarios/t.yaml");
     FAIL() << "chunked head with an FP8 head accepted";
   } catch (const scenario::ScenarioError& e) {
-    EXPECT_NE(std::string(e.what()).find("model.head_loss: chunked computes the LM head itself"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.head_loss: chunked computes the LM head itself"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -228,53 +234,65 @@ namespace {
 // s exactly (the same fp32 add), h within one ulp of its dtype, and the gradients of x, y, γ, β — fp32 sums in
 // another order — within 1e-4 relative (y's, rounded to its dtype, within one ulp of it); with and without y;
 // C = 768 (GPT-2, 8192 rows: more than one row per warp), 1024, 384 (the backward's vector path), 64 and 160 (its
-// scalar path), 288 (neither: the reference runs both sides); every pair of dtypes (the kernel takes y in fp32 or the output's
-// dtype, the others go to the reference). With y, y's bias (y_bias) takes its gradient from the backward: the column
-// sums of y's gradient — fp32 sums in another order, rounded through y's dtype — within one ulp of y's dtype of the
-// reference's (the stock sum) plus 1e-5 of the column's Σ|dy|.
+// scalar path), 288 (neither: the reference runs both sides); every pair of dtypes (the kernel takes y in fp32 or the
+// output's dtype, the others go to the reference). With y, y's bias (y_bias) takes its gradient from the backward: the
+// column sums of y's gradient — fp32 sums in another order, rounded through y's dtype — within one ulp of y's dtype of
+// the reference's (the stock sum) plus 1e-5 of the column's Σ|dy|.
 TEST(CudaKernels, AddLayerNormMatchesTheStockOps) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
   const auto cuda = at::TensorOptions().device(at::kCUDA);
   for (int64_t C : {768, 1024, 384, 64, 160, 288})
-  for (auto ydt : {at::kFloat, at::kHalf, at::kBFloat16})
-  for (auto odt : {at::kFloat, at::kHalf, at::kBFloat16})
-  for (bool has_y : {true, false}) {
-    const std::string what = std::to_string(C) + " y " + c10::toString(ydt) + " out " + c10::toString(odt) + (has_y ? "" : " no y");
-    at::manual_seed(11);
-    const std::vector<int64_t> shape = C == 768 ? std::vector<int64_t>{8, 1024, C} : std::vector<int64_t>{3, 100, C};
-    at::Tensor x0 = at::randn(shape, cuda) * 2 + 0.5, y0 = at::randn(shape, cuda).to(ydt);
-    at::Tensor g0 = at::randn({C}, cuda) * 0.1 + 1, b0 = at::randn({C}, cuda) * 0.1;
-    at::Tensor ds_up = at::randn(shape, cuda), dh_up = at::randn(shape, cuda).to(odt);
-    std::vector<at::Tensor> got[2];
-    for (int impl = 0; impl < 2; ++impl) {
-      at::Tensor x = x0.clone().requires_grad_(true), y = y0.clone().requires_grad_(true);
-      at::Tensor g = g0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
-      at::Tensor yb = at::zeros({C}, cuda).requires_grad_(true);
-      auto [s, h] = kernels::add_layer_norm(x, has_y ? y : at::Tensor(), g, b, 1e-5, odt,
-                                            impl == 0 ? kernels::Impl::Auto : kernels::Impl::Reference,
-                                            has_y ? yb : at::Tensor());
-      ASSERT_EQ(h.scalar_type(), odt) << what;
-      ((s * ds_up).sum() + (h.to(at::kFloat) * dh_up.to(at::kFloat)).sum()).backward();
-      got[impl] = {s.detach(), h.detach(), x.grad(), has_y ? y.grad() : at::zeros({1}, cuda), g.grad(), b.grad(),
-                   has_y ? yb.grad() : at::zeros({1}, cuda)};
-    }
-    EXPECT_TRUE(at::equal(got[0][0], got[1][0])) << what << ": s";
-    const double ulp_h = odt == at::kFloat ? 1e-5 : odt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
-    at::Tensor hd = (got[0][1].to(at::kFloat) - got[1][1].to(at::kFloat)).abs();
-    EXPECT_TRUE((hd <= got[1][1].to(at::kFloat).abs() * ulp_h + 1e-5).all().item<bool>()) << what << ": h off by " << hd.max().item<double>();
-    EXPECT_LT(rel(got[0][2], got[1][2]), 1e-4) << what << ": dx";
-    if (has_y) EXPECT_LT(rel(got[0][3], got[1][3]), ydt == at::kFloat ? 1e-4 : ydt == at::kHalf ? 2e-3 : 1e-2) << what << ": dy";
-    EXPECT_LT(rel(got[0][4], got[1][4]), 1e-4) << what << ": dgamma";
-    EXPECT_LT(rel(got[0][5], got[1][5]), 1e-4) << what << ": dbeta";
-    if (has_y) {
-      const double ulp_y = ydt == at::kFloat ? 1.2e-7 : ydt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
-      at::Tensor col_abs = got[1][3].to(at::kFloat).abs().reshape({-1, C}).sum(0);
-      at::Tensor bd = (got[0][6] - got[1][6]).abs();
-      EXPECT_TRUE((bd <= got[1][6].abs() * ulp_y + col_abs * 1e-5).all().item<bool>())
-          << what << ": y's bias off by " << bd.max().item<double>();
-    }
-  }
+    for (auto ydt : {at::kFloat, at::kHalf, at::kBFloat16})
+      for (auto odt : {at::kFloat, at::kHalf, at::kBFloat16})
+        for (bool has_y : {true, false}) {
+          const std::string what =
+              std::to_string(C) + " y " + c10::toString(ydt) + " out " + c10::toString(odt) + (has_y ? "" : " no y");
+          at::manual_seed(11);
+          const std::vector<int64_t> shape =
+              C == 768 ? std::vector<int64_t>{8, 1024, C} : std::vector<int64_t>{3, 100, C};
+          at::Tensor x0 = at::randn(shape, cuda) * 2 + 0.5, y0 = at::randn(shape, cuda).to(ydt);
+          at::Tensor g0 = at::randn({C}, cuda) * 0.1 + 1, b0 = at::randn({C}, cuda) * 0.1;
+          at::Tensor ds_up = at::randn(shape, cuda), dh_up = at::randn(shape, cuda).to(odt);
+          std::vector<at::Tensor> got[2];
+          for (int impl = 0; impl < 2; ++impl) {
+            at::Tensor x = x0.clone().requires_grad_(true), y = y0.clone().requires_grad_(true);
+            at::Tensor g = g0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+            at::Tensor yb = at::zeros({C}, cuda).requires_grad_(true);
+            auto [s, h] = kernels::add_layer_norm(x, has_y ? y : at::Tensor(), g, b, 1e-5, odt,
+                                                  impl == 0 ? kernels::Impl::Auto : kernels::Impl::Reference,
+                                                  has_y ? yb : at::Tensor());
+            ASSERT_EQ(h.scalar_type(), odt) << what;
+            ((s * ds_up).sum() + (h.to(at::kFloat) * dh_up.to(at::kFloat)).sum()).backward();
+            got[impl] = {s.detach(),
+                         h.detach(),
+                         x.grad(),
+                         has_y ? y.grad() : at::zeros({1}, cuda),
+                         g.grad(),
+                         b.grad(),
+                         has_y ? yb.grad() : at::zeros({1}, cuda)};
+          }
+          EXPECT_TRUE(at::equal(got[0][0], got[1][0])) << what << ": s";
+          const double ulp_h = odt == at::kFloat ? 1e-5 : odt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
+          at::Tensor hd = (got[0][1].to(at::kFloat) - got[1][1].to(at::kFloat)).abs();
+          EXPECT_TRUE((hd <= got[1][1].to(at::kFloat).abs() * ulp_h + 1e-5).all().item<bool>())
+              << what << ": h off by " << hd.max().item<double>();
+          EXPECT_LT(rel(got[0][2], got[1][2]), 1e-4) << what << ": dx";
+          if (has_y)
+            EXPECT_LT(rel(got[0][3], got[1][3]), ydt == at::kFloat  ? 1e-4
+                                                 : ydt == at::kHalf ? 2e-3
+                                                                    : 1e-2)
+                << what << ": dy";
+          EXPECT_LT(rel(got[0][4], got[1][4]), 1e-4) << what << ": dgamma";
+          EXPECT_LT(rel(got[0][5], got[1][5]), 1e-4) << what << ": dbeta";
+          if (has_y) {
+            const double ulp_y = ydt == at::kFloat ? 1.2e-7 : ydt == at::kHalf ? 1.0 / 1024 : 1.0 / 128;
+            at::Tensor col_abs = got[1][3].to(at::kFloat).abs().reshape({-1, C}).sum(0);
+            at::Tensor bd = (got[0][6] - got[1][6]).abs();
+            EXPECT_TRUE((bd <= got[1][6].abs() * ulp_y + col_abs * 1e-5).all().item<bool>())
+                << what << ": y's bias off by " << bd.max().item<double>();
+          }
+        }
 }
 
 // y_bias on the CPU (the reference): the branch Linear run with its bias detached and the bias handed to the add

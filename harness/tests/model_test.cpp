@@ -14,7 +14,9 @@ using namespace ampcheck::models;
 namespace {
 // GPT-2 parameter count with tied embeddings: V*C + T*C + L*(12 C^2 + 13 C) + 2 C
 // (per block: qkv 3C^2+3C, proj C^2+C, fc 4C^2+4C, fc_proj 4C^2+C, two LayerNorms 4C).
-int64_t gpt2_formula(int64_t L, int64_t C, int64_t T, int64_t V) { return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C; }
+int64_t gpt2_formula(int64_t L, int64_t C, int64_t T, int64_t V) {
+  return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+}
 
 ModelConfig gpt(const std::string& preset) {
   ModelConfig c;

@@ -1,7 +1,7 @@
 // The engine option train.fused_param_norm: kernels::adamw_square_sums_ (AdamW's step with the updated parameters'
-// sums of squares from the same pass, and without a scale the grads' too) against ATen's _fused_adamw_ and the norms' own passes
-// (kernels::square_sum_nonfinite) — its reference on the CPU, the CUDA kernel on a GPU, where both must hold bit for
-// bit — and training runs with the option against runs without it.
+// sums of squares from the same pass, and without a scale the grads' too) against ATen's _fused_adamw_ and the norms'
+// own passes (kernels::square_sum_nonfinite) — its reference on the CPU, the CUDA kernel on a GPU, where both must hold
+// bit for bit — and training runs with the option against runs without it.
 #include "test_support.h"
 
 #include "engine/trainer.h"
@@ -75,7 +75,8 @@ Outcome step_both(const AdamState& start, bool lr_tensor, double wd, const c10::
                   const c10::optional<at::Tensor>& found, kernels::Impl impl) {
   AdamState a = start.clone(), b = start.clone();
   const at::Device dev = start.p[0].device();
-  const at::Tensor lr = lr_tensor ? at::full({}, 3e-4, at::TensorOptions().dtype(at::kFloat).device(dev)) : at::Tensor();
+  const at::Tensor lr =
+      lr_tensor ? at::full({}, 3e-4, at::TensorOptions().dtype(at::kFloat).device(dev)) : at::Tensor();
   if (lr_tensor)
     at::_fused_adamw_(a.p, a.g, a.m, a.v, {}, a.steps, lr, 0.9, 0.95, wd, 1e-8, false, false, scale, found);
   else
@@ -86,8 +87,8 @@ Outcome step_both(const AdamState& start, bool lr_tensor, double wd, const c10::
   at::Tensor gparts = at::full({P}, NAN, at::TensorOptions().dtype(at::kFloat).device(dev));
   Outcome o;
   if (!scale) o.gpass = kernels::square_sum_nonfinite(b.g, impl).first;
-  kernels::adamw_square_sums_(b.p, b.g, b.m, b.v, b.steps, lr, 3e-4, 0.9, 0.95, wd, 1e-8, scale, found, parts, first, impl,
-                              scale ? nullptr : &gparts);
+  kernels::adamw_square_sums_(b.p, b.g, b.m, b.v, b.steps, lr, 3e-4, 0.9, 0.95, wd, 1e-8, scale, found, parts, first,
+                              impl, scale ? nullptr : &gparts);
   if (!scale) o.gtotal = kernels::square_sum_total(gparts, impl);
   for (size_t t = 0; t < a.p.size(); ++t)
     o.states_equal = o.states_equal && at::equal(a.p[t], b.p[t]) && at::equal(a.g[t], b.g[t]) &&
@@ -164,7 +165,8 @@ TEST(FusedParamNorm, TrainingRunWithTheOptionMatchesWithout) {
     ta.run();
     tb.run();
     // (bf16 autocast, no scaler: the gradient norm too from AdamW's read of the grads)
-    ASSERT_NO_FATAL_FAILURE(ampcheck::testing::expect_same_run_but_norms(ta.trajectory(), tb.trajectory(), 8, 1e-5, strategy));
+    ASSERT_NO_FATAL_FAILURE(
+        ampcheck::testing::expect_same_run_but_norms(ta.trajectory(), tb.trajectory(), 8, 1e-5, strategy));
     const auto& ra = ta.trajectory().rows;
     if (strategy == "fp16-autocast") EXPECT_EQ(ra[4][engine::kSkipped], 1.0) << "the planted NaN must skip its step";
     // where the option applies the norms did come from AdamW's pass: the parameters' sum always, the grads' only
@@ -203,15 +205,18 @@ TEST(CudaKernels, AdamWMatchesFusedAdamW) {
         for (bool lr_tensor : {false, true}) {
           for (int scaled = 0; scaled < 3; ++scaled) {  // none; scale with found_inf 0; scale with found_inf 1
             const auto sc = scaled ? c10::optional<at::Tensor>(scale) : c10::nullopt;
-            const auto fi = scaled == 1 ? c10::optional<at::Tensor>(zero)
-                                        : scaled == 2 ? c10::optional<at::Tensor>(one) : c10::nullopt;
+            const auto fi = scaled == 1   ? c10::optional<at::Tensor>(zero)
+                            : scaled == 2 ? c10::optional<at::Tensor>(one)
+                                          : c10::nullopt;
             Outcome o = step_both(s, lr_tensor, wd, sc, fi, kernels::Impl::Auto);
             const std::string at = what + ", wd " + std::to_string(wd) + ", lr tensor " + std::to_string(lr_tensor) +
                                    ", scaled " + std::to_string(scaled);
             EXPECT_TRUE(o.states_equal) << at;
-            EXPECT_TRUE(at::equal(o.total, o.pass)) << at << ": " << o.total.item<double>() << " vs " << o.pass.item<double>();
+            EXPECT_TRUE(at::equal(o.total, o.pass))
+                << at << ": " << o.total.item<double>() << " vs " << o.pass.item<double>();
             if (!scaled)  // the grads' partials (no scale): bit for bit the gradient norm's pass
-              EXPECT_TRUE(at::equal(o.gtotal, o.gpass)) << at << ": " << o.gtotal.item<double>() << " vs " << o.gpass.item<double>();
+              EXPECT_TRUE(at::equal(o.gtotal, o.gpass))
+                  << at << ": " << o.gtotal.item<double>() << " vs " << o.gpass.item<double>();
           }
         }
     }

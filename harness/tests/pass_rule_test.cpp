@@ -104,7 +104,8 @@ TEST(PassRule, SkippedStepsOutsideTheBoundsFail) {
   EXPECT_TRUE(decide(e, judged("tracks", "m", 60), false).pass);
   e.skipped_min = -1;
   e.skipped_max = 0;  // an upper bound alone
-  EXPECT_EQ(decide(e, judged("tracks", "m", 3), false).message, "expected tracks, got tracks: m; 3 skipped steps, expected -1..0");
+  EXPECT_EQ(decide(e, judged("tracks", "m", 3), false).message,
+            "expected tracks, got tracks: m; 3 skipped steps, expected -1..0");
 }
 
 TEST(PassRule, ExpectedWarningMissingFails) {
@@ -138,7 +139,8 @@ TEST(PassRule, StrictFailsOnAWarningNotExpected) {
   EXPECT_TRUE(decide(e, warned, true).pass);
   // strict on a verdict that failed anyway: both reasons
   Observation bad = with_warning(judged("diverges", "m"), "zero_grads", "z");
-  EXPECT_EQ(decide(expect("tracks"), bad, true).message, "expected tracks, got diverges: m; --strict: warning zero_grads: z");
+  EXPECT_EQ(decide(expect("tracks"), bad, true).message,
+            "expected tracks, got diverges: m; --strict: warning zero_grads: z");
   EXPECT_TRUE(decide(expect("tracks"), judged("tracks", "m"), true).pass);  // strict without warnings
 }
 

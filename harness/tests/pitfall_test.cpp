@@ -73,8 +73,8 @@ TEST(EnginePitfall, UndividedAccumulationMakesTheGradNormMicroBatchesTimesLarger
   wrong.loop.divide_loss_by_micro_batches = false;
   const auto a = run_steps(right, 1), b = run_steps(wrong, 1);
   const double want = 3.0 * a.rows[0][engine::kGradNorm], got = b.rows[0][engine::kGradNorm];
-  EXPECT_NEAR(got, want, kFp32StateRel * want) << "step 0, grad_norm: got " << got << ", want 3 x the divided run's "
-                                               << a.rows[0][engine::kGradNorm];
+  EXPECT_NEAR(got, want, kFp32StateRel * want)
+      << "step 0, grad_norm: got " << got << ", want 3 x the divided run's " << a.rows[0][engine::kGradNorm];
   EXPECT_EQ(b.rows[0][engine::kLoss], a.rows[0][engine::kLoss])
       << "step 0, loss: the recorded loss must stay the true mean over the micro-batches";
 }
@@ -131,8 +131,8 @@ TEST(EnginePitfall, DirectOptimizerStepWithoutUpdateAppliesTheScaledGradsSilentl
   const auto& b = trainer.trajectory();
   const auto a = run_steps(right, 1);
   const double want = 65536.0 * a.rows[0][engine::kUpdateNorm], got = b.rows[0][engine::kUpdateNorm];
-  EXPECT_NEAR(got, want, kFp32StateRel * want) << "step 0, update_norm: got " << got << ", want the scale (65536) x "
-                                               << a.rows[0][engine::kUpdateNorm];
+  EXPECT_NEAR(got, want, kFp32StateRel * want)
+      << "step 0, update_norm: got " << got << ", want the scale (65536) x " << a.rows[0][engine::kUpdateNorm];
   for (int64_t s = 0; s < b.size(); ++s) {
     EXPECT_EQ(b.rows[s][engine::kSkipped], 0.0) << "step " << s;
     EXPECT_EQ(b.rows[s][engine::kLossScale], 65536.0) << "step " << s << ": no update() may change the scale";
@@ -162,8 +162,8 @@ TEST(EnginePitfall, UnscaledBackwardLeavesGradsDividedByTheScale) {
   // grad_norm = (norm of the grads backward produced) / scale: with the plain loss backpropagated that is the
   // effective gradient unscale_ leaves for the optimizer, 1/65536 of the true one.
   const double want = a.rows[0][engine::kGradNorm] / 65536.0, got = b.rows[0][engine::kGradNorm];
-  EXPECT_NEAR(got, want, kFp32StateRel * want) << "step 0, grad_norm: got " << got << ", want the true "
-                                               << a.rows[0][engine::kGradNorm] << " / 65536";
+  EXPECT_NEAR(got, want, kFp32StateRel * want)
+      << "step 0, grad_norm: got " << got << ", want the true " << a.rows[0][engine::kGradNorm] << " / 65536";
   EXPECT_EQ(b.rows[0][engine::kLossScale], 65536.0) << "scaler.scale(loss) still ran: the scale exists";
   EXPECT_EQ(b.rows[0][engine::kSkipped], 0.0);
 }
@@ -229,8 +229,8 @@ TEST(EngineReferenceKey, CommittedReferencesStillMatchTheKeysOfTheScenariosThatR
       const auto file = reference::read_trajectory(f.path().string());
       const auto& attrs = file.attributes;
       ASSERT_TRUE(attrs.count("scenario_text") && attrs.count("reference_canonical")) << f.path();
-      const auto sc = scenario::parse_scenario(attrs.at("scenario_text"), attrs.count("scenario_path")
-                                                                              ? attrs.at("scenario_path") : "?");
+      const auto sc = scenario::parse_scenario(attrs.at("scenario_text"),
+                                               attrs.count("scenario_path") ? attrs.at("scenario_path") : "?");
       const auto key = reference::reference_key(sc.run);
       EXPECT_EQ(key.canonical, attrs.at("reference_canonical")) << f.path();
       EXPECT_EQ(key.key, f.path().stem().string()) << f.path() << " (" << sc.run.name << ")";
@@ -243,7 +243,8 @@ TEST(EngineReferenceKey, CommittedReferencesStillMatchTheKeysOfTheScenariosThatR
 // `--steps N` shorter than the scenario must not drop a planted event silently (the scenario's own steps were
 // checked when it was parsed).
 TEST(EngineScenarioRun, StepsOverrideShorterThanAnInjectionIsAnError) {
-  const auto sc = ampcheck::scenario::load_scenario(std::string(AMPCHECK_SOURCE_DIR) + "/scenarios/fp16-autocast-overflow.yaml");
+  const auto sc =
+      ampcheck::scenario::load_scenario(std::string(AMPCHECK_SOURCE_DIR) + "/scenarios/fp16-autocast-overflow.yaml");
   try {
     ampcheck::run::run_scenario(sc, "cpu", 10);
     FAIL() << "a run of 10 steps cannot hold the injection at step 40";

@@ -10,7 +10,8 @@ namespace ampcheck::io {
 namespace {
 
 TEST(PrintableText, KeepsValidUtf8NewlineAndTab) {
-  for (const std::string s : {"", "fp16-autocast", "Grüße aus 東京 ✓ 🙂", "two\nlines\tand a tab", "a\\xE9 spelled out"}) {
+  for (const std::string s :
+       {"", "fp16-autocast", "Grüße aus 東京 ✓ 🙂", "two\nlines\tand a tab", "a\\xE9 spelled out"}) {
     EXPECT_EQ(printable_text(s), s) << s;
     EXPECT_EQ(first_unprintable(s), std::string::npos) << s;
     EXPECT_EQ(first_invalid_utf8(s), std::string::npos) << s;
@@ -18,23 +19,25 @@ TEST(PrintableText, KeepsValidUtf8NewlineAndTab) {
 }
 
 TEST(PrintableText, EscapesEachInvalidByte) {
-  EXPECT_EQ(printable_text("caf\xe9"), "caf\\xE9");                 // Latin-1
+  EXPECT_EQ(printable_text("caf\xe9"), "caf\\xE9");  // Latin-1
   EXPECT_EQ(first_invalid_utf8("caf\xe9"), 3u);
-  EXPECT_EQ(printable_text("\xc0\xaf"), "\\xC0\\xAF");              // an overlong '/'
-  EXPECT_EQ(printable_text("\xed\xa0\x80"), "\\xED\\xA0\\x80");     // a UTF-16 surrogate
+  EXPECT_EQ(printable_text("\xc0\xaf"), "\\xC0\\xAF");                    // an overlong '/'
+  EXPECT_EQ(printable_text("\xed\xa0\x80"), "\\xED\\xA0\\x80");           // a UTF-16 surrogate
   EXPECT_EQ(printable_text("\xf4\x90\x80\x80"), "\\xF4\\x90\\x80\\x80");  // past U+10FFFF
-  EXPECT_EQ(printable_text("\xe2\x82"), "\\xE2\\x82");              // a sequence cut short
-  EXPECT_EQ(printable_text("\xe2\x82\xac\xe2"), "\xe2\x82\xac\\xE2");  // the euro kept, the cut byte escaped
+  EXPECT_EQ(printable_text("\xe2\x82"), "\\xE2\\x82");                    // a sequence cut short
+  EXPECT_EQ(printable_text("\xe2\x82\xac\xe2"), "\xe2\x82\xac\\xE2");     // the euro kept, the cut byte escaped
 }
 
 TEST(PrintableText, EscapesControlCharactersButNewlineAndTab) {
-  EXPECT_EQ(printable_text("\x1b[31mred"), "\\x1B[31mred");        // ESC: a terminal escape sequence
-  EXPECT_EQ(printable_text("a\rb\x7f"), "a\\x0Db\\x7F");            // CR, DEL
-  EXPECT_EQ(printable_text("\xc2\x9b" "2J"), "\\xC2\\x9B2J");       // C1 CSI (U+009B), valid UTF-8 but a control
+  EXPECT_EQ(printable_text("\x1b[31mred"), "\\x1B[31mred");  // ESC: a terminal escape sequence
+  EXPECT_EQ(printable_text("a\rb\x7f"), "a\\x0Db\\x7F");     // CR, DEL
+  EXPECT_EQ(printable_text("\xc2\x9b"
+                           "2J"),
+            "\\xC2\\x9B2J");  // C1 CSI (U+009B), valid UTF-8 but a control
   EXPECT_EQ(printable_text(std::string("a\0b", 3)), "a\\x00b");
   EXPECT_EQ(first_unprintable("ok\x1b"), 2u);
-  EXPECT_EQ(first_invalid_utf8("ok\x1b"), std::string::npos);       // a control character is valid UTF-8
-  EXPECT_EQ(printable_text("\xc2\xa0"), "\xc2\xa0");                // U+00A0 (no-break space) is printable
+  EXPECT_EQ(first_invalid_utf8("ok\x1b"), std::string::npos);  // a control character is valid UTF-8
+  EXPECT_EQ(printable_text("\xc2\xa0"), "\xc2\xa0");           // U+00A0 (no-break space) is printable
 }
 
 TEST(PrintableText, IsIdempotent) {

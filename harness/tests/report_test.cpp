@@ -144,7 +144,9 @@ TEST(ReportSummary, WarningsReachEveryOutputAndDoNotFailTheTestcase) {
   EXPECT_NE(slurp(d + "/summary.json").find("\"version\": 6"), std::string::npos);
   const std::string junit = slurp(d + "/junit.xml");
   EXPECT_NE(junit.find("<property name=\"ampcheck.warning.zero_grads\" value=\"20% of grad elements zero vs 1.8% in "
-                       "FP32 &lt;&amp;&gt;\"/>"), std::string::npos) << junit;
+                       "FP32 &lt;&amp;&gt;\"/>"),
+            std::string::npos)
+      << junit;
   EXPECT_EQ(count(junit, "<failure"), 1u) << "the warning is a note: only the failed scenario has a <failure>";
   EXPECT_NE(slurp(d + "/summary.md").find("- fp16-autocast-scaler · `zero_grads`: 20% of grad elements zero"),
             std::string::npos);
@@ -175,8 +177,10 @@ TEST(ReportSummary, BadEnginePlanEntryNamesTheField) {
     FAIL();
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("field 'engine_plan' of scenario a: expected {option, label, applied, note} objects, got 7"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "field 'engine_plan' of scenario a: expected {option, label, applied, note} objects, got 7"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -257,8 +261,8 @@ TEST(ReportTiming, WarmupExcludedAndQuantilesInterpolated) {
   const auto st = ampcheck::run::step_timing(t, "wall-clock");
   EXPECT_EQ(st.warmup_steps, 10);  // max(2, 10%)
   EXPECT_EQ(st.timed_steps, 90);
-  EXPECT_DOUBLE_EQ(st.median_ms, 54.5);           // steps 10..99: median of 10..99
-  EXPECT_DOUBLE_EQ(st.p10_ms, 10 + 0.1 * 89);      // numpy's linear interpolation
+  EXPECT_DOUBLE_EQ(st.median_ms, 54.5);        // steps 10..99: median of 10..99
+  EXPECT_DOUBLE_EQ(st.p10_ms, 10 + 0.1 * 89);  // numpy's linear interpolation
   EXPECT_DOUBLE_EQ(st.p90_ms, 10 + 0.9 * 89);
   t.rows.resize(3);
   EXPECT_EQ(ampcheck::run::step_timing(t, "").warmup_steps, 2);
@@ -346,7 +350,8 @@ TEST(ReportHtml, ASectionWithThreeChartsPerScenarioAndNothingExternal) {
   // signal beyond its allowance as a note
   EXPECT_EQ(count(html, "<tr data-signal="), 3u);
   EXPECT_NE(html.find("data-signal=\"update_norm\"><td>update_norm</td><td class=\"fail\">stalls"), std::string::npos);
-  EXPECT_NE(html.find("data-signal=\"subnormal_grads\"><td>subnormal_grads</td><td class=\"warn\">diagnostic"), std::string::npos);
+  EXPECT_NE(html.find("data-signal=\"subnormal_grads\"><td>subnormal_grads</td><td class=\"warn\">diagnostic"),
+            std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg")) << "no URL but the SVG namespace";
 }
@@ -357,8 +362,9 @@ TEST(ReportSummary, EnginePathIsWrittenReadAndShown) {
   const std::string d = dir();
   RunSummary s = sample();
   s.scenarios[0].engine = "fused head; cuda graphs uncaptured: CUDA graphs need a CUDA device (the run is on cpu)";
-  s.scenarios[0].engine_plan = {{"model.head_loss", "fused head", "", true},
-                                {"model.gemm_epilogues", "GEMM epilogues", "needs a CUDA device: the run is on cpu", false}};
+  s.scenarios[0].engine_plan = {
+      {"model.head_loss", "fused head", "", true},
+      {"model.gemm_epilogues", "GEMM epilogues", "needs a CUDA device: the run is on cpu", false}};
   s.scenarios[1].engine = "stock";
   write_run_reports(d, s);
   const RunSummary back = read_summary_json(d + "/summary.json");
@@ -371,8 +377,10 @@ TEST(ReportSummary, EnginePathIsWrittenReadAndShown) {
   EXPECT_TRUE(back.scenarios[1].engine_plan.empty());
   EXPECT_EQ(back.scenarios[1].engine, "stock");
   const std::string m = slurp(d + "/summary.md");
-  EXPECT_NE(m.find("Engine paths (not the stock engine):\n\n- fp16-autocast-scaler: fused head; cuda graphs uncaptured"),
-            std::string::npos) << m;
+  EXPECT_NE(
+      m.find("Engine paths (not the stock engine):\n\n- fp16-autocast-scaler: fused head; cuda graphs uncaptured"),
+      std::string::npos)
+      << m;
   EXPECT_EQ(m.find("- clip-before-unscale: stock"), std::string::npos) << m;
   const std::string html = render_html(s, {series(50, {}, false), series(50, {}, false)});
   EXPECT_EQ(count(html, "<br>engine: "), 1u);
@@ -423,7 +431,8 @@ TEST(ReportCompare, SlowdownWithinTheMeasuredNoiseIsANoteNotARegression) {
   EXPECT_NE(n.scenarios[0].notes[0].find("within noise"), std::string::npos);
   // x1.15 with tight spreads on both sides: a real slowdown
   a.scenarios[0].p10_step_ms = 9.95, a.scenarios[0].p90_step_ms = 10.05;
-  steady.scenarios[0].median_step_ms = 11.5, steady.scenarios[0].p10_step_ms = 11.45, steady.scenarios[0].p90_step_ms = 11.6;
+  steady.scenarios[0].median_step_ms = 11.5, steady.scenarios[0].p10_step_ms = 11.45,
+  steady.scenarios[0].p90_step_ms = 11.6;
   const Comparison r = compare_runs(a, steady, {});
   ASSERT_EQ(r.scenarios[0].regressions.size(), 1u);
   EXPECT_NE(r.scenarios[0].regressions[0].find("step time x1.15"), std::string::npos);

@@ -47,20 +47,26 @@ TEST(ScenarioParse, UnknownKeyNamesFileLineAndField) {
 // FP8 variants: fields parsed, the strategy named after them; bad values and impossible shapes refused with the field.
 TEST(ScenarioParse, Fp8VariantsAndTheirErrors) {
   const std::string base = "name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\ndata: {batch_size: 8, seq_len: 32}\n";
-  const auto sc = parse_scenario(
-      base + "strategy: {preset: fp8, fp8: {scaling: delayed, history: 32, grads: e4m3, layers: all}}\n", "scenarios/t.yaml");
+  const auto sc =
+      parse_scenario(base + "strategy: {preset: fp8, fp8: {scaling: delayed, history: 32, grads: e4m3, layers: all}}\n",
+                     "scenarios/t.yaml");
   ASSERT_TRUE(sc.run.strategy.fp8.has_value());
   EXPECT_EQ(sc.run.strategy.fp8->scaling, ampcheck::engine::Fp8Scaling::Delayed);
   EXPECT_EQ(sc.run.strategy.fp8->history, 32);
   EXPECT_FALSE(sc.run.strategy.fp8->hybrid);
   EXPECT_EQ(sc.run.strategy.name, "fp8-delayed-h32-e4m3grads-all");
   EXPECT_EQ(sc.run.strategy.autocast, at::kBFloat16);
-  EXPECT_NE(error_of(base + "strategy: {preset: fp8, fp8: {scaling: stale}}\n").find("strategy.fp8.scaling"), std::string::npos);
-  EXPECT_NE(error_of(base + "strategy: {preset: fp8, autocast: fp16}\n").find("strategy.autocast: FP8 matmuls run beside bf16 autocast"),
-            std::string::npos) << error_of(base + "strategy: {preset: fp8, autocast: fp16}\n");
+  EXPECT_NE(error_of(base + "strategy: {preset: fp8, fp8: {scaling: stale}}\n").find("strategy.fp8.scaling"),
+            std::string::npos);
+  EXPECT_NE(error_of(base + "strategy: {preset: fp8, autocast: fp16}\n")
+                .find("strategy.autocast: FP8 matmuls run beside bf16 autocast"),
+            std::string::npos)
+      << error_of(base + "strategy: {preset: fp8, autocast: fp16}\n");
   // at::_scaled_mm: batch x seq_len must be a multiple of 16
-  const std::string odd = "name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\ndata: {batch_size: 3, seq_len: 31}\nstrategy: fp8\n";
-  EXPECT_NE(error_of(odd).find("multiple of 16: n_embd 32, batch x seq_len per rank 93"), std::string::npos) << error_of(odd);
+  const std::string odd =
+      "name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\ndata: {batch_size: 3, seq_len: 31}\nstrategy: fp8\n";
+  EXPECT_NE(error_of(odd).find("multiple of 16: n_embd 32, batch x seq_len per rank 93"), std::string::npos)
+      << error_of(odd);
 }
 
 TEST(ScenarioParse, WrongTypeNamesTheFieldAndTheValue) {
@@ -167,7 +173,8 @@ TEST(ScenarioParse, LoopPitfallKnobsDefaultToTheCorrectLoopAndParse) {
   EXPECT_FALSE(s.run.loop.scale_loss);
   EXPECT_FALSE(s.run.loop.zero_grad);
   const std::string e = error_of(std::string(kBase) + "train: {zero_grad: sometimes}\n");
-  EXPECT_NE(e.find("scenarios/t.yaml:5:20: train.zero_grad: expected true or false, got 'sometimes'"), std::string::npos)
+  EXPECT_NE(e.find("scenarios/t.yaml:5:20: train.zero_grad: expected true or false, got 'sometimes'"),
+            std::string::npos)
       << e;
 }
 
@@ -239,12 +246,18 @@ TEST(ScenarioParse, NonFiniteNumbersAreRefusedWhereAnAmountIsMeant) {
       {"optimizer: {betas: [0.9, x]}\nstrategy: fp32\n", "optimizer.betas[1]: expected a number, got 'x'"},
       {"schedule: {min_lr_ratio: .nan}\nstrategy: fp32\n", "schedule.min_lr_ratio: expected a finite number"},
       {"train: {clip: {max_norm: .inf}}\nstrategy: fp32\n", "train.clip.max_norm: expected a finite number"},
-      {"train: {two_optimizers: true, aux_loss_weight: .inf}\nstrategy: fp32\n", "train.aux_loss_weight: expected a finite"},
-      {"strategy: {preset: fp16-autocast, scaler: {init_scale: .inf}}\n", "strategy.scaler.init_scale: expected a finite"},
-      {"strategy: {preset: fp16-autocast, scaler: {growth_factor: .inf}}\n", "strategy.scaler.growth_factor: expected a"},
-      {"strategy: {preset: fp16-autocast, scaler: {backoff_factor: -.inf}}\n", "strategy.scaler.backoff_factor: expected"},
-      {"strategy: fp32\ninject:\n  - {kind: activation, steps: [1], factor: .inf}\n", "inject[0].factor: expected a finite"},
-      {"strategy: fp32\ninject:\n  - {kind: underflow, steps: [1], factor: .nan}\n", "inject[0].factor: expected a finite"},
+      {"train: {two_optimizers: true, aux_loss_weight: .inf}\nstrategy: fp32\n",
+       "train.aux_loss_weight: expected a finite"},
+      {"strategy: {preset: fp16-autocast, scaler: {init_scale: .inf}}\n",
+       "strategy.scaler.init_scale: expected a finite"},
+      {"strategy: {preset: fp16-autocast, scaler: {growth_factor: .inf}}\n",
+       "strategy.scaler.growth_factor: expected a"},
+      {"strategy: {preset: fp16-autocast, scaler: {backoff_factor: -.inf}}\n",
+       "strategy.scaler.backoff_factor: expected"},
+      {"strategy: fp32\ninject:\n  - {kind: activation, steps: [1], factor: .inf}\n",
+       "inject[0].factor: expected a finite"},
+      {"strategy: fp32\ninject:\n  - {kind: underflow, steps: [1], factor: .nan}\n",
+       "inject[0].factor: expected a finite"},
       {"strategy: fp32\ntolerance: {k: .inf}\n", "tolerance.k: expected a finite number"},
       {"strategy: fp32\ntolerance: {ratio_floor: .nan}\n", "tolerance.ratio_floor: expected a finite number"},
       {"model: {kind: gpt, preset: micro, dropout: .nan}\nstrategy: fp32\n", "model.dropout: expected a finite number"},
@@ -256,8 +269,8 @@ TEST(ScenarioParse, NonFiniteNumbersAreRefusedWhereAnAmountIsMeant) {
   }
   // the planted gradient value is the one number that may be non-finite
   for (const char* v : {"inf", "-inf", "nan"})
-    EXPECT_NO_THROW(parse_scenario(base + "strategy: fp32\ninject:\n  - {kind: grad, steps: [1], value: " + v + "}\n",
-                                   "t.yaml"))
+    EXPECT_NO_THROW(
+        parse_scenario(base + "strategy: fp32\ninject:\n  - {kind: grad, steps: [1], value: " + v + "}\n", "t.yaml"))
         << v;
 }
 
@@ -272,16 +285,18 @@ TEST(ScenarioParse, ActivationSiteParsesAndIsCheckedAgainstTheModel) {
   e = error_of(inj + ", block: 2}\n");
   EXPECT_NE(e.find("inject[0].block: expected 0 <= block < the model's 2 blocks (n_layer), got 2"), std::string::npos)
       << e;
-  e = error_of("name: t\nwhy: w\nmodel: {kind: mlp, preset: tiny}\nstrategy: fp32\n"
-               "inject:\n  - {kind: activation, steps: [1], factor: 10, at: mlp_input}\n");
+  e = error_of(
+      "name: t\nwhy: w\nmodel: {kind: mlp, preset: tiny}\nstrategy: fp32\n"
+      "inject:\n  - {kind: activation, steps: [1], factor: 10, at: mlp_input}\n");
   EXPECT_NE(e.find("inject[0].at: mlp_input is a site of the gpt's blocks; the mlp model has only residual"),
             std::string::npos)
       << e;
 }
 
 TEST(ScenarioParse, DistributedSectionIsParsedAndChecked) {
-  Scenario s = parse_scenario(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 4, sharding: zero1, "
-                                                   "reduce_dtype: bf16, found_inf_agreement: false}\n",
+  Scenario s = parse_scenario(std::string(kBase) +
+                                  "data: {batch_size: 8}\ndistributed: {world_size: 4, sharding: zero1, "
+                                  "reduce_dtype: bf16, found_inf_agreement: false}\n",
                               "t.yaml");
   EXPECT_TRUE(s.run.distributed.enabled);
   EXPECT_EQ(s.run.distributed.world_size, 4);
@@ -291,21 +306,25 @@ TEST(ScenarioParse, DistributedSectionIsParsedAndChecked) {
   EXPECT_FALSE(parse_scenario(kBase, "t.yaml").run.distributed.enabled);
   // the global batch splits evenly over the ranks
   EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 6}\ndistributed: {world_size: 4}\n")
-                .find("t.yaml:6:27: distributed.world_size: data.batch_size (6, the global batch) must be divisible by world_size (4)"),
+                .find("t.yaml:6:27: distributed.world_size: data.batch_size (6, the global batch) must be divisible by "
+                      "world_size (4)"),
             std::string::npos)
       << error_of(std::string(kBase) + "data: {batch_size: 6}\ndistributed: {world_size: 4}\n");
-  EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2, found_inf_agreement: false}\n")
-                .find("distributed.found_inf_agreement: only zero1 shards the inf check"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2, found_inf_agreement: false}\n")
+          .find("distributed.found_inf_agreement: only zero1 shards the inf check"),
+      std::string::npos);
   EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2, backend: mpi}\n")
                 .find("distributed.backend: 'mpi' is not one of: gloo, nccl"),
             std::string::npos);
-  EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2, restore_scaler_ranks: [0]}\n")
-                .find("restore_scaler_ranks: needs train.resume"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2, restore_scaler_ranks: [0]}\n")
+          .find("restore_scaler_ranks: needs train.resume"),
+      std::string::npos);
   // a rank-local injection: only in a data-parallel scenario, and on an existing rank
   const std::string inj = "inject:\n  - {kind: grad, steps: [1], rank: 2}\n";
-  EXPECT_NE(error_of(std::string(kBase) + inj).find("inject[0].rank: only for a data-parallel scenario"), std::string::npos)
+  EXPECT_NE(error_of(std::string(kBase) + inj).find("inject[0].rank: only for a data-parallel scenario"),
+            std::string::npos)
       << error_of(std::string(kBase) + inj);
   EXPECT_NE(error_of(std::string(kBase) + "data: {batch_size: 8}\ndistributed: {world_size: 2}\n" + inj)
                 .find("inject[0].rank: expected 0 <= rank < distributed.world_size (2), got 2"),
@@ -319,7 +338,8 @@ TEST(ScenarioFiles, MultiGpuSuiteSharesTheCommittedSingleGpuFp32Reference) {
   const std::string dir = std::string(AMPCHECK_SOURCE_DIR) + "/scenarios";
   const auto fp32 = load_scenario(dir + "/sensitivity/gpt2/fp32.yaml");
   const auto key = ampcheck::reference::reference_key(fp32.run).key;
-  EXPECT_TRUE(std::filesystem::exists(std::string(AMPCHECK_SOURCE_DIR) + "/references/cuda-sm90/" + key + ".h5")) << key;
+  EXPECT_TRUE(std::filesystem::exists(std::string(AMPCHECK_SOURCE_DIR) + "/references/cuda-sm90/" + key + ".h5"))
+      << key;
   const auto files = load_suite(dir, "dist-multigpu");
   EXPECT_EQ(files.size(), 8u);
   for (const auto& f : files) {

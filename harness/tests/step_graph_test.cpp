@@ -38,7 +38,8 @@ TEST(StepGraphs, WhyNotNamesTheHostDecision) {
   c.optimizer.fused = false;
   // (a build without CUDA headers refuses everything for that reason first)
   const std::string why = engine::StepGraphs::why_not(c, cuda, false);
-  EXPECT_TRUE(why.find("non-fused optimizer") != std::string::npos || why.find("this build") != std::string::npos) << why;
+  EXPECT_TRUE(why.find("non-fused optimizer") != std::string::npos || why.find("this build") != std::string::npos)
+      << why;
   c.optimizer.fused = true;
   c.injections.push_back(ampcheck::testing::grad_injection(3, 1e30, "*", 1));
   const std::string why2 = engine::StepGraphs::why_not(c, cuda, false);
@@ -66,13 +67,15 @@ TEST(CudaGraphs, CapturedRunTracksTheUncapturedOne) {
       engine::RunConfig a = gpu_run(strategy), b = a;
       a.model.head_loss = b.model.head_loss = models::parse_head_loss(head);
       b.loop.cuda_graphs = true;
-      if (strategy == "fp16-autocast") a.strategy.scaler.init_scale = b.strategy.scaler.init_scale = 4294967296.0;  // 2^32: the first steps overflow
+      if (strategy == "fp16-autocast")
+        a.strategy.scaler.init_scale = b.strategy.scaler.init_scale = 4294967296.0;  // 2^32: the first steps overflow
       engine::Trainer ta(a, at::Device(at::kCUDA, 0)), tb(b, at::Device(at::kCUDA, 0));
       const auto oa = ta.run(), ob = tb.run();
       ASSERT_EQ(ob.status, engine::RunOutcome::Status::Completed) << ob.error;
       ASSERT_EQ(oa.status, engine::RunOutcome::Status::Completed) << oa.error;
       const std::string what = strategy + " " + head + " head";
-      EXPECT_EQ(tb.cuda_graphs_status().rfind("captured: 2 graph(s)", 0), 0u) << what << ": " << tb.cuda_graphs_status();
+      EXPECT_EQ(tb.cuda_graphs_status().rfind("captured: 2 graph(s)", 0), 0u)
+          << what << ": " << tb.cuda_graphs_status();
       expect_same_losses(ta, tb, 1e-4, what);
       if (strategy == "fp16-autocast") EXPECT_GT(tb.trajectory().skipped_steps(), 0) << what << ": no step skipped";
       EXPECT_LT(tb.trajectory().rows.back()[engine::kLoss], tb.trajectory().rows.front()[engine::kLoss]) << what;
@@ -80,9 +83,10 @@ TEST(CudaGraphs, CapturedRunTracksTheUncapturedOne) {
   }
 }
 
-// The whole fast path (graphs + fused head + fused residual LayerNorm + fused bias grads / GELU + GEMM epilogues) on nano against the stock engine: bf16 and fp16
-// with the GradScaler, losses within 2% at every step (different rounding places in bf16 compound over 24 steps;
-// the suites judge the fast path against FP32 references with the calibrated bands), the same skipped steps.
+// The whole fast path (graphs + fused head + fused residual LayerNorm + fused bias grads / GELU + GEMM epilogues) on
+// nano against the stock engine: bf16 and fp16 with the GradScaler, losses within 2% at every step (different rounding
+// places in bf16 compound over 24 steps; the suites judge the fast path against FP32 references with the calibrated
+// bands), the same skipped steps.
 TEST(CudaGraphs, FastPathTracksTheStockEngine) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   for (const std::string strategy : {"bf16-autocast", "fp16-autocast"}) {

@@ -46,8 +46,8 @@ void expect_loss_falls(const engine::Trajectory& t, double drop, const std::stri
   double tail = 0;
   for (int64_t i = t.size() - 10; i < t.size(); ++i) tail += t.rows[i][engine::kLoss];
   tail /= 10;
-  EXPECT_GT(t.rows[0][engine::kLoss] - tail, drop) << what << ": first loss " << t.rows[0][engine::kLoss]
-                                                   << ", mean of the last 10 " << tail;
+  EXPECT_GT(t.rows[0][engine::kLoss] - tail, drop)
+      << what << ": first loss " << t.rows[0][engine::kLoss] << ", mean of the last 10 " << tail;
 }
 
 }  // namespace
@@ -187,7 +187,8 @@ TEST(StrategyCpu, TwoOptimizersShareOneScalerAndSkipIndependently) {
   for (const auto& p : trainer.model().parameters()) {
     const bool second_group = p.name.rfind("h.", 0) != 0;
     if (second_group) EXPECT_TRUE(at::equal(p.tensor, before[p.name])) << p.name << " stepped despite the inf";
-    if (p.name == "h.0.attn.c_attn.weight") EXPECT_FALSE(at::equal(p.tensor, before[p.name])) << p.name << " did not step";
+    if (p.name == "h.0.attn.c_attn.weight")
+      EXPECT_FALSE(at::equal(p.tensor, before[p.name])) << p.name << " did not step";
   }
   EXPECT_EQ(trainer.scaler()->get_scale(), scale * 0.5);
   EXPECT_EQ(trainer.trajectory().rows[3][engine::kSkipped], 1.0);
@@ -211,15 +212,16 @@ void expect_overflow_skipped_once(const engine::Trajectory& t, int64_t at_step) 
     const auto& row = t.rows[s];
     EXPECT_EQ(row[engine::kSkipped], s == at_step ? 1.0 : 0.0) << "step " << s << ", skipped";
     if (s == at_step) {
-      EXPECT_FALSE(std::isfinite(row[engine::kLoss])) << "step " << s << ": the fp16 forward should overflow, loss "
-                                                      << row[engine::kLoss];
+      EXPECT_FALSE(std::isfinite(row[engine::kLoss]))
+          << "step " << s << ": the fp16 forward should overflow, loss " << row[engine::kLoss];
       EXPECT_EQ(row[engine::kUpdateNorm], 0.0) << "step " << s << ": a skipped step leaves every parameter untouched";
     } else {
       EXPECT_TRUE(std::isfinite(row[engine::kLoss])) << "step " << s << ", loss " << row[engine::kLoss];
       EXPECT_GT(row[engine::kUpdateNorm], 0.0) << "step " << s << ", update_norm";
     }
   }
-  EXPECT_EQ(t.rows[at_step + 1][engine::kLossScale], 0.5 * t.rows[at_step][engine::kLossScale]) << "scale after the skip";
+  EXPECT_EQ(t.rows[at_step + 1][engine::kLossScale], 0.5 * t.rows[at_step][engine::kLossScale])
+      << "scale after the skip";
   EXPECT_TRUE(std::isfinite(t.rows.back()[engine::kParamNorm]));
 }
 }  // namespace
@@ -279,7 +281,8 @@ TEST(CudaStrategy, HalfModelWithGradScalerFailsAtFirstStepAndReleasesMemory) {
             << after.allocated_bytes << " B\n";
   EXPECT_EQ(after.allocated_bytes, before.allocated_bytes)
       << "device memory allocated after the failed scenario differs from before";
-  EXPECT_GT(after_run.peak_allocated_bytes, before.allocated_bytes) << "the scenario should have used the device at all";
+  EXPECT_GT(after_run.peak_allocated_bytes, before.allocated_bytes)
+      << "the scenario should have used the device at all";
 
   expect_half_gradscaler_fails_at_first_step(cuda);  // again, workspaces re-created by the run itself
   engine::synchronize(cuda);
@@ -290,7 +293,8 @@ TEST(CudaStrategy, HalfModelWithGradScalerFailsAtFirstStepAndReleasesMemory) {
   engine::release_library_workspaces(cuda);
   engine::release_cached_memory(cuda);
   const auto emptied = engine::memory_stats(cuda);
-  std::cout << "reserved before " << before.reserved_bytes << " B, after empty_cache " << emptied.reserved_bytes << " B\n";
+  std::cout << "reserved before " << before.reserved_bytes << " B, after empty_cache " << emptied.reserved_bytes
+            << " B\n";
   EXPECT_LE(emptied.reserved_bytes, before.reserved_bytes)
       << "the caching allocator still holds memory for the failed scenario after empty_cache";
 }

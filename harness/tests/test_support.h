@@ -143,8 +143,8 @@ inline std::vector<int> count_graph_nodes(const at::Tensor& root, const std::vec
 // refused with an error that names the field.
 inline void expect_gpt_only_model_flag(const std::string& field, bool (*read)(const scenario::Scenario&)) {
   const std::string base = "name: t\nwhy: w\ndata: {batch_size: 8, seq_len: 32}\nstrategy: fp32\n";
-  const auto sc = scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, " + field + ": true}\n",
-                                           "scenarios/t.yaml");
+  const auto sc =
+      scenario::parse_scenario(base + "model: {kind: gpt, preset: micro, " + field + ": true}\n", "scenarios/t.yaml");
   EXPECT_TRUE(read(sc)) << field;
   try {
     scenario::parse_scenario(base + "model: {kind: mlp, " + field + ": true}\n", "scenarios/t.yaml");

@@ -63,15 +63,15 @@ void expect_equal_bits(const at::Tensor& a, const at::Tensor& b, const std::stri
 // after backward.
 TEST(TiedEmbedding, GivesTheStockGradientOnTheCpu) {
   for (auto dt : {at::kFloat, at::kBFloat16})
-  for (double hint : {4.0, 1.0}) {
-    const auto stock = run_tied(false, at::kCPU, dt, 4.0, hint);
-    const auto tied = run_tied(true, at::kCPU, dt, 4.0, hint);
-    const std::string what = std::string(c10::toString(dt)) + " hint " + std::to_string(hint);
-    expect_equal_bits(tied.loss, stock.loss, what + " loss");
-    expect_equal_bits(tied.dw, stock.dw, what + " dw");
-    expect_equal_bits(tied.dwpe, stock.dwpe, what + " dwpe");
-    EXPECT_TRUE(tied.slot_empty) << what;
-  }
+    for (double hint : {4.0, 1.0}) {
+      const auto stock = run_tied(false, at::kCPU, dt, 4.0, hint);
+      const auto tied = run_tied(true, at::kCPU, dt, 4.0, hint);
+      const std::string what = std::string(c10::toString(dt)) + " hint " + std::to_string(hint);
+      expect_equal_bits(tied.loss, stock.loss, what + " loss");
+      expect_equal_bits(tied.dw, stock.dw, what + " dw");
+      expect_equal_bits(tied.dwpe, stock.dwpe, what + " dwpe");
+      EXPECT_TRUE(tied.slot_empty) << what;
+    }
 }
 
 // Bad shapes are refused with the function's name.
@@ -85,9 +85,9 @@ TEST(TiedEmbedding, BadInputIsRefused) {
 }
 
 // On a GPU: the kernels against the stock sum, GPT-2's width, a vocabulary of 50257: 16384 positions of which a
-// quarter are one token (a long run) and the rest skewed towards low ids, and small cases at the block boundaries; within fp32 reordering error of the
-// per-token sums (2^-16 of the sum of the magnitudes added into an element, plus 1e-30: a row left out of the
-// 4096-row run is 2^-12 of it), and bit for bit the same in two runs (a fixed order).
+// quarter are one token (a long run) and the rest skewed towards low ids, and small cases at the block boundaries;
+// within fp32 reordering error of the per-token sums (2^-16 of the sum of the magnitudes added into an element, plus
+// 1e-30: a row left out of the 4096-row run is 2^-12 of it), and bit for bit the same in two runs (a fixed order).
 TEST(CudaKernels, EmbeddingBackwardAddMatchesTheStockSum) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
@@ -134,26 +134,27 @@ TEST(CudaKernels, ScaleUnlessOneIsMul) {
   if (!kernels::cuda_kernels_built()) GTEST_SKIP() << "the CUDA kernels were not built (see doctor)";
   at::manual_seed(17);
   for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16})
-  for (int64_t offset : {0, 1})
-  for (double r : {1.0, 0.37, 65536.0}) {
-    at::Tensor full = (at::randn({100003}, at::kCUDA) * 100).to(dt);
-    full[17] = std::numeric_limits<double>::quiet_NaN();
-    at::Tensor x = full.narrow(0, offset, 100003 - offset);
-    at::Tensor want = x.clone();
-    want.mul_(at::full({}, r, x.options().dtype(at::kFloat)));
-    at::Tensor before = x.clone();
-    at::Tensor rt = at::full({}, r, x.options().dtype(at::kFloat));
-    kernels::scale_unless_one_(x, rt);
-    const std::string what = std::string(c10::toString(dt)) + " offset " + std::to_string(offset) + " r " + std::to_string(r);
-    const at::ScalarType bits = x.element_size() == 2 ? at::kShort : at::kInt;
-    if (r == 1.0) {
-      EXPECT_TRUE(at::equal(x.view(bits).cpu(), before.view(bits).cpu())) << what;
-    } else {
-      at::Tensor finite = want.isnan().logical_not();
-      EXPECT_TRUE(at::equal(x.masked_select(finite).cpu(), want.masked_select(finite).cpu())) << what;
-      EXPECT_TRUE(at::equal(x.isnan().cpu(), want.isnan().cpu())) << what;
-    }
-  }
+    for (int64_t offset : {0, 1})
+      for (double r : {1.0, 0.37, 65536.0}) {
+        at::Tensor full = (at::randn({100003}, at::kCUDA) * 100).to(dt);
+        full[17] = std::numeric_limits<double>::quiet_NaN();
+        at::Tensor x = full.narrow(0, offset, 100003 - offset);
+        at::Tensor want = x.clone();
+        want.mul_(at::full({}, r, x.options().dtype(at::kFloat)));
+        at::Tensor before = x.clone();
+        at::Tensor rt = at::full({}, r, x.options().dtype(at::kFloat));
+        kernels::scale_unless_one_(x, rt);
+        const std::string what =
+            std::string(c10::toString(dt)) + " offset " + std::to_string(offset) + " r " + std::to_string(r);
+        const at::ScalarType bits = x.element_size() == 2 ? at::kShort : at::kInt;
+        if (r == 1.0) {
+          EXPECT_TRUE(at::equal(x.view(bits).cpu(), before.view(bits).cpu())) << what;
+        } else {
+          at::Tensor finite = want.isnan().logical_not();
+          EXPECT_TRUE(at::equal(x.masked_select(finite).cpu(), want.masked_select(finite).cpu())) << what;
+          EXPECT_TRUE(at::equal(x.isnan().cpu(), want.isnan().cpu())) << what;
+        }
+      }
 }
 
 // On a GPU under bf16 autocast: the tied path against autograd's sum — the loss and the position embedding's

@@ -14,13 +14,16 @@ using ampcheck::doctor::parse_topo_matrix;
 namespace {
 // the shape of nvidia-smi 580's output for an 8-GPU NVLink machine, header underlined as on a terminal
 std::string eight_gpus() {
-  std::string s = "\t\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n";
+  std::string s =
+      "\t\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA "
+      "ID\x1b[0m\n";
   for (int i = 0; i < 8; ++i) {
     s += "GPU" + std::to_string(i);
     for (int j = 0; j < 8; ++j) s += i == j ? "\t X " : "\tNV18";
     s += "\tPXB\tSYS\t0-55,112-167\t0\t\tN/A\n";
   }
-  s += "NIC0\tPXB\tPXB\tPXB\tPXB\tSYS\tSYS\tSYS\tSYS\t X \tSYS\n\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n";
+  s += "NIC0\tPXB\tPXB\tPXB\tPXB\tSYS\tSYS\tSYS\tSYS\t X \tSYS\n\nLegend:\n\n  X    = Self\n  NV#  = Connection "
+       "traversing a bonded set of # NVLinks\n";
   return s;
 }
 }  // namespace
@@ -59,7 +62,8 @@ TEST(ReportTopology, TextWithoutAMatrixOrAShortRowIsAnErrorSayingWhat) {
     parse_topo_matrix("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\n");
     FAIL() << "no error";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("line 3 (GPU1): 2 cells, expected a link for each of 2 GPUs"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("line 3 (GPU1): 2 cells, expected a link for each of 2 GPUs"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -74,7 +78,8 @@ TEST(DoctorAllReduce, ExactSumIsVerifiedBitForBitAndAWrongElementCounts) {
     for (int64_t r = world - 1; r >= 0; --r) reversed += ampcheck::distributed::allreduce_check_input(100003, r, opts);
     EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(sum, world), 0) << world;
     EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(reversed, world), 0) << world;
-    EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(sum, world + 1), 100003) << world;  // a rank missing
+    EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(sum, world + 1), 100003)
+        << world;  // a rank missing
     sum[77777] = std::nextafter(sum[77777].item<float>(), 1e9f);
     EXPECT_EQ(ampcheck::distributed::allreduce_check_wrong_elements(sum, world), 1) << world;
   }
@@ -95,10 +100,11 @@ TEST(DoctorAllReduce, LinesForAPassingAndAFailedCheck) {
   c.algbw_gbs = 214.7;
   c.busbw_gbs = 375.8;
   j["allreduce"] = ampcheck::distributed::to_json(c);
-  EXPECT_NE(ampcheck::doctor::format_doctor(j).find(
-                "all-reduce check      OK: nccl, 8 ranks (cuda:0..7), 256 MiB fp32 SUM, median 1.25 ms of 20: algbw 215 "
-                "GB/s, busbw 376 GB/s; result exact"),
-            std::string::npos)
+  EXPECT_NE(
+      ampcheck::doctor::format_doctor(j).find(
+          "all-reduce check      OK: nccl, 8 ranks (cuda:0..7), 256 MiB fp32 SUM, median 1.25 ms of 20: algbw 215 "
+          "GB/s, busbw 376 GB/s; result exact"),
+      std::string::npos)
       << ampcheck::doctor::format_doctor(j);
   c.correct = false;
   c.wrong_elements = 12;

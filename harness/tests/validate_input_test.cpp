@@ -27,7 +27,8 @@ void expect_refused(F&& what, const std::vector<std::string>& words, const std::
     what();
     ADD_FAILURE() << label << ": accepted";
   } catch (const E& e) {
-    for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << label << ": " << e.what();
+    for (const auto& w : words)
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << label << ": " << e.what();
   }
 }
 
@@ -118,9 +119,9 @@ TEST(ValidateFingerprint, NumericsEnvironmentIsRecordedAndItsDriftNamed) {
   EXPECT_EQ(fp["env_MKL_CBWR"], "COMPATIBLE");
   EXPECT_EQ(fp["env_ONEDNN_MAX_CPU_ISA"], engine::kUnset);
   EXPECT_EQ(fp["env_CUBLASLT_TEST_SETTING"], "7");
-  for (const char* k : {"env_MKL_ENABLE_INSTRUCTIONS", "env_OMP_NUM_THREADS", "env_MKL_NUM_THREADS",
-                        "env_CUBLAS_WORKSPACE_CONFIG", "env_NVIDIA_TF32_OVERRIDE", "env_NCCL_ALGO", "env_NCCL_PROTO",
-                        "env_ATEN_CPU_CAPABILITY"})
+  for (const char* k :
+       {"env_MKL_ENABLE_INSTRUCTIONS", "env_OMP_NUM_THREADS", "env_MKL_NUM_THREADS", "env_CUBLAS_WORKSPACE_CONFIG",
+        "env_NVIDIA_TF32_OVERRIDE", "env_NCCL_ALGO", "env_NCCL_PROTO", "env_ATEN_CPU_CAPABILITY"})
     EXPECT_TRUE(fp.count(k)) << k;
 
   const validate::Fingerprint here = {{"device_class", "cpu"},
@@ -140,10 +141,11 @@ TEST(ValidateFingerprint, NumericsEnvironmentIsRecordedAndItsDriftNamed) {
   EXPECT_TRUE(validate::stack_differences({}, {{"env_CUBLAS_WORKSPACE_CONFIG", ":4096:8"}}).empty());
   EXPECT_EQ(validate::stack_differences({}, {{"env_CUBLAS_WORKSPACE_CONFIG", ":16:8"}}).size(), 1u);
   // a setting the golden had and this environment lacks
-  const auto gone = validate::stack_differences(
-      {{"stack_device_class", "cpu"}, {"stack_env_MKL_CBWR", "COMPATIBLE"}, {"stack_env_OMP_NUM_THREADS", "4"},
-       {"stack_env_CUBLAS_FOO", "1"}},
-      here);
+  const auto gone = validate::stack_differences({{"stack_device_class", "cpu"},
+                                                 {"stack_env_MKL_CBWR", "COMPATIBLE"},
+                                                 {"stack_env_OMP_NUM_THREADS", "4"},
+                                                 {"stack_env_CUBLAS_FOO", "1"}},
+                                                here);
   ASSERT_EQ(gone.size(), 1u);
   EXPECT_EQ(gone[0].key, "env_CUBLAS_FOO");
   EXPECT_EQ(gone[0].here, engine::kUnset);

@@ -105,8 +105,9 @@ TEST(ValidatePlant, ParsesFaultsAndNamesWhatIsExpected) {
   EXPECT_TRUE(p.transient);
   EXPECT_TRUE(validate::parse_plant("tf32").stack.tf32);
   EXPECT_TRUE(validate::parse_plant("matmul-bf16").stack.matmul_bf16);
-  for (const char* bad : {"bitflip:param:wte:1:30", "bitflip:weights:wte:1:2@3", "bitflip:param:wte:-1:2@3",
-                          "bitflip:param:wte:1:64@3", "bitflip:param:wte:1:2@3:sometimes", "cosmic-ray", "tf32:transient"}) {
+  for (const char* bad :
+       {"bitflip:param:wte:1:30", "bitflip:weights:wte:1:2@3", "bitflip:param:wte:-1:2@3", "bitflip:param:wte:1:64@3",
+        "bitflip:param:wte:1:2@3:sometimes", "cosmic-ray", "tf32:transient"}) {
     try {
       validate::parse_plant(bad);
       ADD_FAILURE() << bad << " was accepted";
@@ -133,10 +134,10 @@ TEST(ValidateClasses, GoldenClassAndNearestClasses) {
 }
 
 TEST(ValidateFingerprint, DifferencesNamedAndWhichChangeBits) {
-  const std::map<std::string, std::string> golden = {{"stack_torch", "2.11.0"}, {"stack_cpu_model", "AMD EPYC"},
-                                                     {"stack_nvidia_driver", "580"}};
-  const validate::Fingerprint here = {{"torch", "2.11.0"}, {"cpu_model", "Intel Xeon"}, {"nvidia_driver", "590"},
-                                      {"cublas", "13.1.0"}};
+  const std::map<std::string, std::string> golden = {
+      {"stack_torch", "2.11.0"}, {"stack_cpu_model", "AMD EPYC"}, {"stack_nvidia_driver", "580"}};
+  const validate::Fingerprint here = {
+      {"torch", "2.11.0"}, {"cpu_model", "Intel Xeon"}, {"nvidia_driver", "590"}, {"cublas", "13.1.0"}};
   const auto d = validate::stack_differences(golden, here);
   ASSERT_EQ(d.size(), 3u);
   EXPECT_EQ(d[0].key, "cpu_model");
@@ -146,9 +147,11 @@ TEST(ValidateFingerprint, DifferencesNamedAndWhichChangeBits) {
   EXPECT_EQ(d[2].golden, "(not recorded)");
   EXPECT_EQ(validate::describe(d).substr(0, 34), "cpu_model: AMD EPYC -> Intel Xeon;");
   // on a GPU the host's CPU model does not reach the run's bits; its ATen CPU capability does (initial weights)
-  const validate::Fingerprint gpu = {{"device_class", "cuda-sm90"}, {"cpu_model", "Intel Xeon"}, {"aten_cpu_capability", "AVX2"}};
-  const auto dg = validate::stack_differences({{"stack_device_class", "cuda-sm90"}, {"stack_cpu_model", "AMD EPYC"},
-                                               {"stack_aten_cpu_capability", "AVX512"}}, gpu);
+  const validate::Fingerprint gpu = {
+      {"device_class", "cuda-sm90"}, {"cpu_model", "Intel Xeon"}, {"aten_cpu_capability", "AVX2"}};
+  const auto dg = validate::stack_differences(
+      {{"stack_device_class", "cuda-sm90"}, {"stack_cpu_model", "AMD EPYC"}, {"stack_aten_cpu_capability", "AVX512"}},
+      gpu);
   ASSERT_EQ(dg.size(), 2u);
   EXPECT_FALSE(dg[0].changes_bits);
   EXPECT_TRUE(dg[1].changes_bits);

@@ -216,7 +216,8 @@ TEST(VerdictPrecision, AColumnPresentButNeverMeasuredIsNamed) {
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].signal, "not_judged");
   EXPECT_NE(w[0].message.find("grad_norm not judged: every value NaN — was step() called after zero_grad()?"),
-            std::string::npos) << w[0].message;
+            std::string::npos)
+      << w[0].message;
   EXPECT_TRUE(verdict::unjudged_columns(run, {"loss"}, true).empty()) << "a column the run lacks is reported elsewhere";
   for (auto& r : run.rows) r[engine::kSkipped] = 1;  // every step skipped: the skipped signal says it
   EXPECT_TRUE(verdict::unjudged_columns(run, {"loss", "grad_norm"}, true).empty());

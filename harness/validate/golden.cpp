@@ -140,28 +140,30 @@ void seal_golden(reference::TrajectoryFile& file, const engine::RunConfig& run) 
 void verify_golden(const reference::TrajectoryFile& file, const std::string& path, const engine::RunConfig& run) {
   const std::string& stored = attribute(file, "golden_checksum");
   if (stored.empty())
-    throw BadGolden(path + ": golden without a content checksum (attribute 'golden_checksum'; written by an older "
-                           "ampcheck, or not by ampcheck): it cannot be trusted. " + re_record_hint() +
-                    "; or, for a golden you trust, seal it: `ampcheck validate --seal " + path + "`");
+    throw BadGolden(path +
+                    ": golden without a content checksum (attribute 'golden_checksum'; written by an older "
+                    "ampcheck, or not by ampcheck): it cannot be trusted. " +
+                    re_record_hint() + "; or, for a golden you trust, seal it: `ampcheck validate --seal " + path +
+                    "`");
   const std::string computed = content_checksum(file);
   if (stored != computed)
-    throw BadGolden(path + ": golden fails its content checksum (attribute 'golden_checksum' " + stored +
-                    ", content " + computed + "): the file is corrupt or was edited. " + re_record_hint());
+    throw BadGolden(path + ": golden fails its content checksum (attribute 'golden_checksum' " + stored + ", content " +
+                    computed + "): the file is corrupt or was edited. " + re_record_hint());
   const std::string& name = attribute(file, "scenario_name");
   if (name != run.name)
     throw BadGolden(path + ": golden of scenario '" + name + "' (attribute 'scenario_name'), not of '" + run.name +
                     "'. " + re_record_hint());
   const std::string& steps = attribute(file, "golden_steps");
   if (steps != std::to_string(run.loop.steps) || file.trajectory.size() != run.loop.steps)
-    throw BadGolden(path + ": golden of " + std::to_string(file.trajectory.size()) + " steps (attribute 'golden_steps' " +
-                    steps + "), this run has " + std::to_string(run.loop.steps) +
+    throw BadGolden(path + ": golden of " + std::to_string(file.trajectory.size()) +
+                    " steps (attribute 'golden_steps' " + steps + "), this run has " + std::to_string(run.loop.steps) +
                     ": a golden is compared only at its own length. HINT: run without --steps (the golden's length), "
                     "or record goldens of this length on a known-good machine");
   const std::string& hash = attribute(file, "golden_config_hash");
   if (hash != golden_config_hash(run))
     throw BadGolden(path + ": golden of another configuration of '" + run.name + "' (attribute 'golden_config_hash' " +
-                    hash + ", this scenario " + golden_config_hash(run) + "; differing: " +
-                    text_difference(attribute(file, "golden_config"), golden_config_text(run)) +
+                    hash + ", this scenario " + golden_config_hash(run) +
+                    "; differing: " + text_difference(attribute(file, "golden_config"), golden_config_text(run)) +
                     "): the scenario changed since it was recorded. " + re_record_hint());
 }
 
@@ -171,7 +173,8 @@ reference::TrajectoryFile read_golden(const std::string& path, const engine::Run
     file = reference::read_trajectory_contained(path);
   } catch (const std::exception& e) {
     const std::string what = without_hint(e.what());
-    throw BadGolden((what.rfind(path, 0) == 0 ? what : path + ": " + what) + " (unreadable golden). " + re_record_hint());
+    throw BadGolden((what.rfind(path, 0) == 0 ? what : path + ": " + what) + " (unreadable golden). " +
+                    re_record_hint());
   }
   verify_golden(file, path, run);
   return file;

@@ -81,8 +81,9 @@ bool is_environment_key(const std::string& key) { return key.rfind("env_", 0) ==
 bool changes_bits(const std::string& key, bool cuda) {
   // the thread-count variables: validate runs on one intra-op thread (at::set_num_threads(1), which MKL and OpenMP
   // follow), so they do not reach its bits; the `threads` key holds the count in effect
-  static const std::set<std::string> no = {"cuda_driver", "nvidia_driver", "nccl", "device_memory_bytes",
-                                           "env_OMP_NUM_THREADS", "env_MKL_NUM_THREADS", "env_MKL_DYNAMIC"};
+  static const std::set<std::string> no = {"cuda_driver",         "nvidia_driver",       "nccl",
+                                           "device_memory_bytes", "env_OMP_NUM_THREADS", "env_MKL_NUM_THREADS",
+                                           "env_MKL_DYNAMIC"};
   // a GPU run's CPU work is the initial weights' sampling (ATen's CPU kernels: aten_cpu_capability decides them) and
   // integer data generation; the CPU model and its other extensions do not reach its bits
   static const std::set<std::string> cpu_only = {"cpu_model", "cpu_isa"};
@@ -99,10 +100,10 @@ std::vector<StackDifference> stack_differences(const std::map<std::string, std::
     // it was set — which an older ampcheck could not know)
     // (CUBLAS_WORKSPACE_CONFIG excepted: every deterministic ampcheck run set it to its own default before cuBLAS's
     // first use, so an older golden ran with that)
-    const std::string g = it != golden_attributes.end()            ? it->second
-                          : k == "env_CUBLAS_WORKSPACE_CONFIG"      ? std::string(engine::kDeterministicCublasWorkspace)
-                          : is_environment_key(k)                   ? std::string(engine::kUnset)
-                                                                    : "(not recorded)";
+    const std::string g = it != golden_attributes.end()        ? it->second
+                          : k == "env_CUBLAS_WORKSPACE_CONFIG" ? std::string(engine::kDeterministicCublasWorkspace)
+                          : is_environment_key(k)              ? std::string(engine::kUnset)
+                                                               : "(not recorded)";
     if (g != v) out.push_back({k, g, v, changes_bits(k, cuda)});
   }
   // a setting the golden recorded as set (a CUBLAS_* one, say) that is not set here
@@ -153,7 +154,8 @@ BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::T
     std::string first_column;
     if (column_differs(s, engine::kLoss)) first_column = engine::column_name(engine::kLoss);
     for (int col : columns)
-      if (first_column.empty() && col != engine::kLoss && column_differs(s, col)) first_column = engine::column_name(col);
+      if (first_column.empty() && col != engine::kLoss && column_differs(s, col))
+        first_column = engine::column_name(col);
     if (tensors > 0 || !first_column.empty()) {
       c.step = s;
       c.column = first_column;
@@ -164,10 +166,10 @@ BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::T
   std::ostringstream m;
   if (c.step < 0 && run.size() == golden.size()) {
     c.identical = true;
-    m << "identical: " << n << " steps, every column" << (digests ? " and the digests of " +
-                                                                     std::to_string(run.digests.tensors.size()) +
-                                                                     " parameters and their gradients"
-                                                                 : " (no tensor digests to compare)");
+    m << "identical: " << n << " steps, every column"
+      << (digests
+              ? " and the digests of " + std::to_string(run.digests.tensors.size()) + " parameters and their gradients"
+              : " (no tensor digests to compare)");
   } else if (c.step < 0) {
     c.step = n;
     m << "first difference: the length (" << run.size() << " steps against the golden's " << golden.size() << ")";
@@ -271,9 +273,12 @@ Plant parse_plant(const std::string& text) {
       "expected bitflip:<param|grad>:<parameter glob>:<element>:<bit>@<step>[:transient], tf32, nondeterministic, "
       "reduced-reduction or matmul-bf16";
   if (text == "tf32") p.stack.tf32 = true;
-  else if (text == "nondeterministic") p.stack.nondeterministic = true;
-  else if (text == "reduced-reduction") p.stack.reduced_reduction = true;
-  else if (text == "matmul-bf16") p.stack.matmul_bf16 = true;
+  else if (text == "nondeterministic")
+    p.stack.nondeterministic = true;
+  else if (text == "reduced-reduction")
+    p.stack.reduced_reduction = true;
+  else if (text == "matmul-bf16")
+    p.stack.matmul_bf16 = true;
   else if (text.rfind("bitflip:", 0) == 0) {
     std::vector<std::string> parts;
     std::string rest = text.substr(8);
@@ -281,7 +286,8 @@ Plant parse_plant(const std::string& text) {
     if (at == std::string::npos) throw std::invalid_argument("--plant '" + text + "': no @<step>; " + expected);
     std::string tail = rest.substr(at + 1);
     rest = rest.substr(0, at);
-    for (size_t pos; (pos = rest.find(':')) != std::string::npos; rest.erase(0, pos + 1)) parts.push_back(rest.substr(0, pos));
+    for (size_t pos; (pos = rest.find(':')) != std::string::npos; rest.erase(0, pos + 1))
+      parts.push_back(rest.substr(0, pos));
     parts.push_back(rest);
     if (const size_t colon = tail.find(':'); colon != std::string::npos) {
       if (tail.substr(colon + 1) != "transient")
@@ -306,7 +312,8 @@ Plant parse_plant(const std::string& text) {
     inj.element = number(parts[2], "element");
     inj.bit = number(parts[3], "bit");
     if (inj.bit > 63)
-      throw std::invalid_argument("--plant '" + text + "': bit " + parts[3] + " is past any element (0-63); " + expected);
+      throw std::invalid_argument("--plant '" + text + "': bit " + parts[3] + " is past any element (0-63); " +
+                                  expected);
     inj.steps = {number(tail, "step")};
     p.injections.push_back(inj);
   } else {

@@ -61,11 +61,11 @@ std::string describe(const std::vector<StackDifference>& diffs);  // "cpu_model:
 
 struct BitwiseComparison {
   bool identical = false;
-  int64_t step = -1;          // the first step with a difference (-1: identical)
-  std::string column;         // the first trajectory column that differs at that step ("" if only tensors did)
-  std::string tensor;         // the first tensor that differs there: "gradient of wte", "parameter h.0.mlp.c_fc.weight"
+  int64_t step = -1;   // the first step with a difference (-1: identical)
+  std::string column;  // the first trajectory column that differs at that step ("" if only tensors did)
+  std::string tensor;  // the first tensor that differs there: "gradient of wte", "parameter h.0.mlp.c_fc.weight"
   int64_t tensors_differing = 0;  // at that step, parameters + gradients whose digests differ
-  std::string message;        // "identical: 40 steps, every column and 38 tensors' digests" | "first difference: step 5, ..."
+  std::string message;  // "identical: 40 steps, every column and 38 tensors' digests" | "first difference: step 5, ..."
 };
 // Compares the recorded columns bit for bit (a NaN equals a NaN with the same bits) and, where both have them, the
 // digests: per step, the loss (computed first), then the gradients, then the parameters, then the other columns.
@@ -74,7 +74,7 @@ BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::T
 // ---- replay of a differing step
 
 struct Replay {
-  std::string kind;           // "transient" | "persistent"
+  std::string kind;  // "transient" | "persistent"
   int64_t step = -1;
   std::vector<uint64_t> digests;  // one per replay: the step's combined digest (every parameter and gradient)
   uint64_t run_digest = 0, golden_digest = 0;
@@ -89,7 +89,7 @@ Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step
 // ---- planted faults
 
 struct Plant {
-  std::string text;                                 // as given
+  std::string text;  // as given
   engine::StackFault stack;
   std::vector<inject::InjectionConfig> injections;  // a bit flip
   bool transient = false;                           // the run only: its replays run without it

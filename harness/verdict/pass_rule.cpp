@@ -58,9 +58,8 @@ std::string warnings_unmet(const Expectation& expected, const Observation& obser
 
 Decision decide(const Expectation& expected, const Observation& observed, bool strict) {
   Decision d;
-  const bool verdict_met =
-      observed.verdict == expected.verdict ||
-      (!observed.judged && observed.verdict == "completed" && needs_reference(expected.verdict));
+  const bool verdict_met = observed.verdict == expected.verdict ||
+                           (!observed.judged && observed.verdict == "completed" && needs_reference(expected.verdict));
   const bool error_met = expected.verdict != "error" || !expected.error || observed.error == *expected.error;
   if (!observed.judged) {
     d.pass = verdict_met && error_met;

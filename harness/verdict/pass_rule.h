@@ -27,14 +27,14 @@ struct Expectation {
 
 // What a run did, as far as it was judged.
 struct Observation {
-  bool judged = true;             // false: no reference (`run`): verdict is the run's status, nothing else is known
-  std::string verdict;            // judged: Verdict::verdict; else completed | nonfinite | error
-  std::string message;            // judged: Verdict::message
-  std::string error;              // the run's error message (status error)
+  bool judged = true;   // false: no reference (`run`): verdict is the run's status, nothing else is known
+  std::string verdict;  // judged: Verdict::verdict; else completed | nonfinite | error
+  std::string message;  // judged: Verdict::message
+  std::string error;    // the run's error message (status error)
   int64_t skipped_steps = 0;
   std::vector<Warning> warnings;  // judged: Verdict::warnings
 };
-Observation observe(const Verdict& v, const std::string& run_error);                 // a verdict (check, judge)
+Observation observe(const Verdict& v, const std::string& run_error);                  // a verdict (check, judge)
 Observation observe_status(const std::string& status, const std::string& run_error);  // a run's status alone (run)
 
 struct Decision {

@@ -142,9 +142,8 @@ Measured measure(const Metric& metric, const engine::Trajectory& run, const std:
                  const Tolerance& tol, double floor) {
   Measured m;
   m.deviation = metric(run, skipped_before(run));
-  m.noise = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
-    return metric(t, skipped_before(t));
-  });
+  m.noise =
+      smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) { return metric(t, skipped_before(t)); });
   m.allowed.assign(n, kNaN);
   for (size_t s = 0; s < n; ++s) m.allowed[s] = std::max(std::isfinite(m.noise[s]) ? tol.k * m.noise[s] : 0.0, floor);
   return m;
@@ -163,12 +162,10 @@ SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory
   const auto ref_sm = trailing_mean(ref.column(engine::kLoss), tol.window);
   auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
     const auto sm = trailing_mean(t.column(engine::kLoss), tol.window);
-    return aligned_deviation(std::min(n, sm.size()), skips,
-                             [&](size_t s, size_t j) { return sm[s] - ref_sm[j]; });
+    return aligned_deviation(std::min(n, sm.size()), skips, [&](size_t s, size_t j) { return sm[s] - ref_sm[j]; });
   };
-  const auto noise_s = smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) {
-    return metric(t, skipped_before(t));
-  });
+  const auto noise_s =
+      smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) { return metric(t, skipped_before(t)); });
   const auto dev = metric(run, skipped_before(run));
   std::vector<double> allowed(n);
   for (size_t s = 0; s < n; ++s) allowed[s] = std::isfinite(noise_s[s]) ? std::max(tol.k * noise_s[s], 1e-9) : kNaN;
@@ -193,8 +190,9 @@ SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory
     // shed as much or more (it started elsewhere, or went up and came down) moved elsewhere: diverges, below.
     r.verdict = "stalls";
     m << "loss ";
-    if (shed_ref > allowed[last]) m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed ("
-                                     << num(shed_run) << " of " << num(shed_ref) << " nats); ";
+    if (shed_ref > allowed[last])
+      m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed (" << num(shed_run) << " of "
+        << num(shed_ref) << " nats); ";
     m << "up to " << num(std::abs(r.deviation)) << " nats " << (r.deviation > 0 ? "above" : "below")
       << " the reference (step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
       << "; out from step " << r.first_step << ")";

@@ -54,22 +54,22 @@ struct Tolerance {
 using NoiseRun = engine::LabelledTrajectory;
 
 struct SignalResult {
-  std::string name;          // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
-  std::string unit;          // nats | log-ratio | fraction | share
-  bool judged = false;       // false when the run or the reference lacks the column (message says why)
+  std::string name;     // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
+  std::string unit;     // nats | log-ratio | fraction | share
+  bool judged = false;  // false when the run or the reference lacks the column (message says why)
   bool fired = false;
-  bool decides = true;       // false: reported (and shown when beyond its allowance) but never sets the verdict
-  std::string verdict;       // what a firing means: stalls | diverges | nonfinite
-  int64_t first_step = -1;   // first step beyond the allowed deviation
-  double max_margin = 0;     // max over steps of |deviation| / allowed (≤ 1: within; > 1: fired)
+  bool decides = true;      // false: reported (and shown when beyond its allowance) but never sets the verdict
+  std::string verdict;      // what a firing means: stalls | diverges | nonfinite
+  int64_t first_step = -1;  // first step beyond the allowed deviation
+  double max_margin = 0;    // max over steps of |deviation| / allowed (≤ 1: within; > 1: fired)
   int64_t max_step = -1;
-  double deviation = NAN;    // at max_step, in the signal's unit (signed)
-  double allowed = NAN;      // at max_step
-  double noise = NAN;        // at max_step: the largest noise-run deviation (before × k)
-  double run_value = NAN;    // at max_step: the run's smoothed value (loss, norm, fraction, share)
+  double deviation = NAN;  // at max_step, in the signal's unit (signed)
+  double allowed = NAN;    // at max_step
+  double noise = NAN;      // at max_step: the largest noise-run deviation (before × k)
+  double run_value = NAN;  // at max_step: the run's smoothed value (loss, norm, fraction, share)
   double reference_value = NAN;
-  std::string message;       // one clause: "updates 0.03x the reference's from step 12 (allowed 0.95x..1.05x)"
-  std::vector<double> margin_series;   // per step: |deviation| / allowed, NaN where not measured
+  std::string message;                // one clause: "updates 0.03x the reference's from step 12 (allowed 0.95x..1.05x)"
+  std::vector<double> margin_series;  // per step: |deviation| / allowed, NaN where not measured
   std::vector<double> allowed_series;  // per step, in the signal's unit
 };
 

@@ -41,8 +41,8 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
       if (!std::isfinite(run.rows[s][engine::kLoss])) first_bad_loss = s;
     const int64_t last = run.size() - 1;
     if (nf.fired)
-      v.message = "non-finite grads applied by the optimizer from step " + std::to_string(nf.first_step) +
-                  " (" + std::to_string(static_cast<int64_t>(nf.deviation)) + " step(s)); the parameters were " +
+      v.message = "non-finite grads applied by the optimizer from step " + std::to_string(nf.first_step) + " (" +
+                  std::to_string(static_cast<int64_t>(nf.deviation)) + " step(s)); the parameters were " +
                   "non-finite when the run stopped at step " + std::to_string(last);
     else if (first_bad_loss >= 0)
       v.message = "the loss was non-finite from step " + std::to_string(first_bad_loss) + "; the run stopped at step " +
@@ -78,8 +78,8 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
   v.param_drift = std::abs(pn_run - pn_ref) / pn_ref;
   v.update_ratio = mean_finite(run.column(engine::kUpdateNorm), run.column(engine::kSkipped)) /
                    mean_finite(reference.column(engine::kUpdateNorm), {});
-  v.progress_ratio = (v.run_smoothed[w0] - v.run_smoothed[last]) /
-                     (v.reference_smoothed[w0] - v.reference_smoothed[last]);
+  v.progress_ratio =
+      (v.run_smoothed[w0] - v.run_smoothed[last]) / (v.reference_smoothed[w0] - v.reference_smoothed[last]);
 
   std::vector<const SignalResult*> fired, diagnostics;
   for (const auto& s : v.signals) {
@@ -156,9 +156,10 @@ std::string precision_not_in_effect(bool claims_reduced, const engine::Trajector
       allowed = std::max(allowed, ulp[j]);
     if (d > allowed) return "";  // beyond FP32's rounding noise at this step: some reduced precision was in effect
   }
-  std::string m = std::string("mixed precision not in effect: the loss is ") +
-                  (identical ? "bit-identical to the FP32 reference's" : "within FP32's own rounding noise of the reference's") +
-                  " at all " + std::to_string(n) + " steps, while the run claims a reduced-precision strategy";
+  std::string m =
+      std::string("mixed precision not in effect: the loss is ") +
+      (identical ? "bit-identical to the FP32 reference's" : "within FP32's own rounding noise of the reference's") +
+      " at all " + std::to_string(n) + " steps, while the run claims a reduced-precision strategy";
   if (!cause.empty()) m += " (" + cause + ")";
   return m;
 }
@@ -193,8 +194,8 @@ std::vector<Warning> unjudged_columns(const engine::Trajectory& run, const std::
     }
     if (any || !taken) continue;
     std::string m = name + " not judged: every value NaN";
-    if (recorded &&
-        (c == engine::kGradNorm || c == engine::kFracZero || c == engine::kFracSubnormal || c == engine::kFracNonfinite))
+    if (recorded && (c == engine::kGradNorm || c == engine::kFracZero || c == engine::kFracSubnormal ||
+                     c == engine::kFracNonfinite))
       m += " — was step() called after zero_grad()?";
     out.push_back({"not_judged", m});
   }

@@ -41,15 +41,15 @@ struct Verdict {
   int64_t first_divergence_step = -1;  // first step the deciding signal was out
   double max_deviation_bands = 0;      // the largest margin over all judged signals (deviation / allowed)
   int64_t max_deviation_step = -1;
-  std::string max_signal;              // which signal that margin belongs to
-  double final_loss_ratio = NAN;       // smoothed run / smoothed reference at the last common step
-  double param_drift = NAN;            // |param_norm_run - param_norm_ref| / param_norm_ref at the last common step
-  double update_ratio = NAN;           // mean update norm run / reference over the steps taken
-  double progress_ratio = NAN;         // loss shed by the run / by the reference (smoothed, first window to last)
+  std::string max_signal;         // which signal that margin belongs to
+  double final_loss_ratio = NAN;  // smoothed run / smoothed reference at the last common step
+  double param_drift = NAN;       // |param_norm_run - param_norm_ref| / param_norm_ref at the last common step
+  double update_ratio = NAN;      // mean update norm run / reference over the steps taken
+  double progress_ratio = NAN;    // loss shed by the run / by the reference (smoothed, first window to last)
   int64_t skipped_steps = 0;
-  std::string message;                 // one sentence on what happened
-  std::vector<SignalResult> signals;   // every signal, judged or not (empty for error / nonfinite status)
-  std::vector<Warning> warnings;       // tracks (or any verdict): findings that did not decide it
+  std::string message;                // one sentence on what happened
+  std::vector<SignalResult> signals;  // every signal, judged or not (empty for error / nonfinite status)
+  std::vector<Warning> warnings;      // tracks (or any verdict): findings that did not decide it
   // Per-step series for reports: the smoothed reference loss and its allowed deviation (whenever a reference is
   // given), the smoothed run loss and its deviation in allowed units (completed runs).
   std::vector<double> reference_smoothed, band, run_smoothed, deviation_bands;
@@ -83,8 +83,8 @@ void add_engine_run_warnings(Verdict& v, const engine::Trajectory& run, const en
 // Adds a warning (and its clause to the message); the verdict itself is unchanged.
 void add_warning(Verdict& v, const std::string& signal, const std::string& message);
 
-// Data parallel: ranks that disagreed at a cross-rank check (harness/distributed/) make the verdict `diverges`, with the
-// check's message first, whatever rank 0's own signals say: a run whose ranks hold different models or scales is
+// Data parallel: ranks that disagreed at a cross-rank check (harness/distributed/) make the verdict `diverges`, with
+// the check's message first, whatever rank 0's own signals say: a run whose ranks hold different models or scales is
 // not one training run any more.
 void apply_rank_consistency(Verdict& v, int64_t diverged_step, const std::string& message);
 

@@ -105,8 +105,7 @@ class Sgd : public ScalableOptimizer {
       if (!grad.defined()) continue;
       at::Tensor update = grad;
       if (momentum_ != 0.0) {
-        if (!buffers_[i].defined())
-          buffers_[i] = grad.detach().clone();  // buf = grad.detach().clone()
+        if (!buffers_[i].defined()) buffers_[i] = grad.detach().clone();  // buf = grad.detach().clone()
         else
           // buf.mul_(momentum).add_(grad, alpha=1 - dampening). Python turns the float `momentum` into a wrapped
           // number tensor (mul_.Tensor); C++'s mul_(Scalar) would put the scalar first and round it to bfloat16
@@ -209,9 +208,7 @@ struct TwoLinear {
     return m;
   }
   TwoLinear copy() const {  // same values, fresh leaves (the scaled run vs. its control)
-    auto c = [](const at::Tensor& t) {
-      return t.detach().clone().set_requires_grad(true);
-    };
+    auto c = [](const at::Tensor& t) { return t.detach().clone().set_requires_grad(true); };
     return {c(w0), c(b0), c(w1), c(b1)};
   }
   std::vector<at::Tensor> params() const { return {w0, b0, w1, b1}; }

@@ -84,9 +84,7 @@ TEST_F(Autocast, OutermostExitClearsTheWeightCastCacheInnerExitDoesNot) {
   ASSERT_TRUE(at::autocast::is_autocast_cache_enabled());
   const at::Tensor x = at::ones({2, 4});
   at::Tensor w = at::ones({4, 3}).set_requires_grad(true);
-  auto product = [&] {
-    return at::mm(x, w).to(at::kFloat);
-  };
+  auto product = [&] { return at::mm(x, w).to(at::kFloat); };
   auto double_w = [&] {
     at::NoGradGuard no_grad;
     w.mul_(2);

@@ -200,8 +200,7 @@ void ReplayAndCompare(const OracleRun& o, c10::Device device) {
 
     if (auto it = o.manual_updates.find(k); it != o.manual_updates.end()) {
       const auto& [how, value] = it->second;
-      if (how == "float")
-        scaler.update(value);
+      if (how == "float") scaler.update(value);
       else
         scaler.update(at::scalar_tensor(value, at::TensorOptions().dtype(at::kFloat).device(device)));
     } else {
@@ -279,9 +278,7 @@ std::pair<std::string, std::string> Trigger(const std::function<void()>& fn) {
 std::map<std::string, std::function<void()>> ErrorCases(c10::Device device) {
   const c10::DeviceType dt = device.type();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
-  auto scaler = [dt](GradScalerOptions o = {}) {
-    return GradScaler(dt, o);
-  };
+  auto scaler = [dt](GradScalerOptions o = {}) { return GradScaler(dt, o); };
   auto param = [device](at::ScalarType dtype, bool with_grad) {
     at::Tensor p = at::zeros({3}, at::TensorOptions().dtype(dtype).device(device)).set_requires_grad(true);
     if (with_grad) p.mutable_grad() = at::ones({3}, p.options().requires_grad(false));
@@ -350,63 +347,24 @@ std::map<std::string, std::function<void()>> ErrorCases(c10::Device device) {
          Sgd o({param(at::kFloat, true)}, 1.0);
          scaler().step(o);
        }},
-      {"update_before_scale",
-       [=] {
-         scaler().update();
-       }},
-      {"update_without_inf_checks",
-       [=] {
-         started().update();
-       }},
+      {"update_before_scale", [=] { scaler().update(); }},
+      {"update_without_inf_checks", [=] { started().update(); }},
       {"step_without_grads",
        [=] {
          Sgd o({param(at::kFloat, false)}, 1.0);
          started().step(o);
        }},
-      {"load_empty_state_dict",
-       [=] {
-         scaler().load_state_dict(scaler(disabled).state_dict());
-       }},
-      {"growth_factor_one",
-       [=] {
-         scaler(with(1.0, 0.5));
-       }},
-      {"backoff_factor_one",
-       [=] {
-         scaler(with(2.0, 1.0));
-       }},
-      {"nan_growth_factor",
-       [=] {
-         scaler(with(nan, 0.5));
-       }},
-      {"nan_backoff_factor",
-       [=] {
-         scaler(with(2.0, nan));
-       }},
-      {"bad_factors_when_disabled",
-       [=] {
-         scaler(with(0.5, 2.0, false));
-       }},
-      {"update_tensor_two_elements",
-       [=] {
-         update_after_step(at::full({2}, 8.0, f32));
-       }},
-      {"update_tensor_requires_grad",
-       [=] {
-         update_after_step(at::full({}, 8.0, f32).set_requires_grad(true));
-       }},
-      {"update_tensor_other_device",
-       [=] {
-         update_after_step(at::full({}, 8.0, f32.device(at::kMeta)));
-       }},
-      {"update_tensor_shape_one",
-       [=] {
-         update_after_step(at::full({1}, 8.0, f32));
-       }},
-      {"update_tensor_zero_dim",
-       [=] {
-         update_after_step(at::full({}, 8.0, f32));
-       }},
+      {"load_empty_state_dict", [=] { scaler().load_state_dict(scaler(disabled).state_dict()); }},
+      {"growth_factor_one", [=] { scaler(with(1.0, 0.5)); }},
+      {"backoff_factor_one", [=] { scaler(with(2.0, 1.0)); }},
+      {"nan_growth_factor", [=] { scaler(with(nan, 0.5)); }},
+      {"nan_backoff_factor", [=] { scaler(with(2.0, nan)); }},
+      {"bad_factors_when_disabled", [=] { scaler(with(0.5, 2.0, false)); }},
+      {"update_tensor_two_elements", [=] { update_after_step(at::full({2}, 8.0, f32)); }},
+      {"update_tensor_requires_grad", [=] { update_after_step(at::full({}, 8.0, f32).set_requires_grad(true)); }},
+      {"update_tensor_other_device", [=] { update_after_step(at::full({}, 8.0, f32.device(at::kMeta))); }},
+      {"update_tensor_shape_one", [=] { update_after_step(at::full({1}, 8.0, f32)); }},
+      {"update_tensor_zero_dim", [=] { update_after_step(at::full({}, 8.0, f32)); }},
       {"bf16_unscale",
        [=] {
          Sgd o({param(at::kBFloat16, true)}, 1.0);

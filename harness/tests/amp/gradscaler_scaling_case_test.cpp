@@ -164,8 +164,7 @@ TEST(GradScaler, ScalingCaseGradientAccumulation) {
         const int iters_to_accumulate = 2;
         for (int i = 0; i < static_cast<int>(data.size()); ++i) {
           const at::Tensor loss = at::mse_loss(model.forward(data[i].input), data[i].target) / iters_to_accumulate;
-          if (scaling)
-            scaler.scale(loss).backward();
+          if (scaling) scaler.scale(loss).backward();
           else
             loss.backward();
           if ((i + 1) % iters_to_accumulate == 0) {

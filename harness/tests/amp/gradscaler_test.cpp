@@ -137,9 +137,7 @@ TEST(GradScaler, UnscaleFindsInfAndNanInContiguousTransposedAndSlicedGrads) {
   at::Tensor ginf = g.clone(), gnan = g.clone();
   ginf.index_put_({2, 2}, kInf);
   gnan.index_put_({2, 2}, std::nan(""));
-  auto sl = [](const at::Tensor& t) {
-    return t.clone().slice(1, 0, 5);
-  };
+  auto sl = [](const at::Tensor& t) { return t.clone().slice(1, 0, 5); };
   struct Case {
     const char* name;
     std::vector<at::Tensor> grads;
@@ -236,7 +234,8 @@ TEST(GradScaler, RecordedInfCheckStandsForTheFusedPathsOwn) {
   GradScaler scaler(at::kCPU, Options(init));
   EXPECT_THROW(scaler.record_inf_check(*std::make_unique<RecordingFusedOptimizer>(std::vector<at::Tensor>{}),
                                        at::zeros({}, kF32)),
-               GradScalerError) << "before scale()";
+               GradScalerError)
+      << "before scale()";
   RecordingFusedOptimizer fused({Param(at::full({3}, 2.0, kF32))});
   scaler.scale(at::ones({}, kF32));
   scaler.record_inf_check(fused, at::ones({}, kF32));

@@ -39,9 +39,9 @@ class GradScalerError : public std::runtime_error {
 };
 
 struct GradScalerOptions {
-  double init_scale = 65536.0;   // 2^16
-  double growth_factor = 2.0;    // must be > 1
-  double backoff_factor = 0.5;   // must be < 1
+  double init_scale = 65536.0;     // 2^16
+  double growth_factor = 2.0;      // must be > 1
+  double backoff_factor = 0.5;     // must be < 1
   int64_t growth_interval = 2000;  // clean steps between growths
   bool enabled = true;
 };
