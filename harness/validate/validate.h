@@ -41,8 +41,8 @@ std::vector<std::string> nearest_classes(const std::string& wanted, const std::v
 
 // Whether a difference in this fingerprint key can change the bits a run computes (torch, CUDA runtime, cuBLAS,
 // cuDNN, device, compute capability, CPU model / ISA / ATen capability, threads, the determinism, TF32, reduction and
-// matmul precision flags) or not (drivers, NCCL in a one-process run, device memory; for a GPU run the CPU model and
-// its extensions: only ATen's CPU capability reaches it, through the initial weights' sampling).
+// matmul precision flags) or not (drivers, NCCL and its NCCL_* settings in a one-process run, device memory; for a GPU
+// run the CPU model and its extensions: only ATen's CPU capability reaches it, through the initial weights' sampling).
 bool changes_bits(const std::string& key, bool cuda);
 // "env_MKL_CBWR": a numerics-changing environment setting (engine::numerics_environment); a difference in one is
 // configuration drift, not a fault of the machine.
