@@ -4,62 +4,37 @@
 
 #include "io/text.h"
 
+#include <initializer_list>
+#include <utility>
+
 namespace ampcheck::report {
 
-std::string escape_markup(const std::string& raw) {
+namespace {
+
+// printable text with the characters in `escapes` replaced by their spelling
+std::string escaped(const std::string& raw, std::initializer_list<std::pair<char, const char*>> escapes) {
   const std::string s = io::printable_text(raw);
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
+    const char* spelled = nullptr;
+    for (const auto& [from, to] : escapes)
+      if (c == from) spelled = to;
+    if (spelled) out += spelled;
+    else
+      out += c;
   }
   return out;
 }
 
+}  // namespace
+
+std::string escape_markup(const std::string& raw) {
+  return escaped(raw, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}});
+}
+
 std::string markdown_text(const std::string& raw) {
-  const std::string s = io::printable_text(raw);
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '\n':
-        out += ' ';
-        break;
-      case '|':
-        out += "\\|";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return escaped(raw, {{'\n', " "}, {'|', "\\|"}, {'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}});
 }
 
 }  // namespace ampcheck::report
