@@ -15,6 +15,7 @@
 // AMPCHECK_BENCH_DEVICE (auto). In CI: `ampcheck_bench_components --benchmark_min_time=0.01s` as a smoke run
 // (CTest bench.components_smoke); figures come from the H200.
 #include "engine/device.h"
+#include "engine/engine_plan.h"
 #include "engine/optimizer.h"
 #include "engine/trainer.h"
 #include "kernels/fused.h"
@@ -154,11 +155,7 @@ void BM_TrainStep(benchmark::State& state, const std::string& strategy, bool fas
     return;
   }
   engine::RunConfig cfg = run_config(strategy, state.range(0));
-  if (fast) {
-    cfg.loop.cuda_graphs = true;
-    cfg.model.head_loss = models::HeadLoss::Fused;
-    cfg.model.fused_layernorm = cfg.model.fused_bias_gelu = cfg.model.gemm_epilogues = true;  // as --engine fast
-  }
+  if (fast) engine::request_fast_engine(cfg);  // as --engine fast
   engine::Trainer trainer(cfg, device);
   trainer.run_until(3);
   for (auto _ : state) {

@@ -8,6 +8,7 @@
 //   ampcheck_bench_train --fp8-breakdown --batch 16 --seq 1024     (one FP8 Linear's time, part by part, vs bf16)
 //   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --profile 5   (GPU time by category)
 #include "engine/device.h"
+#include "engine/engine_plan.h"
 #include "engine/fp8.h"
 #include "engine/trainer.h"
 
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
   int64_t profile = 0;
   std::string head_loss = "stock";
   bool cuda_graphs = false, fused_layernorm = false, fused_bias_gelu = false, gemm_epilogues = false;
-  bool fused_grad_check = false, fused_param_norm = false;
+  bool fused_grad_check = false, fused_param_norm = false, fast = false;
   std::string categories = std::string(AMPCHECK_SOURCE_DIR) + "/bench/kernel_categories.json";
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> std::string {
@@ -213,9 +214,8 @@ int main(int argc, char** argv) {
       fused_grad_check = true;
     else if (a == "--fused-param-norm")
       fused_param_norm = true;
-    else if (a == "--fast")  // the fastest path
-      cuda_graphs = fused_layernorm = fused_bias_gelu = gemm_epilogues = fused_grad_check = fused_param_norm = true,
-      head_loss = "fused";
+    else if (a == "--fast")  // the fastest path: engine::request_fast_engine, as `ampcheck --engine fast`
+      fast = true;
     else if (a == "--categories")
       categories = next();
     else {
@@ -253,6 +253,16 @@ int main(int argc, char** argv) {
   cfg.loop.fused_param_norm = fused_param_norm;  // engine option (kernels::adamw_square_sums_)
   cfg.strategy = engine::strategy_preset(strategy);
   cfg.strategy.deterministic = false;  // throughput: let cuDNN / cuBLAS pick their fastest kernels
+  if (fast) {                          // the one expansion of --engine fast; the flags below record what it requested
+    engine::request_fast_engine(cfg);
+    cuda_graphs = cfg.loop.cuda_graphs;
+    fused_grad_check = cfg.loop.fused_grad_check;
+    fused_param_norm = cfg.loop.fused_param_norm;
+    fused_layernorm = cfg.model.fused_layernorm;
+    fused_bias_gelu = cfg.model.fused_bias_gelu;
+    gemm_epilogues = cfg.model.gemm_epilogues;
+    head_loss = models::head_loss_name(cfg.model.head_loss);
+  }
   const at::Device device = engine::resolve_device(device_spec);
 
   engine::Trainer trainer(cfg, device);

@@ -6,6 +6,7 @@
 #include "io/files.h"
 
 #include "engine/device.h"
+#include "engine/engine_plan.h"
 #include "engine/precision.h"
 #include "run/progress.h"
 #include "run/provenance.h"
@@ -107,12 +108,7 @@ int cmd_list(const std::string& suite) {
 scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts) {
   scenario::Scenario sc = scenario::load_scenario(file);
   if (opts.engine == "fast") {
-    sc.run.loop.cuda_graphs = sc.run.loop.fused_grad_check = sc.run.loop.fused_param_norm = true;
-    const bool fp8_head = sc.run.strategy.fp8 && sc.run.strategy.fp8->layers != "blocks";
-    if (sc.run.model.kind == "gpt" && sc.run.model.head_loss == models::HeadLoss::Stock && !fp8_head)
-      sc.run.model.head_loss = models::HeadLoss::Fused;
-    if (sc.run.model.kind == "gpt")
-      sc.run.model.fused_layernorm = sc.run.model.fused_bias_gelu = sc.run.model.gemm_epilogues = true;
+    engine::request_fast_engine(sc.run);
   } else if (opts.engine != "stock") {
     throw std::invalid_argument("--engine: expected stock or fast, got '" + opts.engine + "'");
   }

@@ -41,6 +41,14 @@ struct Decide {
 
 }  // namespace
 
+void request_fast_engine(RunConfig& cfg) {
+  cfg.loop.cuda_graphs = cfg.loop.fused_grad_check = cfg.loop.fused_param_norm = true;
+  if (cfg.model.kind != "gpt") return;
+  const bool fp8_head = cfg.strategy.fp8 && cfg.strategy.fp8->layers != "blocks";
+  if (cfg.model.head_loss == models::HeadLoss::Stock && !fp8_head) cfg.model.head_loss = models::HeadLoss::Fused;
+  cfg.model.fused_layernorm = cfg.model.fused_bias_gelu = cfg.model.gemm_epilogues = true;
+}
+
 EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, bool data_parallel) {
   EnginePlan plan;
   Decide decide{plan};
