@@ -81,12 +81,13 @@ std::string json_string_raw(const std::string& s) {
 // attribute is looked at.
 void check_read(const std::function<reference::TrajectoryFile()>& read, const Pairs& pairs, const std::string& path,
                 bool json, std::map<std::string, std::string>& attributes_read) {
+  std::map<std::string, std::string> last;  // (a key given twice: the last value, as the writers keep it)
+  for (const auto& [k, v] : pairs) last[k] = v;
   std::set<std::string> unprintable_exact;
-  bool invalid_utf8 = false;
-  for (const auto& [k, v] : pairs) {
+  for (const auto& [k, v] : last)
     if (is_exact(k) && !reserved(k) && !printable(v)) unprintable_exact.insert(k);
-    invalid_utf8 |= io::first_invalid_utf8(k + v) != std::string::npos;
-  }
+  bool invalid_utf8 = false;  // (JSON: anywhere in the header, an earlier duplicate's value included)
+  for (const auto& [k, v] : pairs) invalid_utf8 |= io::first_invalid_utf8(k + v) != std::string::npos;
   if (json && invalid_utf8) unprintable_exact.clear();
   try {
     const reference::TrajectoryFile f = read();
@@ -97,8 +98,6 @@ void check_read(const std::function<reference::TrajectoryFile()>& read, const Pa
       FUZZ_CHECK(printable(v), "attribute values read are printable");
     }
     for (const auto& e : f.trajectory.events) FUZZ_CHECK(printable(e), "events read are printable");
-    std::map<std::string, std::string> last;  // (a key given twice: the last value)
-    for (const auto& [k, v] : pairs) last[k] = v;
     for (const auto& [k, v] : last)
       if (!reserved(k) && printable(k) && printable(v)) {
         const auto it = f.attributes.find(k);
