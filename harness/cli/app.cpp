@@ -275,8 +275,11 @@ int CommandLine::run(std::ostream& err) {
     if (*s.compare) return cmd_compare(s.run_a, s.run_b, s.thresholds);
     if (*s.report) return cmd_report(s.report_dir, s.report_force);
     if (*s.doctor) return cmd_doctor(s.doctor_device, s.doctor_json, s.doctor_opts);
-    if (*s.judge) return cmd_judge(s.judge_runs, s.judge_reference, s.judge_expect, s.judge_strategy, run_opts_);
-    if (*s.ref_cmd) return cmd_reference(s.ref_run, s.ref_spread, s.ref_out, s.ref_force);
+    if (*s.judge)
+      return cmd_judge({s.judge_runs, s.judge_reference, s.judge_expect, s.judge_strategy,
+                        parse_tolerance_overrides(run_opts_.tolerance)},
+                       run_opts_);
+    if (*s.ref_cmd) return cmd_reference({s.ref_run, s.ref_spread, s.ref_out, s.ref_force});
     return cmd_default(run_opts_);
   } catch (const std::exception& e) {
     // printable (io/text.h): a message may quote a file's bytes or a path; an escape sequence never reaches the

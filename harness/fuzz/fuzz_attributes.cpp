@@ -9,7 +9,7 @@
 // and is printable; every report is printable UTF-8 and summary.json reads back what was written.
 #include "fuzz_support.h"
 
-#include "cli/verdict_rows.h"
+#include "cli/commands.h"
 #include "io/files.h"
 #include "io/text.h"
 #include "reference/external_run.h"

@@ -1,6 +1,9 @@
 // Reference keys and loading.
 #include "reference/reference_store.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
@@ -141,6 +144,15 @@ Reference load_reference(const std::string& root, const std::string& device_clas
     throw std::runtime_error(ref.path + ": reference has " + std::to_string(ref.file.trajectory.size()) +
                              " steps, the scenario " + std::to_string(run.loop.steps) + hint + " --force");
   return ref;
+}
+
+std::vector<double> loss_spread(const engine::Trajectory& reference,
+                                const std::vector<engine::LabelledTrajectory>& noise_runs) {
+  std::vector<double> spread(reference.rows.size(), 0.0);
+  for (const auto& n : noise_runs)
+    for (size_t s = 0; s < spread.size(); ++s)
+      spread[s] = std::max(spread[s], std::abs(n.trajectory.rows[s][engine::kLoss] - reference.rows[s][engine::kLoss]));
+  return spread;
 }
 
 }  // namespace ampcheck::reference

@@ -57,4 +57,9 @@ struct Reference {
 Reference load_reference(const std::string& root, const std::string& device_class, const engine::RunConfig& run,
                          const std::string& suite_hint);
 
+// series/loss_spread of a reference: per step, the largest |loss - reference loss| over its noise runs (each at least
+// as long as the reference).
+std::vector<double> loss_spread(const engine::Trajectory& reference,
+                                const std::vector<engine::LabelledTrajectory>& noise_runs);
+
 }  // namespace ampcheck::reference

@@ -177,11 +177,17 @@ void add_engine_run_warnings(Verdict& v, const engine::Trajectory& run, const en
   if (!m.empty()) add_warning(v, "precision", m);
 }
 
+const std::vector<int>& judged_columns() {
+  static const std::vector<int> columns = {
+      engine::kGradNorm,      engine::kUpdateNorm, engine::kFracZero, engine::kFracSubnormal,
+      engine::kFracNonfinite, engine::kSkipped,    engine::kLr};
+  return columns;
+}
+
 std::vector<Warning> unjudged_columns(const engine::Trajectory& run, const std::vector<std::string>& columns_present,
                                       bool recorded) {
   std::vector<Warning> out;
-  for (int c : {engine::kGradNorm, engine::kUpdateNorm, engine::kFracZero, engine::kFracSubnormal,
-                engine::kFracNonfinite, engine::kSkipped, engine::kLr}) {
+  for (int c : judged_columns()) {
     const std::string name = engine::column_name(c);
     if (std::find(columns_present.begin(), columns_present.end(), name) == columns_present.end()) continue;
     // the steps that count: those the optimizer took (a skipped step's grads are not judged anyway)

@@ -69,6 +69,10 @@ std::string precision_not_in_effect(bool claims_reduced, const engine::Trajector
                                     const engine::Trajectory& reference, const std::vector<NoiseRun>& noise,
                                     const std::string& cause);
 
+// The columns the signals read, in the order they are named (param_norm, loss_scale, step_time_ms and eval_loss are
+// reported, not judged).
+const std::vector<int>& judged_columns();
+
 // A column the run holds but whose every value on the steps the optimizer took is NaN: nothing of it was judged.
 // One warning per such column among the judged ones (grad_norm, update_norm, frac_zero_grad, ...); for a run of a
 // user's loop (`recorded`) the grad columns name the likely cause (step() after zero_grad()).

@@ -2,13 +2,15 @@
 // scenario's result trajectory file with its provenance.
 #pragma once
 
-#include "cli/commands.h"
+#include "usecases/options.h"
+#include "run/scenario_run.h"
+#include "scenario/scenario.h"
 #include "reference/trajectory_file.h"
 
 #include <string>
 #include <vector>
 
-namespace ampcheck::cli {
+namespace ampcheck::usecases {
 
 // The overwrite rule: reports/latest (the default --out) is, by its name, replaced by every run; any other --out
 // keeps its files unless --force.
@@ -94,4 +96,4 @@ reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::De
 // Writes opts.out_dir/file_name under the overwrite rule (throws naming the file if it exists and may not be replaced).
 void write_result(const RunOptions& opts, const std::string& file_name, const reference::TrajectoryFile& tf);
 
-}  // namespace ampcheck::cli
+}  // namespace ampcheck::usecases

@@ -5,8 +5,8 @@
 // their trajectory files into <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use
 // the cores once. Each child dies with the parent (PR_SET_PDEATHSIG): a killed `check --jobs` leaves no scenario
 // running.
-#include "cli/commands.h"
-#include "cli/output_dir.h"
+#include "usecases/scenario_files.h"
+#include "usecases/run_directory.h"
 #include "io/files.h"
 
 #include "engine/device.h"
@@ -25,7 +25,7 @@
 #include <thread>
 #include <unistd.h>
 
-namespace ampcheck::cli {
+namespace ampcheck::usecases {
 
 int64_t default_jobs(const std::string& device) {
   if (device.rfind("cuda", 0) == 0) return 1;  // one GPU: scenarios would contend for it and spoil its timings
@@ -71,10 +71,11 @@ std::string tail_of(const std::string& path, size_t max_chars) {
 
 }  // namespace
 
-ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs) {
-  const std::string parts = opts.out_dir + "/.parts";
-  io::remove_tree(parts);
-  make_dirs(parts);
+namespace {
+
+// Each scenario in its own `ampcheck check` child writing <parts>/<index>/, at most `jobs` at once; their exit codes.
+std::vector<int> run_children(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs,
+                              const std::string& parts, std::ostream& log) {
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max<int>(1, cores / static_cast<int>(jobs));
   std::map<pid_t, size_t> running;
@@ -103,14 +104,25 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
     running.erase(it);
     status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     ++done;
-    std::cout << "[" << done << "/" << files.size() << "] " << file_stem(files[i])
-              << (status[i] == 0   ? ""
-                  : status[i] == 1 ? "  (FAIL)"
-                                   : "  (exit " + std::to_string(status[i]) + ")")
-              << "\n"
-              << std::flush;
+    log << "[" << done << "/" << files.size() << "] " << file_stem(files[i])
+        << (status[i] == 0   ? ""
+            : status[i] == 1 ? "  (FAIL)"
+                             : "  (exit " + std::to_string(status[i]) + ")")
+        << "\n"
+        << std::flush;
   }
+  return status;
+}
 
+}  // namespace
+
+ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs,
+                                  std::ostream& log) {
+  const std::string parts = opts.out_dir + "/.parts";
+  io::remove_tree(parts);
+  make_dirs(parts);
+  const std::vector<int> status = run_children(files, opts, jobs, parts, log);
+  auto part_dir = [&](size_t i) { return parts + "/" + std::to_string(i); };
   ParallelResult out;
   const bool overwrite = may_overwrite(opts);
   for (size_t i = 0; i < files.size(); ++i) {
@@ -145,4 +157,4 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
   return out;
 }
 
-}  // namespace ampcheck::cli
+}  // namespace ampcheck::usecases

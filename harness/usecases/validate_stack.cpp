@@ -1,17 +1,18 @@
-// `ampcheck validate`: the validation suite's scenarios on this stack, each compared with its golden trajectory — bit
+// validate: the validation suite's scenarios on this stack, each compared with its golden trajectory — bit
 // for bit where this stack's fingerprint matches the golden's, a differing step replayed to tell a transient fault
 // from a persistent difference — and judged statistically against its FP32 references where it does not (or where
 // this device class has no golden: the nearest class's, said so). Everything that is bad input — the reference root,
 // a golden that fails its seal (validate/golden.h), a plant that cannot act, nothing to compare with — is refused
 // (exit 2) before anything trains. validate/validate.h has the pieces.
-#include "cli/commands.h"
-#include "cli/output_dir.h"
-#include "cli/verdict_rows.h"
+#include "usecases/judge_run.h"
+#include "usecases/result_rows.h"
+#include "usecases/run_directory.h"
+#include "usecases/scenario_files.h"
+#include "usecases/usecases.h"
 
 #include "engine/device.h"
 #include "reference/reference_store.h"
 #include "reference/trajectory_file.h"
-#include "report/html.h"
 #include "report/summary.h"
 #include "run/progress.h"
 #include "run/provenance.h"
@@ -28,7 +29,7 @@
 #include <tuple>
 #include <cstdlib>
 
-namespace ampcheck::cli {
+namespace ampcheck::usecases {
 
 namespace {
 
@@ -182,14 +183,14 @@ Prepared prepare(const std::string& file, const RunOptions& opts, const std::str
 // --seal: the seal (golden.h) added to goldens recorded before it existed, from each file's own content: the scenario
 // from its scenario_text attribute, the length from its steps. A file already sealed is checked, not rewritten; one
 // that fails its checksum is refused (a seal must never bless a corrupt file).
-int seal_goldens(const std::vector<std::string>& paths) {
+void seal_each(const std::vector<std::string>& paths, std::ostream& log) {
   for (const auto& path : paths) {
     reference::TrajectoryFile f = reference::read_trajectory_contained(path);
     if (f.attributes.count("golden_checksum")) {
       if (f.attributes.at("golden_checksum") != validate::content_checksum(f))
         throw validate::BadGolden(path + ": sealed golden fails its content checksum; refusing to seal it again. " +
                                   validate::re_record_hint());
-      std::cout << path << ": already sealed (" << f.attributes.at("golden_checksum") << ")\n";
+      log << path << ": already sealed (" << f.attributes.at("golden_checksum") << ")\n";
       continue;
     }
     if (!f.attributes.count("golden_class") || !f.attributes.count("scenario_text"))
@@ -205,15 +206,15 @@ int seal_goldens(const std::vector<std::string>& paths) {
     validate::seal_golden(f, sc.run);
     reference::write_trajectory(path, f, /*overwrite=*/true);
     validate::read_golden(path, sc.run);  // what was written reads back sealed
-    std::cout << path << ": sealed (" << f.attributes["golden_checksum"] << ", config "
-              << f.attributes["golden_config_hash"] << ", " << f.attributes["golden_steps"] << " steps)\n";
+    log << path << ": sealed (" << f.attributes["golden_checksum"] << ", config " << f.attributes["golden_config_hash"]
+        << ", " << f.attributes["golden_steps"] << " steps)\n";
   }
-  return 0;
 }
 
 // --record: this stack's goldens, sealed (golden.h); every refusal (an existing golden without --force) before any
 // training.
-int record_goldens(const std::vector<std::string>& files, const RunOptions& opts, const std::string& root) {
+void record_each(const std::vector<std::string>& files, const RunOptions& opts, const std::string& root,
+                 std::ostream& log) {
   struct Todo {
     scenario::Scenario sc;
     at::Device device;
@@ -234,9 +235,9 @@ int record_goldens(const std::vector<std::string>& files, const RunOptions& opts
   }
   for (size_t i = 0; i < todo.size(); ++i) {
     const Todo& t = todo[i];
-    std::cout << "[" << (i + 1) << "/" << todo.size() << "] " << t.sc.run.name << " (" << t.sc.run.strategy.name << ", "
-              << t.cls << ")\n"
-              << std::flush;
+    log << "[" << (i + 1) << "/" << todo.size() << "] " << t.sc.run.name << " (" << t.sc.run.strategy.name << ", "
+        << t.cls << ")\n"
+        << std::flush;
     const auto r = run::run_scenario(t.sc, opts.device, 0, run::terminal_progress(t.sc.run.loop.steps));
     if (r.outcome.status != engine::RunOutcome::Status::Completed)
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
@@ -247,191 +248,234 @@ int record_goldens(const std::vector<std::string>& files, const RunOptions& opts
     validate::seal_golden(tf, t.sc.run);
     reference::write_trajectory(t.path, tf, opts.force);
     validate::read_golden(t.path, t.sc.run);  // it reads back sealed: the checksum covers what was written
-    std::cout << "  golden: " << t.path << " (" << tf.attributes["golden_checksum"] << ")\n";
+    log << "  golden: " << t.path << " (" << tf.attributes["golden_checksum"] << ")\n";
   }
-  std::cout << todo.size() << " golden(s) recorded under " << root << "/validate\n";
-  return 0;
+  log << todo.size() << " golden(s) recorded under " << root << "/validate\n";
 }
 
-}  // namespace
+// The plant's first step (-1: none).
+int64_t first_plant_step(const std::vector<validate::Plant>& plants) {
+  int64_t step = -1;
+  for (const auto& pl : plants)
+    for (const auto& inj : pl.injections)
+      for (int64_t s : inj.steps) step = step < 0 ? s : std::min(step, s);
+  return step;
+}
 
-int cmd_validate(RunOptions opts, const ValidateOptions& v) {
-  // one intra-op thread: a golden then does not depend on the machine's core count (a different split of a reduction
-  // over threads changes its bits); the validation scenarios are small
+// What validate decides for one scenario, in words: the mode and why, the result, what to do next.
+struct Words {
+  std::string reason, result, next;
+};
+
+// The statistical verdict against the FP32 references (this class's, else the nearest's), through judge_run: into
+// the row and the result file; returns its sentence ("" where there is no reference).
+std::string judge_statistically(const Prepared& p, const run::ScenarioResult& r, const RunOptions& opts,
+                                const std::string& root, report::ScenarioSummary& row, reference::TrajectoryFile& tf) {
+  if (p.reference_class.empty()) return "";
+  const scenario::Scenario& sc = p.sc;
+  const auto ref = reference::load_reference(root, p.reference_class, sc.run, opts.suite);
+  const bool completed = r.outcome.status == engine::RunOutcome::Status::Completed;
+  const Judged j = judge_run({engine::status_name(r.outcome.status), r.outcome.error, r.trajectory},
+                             {ref.file.trajectory, ref.noise}, scenario::expectation(sc.expect), sc.tolerance,
+                             opts.strict, [&](verdict::Verdict& v) {
+                               if (completed)
+                                 verdict::add_engine_run_warnings(v, r.trajectory, sc.run.strategy, p.device.is_cuda(),
+                                                                  ref.file.trajectory, ref.noise);
+                             });
+  fill_result(row, j);
+  row.validation.statistical_verdict = j.verdict.verdict;
+  tf.attributes["reference"] = ref.path;
+  add_verdict_series(tf, j.verdict, ref.file.trajectory, ref.loss_spread);
+  return "the statistical verdict against the " + p.reference_class + " FP32 references" +
+         (p.reference_class == row.device_class ? "" : " (the nearest class: none for " + row.device_class + ")") +
+         " is " + row.verdict + (row.message.empty() ? "" : " (" + row.message + ")");
+}
+
+// The bitwise verdict (identical | differs | transient | persistent) decided by the pass rule (verdict::decide: a
+// validation run is expected to be identical), into the row.
+void decide_bitwise(report::ScenarioSummary& row, const std::string& bitwise_verdict, const std::string& message) {
+  verdict::Verdict v;
+  v.verdict = bitwise_verdict;
+  v.message = message;
+  verdict::Expectation expected;
+  expected.verdict = "identical";
+  const auto d = verdict::decide(expected, verdict::observe(v, ""), /*strict=*/false);
+  row.verdict = v.verdict;
+  row.pass = d.pass;
+}
+
+// The run compared bit for bit with its golden where the stack matches; a differing step replayed to class it.
+void judge_bitwise(const Prepared& p, const run::ScenarioResult& r, const validate::BitwiseComparison& cmp,
+                   const std::vector<validate::Plant>& plants, const ValidateOptions& v, const RunOptions& opts,
+                   report::ScenarioSummary& row, const std::string& statistical, Words& w) {
+  auto& val = row.validation;
+  if (cmp.identical) {
+    w.result = "PASS: bit for bit the golden's (" + cmp.message + ")";
+    const int64_t plant_step = first_plant_step(plants);
+    if (!plants.empty())
+      w.result += "; the plant" + std::string(plants.size() > 1 ? "s" : "") +
+                  (plant_step >= 0 ? " at step " + std::to_string(plant_step) : "") +
+                  " had no measurable effect: the run is bit for bit the golden's";
+    if (!p.diffs.empty()) w.result += "; the stack differs only where bits do not (" + val.stack_differences + ")";
+    decide_bitwise(row, "identical", w.result);
+    return;
+  }
+  if (!p.diffs.empty()) {
+    // a difference with a fingerprint that differs (in keys thought not to change bits): drift, never the machine
+    val.mode = "statistical";
+    w.reason = "the run differs bitwise (" + cmp.message + ") while the stack differs from the golden's (" +
+               val.stack_differences + "): configuration drift, not a fault of this machine";
+    w.next =
+        "run with the golden's settings for a bitwise check, or record goldens with these settings on a "
+        "known-good machine; statistical mode catches only gross faults, not bit flips";
+    std::string said = statistical;
+    if (said.empty()) {
+      row.pass = false;
+      said = "no FP32 reference to decide with (`ampcheck record --suite validate`)";
+    }
+    w.result = std::string(row.pass ? "PASS" : "FAIL") + ": " + said;
+    return;
+  }
+  w.result = "FAIL: NOT bit for bit the golden's: " + cmp.message;
+  std::string kind = "differs";
+  if (r.trajectory.size() > cmp.step && !r.trajectory.digests.empty()) {
+    const auto rep =
+        validate::replay_step(validate::planted(p.sc.run, plants, /*replay=*/true), p.device, cmp.step, r.trajectory,
+                              p.golden.trajectory, static_cast<int>(v.replays), opts.out_dir);
+    val.replay = rep.kind;
+    val.replay_message = rep.message;
+    kind = rep.kind;
+    w.result += "; " + rep.message;
+    w.next = rep.kind == "transient"
+                 ? "re-run validate: a fault that comes and goes points at the hardware (memory, GPU, power, "
+                   "cooling) — run `ampcheck doctor` and the vendor's diagnostics"
+                 : "this stack computes differently from a known-good one with the same fingerprint: run `ampcheck "
+                   "doctor` and the vendor's diagnostics, and validate a second machine of the class";
+    if (!plants.empty()) w.next = "(a planted fault: the check works as intended)";
+  }
+  decide_bitwise(row, kind, w.result);
+  if (!statistical.empty()) w.result += "; for information, " + statistical;
+}
+
+// One prepared scenario trained (with the plants) and decided: its row, its result file.
+report::ScenarioSummary validate_one(const Prepared& p, const std::vector<validate::Plant>& plants,
+                                     const ValidateOptions& v, const RunOptions& opts, const std::string& root,
+                                     std::map<std::string, double>& peak_tflops) {
+  const scenario::Scenario& sc = p.sc;
+  report::ScenarioSummary row = scenario_row(sc, p.device);
+  auto& val = row.validation;
+  val.plants = joined(v.plants);
+  val.mode = p.bitwise ? "bitwise" : "statistical";  // decided before training: never absent from the row
+  val.golden = p.golden_path;
+  val.golden_class = p.golden_cls;
+  val.stack_differences = validate::describe(p.diffs);
+  val.reference_class = p.reference_class;
+  Words w{p.reason, "", p.next};
+  try {
+    scenario::Scenario planted = sc;
+    planted.run = validate::planted(sc.run, plants, /*replay=*/false);
+    const auto r = run::run_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
+    fill_measurements(row, r, p.device, peak_tflops);
+    row.trajectory_file = sc.run.name + ".h5";
+    reference::TrajectoryFile tf = result_file(sc, p.device, r);
+    validate::BitwiseComparison cmp;  // with the golden (read and verified), where there is one
+    if (!p.golden_path.empty()) {
+      cmp = validate::compare_bitwise(r.trajectory, p.golden.trajectory);
+      val.identical = cmp.identical;
+      val.first_step = cmp.identical ? -1 : cmp.step;
+      val.first_difference = cmp.message;
+    }
+    const std::string statistical = judge_statistically(p, r, opts, root, row, tf);
+    if (p.bitwise) {
+      judge_bitwise(p, r, cmp, plants, v, opts, row, statistical, w);
+    } else {
+      w.result = std::string(row.pass ? "PASS" : "FAIL") + ": " + statistical;
+      if (!p.golden_path.empty())
+        w.result += "; for information, the bitwise comparison with the " + p.golden_cls + " golden: " +
+                    (cmp.identical ? "identical"
+                                   : "differs from step " + std::to_string(cmp.step) +
+                                         " on, as expected where the stacks differ");
+      if (!row.pass)
+        w.next =
+            "the run does not track its FP32 references: a gross fault or a broken stack — run `ampcheck "
+            "doctor`; " +
+            w.next;
+    }
+    tf.attributes["validation"] = row.verdict + ": " + w.result;
+    write_result(opts, row.trajectory_file, tf);
+  } catch (const std::exception& e) {
+    row.pass = false;
+    w.result = std::string("FAIL: the run did not complete: ") + e.what();
+  }
+  row.message = val.mode + " (" + w.reason + ") — " + w.result + (w.next.empty() ? "" : ". Next: " + w.next);
+  return row;
+}
+
+// Every validate command starts here: one intra-op thread (a golden then does not depend on the machine's core
+// count: a different split of a reduction over threads changes its bits; the validation scenarios are small), and
+// the cuBLAS workspace every deterministic run sets before cuBLAS's first use (engine/precision.cpp), set first: each
+// scenario's fingerprint, taken before it trains, then reads what cuBLAS will use, whatever ran before it.
+void settle_process() {
   at::set_num_threads(1);
-  // the cuBLAS workspace every deterministic run sets before cuBLAS's first use (engine/precision.cpp), set here first:
-  // each scenario's fingerprint, taken before it trains, then reads what cuBLAS will use, whatever ran before it
   ::setenv("CUBLAS_WORKSPACE_CONFIG", engine::kDeterministicCublasWorkspace, /*overwrite=*/0);
-  if (!v.seal.empty()) return seal_goldens(v.seal);
-  if (opts.scenarios.empty() && opts.suite.empty()) opts.suite = "validate";
-  const auto files = resolve_scenario_files(opts);
-  if (const auto why = why_skipped(files, opts); !why.empty()) {
-    std::cout << "SKIPPED: " << why << "\n";
-    return 77;
-  }
+}
+
+std::vector<validate::Plant> parse_plants(const ValidateOptions& v) {
   std::vector<validate::Plant> plants;
-  std::vector<std::string> plant_texts;
-  for (const auto& t : v.plants) {
-    plants.push_back(validate::parse_plant(t));
-    plant_texts.push_back(t);
-  }
+  for (const auto& t : v.plants) plants.push_back(validate::parse_plant(t));
   if (v.record && !plants.empty())
     throw std::invalid_argument("--record with --plant: a golden must not carry a planted fault");
   if (v.replays < 2)
     throw std::invalid_argument("--replays " + std::to_string(v.replays) +
                                 ": at least 2 (a fault that varies shows between replays)");
-  const std::string root = opts.references.empty() ? references_dir() : opts.references;
+  return plants;
+}
 
+}  // namespace
+
+void seal_goldens(const std::vector<std::string>& paths, std::ostream& log) {
+  settle_process();
+  seal_each(paths, log);
+}
+
+SuiteResult validate_stack(RunOptions opts, const ValidateOptions& v, std::ostream& log) {
+  settle_process();
+  SuiteResult result;
+  if (opts.scenarios.empty() && opts.suite.empty()) opts.suite = "validate";
+  const auto files = resolve_scenario_files(opts);
+  result.skipped = why_skipped(files, opts);
+  if (!result.skipped.empty()) return result;
+  const std::vector<validate::Plant> plants = parse_plants(v);
+  const std::string root = reference_root(opts);
   // ---- bad input before anything trains: the reference root, the goldens (checksum, scenario, length,
   // configuration), the plants, the FP32 references a statistical verdict needs, the outputs
   check_reference_root(root, !opts.references.empty(), v.record);
-  if (v.record) return record_goldens(files, opts, root);
+  if (v.record) {
+    record_each(files, opts, root, log);
+    result.written = false;  // goldens, not a run directory
+    return result;
+  }
   std::vector<Prepared> prepared;
   for (const auto& f : files) prepared.push_back(prepare(f, opts, root, plants));
   refuse_existing_run_outputs(files, opts);  // nothing run, nothing written
   RunDirectory out(opts);                    // written whole: the run directory appears complete or not at all
   opts = out.staged(opts);
-
-  report::RunSummary summary;
   std::map<std::string, double> peak_tflops;
   for (size_t i = 0; i < prepared.size(); ++i) {
-    Prepared& p = prepared[i];
-    const scenario::Scenario& sc = p.sc;
-    const at::Device& device = p.device;
-    std::cout << "[" << (i + 1) << "/" << prepared.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ", "
-              << p.cls << ", " << (p.bitwise ? "bitwise" : "statistical") << ")\n"
-              << std::flush;
-    if (summary.device_class.empty()) set_provenance(summary, sc, device);
-    report::ScenarioSummary row = scenario_row(sc, device);
-    auto& val = row.validation;
-    val.plants = joined(plant_texts);
-    val.mode = p.bitwise ? "bitwise" : "statistical";  // decided before training: never absent from the row
-    val.golden = p.golden_path;
-    val.golden_class = p.golden_cls;
-    val.stack_differences = validate::describe(p.diffs);
-    val.reference_class = p.reference_class;
-    std::string reason = p.reason, result, next = p.next;
-    try {
-      const scenario::Scenario planted = [&] {
-        scenario::Scenario q = sc;
-        q.run = validate::planted(sc.run, plants, /*replay=*/false);
-        return q;
-      }();
-      const auto r = run::run_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
-      fill_measurements(row, r, device, peak_tflops);
-      row.trajectory_file = sc.run.name + ".h5";
-      reference::TrajectoryFile tf = result_file(sc, device, r);
-
-      // the bitwise comparison (the golden is read and verified)
-      validate::BitwiseComparison cmp;
-      if (!p.golden_path.empty()) {
-        cmp = validate::compare_bitwise(r.trajectory, p.golden.trajectory);
-        val.identical = cmp.identical;
-        val.first_step = cmp.identical ? -1 : cmp.step;
-        val.first_difference = cmp.message;
-      }
-      // the statistical verdict against the FP32 references (this class's, else the nearest's)
-      std::string statistical;
-      if (!p.reference_class.empty()) {
-        const auto ref = reference::load_reference(root, p.reference_class, sc.run, opts.suite);
-        verdict::Verdict verd = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory,
-                                               ref.file.trajectory, ref.noise, sc.tolerance);
-        if (r.outcome.status == engine::RunOutcome::Status::Completed)
-          verdict::add_engine_run_warnings(verd, r.trajectory, sc.run.strategy, device.is_cuda(), ref.file.trajectory,
-                                           ref.noise);
-        const auto decision =
-            verdict::decide(scenario::expectation(sc.expect), verdict::observe(verd, r.outcome.error), opts.strict);
-        verd.message = decision.verdict_message;
-        fill_result(row, verd, decision);
-        val.statistical_verdict = verd.verdict;
-        tf.attributes["reference"] = ref.path;
-        add_verdict_series(tf, verd, ref.file.trajectory, ref.loss_spread);
-        statistical =
-            "the statistical verdict against the " + p.reference_class + " FP32 references" +
-            (p.reference_class == row.device_class ? "" : " (the nearest class: none for " + row.device_class + ")") +
-            " is " + row.verdict + (row.message.empty() ? "" : " (" + row.message + ")");
-      }
-      const bool any_difference = !p.diffs.empty();
-      int64_t plant_step = -1;
-      for (const auto& pl : plants)
-        for (const auto& inj : pl.injections)
-          for (int64_t s : inj.steps) plant_step = plant_step < 0 ? s : std::min(plant_step, s);
-
-      if (p.bitwise && cmp.identical) {
-        row.pass = true;
-        row.verdict = "identical";
-        result = "PASS: bit for bit the golden's (" + cmp.message + ")";
-        if (!plants.empty())
-          result += "; the plant" + std::string(plants.size() > 1 ? "s" : "") +
-                    (plant_step >= 0 ? " at step " + std::to_string(plant_step) : "") +
-                    " had no measurable effect: the run is bit for bit the golden's";
-        if (any_difference) result += "; the stack differs only where bits do not (" + val.stack_differences + ")";
-      } else if (p.bitwise && any_difference) {
-        // a difference with a fingerprint that differs (in keys thought not to change bits): drift, never the machine
-        val.mode = "statistical";
-        reason = "the run differs bitwise (" + cmp.message + ") while the stack differs from the golden's (" +
-                 val.stack_differences + "): configuration drift, not a fault of this machine";
-        next =
-            "run with the golden's settings for a bitwise check, or record goldens with these settings on a "
-            "known-good machine; statistical mode catches only gross faults, not bit flips";
-        if (statistical.empty()) {
-          row.pass = false;
-          statistical = "no FP32 reference to decide with (`ampcheck record --suite validate`)";
-        }
-        result = std::string(row.pass ? "PASS" : "FAIL") + ": " + statistical;
-      } else if (p.bitwise) {
-        row.pass = false;
-        row.verdict = "differs";
-        result = "FAIL: NOT bit for bit the golden's: " + cmp.message;
-        if (r.trajectory.size() > cmp.step && !r.trajectory.digests.empty()) {
-          const auto rep =
-              validate::replay_step(validate::planted(sc.run, plants, /*replay=*/true), device, cmp.step, r.trajectory,
-                                    p.golden.trajectory, static_cast<int>(v.replays), opts.out_dir);
-          val.replay = rep.kind;
-          val.replay_message = rep.message;
-          row.verdict = rep.kind;
-          result += "; " + rep.message;
-          next = rep.kind == "transient"
-                     ? "re-run validate: a fault that comes and goes points at the hardware (memory, GPU, power, "
-                       "cooling) — run `ampcheck doctor` and the vendor's diagnostics"
-                     : "this stack computes differently from a known-good one with the same fingerprint: run `ampcheck "
-                       "doctor` and the vendor's diagnostics, and validate a second machine of the class";
-          if (!plants.empty()) next = "(a planted fault: the check works as intended)";
-        }
-        if (!statistical.empty()) result += "; for information, " + statistical;
-      } else {
-        result = std::string(row.pass ? "PASS" : "FAIL") + ": " + statistical;
-        if (!p.golden_path.empty())
-          result += "; for information, the bitwise comparison with the " + p.golden_cls + " golden: " +
-                    (cmp.identical ? "identical"
-                                   : "differs from step " + std::to_string(cmp.step) +
-                                         " on, as expected where the stacks differ");
-        if (!row.pass)
-          next =
-              "the run does not track its FP32 references: a gross fault or a broken stack — run `ampcheck "
-              "doctor`; " +
-              next;
-      }
-      tf.attributes["validation"] = row.verdict + ": " + result;
-      write_result(opts, row.trajectory_file, tf);
-    } catch (const std::exception& e) {
-      row.pass = false;
-      result = std::string("FAIL: the run did not complete: ") + e.what();
-    }
-    row.message = val.mode + " (" + reason + ") — " + result + (next.empty() ? "" : ". Next: " + next);
-    if (!row.pass) std::cout << "  FAIL " << row.name << ": " << row.message << "\n";
-    summary.scenarios.push_back(row);
+    const Prepared& p = prepared[i];
+    log << "[" << (i + 1) << "/" << prepared.size() << "] " << p.sc.run.name << " (" << p.sc.run.strategy.name << ", "
+        << p.cls << ", " << (p.bitwise ? "bitwise" : "statistical") << ")\n"
+        << std::flush;
+    if (result.summary.device_class.empty()) set_provenance(result.summary, p.sc, p.device);
+    const auto row = validate_one(p, plants, v, opts, root, peak_tflops);
+    if (!row.pass) log << "  FAIL " << row.name << ": " << row.message << "\n";
+    result.summary.scenarios.push_back(row);
+    result.notes.push_back("VALIDATE " + row.name + ": " + row.message);
   }
-  summary.suite = opts.suite;
-  summary.strict = opts.strict;
-  print_result_table(summary);
-  for (const auto& s : summary.scenarios) std::cout << "VALIDATE " << s.name << ": " << s.message << "\n";
-  report::write_run_reports(opts.out_dir, summary);
-  report::write_html_report(opts.out_dir, summary);
-  out.publish();
-  std::cout << "reports: " << out.final_dir() << "/{summary.json,junit.xml,summary.md,report.html}\n";
-  std::cout << summary.passed() << " passed, " << summary.failed() << " failed\n";
-  return summary.failed() == 0 ? 0 : 1;
+  result.summary.suite = opts.suite;
+  result.summary.strict = opts.strict;
+  publish_reports(out, result);
+  return result;
 }
 
-}  // namespace ampcheck::cli
+}  // namespace ampcheck::usecases

@@ -1,9 +1,8 @@
-// The verdict into the run summary's row, its series into the result file, the result table (verdict_rows.h).
-#include "cli/verdict_rows.h"
-
-#include "report/format.h"
+// The result table of check, validate and judge (commands.h).
+#include "cli/commands.h"
 
 #include "io/text.h"
+#include "report/format.h"
 
 #include <iomanip>
 #include <iostream>
@@ -14,38 +13,6 @@ namespace ampcheck::cli {
 namespace {
 std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 }  // namespace
-
-void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v) {
-  row.first_divergence_step = v.first_divergence_step;
-  row.max_deviation_bands = v.max_deviation_bands;
-  row.deciding_signal = v.deciding_signal;
-  row.max_signal = v.max_signal;
-  for (const auto& g : v.signals)
-    row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.decides, g.verdict, g.first_step, g.max_step,
-                           g.max_margin, g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
-  row.final_loss_ratio = v.final_loss_ratio;
-  row.param_drift = v.param_drift;
-  for (const auto& w : v.warnings) row.warnings.push_back({w.signal, w.message});
-}
-
-void fill_result(report::ScenarioSummary& row, const verdict::Verdict& v, const verdict::Decision& d) {
-  row.verdict = v.verdict;
-  row.pass = d.pass;
-  row.message = d.message;
-  fill_verdict_fields(row, v);
-}
-
-void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v, const engine::Trajectory& reference,
-                        const std::vector<double>& loss_spread) {
-  tf.series["reference_loss"] = reference.column(engine::kLoss);
-  tf.series["reference_loss_spread"] = loss_spread;
-  tf.series["reference_smoothed_loss"] = v.reference_smoothed;
-  tf.series["band"] = v.band;
-  if (!v.run_smoothed.empty()) tf.series["smoothed_loss"] = v.run_smoothed;
-  if (!v.deviation_bands.empty()) tf.series["deviation_bands"] = v.deviation_bands;
-  for (const auto& g : v.signals)
-    if (g.judged) tf.series["margin_" + g.name] = g.margin_series;  // deviation / allowed per step
-}
 
 void print_result_table(const report::RunSummary& summary) {
   std::ostringstream table;  // printed printable (io/text.h): names, messages and warnings may quote a file's text

@@ -1,5 +1,7 @@
-// The run directory's rules (output_dir.h).
-#include "cli/output_dir.h"
+// The run directory's rules (run_directory.h).
+#include "usecases/run_directory.h"
+
+#include "usecases/scenario_files.h"
 
 #include "distributed/process_group.h"
 #include "io/files.h"
@@ -19,7 +21,7 @@
 #include <map>
 #include <stdexcept>
 
-namespace ampcheck::cli {
+namespace ampcheck::usecases {
 
 bool may_overwrite(const RunOptions& opts) { return opts.force || opts.out_dir == RunOptions{}.out_dir; }
 
@@ -337,4 +339,4 @@ void write_result(const RunOptions& opts, const std::string& file_name, const re
   reference::write_trajectory(opts.out_dir + "/" + file_name, tf, may_overwrite(opts));
 }
 
-}  // namespace ampcheck::cli
+}  // namespace ampcheck::usecases
