@@ -111,4 +111,13 @@ int cmd_doctor(const std::string& device, bool json, const DoctorOptions& option
   return d.ok ? 0 : 1;
 }
 
+int cmd_sweep(const usecases::SweepOptions& o) {
+  const auto r = usecases::sweep(o, std::cout);
+  print_sweep_table(r);
+  std::cout << "sweep " << r.key << ": " << r.trainings << " trainings, " << r.reused << " reused, "
+            << static_cast<int64_t>(r.seconds + 0.5) << " s; reports: " << r.dir
+            << "/{summary.json,summary.md,report.html,sweep.json}\n";
+  return 0;
+}
+
 }  // namespace ampcheck::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "usecases/options.h"
+#include "usecases/sweep.h"
 #include "usecases/usecases.h"
 
 #include <string>
@@ -27,9 +28,12 @@ int cmd_report(const std::string& run_dir, bool force);  // report.html from sum
 int cmd_doctor(const std::string& device, bool json, const DoctorOptions& options = {});  // exit 1: a check failed
 int cmd_reference(const ReferenceInputs& in);
 int cmd_judge(const JudgeInputs& in, const RunOptions& opts);  // opts: out_dir, force, strict
+int cmd_sweep(const usecases::SweepOptions& o);                // the strategy table for the user's own command
 
 // The result table of check, validate and judge (tables.cpp): one row per scenario, then its warnings and engine
 // path, printable (io/text.h: names and messages may quote a file's text).
 void print_result_table(const report::RunSummary& summary);
+// The sweep's table: one row per strategy against the FP32 reference, what failed and why, the recommendation.
+void print_sweep_table(const usecases::SweepResult& r);
 
 }  // namespace ampcheck::cli

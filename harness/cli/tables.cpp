@@ -39,4 +39,34 @@ void print_result_table(const report::RunSummary& summary) {
   std::cout << io::printable_text(table.str());
 }
 
+void print_sweep_table(const usecases::SweepResult& r) {
+  std::ostringstream t;
+  auto mib = [](double b) { return b > 0 ? fmt(b / 1048576.0, 4) : std::string("-"); };
+  t << "\n"
+    << std::left << std::setw(22) << "strategy" << std::setw(11) << "verdict" << std::setw(16) << "signal"
+    << std::setw(9) << "margin" << std::setw(9) << "skipped" << std::setw(10) << "ms/step" << std::setw(11)
+    << "tokens/s" << std::setw(10) << "peak MiB" << std::setw(9) << "vs fp32"
+    << "result\n";
+  t << std::left << std::setw(22) << "fp32 (reference)" << std::setw(11) << "-" << std::setw(16) << "-" << std::setw(9)
+    << "-" << std::setw(9) << r.fp32.skipped_steps << std::setw(10) << fmt(r.fp32.median_step_ms, 3) << std::setw(11)
+    << fmt(r.fp32.tokens_per_s, 4) << std::setw(10) << mib(r.fp32.peak_memory_bytes) << std::setw(9) << "1"
+    << "\n";
+  for (const auto& row : r.rows) {
+    const auto& j = row.judged;
+    t << std::left << std::setw(22) << row.strategy << std::setw(11)
+      << (row.outcome == "judged" ? j.verdict : row.outcome) << std::setw(16)
+      << (j.deciding_signal.empty() ? j.max_signal : j.deciding_signal) << std::setw(9) << fmt(j.max_deviation_bands, 3)
+      << std::setw(9) << j.skipped_steps << std::setw(10) << fmt(j.median_step_ms, 3) << std::setw(11)
+      << fmt(j.tokens_per_s, 4) << std::setw(10) << mib(j.peak_memory_bytes) << std::setw(9) << fmt(row.speedup, 3)
+      << (row.outcome == "refused" ? "n/a"
+          : j.pass                 ? "PASS"
+                                   : "FAIL")
+      << "\n";
+  }
+  for (const auto& row : r.rows)
+    if (!row.judged.pass || row.outcome != "judged") t << row.strategy << ": " << row.judged.message << "\n";
+  t << "RECOMMENDATION: " << r.recommendation << "\n";
+  std::cout << io::printable_text(t.str());
+}
+
 }  // namespace ampcheck::cli

@@ -6,6 +6,7 @@
 #include "usecases/result_rows.h"
 #include "usecases/run_directory.h"
 #include "usecases/scenario_files.h"
+#include "usecases/recordings.h"
 #include "usecases/usecases.h"
 
 #include "io/text.h"
@@ -211,6 +212,17 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const r
 }
 
 }  // namespace
+
+report::ScenarioSummary judge_recording(const std::string& path, const reference::TrajectoryFile& ref,
+                                        const std::string& reference_path, const JudgeInputs& j,
+                                        const std::string& out_dir, bool strict) {
+  try {
+    const Input in = read_input(path, ref, reference_path);
+    return judge_one(in, j, ref, attr(ref, "device_class", "external"), out_dir, strict);
+  } catch (const std::exception& e) {
+    rethrow_naming(path, e);
+  }
+}
 
 SuiteResult judge_runs(const JudgeInputs& j, const RunOptions& opts, std::ostream& log) {
   // 1. read and check every input before anything is written: a file that does not follow the format, a run of

@@ -4,11 +4,13 @@
 // `check` compares ampcheck's own runs.
 #include "usecases/result_rows.h"
 #include "usecases/run_directory.h"
+#include "usecases/recordings.h"
 #include "usecases/usecases.h"
 
 #include "reference/external_run.h"
 #include "reference/reference_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -69,12 +71,11 @@ void check_reference_run(const reference::TrajectoryFile& f, const std::string& 
 
 }  // namespace
 
-ReferenceResult make_reference(const ReferenceInputs& in) {
+reference::TrajectoryFile build_reference(const ReferenceInputs& in) {
   if (in.spread.empty())
     throw std::runtime_error(
         "--spread: at least one more FP32 run is needed (another seed or another data order): "
         "the allowed deviations are measured on how far such runs lie from the reference");
-  refuse_unless_replaceable_file(in.out, in.force, kReferenceFile);  // before anything is read: a user's file stays
   // 1. what each spread run is, before anything is read in full: a reference whose spread is only ±1-ulp nudges
   //    measures how fast rounding grows (chaos), not how far an equally valid training lies — correct mixed
   //    precision then fails (docs/TOLERANCE.md)
@@ -113,6 +114,23 @@ ReferenceResult make_reference(const ReferenceInputs& in) {
   ref.attributes["reference_of"] = in.fp32_run;
   ref.attributes["status"] = "completed";
   ref.attributes["noise_runs"] = labels;
+  return ref;
+}
+
+reference::TrajectoryFile first_steps(const reference::TrajectoryFile& ref, int64_t steps) {
+  reference::TrajectoryFile cut = ref;
+  const auto n = static_cast<size_t>(std::max<int64_t>(0, steps));
+  if (cut.trajectory.rows.size() > n) cut.trajectory.rows.resize(n);
+  for (auto& nr : cut.noise_runs)
+    if (nr.trajectory.rows.size() > n) nr.trajectory.rows.resize(n);
+  for (auto& [name, series] : cut.series)
+    if (series.size() > n) series.resize(n);
+  return cut;
+}
+
+ReferenceResult make_reference(const ReferenceInputs& in) {
+  refuse_unless_replaceable_file(in.out, in.force, kReferenceFile);  // before anything is read: a user's file stays
+  const reference::TrajectoryFile ref = build_reference(in);
   reference::write_trajectory(in.out, ref, in.force);
   ReferenceResult r{in.out, ref.trajectory.size(), {}};
   for (const auto& nr : ref.noise_runs) r.noise_labels.push_back(nr.label);

@@ -193,6 +193,15 @@ void check_run_directory_replaceable(const RunOptions& opts) {
   if (!may_overwrite(opts)) throw std::runtime_error(refusing_to_overwrite(what) + ", or another --out");
 }
 
+void open_run_directory_in_place(const std::string& dir) {
+  RunOptions opts;
+  opts.out_dir = dir;
+  opts.force = true;  // an earlier run of ours is resumed, not replaced
+  check_run_directory_replaceable(opts);
+  make_dirs(strip_slashes(dir));
+  if (!holds_marker(strip_slashes(dir))) write_marker(strip_slashes(dir));
+}
+
 void refuse_incomplete_run_directory(const std::string& dir) {
   if (file_exists(dir + "/" + kIncomplete))
     throw std::runtime_error(dir +

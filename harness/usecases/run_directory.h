@@ -67,6 +67,11 @@ class RunDirectory {
   bool published_ = false, direct_ = false, kept_ = false;
 };
 
+// A directory written in place over a long command that can be resumed (sweep): created and marked when new or empty,
+// reused when it holds ampcheck's marker; anything else (a user's directory, a file, a link to nothing) is refused,
+// naming it, with or without --force.
+void open_run_directory_in_place(const std::string& dir);
+
 // Before any training, without creating anything: throws as RunDirectory's constructor would.
 void check_run_directory_replaceable(const RunOptions& opts);
 // A run directory being written (its INCOMPLETE marker present): compare / report refuse it (throws naming it).
