@@ -180,6 +180,13 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const r
       judge_run({in.status, attr(run, "error"), run.trajectory}, {ref_t, noise}, expected, j.tolerance, strict,
                 [&](verdict::Verdict& v) {
                   if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
+                  // a loss-only recording: what could not be checked, said where it is read (the terminal)
+                  if (const std::string missing = not_recorded(in); !missing.empty())
+                    verdict::add_warning(v, "not_recorded",
+                                         "not recorded, not judged: " + missing +
+                                             " — bugs whose effect on the loss is small (lost updates, a skipped "
+                                             "clip, a wrong loss scale) go unseen without them; record them with "
+                                             "ampcheck.Recorder(path, model, optimizer) or an integration");
                   if (!in.partial.empty())
                     verdict::add_warning(v, "partial",
                                          "partial run: " + steps_text(run.trajectory.size()) + " of the " +
@@ -187,7 +194,8 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const r
                                              "; judged on the steps recorded");
                 });
   fill_result(row, judged);
-  row.message += not_recorded(in);
+  if (const std::string missing = not_recorded(in); !missing.empty())
+    row.message += " (not recorded, not judged: " + missing + ")";
   row.steps = run.trajectory.size();
   row.skipped_steps = run.trajectory.skipped_steps();
   fill_recorded_measurements(row, run);

@@ -19,6 +19,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <climits>
 #include <ostream>
 #include <sstream>
 #include <unistd.h>
@@ -54,6 +56,11 @@ SweepPaths prepare_paths(const SweepOptions& o) {
   SweepPaths p;
   p.dir = o.out_dir;
   open_run_directory_in_place(p.dir);  // new, empty, or an earlier sweep's: never a user's directory
+  // absolute paths (the plan's contract): the user's command may change its working directory
+  if (char* real = ::realpath(p.dir.c_str(), nullptr)) {
+    p.dir = real;
+    std::free(real);
+  }
   p.key = cache_key(o);
   p.workload = "sweep-" + p.key;
   p.runs = p.dir + "/runs/" + p.key;
