@@ -11,7 +11,7 @@
 #include "run/progress.h"
 #include "run/provenance.h"
 #include "run/scenario_run.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "doctor/doctor.h"
 #include "distributed/allreduce_check.h"
 #include "distributed/process_group.h"

@@ -23,7 +23,7 @@
 namespace ampcheck::cli {
 
 namespace {
-std::string attr(const reference::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "") {
+std::string attr(const trajectory::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "") {
   auto it = f.attributes.find(key);
   return it == f.attributes.end() || it->second.empty() ? otherwise : it->second;
 }
@@ -38,8 +38,8 @@ bool claims_reduced_precision(std::string strategy) {
 
 // What `judge` adds to an external run's verdict: columns present but never measured, steps the recorder saw no
 // grads at, and mixed precision that never took effect (from the recorder's attributes, else from the trajectory).
-void add_recorder_warnings(verdict::Verdict& v, const reference::TrajectoryFile& run, const std::string& strategy,
-                           const reference::TrajectoryFile& ref) {
+void add_recorder_warnings(verdict::Verdict& v, const trajectory::TrajectoryFile& run, const std::string& strategy,
+                           const trajectory::TrajectoryFile& ref) {
   for (const auto& w : verdict::unjudged_columns(run.trajectory, run.columns_present, true))
     verdict::add_warning(v, w.signal, w.message);
   const std::string without = attr(run, "steps_without_grads", "0");
@@ -70,7 +70,7 @@ void add_recorder_warnings(verdict::Verdict& v, const reference::TrajectoryFile&
 // the command line or the file's `perturbation` attribute (the recorder's perturbation=...); both given must agree.
 struct SpreadRun {
   std::string kind, path;
-  reference::TrajectoryFile file;  // read once, when its kind is decided
+  trajectory::TrajectoryFile file;  // read once, when its kind is decided
 };
 SpreadRun spread_kind(const std::string& arg) {
   static const std::vector<std::string> kinds = {"seed", "order", "skip", "ulp"};
@@ -88,7 +88,7 @@ SpreadRun spread_kind(const std::string& arg) {
 // for ampcheck's own runs), tokens / samples per second where it recorded tokens_per_step / samples_per_step, the
 // workload it belongs to (its `workload` or `run_key` attribute: runs of one training compare in the strategy
 // table), and the dtype its matmuls ran in (autocast, else the parameters').
-static void fill_recorded_measurements(report::ScenarioSummary& row, const reference::TrajectoryFile& run) {
+static void fill_recorded_measurements(report::ScenarioSummary& row, const trajectory::TrajectoryFile& run) {
   const auto timing = run::step_timing(run.trajectory, attr(run, "timing_method", "wall-clock (recorder)"));
   row.timing_method = timing.method;
   row.warmup_steps = timing.warmup_steps;
@@ -169,13 +169,13 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
         "setup once more with another init seed (torch.manual_seed before building the model) or "
         "another data order (the sampler's / data loader's seed; HF TrainingArguments(data_seed=...)) "
         "and pass it as --spread seed:FILE or order:FILE");
-  reference::TrajectoryFile ref = reference::read_external_run(fp32_run);
-  const auto check_run = [](const reference::TrajectoryFile& f, const std::string& path, int64_t steps) {
+  trajectory::TrajectoryFile ref = reference::read_external_run(fp32_run);
+  const auto check_run = [](const trajectory::TrajectoryFile& f, const std::string& path, int64_t steps) {
     if (f.trajectory.size() != steps)
       throw std::runtime_error(path + ": " + std::to_string(f.trajectory.size()) + " steps, the FP32 run has " +
                                std::to_string(steps) + ": a reference's runs must train the same number of steps");
     for (int64_t s = 0; s < f.trajectory.size(); ++s)
-      if (!std::isfinite(f.trajectory.rows[s][engine::kLoss]))
+      if (!std::isfinite(f.trajectory.rows[s][trajectory::kLoss]))
         throw std::runtime_error(path + ": loss at step " + std::to_string(s) +
                                  " is not finite: an FP32 reference run must complete");
   };
@@ -188,8 +188,8 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
     reference::check_same_training(run, sr.path, ref, fp32_run);
     check_run(run, sr.path, ref.trajectory.size());
     for (size_t s = 0; s < spread.size(); ++s)
-      spread[s] =
-          std::max(spread[s], std::abs(run.trajectory.rows[s][engine::kLoss] - ref.trajectory.rows[s][engine::kLoss]));
+      spread[s] = std::max(
+          spread[s], std::abs(run.trajectory.rows[s][trajectory::kLoss] - ref.trajectory.rows[s][trajectory::kLoss]));
     // labels: the kind, numbered from the second run of a kind on (seed, seed-2, ...); ulp runs start with "ulp"
     const int k = ++per_kind[sr.kind];
     const std::string label = k == 1 ? sr.kind : sr.kind + "-" + std::to_string(k);
@@ -204,7 +204,7 @@ int cmd_reference(const std::string& fp32_run, const std::vector<std::string>& s
   std::string labels;
   for (const auto& nr : ref.noise_runs) labels += (labels.empty() ? "" : ",") + nr.label;
   ref.attributes["noise_runs"] = labels;
-  reference::write_trajectory(out, ref, force);
+  trajectory::write_trajectory(out, ref, force);
   std::cout << out << ": reference from " << fp32_run << " (" << ref.trajectory.size() << " steps) and "
             << ref.noise_runs.size() << " noise run(s): " << labels << "\n";
   return 0;
@@ -223,14 +223,14 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
               const std::string& strategy, const RunOptions& opts) {
   // 1. read and check every input before anything is written: a file that does not follow the format, a run of
   //    another training (provenance, step count) or existing reports without --force end the command here.
-  reference::TrajectoryFile ref = reference::read_trajectory_contained(reference_path);
+  trajectory::TrajectoryFile ref = trajectory::read_trajectory_contained(reference_path);
   if (ref.noise_runs.empty())
     throw std::runtime_error(reference_path +
                              ": the reference has no noise runs. HINT: build it with `ampcheck "
                              "reference FP32_RUN --spread RUN...` (or `ampcheck record` for ampcheck's own scenarios)");
   struct Input {
     std::string path, status;
-    reference::TrajectoryFile file;
+    trajectory::TrajectoryFile file;
     std::string partial;  // "" or why the run has fewer steps than the reference
   };
   std::vector<Input> inputs;
@@ -252,7 +252,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
         in.status = "completed";
       }
       if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
-          !std::isfinite(in.file.trajectory.rows.back()[engine::kLoss]))
+          !std::isfinite(in.file.trajectory.rows.back()[trajectory::kLoss]))
         in.status = "nonfinite";
       reference::check_same_training(in.file, path, ref, reference_path);
       if (in.status == "completed" && in.partial.empty() && in.file.trajectory.size() != ref.trajectory.size())
@@ -292,15 +292,15 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
   summary.device_class = attr(ref, "device_class", "external");
   summary.date = run::utc_now();
   for (const auto& in : inputs) try {
-      const reference::TrajectoryFile& run = in.file;
+      const trajectory::TrajectoryFile& run = in.file;
       report::ScenarioSummary row;
       row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
       row.strategy = !strategy.empty() ? strategy : attr(run, "strategy", "-");
       row.device_class = attr(run, "device_class", summary.device_class);
       row.expect = !expect.empty() ? expect : attr(run, "expect", "tracks");
       // a partial run against the reference's first as many steps (its noise runs cut the same way)
-      engine::Trajectory ref_t = ref.trajectory;
-      std::vector<engine::LabelledTrajectory> noise = ref.noise_runs;
+      trajectory::Trajectory ref_t = ref.trajectory;
+      std::vector<trajectory::LabelledTrajectory> noise = ref.noise_runs;
       if (!in.partial.empty()) {
         const size_t n = run.trajectory.rows.size();
         ref_t.rows.resize(std::min(ref_t.rows.size(), n));
@@ -319,11 +319,11 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
       fill_result(row, v, verdict::decide(expected, verdict::observe(v, attr(run, "error")), opts.strict));
       std::vector<std::string> missing;
       // the columns the signals read (param_norm, loss_scale, step_time_ms and eval_loss are reported, not judged)
-      for (int c : {engine::kGradNorm, engine::kUpdateNorm, engine::kLr, engine::kSkipped, engine::kFracZero,
-                    engine::kFracSubnormal, engine::kFracNonfinite}) {
+      for (int c : {trajectory::kGradNorm, trajectory::kUpdateNorm, trajectory::kLr, trajectory::kSkipped,
+                    trajectory::kFracZero, trajectory::kFracSubnormal, trajectory::kFracNonfinite}) {
         bool present = false;
-        for (const auto& p : run.columns_present) present |= p == engine::column_name(c);
-        if (!present) missing.push_back(engine::column_name(c));
+        for (const auto& p : run.columns_present) present |= p == trajectory::column_name(c);
+        if (!present) missing.push_back(trajectory::column_name(c));
       }
       if (!missing.empty() && in.status == "completed" && in.partial.empty()) {
         std::string m;
@@ -334,11 +334,11 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
       row.skipped_steps = run.trajectory.skipped_steps();
       fill_recorded_measurements(row, run);
       if (!run.trajectory.rows.empty()) {
-        row.first_loss = run.trajectory.rows.front()[engine::kLoss];
-        row.final_loss = run.trajectory.rows.back()[engine::kLoss];
+        row.first_loss = run.trajectory.rows.front()[trajectory::kLoss];
+        row.final_loss = run.trajectory.rows.back()[trajectory::kLoss];
       }
       row.trajectory_file = row.name + ".h5";
-      reference::TrajectoryFile tf = run;
+      trajectory::TrajectoryFile tf = run;
       tf.attributes["status"] = in.status;
       tf.attributes["verdict"] = v.verdict;
       tf.attributes["verdict_message"] = v.message;
@@ -347,7 +347,7 @@ int cmd_judge(const std::vector<std::string>& runs, const std::string& reference
       add_verdict_series(
           tf, v, ref_t,
           std::vector<double>(spread.begin(), spread.begin() + std::min(spread.size(), ref_t.rows.size())));
-      reference::write_trajectory(out.staging() + "/" + row.trajectory_file, tf, true);
+      trajectory::write_trajectory(out.staging() + "/" + row.trajectory_file, tf, true);
       if (!row.pass) std::cout << "  FAIL " << io::printable_text(row.name + ": " + row.message) << "\n";
       summary.scenarios.push_back(row);
     } catch (const std::exception& e) {

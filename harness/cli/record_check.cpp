@@ -10,8 +10,9 @@
 #include "run/progress.h"
 #include "run/provenance.h"
 #include "run/scenario_run.h"
+#include "run/engine_warnings.h"
 #include "reference/reference_store.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "doctor/doctor.h"
 #include "report/html.h"
 #include "report/summary.h"
@@ -47,7 +48,7 @@ std::string reference_root(const RunOptions& opts) {
 }
 
 // Trains one FP32 reference run; throws if it does not complete (a reference must be clean).
-engine::Trajectory train_reference(const engine::RunConfig& cfg, const at::Device& device) {
+trajectory::Trajectory train_reference(const engine::RunConfig& cfg, const at::Device& device) {
   engine::Trainer trainer(cfg, device);
   const auto out = trainer.run();
   if (out.status != engine::RunOutcome::Status::Completed)
@@ -92,13 +93,14 @@ int cmd_record(const RunOptions& opts) {
               << reference::noise_perturbations(opts.more_noise).size() << " noise runs)\n"
               << std::flush;
     const engine::RunConfig ref_cfg = reference::reference_run_config(base);
-    reference::TrajectoryFile tf;
+    trajectory::TrajectoryFile tf;
     tf.trajectory = train_reference(ref_cfg, device);
     std::vector<double> spread(tf.trajectory.rows.size(), 0.0);
     for (const auto& p : reference::noise_perturbations(opts.more_noise)) {
       const auto t = train_reference(reference::perturbed(ref_cfg, p), device);
       for (size_t s = 0; s < spread.size(); ++s)
-        spread[s] = std::max(spread[s], std::abs(t.rows[s][engine::kLoss] - tf.trajectory.rows[s][engine::kLoss]));
+        spread[s] =
+            std::max(spread[s], std::abs(t.rows[s][trajectory::kLoss] - tf.trajectory.rows[s][trajectory::kLoss]));
       tf.noise_runs.push_back({p.label, t});
     }
     tf.series["loss_spread"] = spread;
@@ -113,7 +115,7 @@ int cmd_record(const RunOptions& opts) {
     tf.attributes["status"] = "completed";
     if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) tf.attributes["git_commit"] = commit;
     make_dirs(root + "/" + device_class);
-    reference::write_trajectory(path, tf, opts.force);
+    trajectory::write_trajectory(path, tf, opts.force);
     ++recorded;
   }
   std::cout << recorded << " recorded, " << kept << " kept\n";
@@ -194,7 +196,7 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
                                         ref.file.trajectory, ref.noise, sc.tolerance);
     verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
     if (r.outcome.status == engine::RunOutcome::Status::Completed)  // columns not judged, precision not in effect
-      verdict::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory, ref.noise);
+      run::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory, ref.noise);
     const auto decision =
         verdict::decide(scenario::expectation(sc.expect), verdict::observe(v, r.outcome.error), opts.strict);
     v.message = decision.verdict_message;  // with the skipped steps outside the expected bounds
@@ -202,7 +204,7 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
     fill_distributed(row, r);
     fill_measurements(row, r, device, peak_tflops);
     row.trajectory_file = sc.run.name + ".h5";
-    reference::TrajectoryFile tf = result_file(sc, device, r);
+    trajectory::TrajectoryFile tf = result_file(sc, device, r);
     tf.attributes["verdict"] = v.verdict;
     tf.attributes["verdict_message"] = v.message;
     tf.attributes["reference"] = ref.path;

@@ -10,11 +10,12 @@
 
 #include "engine/device.h"
 #include "reference/reference_store.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "report/html.h"
 #include "report/summary.h"
 #include "run/progress.h"
 #include "run/provenance.h"
+#include "run/engine_warnings.h"
 #include "validate/golden.h"
 #include "validate/validate.h"
 #include "verdict/verdict.h"
@@ -104,7 +105,7 @@ struct Prepared {
   validate::Fingerprint fp;
   std::string cls;  // this stack's golden class
   std::string golden_path, golden_cls;
-  reference::TrajectoryFile golden;  // read and verified (golden.h)
+  trajectory::TrajectoryFile golden;  // read and verified (golden.h)
   std::vector<validate::StackDifference> diffs;
   bool bitwise = false;
   std::string reason;           // why this mode
@@ -184,7 +185,7 @@ Prepared prepare(const std::string& file, const RunOptions& opts, const std::str
 // that fails its checksum is refused (a seal must never bless a corrupt file).
 int seal_goldens(const std::vector<std::string>& paths) {
   for (const auto& path : paths) {
-    reference::TrajectoryFile f = reference::read_trajectory_contained(path);
+    trajectory::TrajectoryFile f = trajectory::read_trajectory_contained(path);
     if (f.attributes.count("golden_checksum")) {
       if (f.attributes.at("golden_checksum") != validate::content_checksum(f))
         throw validate::BadGolden(path + ": sealed golden fails its content checksum; refusing to seal it again. " +
@@ -203,7 +204,7 @@ int seal_goldens(const std::vector<std::string>& paths) {
                                   "' is not the name in its 'scenario_text' ('" + sc.run.name + "')");
     sc.run.loop.steps = f.trajectory.size();  // the length it was recorded at
     validate::seal_golden(f, sc.run);
-    reference::write_trajectory(path, f, /*overwrite=*/true);
+    trajectory::write_trajectory(path, f, /*overwrite=*/true);
     validate::read_golden(path, sc.run);  // what was written reads back sealed
     std::cout << path << ": sealed (" << f.attributes["golden_checksum"] << ", config "
               << f.attributes["golden_config_hash"] << ", " << f.attributes["golden_steps"] << " steps)\n";
@@ -242,10 +243,10 @@ int record_goldens(const std::vector<std::string>& files, const RunOptions& opts
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
                                (r.outcome.error.empty() ? "" : ": " + r.outcome.error));
     make_dirs(root + "/validate/" + t.cls);
-    reference::TrajectoryFile tf = result_file(t.sc, t.device, r);
+    trajectory::TrajectoryFile tf = result_file(t.sc, t.device, r);
     tf.attributes["golden_class"] = t.cls;
     validate::seal_golden(tf, t.sc.run);
-    reference::write_trajectory(t.path, tf, opts.force);
+    trajectory::write_trajectory(t.path, tf, opts.force);
     validate::read_golden(t.path, t.sc.run);  // it reads back sealed: the checksum covers what was written
     std::cout << "  golden: " << t.path << " (" << tf.attributes["golden_checksum"] << ")\n";
   }
@@ -320,7 +321,7 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
       const auto r = run::run_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
       fill_measurements(row, r, device, peak_tflops);
       row.trajectory_file = sc.run.name + ".h5";
-      reference::TrajectoryFile tf = result_file(sc, device, r);
+      trajectory::TrajectoryFile tf = result_file(sc, device, r);
 
       // the bitwise comparison (the golden is read and verified)
       validate::BitwiseComparison cmp;
@@ -337,8 +338,8 @@ int cmd_validate(RunOptions opts, const ValidateOptions& v) {
         verdict::Verdict verd = verdict::judge(engine::status_name(r.outcome.status), r.outcome.error, r.trajectory,
                                                ref.file.trajectory, ref.noise, sc.tolerance);
         if (r.outcome.status == engine::RunOutcome::Status::Completed)
-          verdict::add_engine_run_warnings(verd, r.trajectory, sc.run.strategy, device.is_cuda(), ref.file.trajectory,
-                                           ref.noise);
+          run::add_engine_run_warnings(verd, r.trajectory, sc.run.strategy, device.is_cuda(), ref.file.trajectory,
+                                       ref.noise);
         const auto decision =
             verdict::decide(scenario::expectation(sc.expect), verdict::observe(verd, r.outcome.error), opts.strict);
         verd.message = decision.verdict_message;

@@ -6,7 +6,7 @@
 #include "distributed/spawn.h"
 #include "engine/device.h"
 #include "io/files.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "run/provenance.h"
 #include "scenario/scenario.h"
 #include "verdict/pass_rule.h"
@@ -22,11 +22,11 @@ namespace ampcheck::distributed {
 
 namespace {
 
-std::string attr(const reference::TrajectoryFile& f, const std::string& k, const std::string& d = "") {
+std::string attr(const trajectory::TrajectoryFile& f, const std::string& k, const std::string& d = "") {
   auto it = f.attributes.find(k);
   return it == f.attributes.end() ? d : it->second;
 }
-double attr_num(const reference::TrajectoryFile& f, const std::string& k) {
+double attr_num(const trajectory::TrajectoryFile& f, const std::string& k) {
   const std::string v = attr(f, k);
   return v.empty() ? NAN : std::stod(v);
 }
@@ -49,7 +49,7 @@ engine::RunOutcome::Status status_from(const std::string& s) {
 // One rank's run -> its file.
 void write_rank_file(const std::string& path, const scenario::Scenario& sc, const run::ScenarioResult& r,
                      const DataParallel* dp, const RankEnv& env, const std::string& device_spec) {
-  reference::TrajectoryFile tf;
+  trajectory::TrajectoryFile tf;
   tf.attributes = run::provenance(sc, engine::resolve_device(device_spec));
   tf.attributes["status"] = engine::status_name(r.outcome.status);
   tf.attributes["error"] = r.outcome.error;
@@ -74,7 +74,7 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
     tf.attributes["consistency"] = dp->consistency().message;
   }
   tf.trajectory = r.trajectory;
-  reference::write_trajectory(path, tf, /*overwrite=*/true);
+  trajectory::write_trajectory(path, tf, /*overwrite=*/true);
 }
 
 // Runs this process as one rank: process group from the environment, training, its file.
@@ -103,9 +103,9 @@ run::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& de
 // The merged result from the ranks' files.
 run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, int64_t world,
                           const std::string& launch) {
-  std::vector<reference::TrajectoryFile> files;
+  std::vector<trajectory::TrajectoryFile> files;
   for (int64_t k = 0; k < world; ++k)
-    files.push_back(reference::read_trajectory(dir + "/rank" + std::to_string(k) + ".h5"));
+    files.push_back(trajectory::read_trajectory(dir + "/rank" + std::to_string(k) + ".h5"));
   const auto& f0 = files[0];
   run::ScenarioResult r;
   r.name = sc.run.name;
@@ -136,10 +136,10 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
     }
   const auto& rows = r.trajectory.rows;
   if (!rows.empty()) {
-    r.first_loss = rows.front()[engine::kLoss];
-    r.final_loss = rows.back()[engine::kLoss];
+    r.first_loss = rows.front()[trajectory::kLoss];
+    r.final_loss = rows.back()[trajectory::kLoss];
     r.min_loss = r.first_loss;
-    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[engine::kLoss]);
+    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[trajectory::kLoss]);
     r.timing = run::step_timing(r.trajectory, attr(f0, "timing_method"));
   }
   auto& ds = r.distributed;
@@ -154,7 +154,7 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
     ds.rank_median_step_ms.push_back(run::step_timing(f.trajectory, attr(f0, "timing_method")).median_ms);
     double total = 0;
     for (const auto& row : f.trajectory.rows)
-      if (std::isfinite(row[engine::kStepTimeMs])) total += row[engine::kStepTimeMs];
+      if (std::isfinite(row[trajectory::kStepTimeMs])) total += row[trajectory::kStepTimeMs];
     ds.rank_collective_share.push_back(total > 0 ? attr_num(f, "collective_ms") / total : NAN);
   }
   ds.consistency_checks = static_cast<int64_t>(attr_num(f0, "consistency_checks"));

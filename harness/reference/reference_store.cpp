@@ -23,7 +23,7 @@ uint64_t fnv1a(const std::string& s) {
 engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   engine::RunConfig r = run;
   r.strategy = engine::strategy_preset("fp32");
-  r.injections.clear();
+  r.faults = nullptr;  // no planted events
   r.loop.clip_unscale_first = true;
   r.loop.call_update = true;
   r.loop.unscale_each_micro_batch = false;
@@ -112,7 +112,8 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   if (::stat(ref.path.c_str(), &st) != 0)
     throw std::runtime_error("no FP32 reference for '" + run.name + "': " + ref.path + " does not exist" + hint);
   try {
-    ref.file = read_trajectory_contained(ref.path);  // a reference root may come from outside (--references)
+    ref.file =
+        trajectory::read_trajectory_contained(ref.path);  // a reference root may come from outside (--references)
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(e.what()) + hint);
   }
