@@ -8,7 +8,7 @@
 #include "io/files.h"
 #include "io/record_json.h"
 #include "io/text.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "run/provenance.h"
 #include "scenario/scenario.h"
 #include "verdict/pass_rule.h"
@@ -69,12 +69,12 @@ constexpr const char* kRankResult = "rank_result";
 
 // A rank's file as rank 0 reads it: the trajectory and the rank's result.
 struct RankFile {
-  reference::TrajectoryFile file;
+  trajectory::TrajectoryFile file;
   RankResult result;
 };
 
 RankFile read_rank_file(const std::string& path) {
-  RankFile f{reference::read_trajectory(path), {}};
+  RankFile f{trajectory::read_trajectory(path), {}};
   const auto it = f.file.attributes.find(kRankResult);
   try {
     if (it == f.file.attributes.end()) throw std::runtime_error("the attribute is missing");
@@ -120,7 +120,7 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
     x.diverged_step = dp->consistency().diverged_step;
     x.consistency = dp->consistency().message;
   }
-  reference::TrajectoryFile tf;
+  trajectory::TrajectoryFile tf;
   tf.attributes = run::provenance(sc, engine::resolve_device(device_spec));
   tf.attributes["status"] = x.status;  // every trajectory file's own attributes
   tf.attributes["error"] = x.error;
@@ -128,7 +128,7 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
   io::make_json_strings_printable(j);  // dump() throws on a string that is not UTF-8 (an error text may hold one)
   tf.attributes[kRankResult] = j.dump();
   tf.trajectory = r.trajectory;
-  reference::write_trajectory(path, tf, /*overwrite=*/true);
+  trajectory::write_trajectory(path, tf, /*overwrite=*/true);
 }
 
 // Runs this process as one rank: process group from the environment, training, its file.
@@ -190,10 +190,10 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
     }
   const auto& rows = r.trajectory.rows;
   if (!rows.empty()) {
-    r.first_loss = rows.front()[engine::kLoss];
-    r.final_loss = rows.back()[engine::kLoss];
+    r.first_loss = rows.front()[trajectory::kLoss];
+    r.final_loss = rows.back()[trajectory::kLoss];
     r.min_loss = r.first_loss;
-    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[engine::kLoss]);
+    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[trajectory::kLoss]);
     r.timing = run::step_timing(r.trajectory, x0.timing_method);
   }
   auto& ds = r.distributed;
@@ -208,7 +208,7 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
     ds.rank_median_step_ms.push_back(run::step_timing(f.file.trajectory, x0.timing_method).median_ms);
     double total = 0;
     for (const auto& row : f.file.trajectory.rows)
-      if (std::isfinite(row[engine::kStepTimeMs])) total += row[engine::kStepTimeMs];
+      if (std::isfinite(row[trajectory::kStepTimeMs])) total += row[trajectory::kStepTimeMs];
     ds.rank_collective_share.push_back(total > 0 ? f.result.collective_ms / total : NAN);
   }
   ds.consistency_checks = x0.consistency_checks;

@@ -23,11 +23,7 @@ std::string reference_note(const at::Device& device) {
 // FP8 matmuls replace the block Linears (every fp8 layers setting includes the blocks)
 bool fp8_blocks(const RunConfig& cfg) { return cfg.strategy.fp8.has_value(); }
 
-bool activation_events(const RunConfig& cfg) {
-  for (const auto& inj : cfg.injections)
-    if (inj.kind == inject::InjectionKind::ActivationScale) return true;
-  return false;
-}
+bool activation_events(const RunConfig& cfg) { return cfg.faults && cfg.faults->scales_activations(); }
 
 struct Decide {
   EnginePlan& plan;

@@ -38,6 +38,19 @@ std::string num(double v) {
 }
 }  // namespace
 
+std::shared_ptr<const engine::FaultHooks> Injector::for_rank(int64_t rank) const {
+  std::vector<InjectionConfig> mine;
+  for (const auto& c : cfgs_)
+    if (c.rank < 0 || c.rank == rank) mine.push_back(c);
+  return std::make_shared<Injector>(std::move(mine));
+}
+
+bool Injector::scales_activations() const {
+  for (const auto& c : cfgs_)
+    if (c.kind == InjectionKind::ActivationScale) return true;
+  return false;
+}
+
 models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::string>& events) const {
   models::ForwardOptions o;
   for (const auto& c : cfgs_) {
@@ -145,6 +158,30 @@ void Injector::on_grads(const std::vector<models::NamedParameter>& params, int64
     events.push_back("step " + std::to_string(step) + ": wrote " + num(c.value) + " into " + std::to_string(hits) +
                      " grad(s) matching '" + c.params + "'");
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// a run's planted events
+
+const std::vector<InjectionConfig>& injections(const engine::RunConfig& run) {
+  static const std::vector<InjectionConfig> none;
+  if (!run.faults) return none;
+  const auto* injector = dynamic_cast<const Injector*>(run.faults.get());
+  if (!injector)
+    throw std::logic_error("run " + run.name + ": its planted events (RunConfig::faults) are no inject::Injector");
+  return injector->configs();
+}
+
+void set_injections(engine::RunConfig& run, std::vector<InjectionConfig> cfgs) {
+  if (cfgs.empty()) run.faults = nullptr;
+  else
+    run.faults = std::make_shared<Injector>(std::move(cfgs));
+}
+
+void add_injections(engine::RunConfig& run, const std::vector<InjectionConfig>& cfgs) {
+  std::vector<InjectionConfig> all = injections(run);
+  all.insert(all.end(), cfgs.begin(), cfgs.end());
+  set_injections(run, std::move(all));
 }
 
 }  // namespace ampcheck::inject

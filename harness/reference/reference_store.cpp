@@ -26,7 +26,7 @@ uint64_t fnv1a(const std::string& s) {
 engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   engine::RunConfig r = run;
   r.strategy = engine::strategy_preset("fp32");
-  r.injections.clear();
+  r.faults = nullptr;  // no planted events
   r.loop.clip_unscale_first = true;
   r.loop.call_update = true;
   r.loop.unscale_each_micro_batch = false;
@@ -115,7 +115,8 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   if (::stat(ref.path.c_str(), &st) != 0)
     throw std::runtime_error("no FP32 reference for '" + run.name + "': " + ref.path + " does not exist" + hint);
   try {
-    ref.file = read_trajectory_contained(ref.path);  // a reference root may come from outside (--references)
+    ref.file =
+        trajectory::read_trajectory_contained(ref.path);  // a reference root may come from outside (--references)
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(e.what()) + hint);
   }
@@ -146,12 +147,13 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   return ref;
 }
 
-std::vector<double> loss_spread(const engine::Trajectory& reference,
-                                const std::vector<engine::LabelledTrajectory>& noise_runs) {
+std::vector<double> loss_spread(const trajectory::Trajectory& reference,
+                                const std::vector<trajectory::LabelledTrajectory>& noise_runs) {
   std::vector<double> spread(reference.rows.size(), 0.0);
   for (const auto& n : noise_runs)
     for (size_t s = 0; s < spread.size(); ++s)
-      spread[s] = std::max(spread[s], std::abs(n.trajectory.rows[s][engine::kLoss] - reference.rows[s][engine::kLoss]));
+      spread[s] =
+          std::max(spread[s], std::abs(n.trajectory.rows[s][trajectory::kLoss] - reference.rows[s][trajectory::kLoss]));
   return spread;
 }
 

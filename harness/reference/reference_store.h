@@ -14,7 +14,7 @@
 #pragma once
 
 #include "engine/run_config.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include <string>
 #include <vector>
@@ -47,9 +47,9 @@ engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoiseP
 
 struct Reference {
   std::string path;
-  TrajectoryFile file;                            // the FP32 run; attributes include reference_key, reference_canonical
-  std::vector<double> loss_spread;                // per step
-  std::vector<engine::LabelledTrajectory> noise;  // the noise runs
+  trajectory::TrajectoryFile file;  // the FP32 run; attributes include reference_key, reference_canonical
+  std::vector<double> loss_spread;  // per step
+  std::vector<trajectory::LabelledTrajectory> noise;  // the noise runs
 };
 
 // Loads and validates a reference. Missing, unreadable, foreign (another key's canonical text) or stale (other
@@ -59,7 +59,7 @@ Reference load_reference(const std::string& root, const std::string& device_clas
 
 // series/loss_spread of a reference: per step, the largest |loss - reference loss| over its noise runs (each at least
 // as long as the reference).
-std::vector<double> loss_spread(const engine::Trajectory& reference,
-                                const std::vector<engine::LabelledTrajectory>& noise_runs);
+std::vector<double> loss_spread(const trajectory::Trajectory& reference,
+                                const std::vector<trajectory::LabelledTrajectory>& noise_runs);
 
 }  // namespace ampcheck::reference

@@ -10,6 +10,7 @@
 #include "engine/device.h"
 #include "reference/reference_store.h"
 #include "run/progress.h"
+#include "run/engine_warnings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -42,14 +43,14 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
         scenario::expectation(sc.expect), sc.tolerance, opts.strict, [&](verdict::Verdict& v) {
           verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
           if (completed)  // columns not judged, precision not in effect
-            verdict::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory,
-                                             ref.noise);
+            run::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory,
+                                         ref.noise);
         });
     fill_result(row, j);
     fill_distributed(row, r);
     fill_measurements(row, r, device, peak_tflops);
     row.trajectory_file = sc.run.name + ".h5";
-    reference::TrajectoryFile tf = result_file(sc, device, r);
+    trajectory::TrajectoryFile tf = result_file(sc, device, r);
     tf.attributes["verdict"] = j.verdict.verdict;
     tf.attributes["verdict_message"] = j.verdict.message;
     tf.attributes["reference"] = ref.path;

@@ -35,9 +35,9 @@ void fill_result(report::ScenarioSummary& row, const Judged& j) {
   fill_verdict_fields(row, j.verdict);
 }
 
-void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v, const engine::Trajectory& reference,
-                        const std::vector<double>& loss_spread) {
-  tf.series["reference_loss"] = reference.column(engine::kLoss);
+void add_verdict_series(trajectory::TrajectoryFile& tf, const verdict::Verdict& v,
+                        const trajectory::Trajectory& reference, const std::vector<double>& loss_spread) {
+  tf.series["reference_loss"] = reference.column(trajectory::kLoss);
   tf.series["reference_loss_spread"] = loss_spread;
   tf.series["reference_smoothed_loss"] = v.reference_smoothed;
   tf.series["band"] = v.band;

@@ -4,7 +4,7 @@
 // row and its series into the result trajectory file.
 #pragma once
 
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "report/summary.h"
 #include "verdict/pass_rule.h"
 #include "verdict/verdict.h"
@@ -18,12 +18,12 @@ namespace ampcheck::usecases {
 struct RunToJudge {
   std::string status;  // completed | nonfinite | error
   std::string error;   // the run's error message (status error)
-  const engine::Trajectory& trajectory;
+  const trajectory::Trajectory& trajectory;
 };
 
 struct ReferenceToJudge {
-  const engine::Trajectory& trajectory;
-  const std::vector<engine::LabelledTrajectory>& noise;
+  const trajectory::Trajectory& trajectory;
+  const std::vector<trajectory::LabelledTrajectory>& noise;
 };
 
 struct Judged {
@@ -41,7 +41,7 @@ void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v
 // The verdict and its decision into the row: verdict, PASS/FAIL, message, and fill_verdict_fields.
 void fill_result(report::ScenarioSummary& row, const Judged& j);
 // The reference's loss and spread, the smoothed curves, the allowed deviation and every judged signal's margin.
-void add_verdict_series(reference::TrajectoryFile& tf, const verdict::Verdict& v, const engine::Trajectory& reference,
-                        const std::vector<double>& loss_spread);
+void add_verdict_series(trajectory::TrajectoryFile& tf, const verdict::Verdict& v,
+                        const trajectory::Trajectory& reference, const std::vector<double>& loss_spread);
 
 }  // namespace ampcheck::usecases

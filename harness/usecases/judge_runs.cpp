@@ -23,7 +23,7 @@ namespace ampcheck::usecases {
 
 namespace {
 
-std::string attr(const reference::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "") {
+std::string attr(const trajectory::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "") {
   return attribute(f, key, otherwise);
 }
 
@@ -37,8 +37,8 @@ bool claims_reduced_precision(std::string strategy) {
 
 // What `judge` adds to an external run's verdict: columns present but never measured, steps the recorder saw no
 // grads at, and mixed precision that never took effect (from the recorder's attributes, else from the trajectory).
-void add_recorder_warnings(verdict::Verdict& v, const reference::TrajectoryFile& run, const std::string& strategy,
-                           const reference::TrajectoryFile& ref) {
+void add_recorder_warnings(verdict::Verdict& v, const trajectory::TrajectoryFile& run, const std::string& strategy,
+                           const trajectory::TrajectoryFile& ref) {
   for (const auto& w : verdict::unjudged_columns(run.trajectory, run.columns_present, true))
     verdict::add_warning(v, w.signal, w.message);
   const std::string without = attr(run, "steps_without_grads", "0");
@@ -77,11 +77,11 @@ std::string steps_text(int64_t n) { return std::to_string(n); }
 // One external run, read and checked against the reference before anything is written.
 struct Input {
   std::string path, status;
-  reference::TrajectoryFile file;
+  trajectory::TrajectoryFile file;
   std::string partial;  // "" or why the run has fewer steps than the reference
 };
 
-Input read_input(const std::string& path, const reference::TrajectoryFile& ref, const std::string& reference_path) {
+Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref, const std::string& reference_path) {
   Input in{path, "", reference::read_external_run(path), ""};
   const int64_t steps = in.file.trajectory.size(), ref_steps = ref.trajectory.size();
   in.status = attr(in.file, "status", "completed");
@@ -100,7 +100,7 @@ Input read_input(const std::string& path, const reference::TrajectoryFile& ref, 
     in.status = "completed";
   }
   if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
-      !std::isfinite(in.file.trajectory.rows.back()[engine::kLoss]))
+      !std::isfinite(in.file.trajectory.rows.back()[trajectory::kLoss]))
     in.status = "nonfinite";
   reference::check_same_training(in.file, path, ref, reference_path);
   if (in.status == "completed" && in.partial.empty() && steps != ref_steps)
@@ -113,7 +113,7 @@ Input read_input(const std::string& path, const reference::TrajectoryFile& ref, 
   return in;
 }
 
-std::vector<Input> read_inputs(const JudgeInputs& j, const reference::TrajectoryFile& ref) {
+std::vector<Input> read_inputs(const JudgeInputs& j, const trajectory::TrajectoryFile& ref) {
   std::vector<Input> inputs;
   for (const auto& path : j.runs) try {
       Input in = read_input(path, ref, j.reference);
@@ -130,7 +130,7 @@ std::vector<Input> read_inputs(const JudgeInputs& j, const reference::Trajectory
 
 // The summary's header: the versions the runs recorded (the Python recorder's torch_version / cuda_version), else
 // the reference's.
-report::RunSummary summary_header(const std::vector<Input>& inputs, const reference::TrajectoryFile& ref) {
+report::RunSummary summary_header(const std::vector<Input>& inputs, const trajectory::TrajectoryFile& ref) {
   report::RunSummary summary;
   summary.suite = "judge";
   for (const auto& in : inputs)
@@ -149,7 +149,7 @@ report::RunSummary summary_header(const std::vector<Input>& inputs, const refere
 std::string not_recorded(const Input& in) {
   std::string m;
   for (int c : verdict::judged_columns()) {
-    const std::string name = engine::column_name(c);
+    const std::string name = trajectory::column_name(c);
     if (std::find(in.file.columns_present.begin(), in.file.columns_present.end(), name) ==
         in.file.columns_present.end())
       m += (m.empty() ? "" : ", ") + name;
@@ -158,17 +158,17 @@ std::string not_recorded(const Input& in) {
 }
 
 // One run judged (judge_run): its row, and its annotated trajectory file in the staging directory.
-report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const reference::TrajectoryFile& ref,
+report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const trajectory::TrajectoryFile& ref,
                                   const std::string& default_device_class, const std::string& staging, bool strict) {
-  const reference::TrajectoryFile& run = in.file;
+  const trajectory::TrajectoryFile& run = in.file;
   report::ScenarioSummary row;
   row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
   row.strategy = !j.strategy.empty() ? j.strategy : attr(run, "strategy", "-");
   row.device_class = attr(run, "device_class", default_device_class);
   row.expect = !j.expect.empty() ? j.expect : attr(run, "expect", "tracks");
   // a partial run against the reference's first as many steps (its noise runs cut the same way)
-  engine::Trajectory ref_t = ref.trajectory;
-  std::vector<engine::LabelledTrajectory> noise = ref.noise_runs;
+  trajectory::Trajectory ref_t = ref.trajectory;
+  std::vector<trajectory::LabelledTrajectory> noise = ref.noise_runs;
   if (!in.partial.empty()) {
     const size_t n = run.trajectory.rows.size();
     ref_t.rows.resize(std::min(ref_t.rows.size(), n));
@@ -200,11 +200,11 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const r
   row.skipped_steps = run.trajectory.skipped_steps();
   fill_recorded_measurements(row, run);
   if (!run.trajectory.rows.empty()) {
-    row.first_loss = run.trajectory.rows.front()[engine::kLoss];
-    row.final_loss = run.trajectory.rows.back()[engine::kLoss];
+    row.first_loss = run.trajectory.rows.front()[trajectory::kLoss];
+    row.final_loss = run.trajectory.rows.back()[trajectory::kLoss];
   }
   row.trajectory_file = row.name + ".h5";
-  reference::TrajectoryFile tf = run;
+  trajectory::TrajectoryFile tf = run;
   tf.attributes["status"] = in.status;
   tf.attributes["verdict"] = judged.verdict.verdict;
   tf.attributes["verdict_message"] = judged.verdict.message;
@@ -215,13 +215,13 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const r
       spread_it != ref.series.end() ? spread_it->second : std::vector<double>(ref.trajectory.rows.size(), 0.0);
   spread.resize(std::min(spread.size(), ref_t.rows.size()));
   add_verdict_series(tf, judged.verdict, ref_t, spread);
-  reference::write_trajectory(staging + "/" + row.trajectory_file, tf, true);
+  trajectory::write_trajectory(staging + "/" + row.trajectory_file, tf, true);
   return row;
 }
 
 }  // namespace
 
-report::ScenarioSummary judge_recording(const std::string& path, const reference::TrajectoryFile& ref,
+report::ScenarioSummary judge_recording(const std::string& path, const trajectory::TrajectoryFile& ref,
                                         const std::string& reference_path, const JudgeInputs& j,
                                         const std::string& out_dir, bool strict) {
   try {
@@ -235,7 +235,7 @@ report::ScenarioSummary judge_recording(const std::string& path, const reference
 SuiteResult judge_runs(const JudgeInputs& j, const RunOptions& opts, std::ostream& log) {
   // 1. read and check every input before anything is written: a file that does not follow the format, a run of
   //    another training (provenance, step count) or existing reports without --force end the command here.
-  const reference::TrajectoryFile ref = reference::read_trajectory_contained(j.reference);
+  const trajectory::TrajectoryFile ref = trajectory::read_trajectory_contained(j.reference);
   if (ref.noise_runs.empty())
     throw std::runtime_error(j.reference +
                              ": the reference has no noise runs. HINT: build it with `ampcheck "

@@ -23,7 +23,7 @@ namespace {
 // the command line or the file's `perturbation` attribute (the recorder's perturbation=...); both given must agree.
 struct SpreadRun {
   std::string kind, path;
-  reference::TrajectoryFile file;  // read once, when its kind is decided
+  trajectory::TrajectoryFile file;  // read once, when its kind is decided
 };
 
 SpreadRun spread_kind(const std::string& arg) {
@@ -59,19 +59,19 @@ SpreadRun read_spread_run(const std::string& arg) {
 }
 
 // A run of a reference: as long as the FP32 run, finite loss at every step.
-void check_reference_run(const reference::TrajectoryFile& f, const std::string& path, int64_t steps) {
+void check_reference_run(const trajectory::TrajectoryFile& f, const std::string& path, int64_t steps) {
   if (f.trajectory.size() != steps)
     throw std::runtime_error(path + ": " + std::to_string(f.trajectory.size()) + " steps, the FP32 run has " +
                              std::to_string(steps) + ": a reference's runs must train the same number of steps");
   for (int64_t s = 0; s < f.trajectory.size(); ++s)
-    if (!std::isfinite(f.trajectory.rows[s][engine::kLoss]))
+    if (!std::isfinite(f.trajectory.rows[s][trajectory::kLoss]))
       throw std::runtime_error(path + ": loss at step " + std::to_string(s) +
                                " is not finite: an FP32 reference run must complete");
 }
 
 }  // namespace
 
-reference::TrajectoryFile build_reference(const ReferenceInputs& in) {
+trajectory::TrajectoryFile build_reference(const ReferenceInputs& in) {
   if (in.spread.empty())
     throw std::runtime_error(
         "--spread: at least one more FP32 run is needed (another seed or another data order): "
@@ -94,7 +94,7 @@ reference::TrajectoryFile build_reference(const ReferenceInputs& in) {
         "another data order (the sampler's / data loader's seed; HF TrainingArguments(data_seed=...)) "
         "and pass it as --spread seed:FILE or order:FILE");
   // 2. the FP32 run, then each spread run checked against it and labelled
-  reference::TrajectoryFile ref = reference::read_external_run(in.fp32_run);
+  trajectory::TrajectoryFile ref = reference::read_external_run(in.fp32_run);
   check_reference_run(ref, in.fp32_run, ref.trajectory.size());
   std::map<std::string, int> per_kind;
   std::string sources, labels;
@@ -117,8 +117,8 @@ reference::TrajectoryFile build_reference(const ReferenceInputs& in) {
   return ref;
 }
 
-reference::TrajectoryFile first_steps(const reference::TrajectoryFile& ref, int64_t steps) {
-  reference::TrajectoryFile cut = ref;
+trajectory::TrajectoryFile first_steps(const trajectory::TrajectoryFile& ref, int64_t steps) {
+  trajectory::TrajectoryFile cut = ref;
   const auto n = static_cast<size_t>(std::max<int64_t>(0, steps));
   if (cut.trajectory.rows.size() > n) cut.trajectory.rows.resize(n);
   for (auto& nr : cut.noise_runs)
@@ -130,8 +130,8 @@ reference::TrajectoryFile first_steps(const reference::TrajectoryFile& ref, int6
 
 ReferenceResult make_reference(const ReferenceInputs& in) {
   refuse_unless_replaceable_file(in.out, in.force, kReferenceFile);  // before anything is read: a user's file stays
-  const reference::TrajectoryFile ref = build_reference(in);
-  reference::write_trajectory(in.out, ref, in.force);
+  const trajectory::TrajectoryFile ref = build_reference(in);
+  trajectory::write_trajectory(in.out, ref, in.force);
   ReferenceResult r{in.out, ref.trajectory.size(), {}};
   for (const auto& nr : ref.noise_runs) r.noise_labels.push_back(nr.label);
   return r;

@@ -7,7 +7,7 @@
 
 #include "engine/device.h"
 #include "reference/reference_store.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "run/provenance.h"
 
 #include <cstdlib>
@@ -19,7 +19,7 @@ namespace ampcheck::usecases {
 namespace {
 
 // Trains one FP32 reference run; throws if it does not complete (a reference must be clean).
-engine::Trajectory train_reference(const engine::RunConfig& cfg, const at::Device& device) {
+trajectory::Trajectory train_reference(const engine::RunConfig& cfg, const at::Device& device) {
   engine::Trainer trainer(cfg, device);
   const auto out = trainer.run();
   if (out.status != engine::RunOutcome::Status::Completed)
@@ -46,10 +46,10 @@ ToRecord planned(const std::string& file, const RunOptions& opts) {
 }
 
 // The reference of one scenario: the FP32 run, its noise runs and their spread, its provenance.
-reference::TrajectoryFile record_one(const ToRecord& t, bool more_noise) {
+trajectory::TrajectoryFile record_one(const ToRecord& t, bool more_noise) {
   const engine::RunConfig ref_cfg = reference::reference_run_config(t.run);
   const auto key = reference::reference_key(t.run);
-  reference::TrajectoryFile tf;
+  trajectory::TrajectoryFile tf;
   tf.trajectory = train_reference(ref_cfg, t.device);
   std::string labels;
   for (const auto& p : reference::noise_perturbations(more_noise)) {
@@ -89,7 +89,7 @@ RecordResult record_references(const RunOptions& opts, std::ostream& log) {
         << std::flush;
     const auto tf = record_one(t, opts.more_noise);
     make_dirs(reference_root(opts) + "/" + t.device_class);
-    reference::write_trajectory(t.path, tf, opts.force);
+    trajectory::write_trajectory(t.path, tf, opts.force);
     ++result.recorded;
   }
   return result;

@@ -4,7 +4,7 @@
 
 #include "usecases/options.h"
 
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "report/summary.h"
 
 #include <string>
@@ -12,15 +12,15 @@
 namespace ampcheck::usecases {
 
 // The reference `ampcheck reference` writes, built in memory (make_reference.cpp); in.out and in.force unused.
-reference::TrajectoryFile build_reference(const ReferenceInputs& in);
+trajectory::TrajectoryFile build_reference(const ReferenceInputs& in);
 
 // A reference cut to its first `steps` steps (its noise runs and loss spread too): what a shorter run (a probe) is
 // judged against.
-reference::TrajectoryFile first_steps(const reference::TrajectoryFile& ref, int64_t steps);
+trajectory::TrajectoryFile first_steps(const trajectory::TrajectoryFile& ref, int64_t steps);
 
 // One recording judged against `ref` (read from reference_path) as `judge` judges it (judge_runs.cpp): its row, and
 // its annotated trajectory written to out_dir/<row name>.h5 (replacing one there).
-report::ScenarioSummary judge_recording(const std::string& path, const reference::TrajectoryFile& ref,
+report::ScenarioSummary judge_recording(const std::string& path, const trajectory::TrajectoryFile& ref,
                                         const std::string& reference_path, const JudgeInputs& j,
                                         const std::string& out_dir, bool strict);
 

@@ -13,7 +13,7 @@
 
 namespace ampcheck::usecases {
 
-std::string attribute(const reference::TrajectoryFile& f, const std::string& key, const std::string& otherwise) {
+std::string attribute(const trajectory::TrajectoryFile& f, const std::string& key, const std::string& otherwise) {
   auto it = f.attributes.find(key);
   return it == f.attributes.end() || it->second.empty() ? otherwise : it->second;
 }
@@ -84,7 +84,7 @@ void fill_distributed(report::ScenarioSummary& row, const run::ScenarioResult& r
   o.consistency = d.consistency;
 }
 
-void fill_recorded_measurements(report::ScenarioSummary& row, const reference::TrajectoryFile& run) {
+void fill_recorded_measurements(report::ScenarioSummary& row, const trajectory::TrajectoryFile& run) {
   const auto timing = run::step_timing(run.trajectory, attribute(run, "timing_method", "wall-clock (recorder)"));
   row.timing_method = timing.method;
   row.warmup_steps = timing.warmup_steps;

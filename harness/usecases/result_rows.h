@@ -5,7 +5,7 @@
 
 #include "usecases/usecases.h"
 
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "report/summary.h"
 #include "run/scenario_run.h"
 #include "scenario/scenario.h"
@@ -30,10 +30,10 @@ void fill_distributed(report::ScenarioSummary& row, const run::ScenarioResult& r
 // What an external run measured, into its row: step times from its step_time_ms column (the median after warm-up),
 // tokens / samples per second where it recorded tokens_per_step / samples_per_step, its workload (`workload` or
 // `run_key`) and the dtype its matmuls ran in (autocast, else the parameters').
-void fill_recorded_measurements(report::ScenarioSummary& row, const reference::TrajectoryFile& run);
+void fill_recorded_measurements(report::ScenarioSummary& row, const trajectory::TrajectoryFile& run);
 
 // An attribute of a trajectory file, `otherwise` where it is absent or empty.
-std::string attribute(const reference::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "");
+std::string attribute(const trajectory::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "");
 
 // The four reports (summary.json, junit.xml, summary.md, report.html) into the staging directory, then the run
 // directory published: result.reports_dir is where it now is.

@@ -316,7 +316,7 @@ void refuse_unless_replaceable_file(const std::string& path, bool force, const O
     throw std::runtime_error(path + ": not a regular file; refusing to replace it, with or without --force" + hint);
   std::string why;
   try {
-    const auto f = reference::read_trajectory_contained(path, reference::Columns::LossRequired);
+    const auto f = trajectory::read_trajectory_contained(path, trajectory::Columns::LossRequired);
     const auto it = f.attributes.find(kind.attribute);
     const std::string value = it == f.attributes.end() ? "" : it->second;
     const bool ok = kind.values.empty() ? !value.empty()
@@ -333,9 +333,9 @@ void refuse_unless_replaceable_file(const std::string& path, bool force, const O
                            hint);
 }
 
-reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
-                                      const run::ScenarioResult& r) {
-  reference::TrajectoryFile tf;
+trajectory::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
+                                       const run::ScenarioResult& r) {
+  trajectory::TrajectoryFile tf;
   tf.attributes = run::provenance(sc, device);
   tf.attributes["status"] = engine::status_name(r.outcome.status);
   tf.attributes["error"] = r.outcome.error;
@@ -344,8 +344,8 @@ reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::De
   return tf;
 }
 
-void write_result(const RunOptions& opts, const std::string& file_name, const reference::TrajectoryFile& tf) {
-  reference::write_trajectory(opts.out_dir + "/" + file_name, tf, may_overwrite(opts));
+void write_result(const RunOptions& opts, const std::string& file_name, const trajectory::TrajectoryFile& tf) {
+  trajectory::write_trajectory(opts.out_dir + "/" + file_name, tf, may_overwrite(opts));
 }
 
 }  // namespace ampcheck::usecases

@@ -5,7 +5,7 @@
 #include "usecases/options.h"
 #include "run/scenario_run.h"
 #include "scenario/scenario.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include <string>
 #include <vector>
@@ -95,10 +95,10 @@ void refuse_unless_replaceable_file(const std::string& path, bool force, const O
 
 // A scenario's result file: the scenario's provenance on `device` (run::provenance), the run's status, error and
 // engine path, and its trajectory. check adds the verdict.
-reference::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
-                                      const run::ScenarioResult& r);
+trajectory::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
+                                       const run::ScenarioResult& r);
 
 // Writes opts.out_dir/file_name under the overwrite rule (throws naming the file if it exists and may not be replaced).
-void write_result(const RunOptions& opts, const std::string& file_name, const reference::TrajectoryFile& tf);
+void write_result(const RunOptions& opts, const std::string& file_name, const trajectory::TrajectoryFile& tf);
 
 }  // namespace ampcheck::usecases

@@ -71,7 +71,7 @@ SweepPaths prepare_paths(const SweepOptions& o) {
 }
 
 // The three FP32 runs, checked: each must complete, following its plan.
-reference::TrajectoryFile fp32_reference(const std::vector<ExecutedRun>& fp32, const std::string& path) {
+trajectory::TrajectoryFile fp32_reference(const std::vector<ExecutedRun>& fp32, const std::string& path) {
   for (const auto& e : fp32) {
     const auto c = check_recording(e);
     if (c.outcome != "judged" || attribute(c.file, "status", "completed") != "completed")
@@ -84,11 +84,11 @@ reference::TrajectoryFile fp32_reference(const std::vector<ExecutedRun>& fp32, c
   }
   ReferenceInputs in{fp32[0].recording, {"seed:" + fp32[1].recording, "skip:" + fp32[2].recording}, path, true};
   auto ref = build_reference(in);
-  reference::write_trajectory(path, ref, /*overwrite=*/true);  // the sweep directory's own file
+  trajectory::write_trajectory(path, ref, /*overwrite=*/true);  // the sweep directory's own file
   return ref;
 }
 
-std::string probe_note(const reference::TrajectoryFile& f) {
+std::string probe_note(const trajectory::TrajectoryFile& f) {
   const std::string module = attribute(f, "first_nonfinite_module");
   if (module.empty()) return "";
   return "; first non-finite: module " + module + " (" + attribute(f, "first_nonfinite_pass", "forward") +
@@ -104,7 +104,7 @@ const char* kMasterWeightsFix =
     "fix: fp32 master weights — keep the parameters in FP32 and compute in low precision (bf16-autocast), or an "
     "optimizer that keeps fp32 master copies; a bf16 weight cannot take an update smaller than 2^-8 of its value";
 
-SweepRow judge_strategy(const ExecutedRun& e, const reference::TrajectoryFile& ref, const std::string& ref_path,
+SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& ref, const std::string& ref_path,
                         const SweepOptions& o, const std::string& dir, double fp32_ms) {
   SweepRow row;
   row.strategy = e.plan.strategy;
@@ -130,7 +130,7 @@ SweepRow judge_strategy(const ExecutedRun& e, const reference::TrajectoryFile& r
 }
 
 // The failing run's probes: short runs with modules kept in FP32, judged against the reference's first steps.
-void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const reference::TrajectoryFile& ref,
+void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const trajectory::TrajectoryFile& ref,
                   const std::string& ref_path, const SweepPaths& paths, const SweepOptions& o, std::ostream& log,
                   int& trainings) {
   // a probe as long as needed to show the failure: the whole run when it is short (≤ 100 steps) or fails only as a
@@ -171,7 +171,7 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const refe
   row.judged.message += "; localized: " + row.localization.message;
 }
 
-std::vector<ModuleInfo> module_tree(const reference::TrajectoryFile& f) {
+std::vector<ModuleInfo> module_tree(const trajectory::TrajectoryFile& f) {
   std::vector<ModuleInfo> tree;
   const std::string text = attribute(f, "modules");
   if (text.empty()) return tree;

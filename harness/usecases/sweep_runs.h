@@ -5,7 +5,7 @@
 #include "usecases/sweep.h"
 
 #include "io/process.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include <string>
 #include <vector>
@@ -45,7 +45,7 @@ ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const Swee
 // recorded-nothing, with `message` saying what happened and what to add.
 struct RecordingCheck {
   std::string outcome, message;
-  reference::TrajectoryFile file;
+  trajectory::TrajectoryFile file;
 };
 RecordingCheck check_recording(const ExecutedRun& e);
 

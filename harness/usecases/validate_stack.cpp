@@ -12,10 +12,11 @@
 
 #include "engine/device.h"
 #include "reference/reference_store.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "report/summary.h"
 #include "run/progress.h"
 #include "run/provenance.h"
+#include "run/engine_warnings.h"
 #include "validate/golden.h"
 #include "validate/validate.h"
 #include "verdict/verdict.h"
@@ -105,7 +106,7 @@ struct Prepared {
   validate::Fingerprint fp;
   std::string cls;  // this stack's golden class
   std::string golden_path, golden_cls;
-  reference::TrajectoryFile golden;  // read and verified (golden.h)
+  trajectory::TrajectoryFile golden;  // read and verified (golden.h)
   std::vector<validate::StackDifference> diffs;
   bool bitwise = false;
   std::string reason;           // why this mode
@@ -185,7 +186,7 @@ Prepared prepare(const std::string& file, const RunOptions& opts, const std::str
 // that fails its checksum is refused (a seal must never bless a corrupt file).
 void seal_each(const std::vector<std::string>& paths, std::ostream& log) {
   for (const auto& path : paths) {
-    reference::TrajectoryFile f = reference::read_trajectory_contained(path);
+    trajectory::TrajectoryFile f = trajectory::read_trajectory_contained(path);
     if (f.attributes.count("golden_checksum")) {
       if (f.attributes.at("golden_checksum") != validate::content_checksum(f))
         throw validate::BadGolden(path + ": sealed golden fails its content checksum; refusing to seal it again. " +
@@ -204,7 +205,7 @@ void seal_each(const std::vector<std::string>& paths, std::ostream& log) {
                                   "' is not the name in its 'scenario_text' ('" + sc.run.name + "')");
     sc.run.loop.steps = f.trajectory.size();  // the length it was recorded at
     validate::seal_golden(f, sc.run);
-    reference::write_trajectory(path, f, /*overwrite=*/true);
+    trajectory::write_trajectory(path, f, /*overwrite=*/true);
     validate::read_golden(path, sc.run);  // what was written reads back sealed
     log << path << ": sealed (" << f.attributes["golden_checksum"] << ", config " << f.attributes["golden_config_hash"]
         << ", " << f.attributes["golden_steps"] << " steps)\n";
@@ -243,10 +244,10 @@ void record_each(const std::vector<std::string>& files, const RunOptions& opts, 
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
                                (r.outcome.error.empty() ? "" : ": " + r.outcome.error));
     make_dirs(root + "/validate/" + t.cls);
-    reference::TrajectoryFile tf = result_file(t.sc, t.device, r);
+    trajectory::TrajectoryFile tf = result_file(t.sc, t.device, r);
     tf.attributes["golden_class"] = t.cls;
     validate::seal_golden(tf, t.sc.run);
-    reference::write_trajectory(t.path, tf, opts.force);
+    trajectory::write_trajectory(t.path, tf, opts.force);
     validate::read_golden(t.path, t.sc.run);  // it reads back sealed: the checksum covers what was written
     log << "  golden: " << t.path << " (" << tf.attributes["golden_checksum"] << ")\n";
   }
@@ -270,7 +271,7 @@ struct Words {
 // The statistical verdict against the FP32 references (this class's, else the nearest's), through judge_run: into
 // the row and the result file; returns its sentence ("" where there is no reference).
 std::string judge_statistically(const Prepared& p, const run::ScenarioResult& r, const RunOptions& opts,
-                                const std::string& root, report::ScenarioSummary& row, reference::TrajectoryFile& tf) {
+                                const std::string& root, report::ScenarioSummary& row, trajectory::TrajectoryFile& tf) {
   if (p.reference_class.empty()) return "";
   const scenario::Scenario& sc = p.sc;
   const auto ref = reference::load_reference(root, p.reference_class, sc.run, opts.suite);
@@ -279,8 +280,8 @@ std::string judge_statistically(const Prepared& p, const run::ScenarioResult& r,
                              {ref.file.trajectory, ref.noise}, scenario::expectation(sc.expect), sc.tolerance,
                              opts.strict, [&](verdict::Verdict& v) {
                                if (completed)
-                                 verdict::add_engine_run_warnings(v, r.trajectory, sc.run.strategy, p.device.is_cuda(),
-                                                                  ref.file.trajectory, ref.noise);
+                                 run::add_engine_run_warnings(v, r.trajectory, sc.run.strategy, p.device.is_cuda(),
+                                                              ref.file.trajectory, ref.noise);
                              });
   fill_result(row, j);
   row.validation.statistical_verdict = j.verdict.verdict;
@@ -377,7 +378,7 @@ report::ScenarioSummary validate_one(const Prepared& p, const std::vector<valida
     const auto r = run::run_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
     fill_measurements(row, r, p.device, peak_tflops);
     row.trajectory_file = sc.run.name + ".h5";
-    reference::TrajectoryFile tf = result_file(sc, p.device, r);
+    trajectory::TrajectoryFile tf = result_file(sc, p.device, r);
     validate::BitwiseComparison cmp;  // with the golden (read and verified), where there is one
     if (!p.golden_path.empty()) {
       cmp = validate::compare_bitwise(r.trajectory, p.golden.trajectory);

@@ -1,9 +1,9 @@
 // Trajectory helpers.
-#include "engine/trajectory.h"
+#include "trajectory/trajectory.h"
 
 #include <cmath>
 
-namespace ampcheck::engine {
+namespace ampcheck::trajectory {
 
 const char* column_name(int c) {
   static const char* names[kNumColumns] = {
@@ -31,4 +31,4 @@ int64_t Trajectory::skipped_steps() const {
   return n;
 }
 
-}  // namespace ampcheck::engine
+}  // namespace ampcheck::trajectory

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ampcheck::engine {
+namespace ampcheck::trajectory {
 
 enum Column : int {
   kLoss = 0,       // training loss, unscaled, averaged over micro-batches
@@ -65,4 +65,4 @@ struct LabelledTrajectory {
   Trajectory trajectory;
 };
 
-}  // namespace ampcheck::engine
+}  // namespace ampcheck::trajectory

@@ -5,23 +5,23 @@
 // rename), never over an existing file unless overwrite is set.
 #pragma once
 
-#include "engine/trajectory.h"
+#include "trajectory/trajectory.h"
 
 #include <map>
 #include <string>
 #include <vector>
 
-namespace ampcheck::reference {
+namespace ampcheck::trajectory {
 
 constexpr int kTrajectoryFormatVersion = 1;
 
 struct TrajectoryFile {
   std::map<std::string, std::string> attributes;  // provenance and outcome, all strings
-  engine::Trajectory trajectory;
+  Trajectory trajectory;
   // Further per-step series (e.g. a reference's loss spread), as float64 datasets under /series/<name>.
   std::map<std::string, std::vector<double>> series;
   // A reference's noise runs: each one's columns under /noise/<label>/<column> (same columns as /steps/).
-  std::vector<engine::LabelledTrajectory> noise_runs;
+  std::vector<LabelledTrajectory> noise_runs;
   std::vector<std::string> columns_present;  // as read: the /steps/ columns the file holds
 };
 
@@ -52,4 +52,4 @@ inline const char* const kExactAttributes[] = {"format", "format_version", "stat
                                                "expect", "strategy",       "perturbation"};
 void make_attributes_printable(std::map<std::string, std::string>& attributes, const std::string& where);
 
-}  // namespace ampcheck::reference
+}  // namespace ampcheck::trajectory

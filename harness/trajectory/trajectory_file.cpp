@@ -1,5 +1,5 @@
 // HDF5 C API writer/reader for trajectories.
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include "io/files.h"
 #include "io/text.h"
@@ -29,7 +29,7 @@
 #endif
 #endif
 
-namespace ampcheck::reference {
+namespace ampcheck::trajectory {
 
 namespace {
 void check(herr_t rc, const std::string& what) {
@@ -137,7 +137,7 @@ std::vector<std::vector<double>> read_matrix(hid_t file, const std::string& name
   return rows;
 }
 
-// A (steps x tensors) matrix of 64-bit digests (engine::StepDigests) as one 2-D uint64 dataset.
+// A (steps x tensors) matrix of 64-bit digests (StepDigests) as one 2-D uint64 dataset.
 void write_digests(hid_t group, const std::string& name, const std::vector<std::vector<uint64_t>>& rows, size_t cols) {
   hsize_t dims[2] = {rows.size(), cols};
   std::vector<uint64_t> flat;
@@ -279,7 +279,7 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
       if (k != "format" && k != "format_version" && k != "events") write_string_attr(f, k, v);
     hid_t steps = checked(H5Gcreate2(f, "steps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group steps");
     const auto& t = file.trajectory;
-    for (int c = 0; c < engine::kNumColumns; ++c) write_column(steps, engine::column_name(c), t.column(c));
+    for (int c = 0; c < kNumColumns; ++c) write_column(steps, column_name(c), t.column(c));
     H5Gclose(steps);
     hid_t series = checked(H5Gcreate2(f, "series", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group series");
     for (const auto& [name, values] : file.series) write_column(series, name, values);
@@ -289,7 +289,7 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
       for (const auto& nr : file.noise_runs) {
         hid_t g = checked(H5Gcreate2(noise, nr.label.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                           "group noise/" + nr.label);
-        for (int c = 0; c < engine::kNumColumns; ++c) write_column(g, engine::column_name(c), nr.trajectory.column(c));
+        for (int c = 0; c < kNumColumns; ++c) write_column(g, column_name(c), nr.trajectory.column(c));
         H5Gclose(g);
       }
       H5Gclose(noise);
@@ -350,26 +350,25 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
     throw std::runtime_error(path + ": trajectory format version " + out.attributes["format_version"] + ", expected " +
                              std::to_string(kTrajectoryFormatVersion) + ". HINT: re-record it with this ampcheck");
   }
-  std::vector<std::vector<double>> cols(engine::kNumColumns);
+  std::vector<std::vector<double>> cols(kNumColumns);
   try {
-    for (int c = 0; c < engine::kNumColumns; ++c) {
-      const std::string name = std::string("steps/") + engine::column_name(c);
-      if (required == Columns::LossRequired && c != engine::kLoss && H5Lexists(f, "steps", H5P_DEFAULT) > 0 &&
+    for (int c = 0; c < kNumColumns; ++c) {
+      const std::string name = std::string("steps/") + column_name(c);
+      if (required == Columns::LossRequired && c != kLoss && H5Lexists(f, "steps", H5P_DEFAULT) > 0 &&
           H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0)
         continue;  // optional column, absent: NaN below
-      if (c == engine::kLoss &&
-          (H5Lexists(f, "steps", H5P_DEFAULT) <= 0 || H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0))
+      if (c == kLoss && (H5Lexists(f, "steps", H5P_DEFAULT) <= 0 || H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0))
         throw std::runtime_error(path +
                                  ": column /steps/loss is missing: `loss` (one float64 value per step) is required");
       cols[c] = read_column(f, name, path);
-      out.columns_present.push_back(engine::column_name(c));
-      if (cols[c].size() != cols[engine::kLoss].size())
-        throw std::runtime_error(path + ": column /steps/" + engine::column_name(c) + " has " +
-                                 std::to_string(cols[c].size()) + " values, expected one per step like /steps/loss (" +
-                                 std::to_string(cols[engine::kLoss].size()) + ")");
+      out.columns_present.push_back(column_name(c));
+      if (cols[c].size() != cols[kLoss].size())
+        throw std::runtime_error(path + ": column /steps/" + column_name(c) + " has " + std::to_string(cols[c].size()) +
+                                 " values, expected one per step like /steps/loss (" +
+                                 std::to_string(cols[kLoss].size()) + ")");
     }
-    for (int c = 0; c < engine::kNumColumns; ++c)
-      if (cols[c].empty()) cols[c].assign(cols[engine::kLoss].size(), std::numeric_limits<double>::quiet_NaN());
+    for (int c = 0; c < kNumColumns; ++c)
+      if (cols[c].empty()) cols[c].assign(cols[kLoss].size(), std::numeric_limits<double>::quiet_NaN());
     for (const auto& name : group_members(f, "series"))
       out.series[io::printable_text(name)] = read_column(f, "series/" + name, path);
     if (H5Lexists(f, "fp8", H5P_DEFAULT) > 0) {
@@ -387,7 +386,7 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
       out.trajectory.fp8.saturated = read_matrix(f, "fp8/saturated", nc, path);
       out.trajectory.fp8.flushed = read_matrix(f, "fp8/flushed", nc, path);
       out.trajectory.fp8.scale = read_matrix(f, "fp8/scale", nc, path);
-      const size_t steps = cols[engine::kLoss].size();
+      const size_t steps = cols[kLoss].size();
       for (const auto* m : {&out.trajectory.fp8.saturated, &out.trajectory.fp8.flushed, &out.trajectory.fp8.scale})
         if (m->size() != steps)
           throw std::runtime_error(path + ": /fp8 datasets have " + std::to_string(m->size()) +
@@ -406,18 +405,17 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
       if (out.trajectory.digests.tensors.empty())
         throw std::runtime_error(path +
                                  ": group /digests has no attribute 'tensors' (the parameter names, one per line)");
-      const size_t nt = out.trajectory.digests.tensors.size(), steps = cols[engine::kLoss].size();
+      const size_t nt = out.trajectory.digests.tensors.size(), steps = cols[kLoss].size();
       out.trajectory.digests.params = read_digests(f, "digests/params", nt, steps, path);
       out.trajectory.digests.grads = read_digests(f, "digests/grads", nt, steps, path);
     }
     for (const auto& label : group_members(f, "noise")) {
-      engine::LabelledTrajectory nr{io::printable_text(label), {}};
-      std::vector<std::vector<double>> nc(engine::kNumColumns);
-      for (int c = 0; c < engine::kNumColumns; ++c)
-        nc[c] = read_column(f, "noise/" + label + "/" + engine::column_name(c), path);
+      LabelledTrajectory nr{io::printable_text(label), {}};
+      std::vector<std::vector<double>> nc(kNumColumns);
+      for (int c = 0; c < kNumColumns; ++c) nc[c] = read_column(f, "noise/" + label + "/" + column_name(c), path);
       nr.trajectory.rows.resize(nc[0].size());
       for (size_t i = 0; i < nc[0].size(); ++i)
-        for (int c = 0; c < engine::kNumColumns; ++c)
+        for (int c = 0; c < kNumColumns; ++c)
           nr.trajectory.rows[i][c] = i < nc[c].size() ? nc[c][i] : std::numeric_limits<double>::quiet_NaN();
       out.noise_runs.push_back(std::move(nr));
     }
@@ -429,7 +427,7 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
   const hsize_t n = cols[0].size();
   out.trajectory.rows.resize(n);
   for (hsize_t i = 0; i < n; ++i)
-    for (int c = 0; c < engine::kNumColumns; ++c) out.trajectory.rows[i][c] = cols[c][i];
+    for (int c = 0; c < kNumColumns; ++c) out.trajectory.rows[i][c] = cols[c][i];
   std::string ev = out.attributes["events"];
   size_t pos;
   while ((pos = ev.find('\n')) != std::string::npos) {
@@ -542,4 +540,4 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
   return f;
 }
 
-}  // namespace ampcheck::reference
+}  // namespace ampcheck::trajectory
