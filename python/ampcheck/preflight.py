@@ -11,8 +11,8 @@ Warnings (warnings.warn, and returned):
     parameters' device type;
   - fp16 parameters (`model.half()`) under Adam / AdamW: eps 1e-8 is below fp16's smallest subnormal (6e-8) and rounds
     to 0 in the fp16 update, so an element whose second moment is 0 (a zero grad, or one under 2.4e-4 whose square
-    underflows) divides 0 by 0 or m by 0: on a tiny GPT-2 (examples/sweep) every parameter is NaN after the first
-    step (python/tests/test_preflight.py shows it);
+    underflows) divides 0 by 0 or m by 0: on a tiny GPT-2 (examples/sweep) nearly every parameter is inf/NaN
+    after the first step and the loss is NaN from the second (python/tests/test_preflight.py shows it);
   - fp16 / bf16 asked for where the framework runs nothing in it (autocast_active=False: e.g. `fp16=True` on a CPU,
     where accelerate makes no autocast and no GradScaler) — said so, with no fp16 underflow warning;
   - pure bf16 / fp16 parameters under Adam / AdamW with a learning rate below half an ulp of most weights: an Adam
@@ -114,7 +114,7 @@ def preflight(model: torch.nn.Module, optimizer=None, *, scaler=None, mixed_prec
                     f"{type(opt).__name__} over fp16 parameters (model.half()?): eps {eps:g} is below fp16's smallest "
                     f"subnormal (6e-8) and rounds to 0 in the fp16 update, so every element whose second moment is 0 "
                     f"(a zero grad, or one under 2.4e-4 whose square underflows) becomes NaN or inf — on a tiny GPT-2 "
-                    f"every parameter is NaN after the first step. Keep fp32 parameters and train under "
+                    f"the loss is NaN from the second step. Keep fp32 parameters and train under "
                     f"torch.autocast(dtype=torch.float16) with a GradScaler (or bf16 autocast)."))
                 break
     if opt is not None and isinstance(opt, (torch.optim.Adam, torch.optim.AdamW)):
