@@ -302,13 +302,13 @@ class Recorder:
         if model is not None:
             self._measured.add("param_norm")
             self._params()
-            # on the first submodule with parameters: it runs inside the model's forward, where a framework's autocast
-            # wrapper of model.forward (accelerate's prepare_model) is in effect — a hook on the model itself runs
-            # before that wrapper and would see autocast off
-            first = next((m for m in model.modules() if m is not model and any(True for _ in m.parameters(False))),
-                         model)
-            self._forward_hook = first.register_forward_pre_hook(self._on_forward)
-            self._hooks.append(self._forward_hook)
+            # on the submodules with parameters of their own: they run inside the model's forward, where a framework's
+            # autocast wrapper of model.forward (accelerate's prepare_model) is in effect — a hook on the model itself
+            # runs before that wrapper and would see autocast off. All of them, as the first one need not run (T5's
+            # `shared` embedding: the encoder calls its own embed_tokens); the first to run decides, then all go.
+            owners = [m for m in model.modules() if m is not model and any(True for _ in m.parameters(False))]
+            self._forward_hook = [m.register_forward_pre_hook(self._on_forward) for m in owners or [model]]
+            self._hooks.extend(self._forward_hook)
             if probe_every:
                 self._measured.update(_GRAD_COLUMNS)
                 if optimizer is not None:
@@ -506,8 +506,9 @@ class Recorder:
         if self._autocast is None or (training and not self._autocast[1]):
             dev = self._param_list[0].device.type if self._param_list else "cpu"
             self._autocast = (_autocast_dtype(dev), training)
-        if training or self._forwards >= _FORWARDS_LOOKED_AT:
-            self._forward_hook.remove()
+        if training or self._forwards >= _FORWARDS_LOOKED_AT * len(self._forward_hook):  # (calls of every hooked module)
+            for h in self._forward_hook:
+                h.remove()
 
     def _step_grad_stats(self, dev):
         """The step's grad columns as 0-d float64 tensors on dev, or None (no gradient to read: warned, counted)."""
