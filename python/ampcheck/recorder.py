@@ -87,6 +87,17 @@ Root attributes the recorder adds (besides provenance):
                          optimizer.step() not taken, as a GradScaler skips an overflowing step — the recorder marks
                          that step skipped); written only when given
 nudge_ulp(model, +1 / -1) moves every floating parameter one ulp, for `ulp` runs.
+skip_first_step=True makes the `skip` noise run itself: the optimizer's first step() is not taken (perturbation `skip`).
+
+Under `ampcheck sweep` (AMPCHECK_PLAN set; docs/USING.md, "The sweep's environment contract") the Recorder records at
+the plan's `record` path (not the one given), with the attributes plan_run, plan_strategy, plan_applied, perturbation,
+workload, modules and device, and tracks the first non-finite module / step / pass (nonfinite.py; also with
+track_nonfinite=True outside a plan). Made with no integration's `under_plan`, it applies the plan to this model and
+optimizer itself by hooks (under_plan.py, plan_hooks.py: parameter dtype, autocast around the model's forward, a
+GradScaler applied in the backward and the optimizer's step, the skipped first step, keep_fp32 modules, TF32, the seed
+offset) — a plain loop opts in with nothing but the Recorder — and once the plan's max_steps steps are recorded it
+writes the file (complete) and ends the process with SystemExit(0). A plan it cannot apply is written as the error run
+(plan_applied `refused: <why>`) and the process ends (SystemExit with that message).
 
 The file is always whole: it is written atomically (a temporary file in the same directory, then a rename) — every
 snapshot_every recorded steps (default: flush_every, 50) with every step so far and status `running`, so a run killed
