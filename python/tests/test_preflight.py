@@ -21,7 +21,7 @@ def test_half_model_under_adamw_without_a_scaler_is_flagged_and_goes_nan():
     losses = []
     for _ in range(2):
         loss = model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         loss.backward()
         opt.step()
         opt.zero_grad()
