@@ -35,6 +35,7 @@ struct CommandLine::State {
            *compare = nullptr, *report = nullptr, *doctor = nullptr, *judge = nullptr, *ref_cmd = nullptr,
            *rank_cmd = nullptr, *allreduce_cmd = nullptr, *sweep = nullptr;
   usecases::SweepOptions sweep_opts;
+  std::string sweep_strategies;
   std::string list_suite;
   ValidateOptions validate_opts;
   std::string run_a, run_b;
@@ -236,11 +237,24 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.sweep->add_option("COMMAND", s.sweep_opts.command, "your training command, after --")->required();
   s.sweep->add_option("--out", s.sweep_opts.out_dir, "the sweep directory (resumable; default sweep)");
   s.number(s.sweep, "--steps", s.sweep_opts.steps, "every run's step limit (default: the script's own)", 1, kMaxSteps);
+  // one argument, split on commas (a list option would end at the `--` before the command and leave the command's
+  // own options to this parser)
   s.sweep
-      ->add_option("--strategies", s.sweep_opts.strategies, "the candidates (default: every one the device supports)")
-      ->delimiter(',')
-      ->check(
-          CLI::IsMember({"tf32", "bf16-autocast", "fp16-autocast-scaler", "pure-bf16", "fp16-master-weights", "fp8"}));
+      ->add_option("--strategies", s.sweep_strategies,
+                   "the candidates, comma-separated (default: every one the device supports): tf32, bf16-autocast, "
+                   "fp16-autocast-scaler, pure-bf16, fp16-master-weights, fp8")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::stringstream list(text);
+            for (std::string name; std::getline(list, name, ',');)
+              if (name != "tf32" && name != "bf16-autocast" && name != "fp16-autocast-scaler" && name != "pure-bf16" &&
+                  name != "fp16-master-weights" && name != "fp8")
+                return "'" + name +
+                       "' is not a strategy the sweep knows (tf32, bf16-autocast, fp16-autocast-scaler, pure-bf16, "
+                       "fp16-master-weights, fp8)";
+            return std::string();
+          },
+          "LIST"));
   s.sweep->add_option("--device", s.sweep_opts.device, "auto (CUDA when present), cpu or cuda: which strategies apply")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   s.sweep->add_flag("--localize", s.sweep_opts.localize,
@@ -305,7 +319,11 @@ int CommandLine::run(std::ostream& err) {
       return cmd_judge({s.judge_runs, s.judge_reference, s.judge_expect, s.judge_strategy,
                         parse_tolerance_overrides(run_opts_.tolerance)},
                        run_opts_);
-    if (*s.sweep) return cmd_sweep(s.sweep_opts);
+    if (*s.sweep) {
+      std::stringstream list(s.sweep_strategies);
+      for (std::string name; std::getline(list, name, ',');) s.sweep_opts.strategies.push_back(name);
+      return cmd_sweep(s.sweep_opts);
+    }
     if (*s.ref_cmd) return cmd_reference({s.ref_run, s.ref_spread, s.ref_out, s.ref_force});
     return cmd_default(run_opts_);
   } catch (const std::exception& e) {
