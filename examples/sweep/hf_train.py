@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--plant-overflow", metavar="MODULE", help="a module name (model.named_modules()) to break")
     ap.add_argument("--out", default="runs/hf_train.h5", help="the recording, outside a sweep")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--lr", type=float, default=3e-3, help="AdamW's learning rate (default 3e-3)")
     args = ap.parse_args()
 
     from transformers import Trainer, TrainingArguments, set_seed
@@ -33,7 +34,7 @@ def main():
     if args.plant_overflow:
         tiny_models.plant_overflow(model, args.plant_overflow)
     training = TrainingArguments(output_dir="hf_train_output", max_steps=args.steps,
-                                 per_device_train_batch_size=tiny_models.BATCH, learning_rate=3e-3,
+                                 per_device_train_batch_size=tiny_models.BATCH, learning_rate=args.lr,
                                  lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=1.0, seed=args.seed,
                                  logging_steps=1000, save_strategy="no", report_to=[], disable_tqdm=True,
                                  dataloader_num_workers=0)

@@ -21,6 +21,7 @@ from ampcheck import Recorder  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=tiny_models.MODELS, default="gpt2")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--plant-overflow", metavar="MODULE")
     ap.add_argument("--out", default="runs/plain_loop.h5")
@@ -28,7 +29,7 @@ def main():
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
-    model = tiny_models.build("gpt2")
+    model = tiny_models.build(args.model)
     if args.plant_overflow:
         tiny_models.plant_overflow(model, args.plant_overflow)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -36,7 +37,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     data = torch.utils.data.DataLoader(tiny_models.MarkovText(), batch_size=tiny_models.BATCH, shuffle=True)
     batches = iter(data)
-    with Recorder(args.out, model, optimizer, attributes={"run_key": "plain-tiny-gpt2"}, overwrite=True) as rec:
+    with Recorder(args.out, model, optimizer, attributes={"run_key": f"plain-tiny-{args.model}"}, overwrite=True) as rec:
         for step in range(args.steps):
             batch = next(batches)
             loss = model(input_ids=batch["input_ids"].to(device), labels=batch["labels"].to(device)).loss
