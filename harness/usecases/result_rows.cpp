@@ -105,6 +105,8 @@ void fill_recorded_measurements(report::ScenarioSummary& row, const trajectory::
   row.tokens_per_s = number("tokens_per_step") * steps_per_s;
   row.samples_per_s = number("samples_per_step") * steps_per_s;
   row.workload = attribute(run, "workload", attribute(run, "run_key"));
+  if (const double peak = number("peak_memory_bytes"); std::isfinite(peak))  // the recorder's, on CUDA
+    row.peak_memory_bytes = static_cast<int64_t>(peak);
   const std::string autocast = attribute(run, "autocast_dtype");
   const std::string params = attribute(run, "param_dtype");
   row.compute_dtype = autocast == "float16"    ? "fp16"

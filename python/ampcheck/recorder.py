@@ -675,6 +675,8 @@ class Recorder:
                 attrs["steps_without_grads"] = str(self._steps_without_grads)
         if self._nonfinite is not None:
             attrs.update(self._nonfinite.attributes())
+        if attrs.get("device_class", "").startswith("cuda"):  # the process's peak, for the sweep's memory column
+            attrs["peak_memory_bytes"] = str(torch.cuda.max_memory_allocated())
         if note:
             attrs["note"] = note
         return attrs
