@@ -202,6 +202,11 @@ std::string recommend(const SweepResult& r) {
     << report::format_number(best->judged.max_deviation_bands, 3) << "), " << report::format_number(best->speedup, 3)
     << "x FP32's speed (" << report::format_number(best->judged.median_step_ms, 3) << " vs "
     << report::format_number(r.fp32.median_step_ms, 3) << " ms/step)";
+  if (std::isfinite(r.timing_spread) && r.timing_spread > 1.05 &&
+      std::max(best->speedup, 1 / best->speedup) < r.timing_spread)
+    s << " — within the timing noise: the three FP32 runs' ms/step differ by "
+      << report::format_number((r.timing_spread - 1) * 100, 2)
+      << "%, so this speed ranking is not decisive; sweep again on a quiet machine";
   if (best->judged.peak_memory_bytes > 0 && r.fp32.peak_memory_bytes > 0)
     s << ", peak memory " << report::format_number(best->judged.peak_memory_bytes / 1048576.0, 4) << " MiB (FP32 "
       << report::format_number(r.fp32.peak_memory_bytes / 1048576.0, 4) << " MiB)";
@@ -223,6 +228,7 @@ void write_sweep_reports(SweepResult& r) {
   j["reused"] = r.reused;
   j["seconds"] = r.seconds;
   j["fp32_ms_per_step"] = r.fp32.median_step_ms;
+  j["fp32_timing_spread"] = std::isfinite(r.timing_spread) ? nlohmann::json(r.timing_spread) : nlohmann::json(nullptr);
   for (const auto& row : r.rows) {
     nlohmann::ordered_json s;
     s["strategy"] = row.strategy;
@@ -269,6 +275,14 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
   const auto ref = fp32_reference(fp32, ref_path);
   const auto fp32_file = reference::read_external_run(fp32[0].recording);
   fill_recorded_measurements(r.fp32, fp32_file);
+  double fastest = r.fp32.median_step_ms, slowest = r.fp32.median_step_ms;
+  for (size_t i = 1; i < fp32.size(); ++i) {
+    report::ScenarioSummary other;
+    fill_recorded_measurements(other, reference::read_external_run(fp32[i].recording));
+    fastest = std::min(fastest, other.median_step_ms);
+    slowest = std::max(slowest, other.median_step_ms);
+  }
+  r.timing_spread = slowest / fastest;
   r.fp32.device_class = attribute(fp32_file, "device_class", r.device);
   r.summary.libtorch_version = attribute(fp32_file, "torch_version", "-");
   r.summary.cuda_version = attribute(fp32_file, "cuda_version");

@@ -47,6 +47,9 @@ struct SweepResult {
   std::string dir, key;          // the sweep directory; the FP32 runs' cache key (the command, its directory, --steps)
   std::string device;            // cpu | cuda
   report::ScenarioSummary fp32;  // the FP32 run's row (measurements)
+  // the timing noise: the largest over the smallest ms/step of the three FP32 runs (the same training, so any spread
+  // is the machine's); a speed-up within it is not decisive (NaN where unmeasured)
+  double timing_spread = 0;
   std::vector<SweepRow> rows;
   std::string recommendation;     // the fastest strategy that tracks, with what it costs and saves
   int trainings = 0, reused = 0;  // runs trained by this sweep, runs reused from an earlier one
