@@ -47,16 +47,26 @@ if has tests; then
 fi
 WORK=${WORK:-/tmp/ampcheck-gpu}; mkdir -p "$WORK"
 if has sweep; then
-  # issue 41: `ampcheck sweep` of a user's plain PyTorch loop (examples/sweep/plain_loop.py) on a tiny Llama, on CUDA:
-  # every strategy the device offers (fp16 with fp32 masters and FP8 are refused where the framework / torchao lacks
-  # them), its table and sweep.json back in $OUT/sweep-llama/
-  rm -rf "$WORK/sweep-llama"
-  ( time "$BUILD_DIR/ampcheck" sweep --steps ${SWEEP_STEPS:-200} --out "$WORK/sweep-llama" --timeout 600 -- \
-      python3 examples/sweep/plain_loop.py --model llama --steps 100000 ) > "$OUT/sweep-llama.log" 2>&1; rc=$?
-  echo "sweep rc=$rc"; tail -20 "$OUT/sweep-llama.log"
-  mkdir -p "$OUT/sweep-llama"
-  cp "$WORK"/sweep-llama/{summary.json,summary.md,sweep.json} "$OUT/sweep-llama/" 2>/dev/null
-  ok $rc "ampcheck sweep (tiny Llama, CUDA)"
+  # issue 41: `ampcheck sweep` of a user's plain PyTorch loop (examples/sweep/plain_loop.py) on CUDA: (1) a tiny Llama,
+  # every strategy the device offers (FP8 through torchao when importable: the device image has none, so a call may
+  # carry one unpacked under .gpu-site/, which goes on PYTHONPATH; fp16 with fp32 masters is refused where the
+  # framework keeps none); (2) the same Llama with a planted overflow (model.layers.1.mlp.up_proj's weights x 1e6, in
+  # the FP32 runs too): fp16 fails, --localize names the module. Tables and sweep.json back in $OUT/sweep-*/.
+  [ -d .gpu-site ] && export PYTHONPATH="$PWD/.gpu-site${PYTHONPATH:+:$PYTHONPATH}"
+  python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 | tail -1
+  sweep_rc=0
+  for what in "llama|" "llama-localize|--localize --strategies fp16-autocast-scaler,bf16-autocast"; do
+    name=sweep-${what%%|*}; extra=${what#*|}; plant=()
+    [ "$name" = sweep-llama-localize ] && plant=(--plant-overflow model.layers.1.mlp.up_proj)
+    rm -rf "$WORK/$name"
+    # shellcheck disable=SC2086  # $extra is a list of options
+    ( time "$BUILD_DIR/ampcheck" sweep --steps ${SWEEP_STEPS:-200} --out "$WORK/$name" --timeout 600 $extra -- \
+        python3 examples/sweep/plain_loop.py --model llama --steps 100000 "${plant[@]}" ) > "$OUT/$name.log" 2>&1 || sweep_rc=$?
+    echo "$name rc=$sweep_rc"; tail -24 "$OUT/$name.log"
+    mkdir -p "$OUT/$name"
+    cp "$WORK/$name"/{summary.json,summary.md,sweep.json,report.html} "$OUT/$name/" 2>/dev/null || true
+  done
+  ok $sweep_rc "ampcheck sweep (tiny Llama, CUDA)"
 fi
 if has record; then
   # record into a fresh folder, so what comes back ($OUT/references.tar.gz, right away) is exactly this machine's
