@@ -172,12 +172,13 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
   std::string drift;
   for (const auto& g : s.groups)
     if (!g.drift.empty())
-      drift += (drift.empty() ? "" : "; ") + std::string("ranks ") + ranks_text(g.ranks) + ": " + g.drift;
-  s.verdict = s.pass
-                  ? "PASS: every rank agrees with its group's majority" +
-                        std::string(s.repetitions > 1 ? " in every repetition" : "") + " and with the goldens compared"
-                  : "FAIL: " + plural(failing, "rank", "ranks") + " of " + std::to_string(s.world_size) +
-                        " do not agree with their group or its goldens";
+      drift += (drift.empty() ? "" : "; ") + std::string(g.ranks.size() == 1 ? "rank " : "ranks ") +
+               ranks_text(g.ranks) + ": " + g.drift;
+  s.verdict =
+      s.pass ? "PASS: every rank agrees with its group's majority" +
+                   std::string(s.repetitions > 1 ? " in every repetition" : "") + " and with the goldens compared"
+             : "FAIL: " + plural(failing, "rank", "ranks") + " of " + std::to_string(s.world_size) +
+                   (failing == 1 ? " does not agree with its" : " do not agree with their") + " group or its goldens";
   if (!drift.empty()) s.verdict += "; configuration drift (separate groups, nobody called corrupt): " + drift;
   return s;
 }
