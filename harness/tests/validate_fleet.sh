@@ -19,10 +19,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 sc=$src/scenarios/validate/fp32-mlp-sgd.yaml
 refs=$work/refs
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# torchrun with 4 local processes; the rest of the arguments go to `ampcheck validate --fleet`
+# torchrun with NPROC (default 4) local processes; the arguments after the log are the command of each
 fleet() {
   local log=$1; shift
-  "$py" -m torch.distributed.run --nproc-per-node 4 --master-addr 127.0.0.1 --master-port "$(free_port)" \
+  "$py" -m torch.distributed.run --nproc-per-node "${NPROC:-4}" --master-addr 127.0.0.1 --master-port "$(free_port)" \
     --no-python "$@" > "$log" 2>&1
 }
 # a rank wrapper: rank 3 computes with ATen's AVX2 kernels, the others with this machine's default
@@ -111,7 +111,7 @@ rc=0; "$amp" validate --fleet "${common[@]}" --out "$work/alone" > "$work/alone.
 [ $rc = 2 ] && grep -q "not a rank of a job" "$work/alone.log" || { cat "$work/alone.log"; fail "outside a job: exit $rc"; }
 # one rank's bad input stops every rank before anything trains: rank 1's plant cannot act (no such parameter), rank
 # 0's --out exists (a run directory: refused without --force); both named, every rank exits 2, nothing written
-rc=0; fleet "$work/bad.log" "$amp" validate --fleet "${common[@]}" --out "$work/clean" \
+rc=0; NPROC=2 fleet "$work/bad.log" "$amp" validate --fleet "${common[@]}" --out "$work/clean" \
   --plant-rank '1:bitflip:param:no.such.weight:0:30@5' || rc=$?
 grep -q "rank 1 (.*): --plant 'bitflip:param:no.such.weight:0:30@5': the glob 'no.such.weight' matches no parameter" \
   "$work/bad.log" || { cat "$work/bad.log"; fail "rank 1's plant not named"; }

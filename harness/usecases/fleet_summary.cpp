@@ -149,6 +149,7 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
     } else {
       r.status = "agrees";
       r.message = where + " agrees with its group's majority in " + plural(r.repetitions, "repetition", "repetitions");
+      if (!g.drift.empty()) r.message += "; its group is configuration drift from the main stack (" + g.drift + ")";
     }
     r.pass = r.status == "agrees";
     s.ranks.push_back(std::move(r));
