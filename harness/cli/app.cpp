@@ -162,6 +162,18 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
            "replays of the first differing step (default 3; at least 2: a fault that varies shows between replays)", 2,
            100);
   s.validate->add_flag("--strict", run_opts.strict, "warnings fail the statistical verdict (as for check)");
+  s.validate->add_flag("--fleet", s.validate_opts.fleet,
+                       "this process is one rank of a torchrun / srun job: every rank runs the suite, the ranks vote "
+                       "within groups of one stack fingerprint, outliers are named and replayed; rank 0 writes --out");
+  s.number(s.validate, "--repeat", s.validate_opts.repeat,
+           "--fleet: run the suite N times, counting per rank how often it disagreed (default once)", 1, 1e6);
+  s.number(s.validate, "--duration", s.validate_opts.duration_s,
+           "--fleet: repeat until S seconds have passed on rank 0 (at least once; at most --repeat times if given)", 1,
+           30 * 86400.0);
+  s.validate->add_option("--plant-rank", s.validate_opts.plant_ranks,
+                         "--fleet: R[/K]:<plant> plants a --plant on rank R (in repetition K only) (repeatable)");
+  s.number(s.validate, "--fleet-timeout", s.validate_opts.fleet_timeout_s,
+           "--fleet: seconds a rank waits for the others at an exchange (default 1800)", 1, 86400);
 
   s.compare = app.add_subcommand("compare", "two run directories side by side; exit 1 on a regression");
   s.compare->add_option("RUN_A", s.run_a, "baseline run directory")->required();

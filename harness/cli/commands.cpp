@@ -6,6 +6,7 @@
 
 #include <iomanip>
 #include <iostream>
+#include <stdexcept>
 
 namespace ampcheck::cli {
 
@@ -78,6 +79,16 @@ int cmd_validate(const RunOptions& opts, const ValidateOptions& v) {
     usecases::seal_goldens(v.seal, std::cout);
     return 0;
   }
+  if (v.fleet) {
+    const auto r = usecases::validate_fleet(opts, v, std::cout);
+    if (r.written) {  // rank 0 speaks for the job; every rank returns the same code
+      for (const auto& line : r.lines) std::cout << line << "\n";
+      std::cout << "reports: " << r.reports_dir << "/summary.md\n";
+    }
+    return r.exit_code();
+  }
+  if (!v.plant_ranks.empty() || v.repeat > 0 || v.duration_s > 0)
+    throw std::invalid_argument("--plant-rank, --repeat and --duration belong to --fleet");
   return print_suite(usecases::validate_stack(opts, v, std::cout));
 }
 

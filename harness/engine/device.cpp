@@ -333,4 +333,25 @@ std::string cuda_pci_bus_id(int64_t device) {
 #endif
 }
 
+std::string cuda_device_uuid(int64_t device) {
+#ifdef AMPCHECK_HAVE_CUDA_HEADERS
+  cudaDeviceProp prop{};
+  if (device >= cuda_device_count() || cudaGetDeviceProperties(&prop, static_cast<int>(device)) != cudaSuccess)
+    return "";
+  // as nvidia-smi prints it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    const auto b = static_cast<unsigned char>(prop.uuid.bytes[i]);
+    s += hex[b >> 4];
+    s += hex[b & 15];
+  }
+  return s;
+#else
+  (void)device;
+  return "";
+#endif
+}
+
 }  // namespace ampcheck::engine

@@ -76,5 +76,7 @@ constexpr const char* kDeterministicCublasWorkspace = ":4096:8";
 std::vector<std::pair<std::string, std::string>> numerics_environment();
 bool cuda_peer_access(int64_t from, int64_t to);
 std::string cuda_pci_bus_id(int64_t device);
+// A device's UUID as nvidia-smi prints it ("GPU-8f6c..."; "" where unknown).
+std::string cuda_device_uuid(int64_t device);
 
 }  // namespace ampcheck::engine

@@ -35,6 +35,12 @@ struct ValidateOptions {
   int64_t replays = 3;              // replays of a differing step
   bool record = false;              // write this stack's goldens instead of comparing
   std::vector<std::string> seal;    // --seal: add the seal (validate/golden.h) to these goldens, from their content
+  // --fleet: this process is one rank of a torchrun / srun job; the ranks vote (usecases/validate_fleet.cpp)
+  bool fleet = false;
+  int64_t repeat = 0;                    // --repeat N: the suite N times (0: once, or as often as --duration allows)
+  double duration_s = 0;                 // --duration S: repeat until S seconds have passed on rank 0 (at least once)
+  std::vector<std::string> plant_ranks;  // --plant-rank R[/K]:<plant>: plant on rank R (in repetition K only)
+  double fleet_timeout_s = 1800;         // --fleet-timeout: how long a rank waits for the others at an exchange
 };
 
 // `ampcheck doctor`'s all-reduce check.

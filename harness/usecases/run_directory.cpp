@@ -209,7 +209,7 @@ void refuse_incomplete_run_directory(const std::string& dir) {
                              "INCOMPLETE marker is present). HINT: re-run the command that writes it");
 }
 
-RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out_dir)) {
+RunDirectory::RunDirectory(const RunOptions& opts, bool single_writer) : out_(strip_slashes(opts.out_dir)) {
   check_run_directory_replaceable(opts);
   // --out a symbolic link to a directory: the directory it names is the one replaced (the link stays)
   struct stat lst {};
@@ -220,7 +220,7 @@ RunDirectory::RunDirectory(const RunOptions& opts) : out_(strip_slashes(opts.out
     }
   }
   const auto [parent, name] = parent_and_name(out_);
-  if (distributed::in_distributed_environment()) {  // the ranks of a torchrun / srun job share --out: written in place
+  if (!single_writer && distributed::in_distributed_environment()) {  // a job's ranks share --out: written in place
     direct_ = true;
     staging_ = out_;
     make_dirs(parent);

@@ -48,7 +48,9 @@ class RunDirectory {
  public:
   // Checks that --out may be written (throws naming it: "exists; refusing to overwrite" or "not a run directory"),
   // removes stale staging directories beside it, creates this process's staging directory.
-  explicit RunDirectory(const RunOptions& opts);
+  // single_writer: one rank of a job writes it alone (validate --fleet's rank 0): staged and published as by a lone
+  // process, not written in place.
+  explicit RunDirectory(const RunOptions& opts, bool single_writer = false);
   ~RunDirectory();  // not published: the staging directory is removed
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;

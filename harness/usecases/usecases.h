@@ -36,6 +36,18 @@ SuiteResult check_default(RunOptions opts, std::ostream& log);
 // validate: the validation suite against its goldens, bit for bit where the stack matches (validate_stack.cpp);
 // with v.record, this stack's goldens written instead (nothing judged, no run directory: written is false).
 SuiteResult validate_stack(RunOptions opts, const ValidateOptions& v, std::ostream& log);
+// validate --fleet: this process is one rank of a torchrun / srun job; every rank runs the suite on its own device,
+// the ranks vote within groups of one stack fingerprint, outliers are named and replayed on their rank; rank 0
+// writes the fleet report (summary.json, summary.md, junit.xml, report.html) into --out. Every rank returns the same
+// verdict (each computes the vote from the same gathered records). Bad input on any rank: every rank throws, naming it.
+struct FleetResult {
+  bool written = false;  // rank 0: the report was published
+  std::string reports_dir;
+  std::vector<std::string> lines;  // what the command prints: groups, drift, outliers, the verdict
+  bool pass = false;               // every rank agrees with its group's majority and the group with its goldens
+  int exit_code() const { return pass ? 0 : 1; }
+};
+FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostream& log);
 // validate --seal: the seal (validate/golden.h) added to goldens recorded before it existed, from their own content.
 void seal_goldens(const std::vector<std::string>& paths, std::ostream& log);
 

@@ -202,7 +202,8 @@ bool same_row(const std::array<double, trajectory::kNumColumns>& a,
 }  // namespace
 
 Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const trajectory::Trajectory& run,
-                   const trajectory::Trajectory& golden, int repeats, const std::string& scratch_dir) {
+                   const trajectory::Trajectory& golden, int repeats, const std::string& scratch_dir,
+                   const std::string& against) {
   Replay r;
   r.step = step;
   r.run_digest = step_digest(run.digests, step);
@@ -238,33 +239,33 @@ Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step
       m << "they differ among themselves — a transient fault (the step does not compute the same twice)";
     } else if (r.digests[0] == r.golden_digest) {
       r.kind = "transient";
-      m << "each reproduces the golden's tensors (digest " << hex(r.golden_digest) << "), not the run's ("
+      m << "each reproduces the " << against << "'s tensors (digest " << hex(r.golden_digest) << "), not the run's ("
         << hex(r.run_digest) << ") — a transient fault";
     } else {
       r.kind = "persistent";
       m << "each reproduces " << (r.digests[0] == r.run_digest ? "the run's tensors" : "a third result") << " (digest "
-        << hex(r.digests[0]) << "), not the golden's (" << hex(r.golden_digest)
+        << hex(r.digests[0]) << "), not the " << against << "'s (" << hex(r.golden_digest)
         << ") — a persistent difference (software or hardware)";
     }
   } else if (have_rows) {  // the same tensors (digest r.run_digest); only a column differs: the rows tell them apart
     const auto& run_row = run.rows[step];
     const auto& golden_row = golden.rows[step];
     const bool agree = std::all_of(rows.begin(), rows.end(), [&](const auto& x) { return same_row(x, rows[0]); });
-    m << "the step's tensors equal the golden's (digest " << hex(r.golden_digest) << "), a column differs; ";
+    m << "the step's tensors equal the " << against << "'s (digest " << hex(r.golden_digest) << "), a column differs; ";
     if (!agree) {
       r.kind = "transient";
       m << "the replays' columns differ among themselves — a transient fault";
     } else if (same_row(rows[0], golden_row)) {
       r.kind = "transient";
-      m << "each replay's columns reproduce the golden's, not the run's — a transient fault";
+      m << "each replay's columns reproduce the " << against << "'s, not the run's — a transient fault";
     } else {
       r.kind = "persistent";
       m << "each replay's columns reproduce " << (same_row(rows[0], run_row) ? "the run's" : "a third result")
-        << ", not the golden's — a persistent difference (software or hardware)";
+        << ", not the " << against << "'s — a persistent difference (software or hardware)";
     }
   } else {
     r.kind = "persistent";
-    m << "the step is past the end of the run or the golden; nothing to replay";
+    m << "the step is past the end of the run or the " << against << "; nothing to replay";
   }
   r.message = m.str();
   return r;

@@ -83,9 +83,11 @@ struct Replay {
 };
 uint64_t step_digest(const trajectory::StepDigests& d, int64_t step);  // every parameter and gradient of one step
 // Trains `cfg` (digests on) to `step`, checkpoints into `scratch_dir`, then runs `step` `repeats` times from the
-// checkpoint and compares each replay's digest with the run's and the golden's at that step.
+// checkpoint and compares each replay's digest with the run's and the golden's at that step. `against` names the
+// golden in the message ("golden"; the fleet's vote: "majority").
 Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const trajectory::Trajectory& run,
-                   const trajectory::Trajectory& golden, int repeats, const std::string& scratch_dir);
+                   const trajectory::Trajectory& golden, int repeats, const std::string& scratch_dir,
+                   const std::string& against = "golden");
 
 // ---- planted faults
 

@@ -1,0 +1,192 @@
+// `validate --fleet`'s pure pieces (validate/fleet.h, usecases/fleet_report.h, distributed/rank_exchange.h's Slurm
+// mapping), on synthetic ranks: the trajectory hash sees exactly what the bitwise comparison sees, the majority's
+// trajectory survives its broadcast encoding, ranks group by the fingerprint keys that change bits (drift named, a
+// driver difference not), the vote names outliers and refuses to guess without a majority, --plant-rank's grammar,
+// srun's variables mapped to torchrun's, and the summary's per-rank rates and verdict. The end-to-end runs under
+// torchrun are CTest cpu.validate_fleet (validate_fleet.sh).
+#include "distributed/rank_exchange.h"
+#include "usecases/fleet_report.h"
+#include "validate/fleet.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace ampcheck;
+using validate::FleetRankIdentity;
+using validate::FleetRuns;
+
+namespace {
+
+trajectory::Trajectory small_trajectory() {
+  trajectory::Trajectory t;
+  for (int s = 0; s < 3; ++s) {
+    std::array<double, trajectory::kNumColumns> row{};
+    for (int c = 0; c < trajectory::kNumColumns; ++c) row[c] = 0.5 * s + c;
+    t.rows.push_back(row);
+  }
+  t.digests.tensors = {"fc1.weight", "fc1.bias"};
+  t.digests.params = {{1, 2}, {3, 4}, {5, 6}};
+  t.digests.grads = {{7, 8}, {9, 10}, {11, 12}};
+  return t;
+}
+
+FleetRankIdentity rank_on(int64_t rank, const std::string& capability, const std::string& driver = "580") {
+  FleetRankIdentity r;
+  r.rank = rank;
+  r.host = rank < 2 ? "node-a" : "node-b";
+  r.device = "cpu";
+  r.golden_class = "cpu-" + capability;
+  r.fingerprint = {
+      {"torch", "2.11.0"}, {"device_class", "cpu"}, {"aten_cpu_capability", capability}, {"nvidia_driver", driver}};
+  return r;
+}
+
+FleetRuns runs_of(int64_t rank, const std::string& hash) {
+  FleetRuns r;
+  r.rank = rank;
+  r.runs.push_back({"validate-fp32-mlp-sgd", "completed", "", hash, 12, "", "", "no golden of class cpu-x"});
+  return r;
+}
+
+}  // namespace
+
+TEST(ValidateFleetHash, SeesWhatTheBitwiseComparisonSees) {
+  const auto a = small_trajectory();
+  auto b = a;
+  EXPECT_EQ(validate::trajectory_hash(a), validate::trajectory_hash(b));
+  b.rows[1][trajectory::kStepTimeMs] += 1;  // the step time is never compared
+  EXPECT_EQ(validate::trajectory_hash(a), validate::trajectory_hash(b)) << "the step time must not count";
+  b.digests.grads[2][1] ^= 1;  // one bit of one gradient's digest
+  EXPECT_NE(validate::trajectory_hash(a), validate::trajectory_hash(b));
+  auto c = a;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &c.rows[0][trajectory::kLoss], 8);
+  bits ^= 1;  // the lowest bit of one loss
+  std::memcpy(&c.rows[0][trajectory::kLoss], &bits, 8);
+  EXPECT_NE(validate::trajectory_hash(a), validate::trajectory_hash(c));
+  EXPECT_FALSE(validate::compare_bitwise(c, a).identical);
+}
+
+TEST(ValidateFleetHash, TheBroadcastEncodingRoundTripsAndRefusesATruncatedMessage) {
+  const auto a = small_trajectory();
+  const std::string bytes = validate::encode_trajectory(a);
+  const auto back = validate::decode_trajectory(bytes);
+  EXPECT_TRUE(validate::compare_bitwise(back, a).identical) << validate::compare_bitwise(back, a).message;
+  EXPECT_EQ(validate::trajectory_hash(back), validate::trajectory_hash(a));
+  EXPECT_THROW(validate::decode_trajectory(bytes.substr(0, bytes.size() - 3)), std::runtime_error);
+  EXPECT_THROW(validate::decode_trajectory(bytes + "x"), std::runtime_error);
+  std::string huge = bytes;
+  const uint64_t rows = uint64_t(1) << 60;  // a count past the message's length: refused, not allocated
+  std::memcpy(huge.data(), &rows, 8);
+  EXPECT_THROW(validate::decode_trajectory(huge), std::runtime_error);
+}
+
+TEST(ValidateFleetGroups, AnotherCapabilityIsDriftADriverIsNot) {
+  const std::vector<FleetRankIdentity> ids = {rank_on(0, "avx512"), rank_on(1, "avx512", "590"), rank_on(2, "avx512"),
+                                              rank_on(3, "avx2")};
+  const auto groups = validate::group_by_fingerprint(ids);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].ranks, (std::vector<int64_t>{0, 1, 2}));  // the largest group first: the main stack
+  EXPECT_TRUE(groups[0].drift.empty());
+  EXPECT_EQ(groups[0].varying_keys, std::vector<std::string>{"nvidia_driver"}) << "a driver does not change bits";
+  EXPECT_EQ(groups[1].ranks, std::vector<int64_t>{3});
+  EXPECT_EQ(groups[1].drift_description, "aten_cpu_capability: avx512 -> avx2");
+  EXPECT_EQ(groups[1].golden_class, "cpu-avx2");
+}
+
+TEST(ValidateFleetVote, NamesTheOutlierAndRefusesToGuessWithoutAMajority) {
+  std::vector<FleetRankIdentity> ids = {rank_on(0, "avx512"), rank_on(1, "avx512"), rank_on(2, "avx512"),
+                                        rank_on(3, "avx512"), rank_on(4, "avx2")};
+  const auto groups = validate::group_by_fingerprint(ids);
+  const auto votes = validate::vote(
+      groups, {runs_of(0, "aa"), runs_of(1, "aa"), runs_of(2, "bb"), runs_of(3, "aa"), runs_of(4, "cc")});
+  ASSERT_EQ(votes.size(), 2u);
+  EXPECT_EQ(votes[0].outliers, std::vector<int64_t>{2});
+  EXPECT_EQ(votes[0].majority_rank, 0);
+  EXPECT_FALSE(votes[0].no_majority);
+  EXPECT_TRUE(votes[1].outliers.empty()) << "a rank alone is its own majority: drift, not an outlier";
+  EXPECT_EQ(validate::votes_to_settle(votes).size(), 1u);
+  // two ranks that disagree: nobody can tell which is wrong
+  const auto two = validate::group_by_fingerprint({rank_on(0, "avx512"), rank_on(1, "avx512")});
+  const auto split = validate::vote(two, {runs_of(0, "aa"), runs_of(1, "bb")});
+  EXPECT_TRUE(split[0].no_majority);
+  EXPECT_TRUE(split[0].outliers.empty());
+  EXPECT_TRUE(validate::votes_to_settle(split).empty());
+  // a run that did not complete holds no hash: it is outvoted
+  const auto failed =
+      validate::vote(validate::group_by_fingerprint({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")}),
+                     {runs_of(0, "aa"), runs_of(1, ""), runs_of(2, "aa")});
+  EXPECT_EQ(failed[0].outliers, std::vector<int64_t>{1});
+}
+
+TEST(ValidateFleetPlant, PlantRankGrammar) {
+  const auto p = validate::parse_plant_rank("2:bitflip:param:fc1.weight:0:30@5");
+  EXPECT_EQ(p.rank, 2);
+  EXPECT_EQ(p.repetition, 0);
+  EXPECT_EQ(p.plant.injections.size(), 1u);
+  const auto q = validate::parse_plant_rank("1/3:bitflip:grad:fc1.weight:0:30@5:transient");
+  EXPECT_EQ(q.rank, 1);
+  EXPECT_EQ(q.repetition, 3);
+  EXPECT_TRUE(q.plant.transient);
+  for (const char* bad : {"tf32", ":tf32", "x:tf32", "1/0:tf32", "1/:tf32", "-1:tf32", "2:cosmic-ray"}) {
+    try {
+      validate::parse_plant_rank(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("--plant-rank '") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ValidateFleetSlurm, SrunVariablesMapToTorchrunsAndTorchrunWins) {
+  EXPECT_EQ(distributed::first_slurm_host("node[01-04,07],gpu7"), "node01");
+  EXPECT_EQ(distributed::first_slurm_host("a,b"), "a");
+  EXPECT_EQ(distributed::first_slurm_host("gpu-[3,5]-x"), "gpu-3-x");
+  EXPECT_THROW(distributed::first_slurm_host("node[01"), std::runtime_error);
+  const auto vars = distributed::slurm_rank_variables({{"SLURM_PROCID", "5"},
+                                                       {"SLURM_NTASKS", "8"},
+                                                       {"SLURM_LOCALID", "1"},
+                                                       {"SLURM_JOB_NODELIST", "node[12-15]"},
+                                                       {"SLURM_JOB_ID", "123456"}});
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "node12"}, {"MASTER_PORT", "23456"}};
+  EXPECT_EQ(vars, want);
+  EXPECT_TRUE(distributed::slurm_rank_variables(
+                  {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}})
+                  .empty());
+  EXPECT_TRUE(distributed::slurm_rank_variables({{"SLURM_JOB_ID", "1"}}).empty());
+}
+
+TEST(ValidateFleetSummary, AFaultInOneRepetitionOfFiveIsReportedWithItsRate) {
+  const std::vector<FleetRankIdentity> ids = {rank_on(0, "avx512"), rank_on(1, "avx512"), rank_on(2, "avx512"),
+                                              rank_on(3, "avx2")};
+  const auto groups = validate::group_by_fingerprint(ids);
+  std::vector<std::vector<validate::FleetVote>> votes;
+  std::vector<std::vector<FleetRuns>> runs;
+  std::vector<std::vector<validate::FleetFinding>> findings;
+  for (int rep = 1; rep <= 5; ++rep) {
+    runs.push_back({runs_of(0, "aa"), runs_of(1, rep == 3 ? "bb" : "aa"), runs_of(2, "aa"), runs_of(3, "cc")});
+    votes.push_back(validate::vote(groups, runs.back()));
+    findings.push_back({});
+    if (rep == 3) {
+      validate::FleetFinding f;
+      f.rank = 1;
+      f.repetition = 3;
+      f.scenario = "validate-fp32-mlp-sgd";
+      f.difference = "first difference: step 4, parameter fc1.weight";
+      f.replay = "transient";
+      findings.back().push_back(f);
+    }
+  }
+  const auto s = usecases::summarize_fleet(ids, groups, votes, runs, findings);
+  EXPECT_FALSE(s.pass);
+  EXPECT_EQ(s.ranks[1].status, "outlier");
+  EXPECT_EQ(s.ranks[1].rate, "1/5");
+  EXPECT_NE(s.ranks[1].message.find("transient"), std::string::npos) << s.ranks[1].message;
+  EXPECT_TRUE(s.ranks[0].pass && s.ranks[2].pass);
+  EXPECT_TRUE(s.ranks[3].pass) << "drift is not corruption: " << s.ranks[3].message;
+  EXPECT_NE(s.verdict.find("configuration drift"), std::string::npos) << s.verdict;
+  const std::string junit = usecases::fleet_junit_xml(s);
+  EXPECT_NE(junit.find("tests=\"4\" failures=\"1\""), std::string::npos) << junit;
+}

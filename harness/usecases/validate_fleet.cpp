@@ -1,0 +1,365 @@
+// validate --fleet: this process is one rank of a torchrun / srun job. Every rank runs the validation suite with the
+// same seeds on its own device (cuda:LOCAL_RANK, or the CPU); the ranks exchange what they computed through the job's
+// process group (distributed/rank_exchange.h: Gloo on CPUs, NCCL on GPUs) and vote (validate/fleet.h):
+//   0. identities: host, device, GPU UUID / PCI bus, the stack fingerprint — and each rank's bad input: if any rank
+//      has some (a plant that cannot act, a corrupt golden, --out that may not be replaced on rank 0), every rank
+//      exits 2 naming it, before anything trains;
+//   per repetition (--repeat / --duration):
+//   1. each rank trains the suite (its --plant-rank plants of this repetition applied) and compares each run with its
+//      class's golden where one exists and its stack matches; the trajectory hashes are all-gathered;
+//   2. each group (one fingerprint) votes per scenario: the majority's hash (more than half of the group's ranks);
+//   3. for each vote with outliers, the majority's trajectory is broadcast from its representative; each outlier
+//      finds the first differing step, column and tensor and replays that step on its own device (transient /
+//      persistent); the findings are all-gathered.
+// Rank 0 writes the fleet report (fleet_report.h) into --out, staged and published whole. Every rank computes the
+// same verdict from the same records, so each exits with the same code.
+#include "usecases/fleet_report.h"
+#include "usecases/run_directory.h"
+#include "usecases/scenario_files.h"
+#include "usecases/usecases.h"
+
+#include "distributed/process_group.h"
+#include "distributed/rank_exchange.h"
+#include "engine/device.h"
+#include "io/files.h"
+#include "io/record_json.h"
+#include "run/provenance.h"
+#include "trajectory/trajectory_file.h"
+#include "validate/fleet.h"
+#include "validate/golden.h"
+#include "validate/validate.h"
+
+#include <ATen/Parallel.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+namespace ampcheck::usecases {
+
+namespace {
+
+using validate::FleetFinding;
+using validate::FleetRankIdentity;
+using validate::FleetRun;
+using validate::FleetRuns;
+
+template <class T>
+std::string to_message(const T& record) {
+  nlohmann::json j = io::record_to_json(record);
+  io::make_json_strings_printable(j);
+  return j.dump();
+}
+template <class T>
+T from_message(const std::string& text, int64_t rank, const char* what) {
+  T record;
+  try {
+    io::record_from_json(nlohmann::json::parse(text), record);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(rank) + "'s " + what + " message: " + e.what() +
+                             ". HINT: every rank must run the same ampcheck");
+  }
+  return record;
+}
+template <class T>
+std::vector<T> gather(distributed::RankExchange& x, const T& mine, const char* what, int64_t* bytes = nullptr) {
+  const std::string text = to_message(mine);
+  if (bytes) *bytes = static_cast<int64_t>(text.size());
+  x.barrier();  // every rank is here: the exchange's time below is the transfer, not the wait for the slowest
+  std::vector<T> out;
+  const auto all = x.all_gather(text);
+  for (size_t k = 0; k < all.size(); ++k) out.push_back(from_message<T>(all[k], static_cast<int64_t>(k), what));
+  return out;
+}
+
+std::string hostname() {
+  char h[256] = {0};
+  return ::gethostname(h, sizeof h - 1) == 0 ? std::string(h) : std::string("(unknown host)");
+}
+
+// This rank's device: --device (default auto: the GPU if there is one, else the CPU); a GPU is the local rank's.
+at::Device fleet_device(const RunOptions& opts, int64_t local_rank) {
+  std::string spec = opts.device.empty() ? "auto" : opts.device;
+  if (spec == "auto") spec = at::hasCUDA() ? "cuda" : "cpu";
+  // cuda:LOCAL_RANK; a task that sees one GPU (a launcher that binds one per task) takes that one
+  if (spec.rfind("cuda", 0) == 0) spec = "cuda:" + std::to_string(engine::cuda_device_count() == 1 ? 0 : local_rank);
+  return engine::resolve_device(spec);
+}
+
+// One scenario as the fleet runs it, decided before anything trains.
+struct FleetScenario {
+  scenario::Scenario sc;
+  std::string golden_path;  // this class's golden, where one exists
+  trajectory::TrajectoryFile golden;
+  std::string golden_skip;  // why no golden is compared ("" if one is)
+};
+
+// This rank's plants of repetition `rep`.
+std::vector<validate::Plant> plants_for(const std::vector<validate::RankPlant>& all, int64_t rank, int64_t rep) {
+  std::vector<validate::Plant> out;
+  for (const auto& p : all)
+    if (p.rank == rank && (p.repetition == 0 || p.repetition == rep)) out.push_back(p.plant);
+  return out;
+}
+
+// Everything that is bad input, checked on this rank before anything trains; throws naming it.
+std::vector<FleetScenario> prepare_rank(const RunOptions& opts, const ValidateOptions& v,
+                                        const std::vector<validate::RankPlant>& plants, const validate::Fingerprint& fp,
+                                        int64_t rank, int64_t world) {
+  if (v.record) throw std::invalid_argument("--fleet with --record: record goldens on one known-good machine");
+  if (!v.plants.empty())
+    throw std::invalid_argument("--fleet with --plant: plant on one rank with --plant-rank R:<plant>");
+  if (v.replays < 2) throw std::invalid_argument("--replays: at least 2 (a fault that varies shows between replays)");
+  for (const auto& p : plants)
+    if (p.rank >= world)
+      throw std::invalid_argument("--plant-rank '" + std::to_string(p.rank) + ":" + p.plant.text + "': rank " +
+                                  std::to_string(p.rank) + " of a job of " + std::to_string(world) +
+                                  " ranks (expected 0.." + std::to_string(world - 1) + ")");
+  const auto files = resolve_scenario_files(opts);
+  refuse_duplicate_scenario_names(files, opts);
+  const std::string root = reference_root(opts);
+  const std::string cls = validate::golden_class(fp);
+  std::vector<FleetScenario> out;
+  for (const auto& file : files) {
+    FleetScenario s;
+    s.sc = load_for_run(file, opts);
+    if (opts.steps > 0) s.sc.run.loop.steps = opts.steps;
+    s.sc.run.loop.digests = true;
+    s.sc.run.loop.log_every = 1;
+    if (s.sc.run.distributed.world_size > 1)
+      throw std::invalid_argument(file +
+                                  ": a data-parallel scenario (distributed:); --fleet runs one process per "
+                                  "rank, each the whole scenario");
+    const auto shapes = validate::parameter_shapes(s.sc.run);
+    for (const auto& p : plants)
+      if (p.rank == rank) validate::check_plant(p.plant, shapes, s.sc.run.loop.steps);
+    const std::string path = validate::golden_path(root, cls, s.sc.run.name);
+    if (!file_exists(path)) {
+      s.golden_skip = "no golden of class " + cls + ": the peers only";
+    } else {
+      s.golden = validate::read_golden(path, s.sc.run);  // bad input (exit 2) if corrupt, foreign or stale
+      std::vector<validate::StackDifference> bit;
+      for (const auto& d : validate::stack_differences(s.golden.attributes, fp))
+        if (d.changes_bits) bit.push_back(d);
+      if (bit.empty()) s.golden_path = path;
+      else
+        s.golden_skip = "the " + cls + " golden's stack differs (" + validate::describe(bit) + "): the peers only";
+    }
+    out.push_back(std::move(s));
+  }
+  if (rank == 0) check_run_directory_replaceable(opts);
+  return out;
+}
+
+// One repetition's runs on this rank; the trajectories kept for the outliers' comparison and the broadcast.
+FleetRuns run_repetition(const std::vector<FleetScenario>& scenarios, const std::vector<validate::Plant>& plants,
+                         const at::Device& device, int64_t rank, std::vector<trajectory::Trajectory>& trajectories) {
+  FleetRuns out;
+  out.rank = rank;
+  trajectories.assign(scenarios.size(), {});
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    const auto& s = scenarios[i];
+    FleetRun r;
+    r.scenario = s.sc.run.name;
+    try {
+      scenario::Scenario planted = s.sc;
+      planted.run = validate::planted(s.sc.run, plants, /*replay=*/false);
+      const auto result = run::run_scenario(planted, device.str(), 0, nullptr);
+      r.status = engine::status_name(result.outcome.status);
+      r.error = result.outcome.error;
+      trajectories[i] = result.trajectory;
+      r.trajectory_hash = validate::trajectory_hash(result.trajectory);
+      r.steps = result.trajectory.size();
+      if (!s.golden_path.empty()) {
+        const auto cmp = validate::compare_bitwise(result.trajectory, s.golden.trajectory);
+        r.golden = s.golden_path;
+        r.golden_result = cmp.identical ? "identical" : "differs";
+        r.golden_message = cmp.message;
+      } else {
+        r.golden_message = s.golden_skip;
+      }
+    } catch (const std::exception& e) {
+      r.status = "error";
+      r.error = e.what();
+    }
+    out.runs.push_back(std::move(r));
+  }
+  return out;
+}
+
+// Step 3: the majority's trajectories broadcast to the outliers; each outlier's findings (compared, replayed).
+std::vector<FleetFinding> settle(distributed::RankExchange& x, const std::vector<validate::FleetVote>& votes,
+                                 const std::vector<FleetScenario>& scenarios,
+                                 const std::vector<trajectory::Trajectory>& mine,
+                                 const std::vector<validate::Plant>& plants, const at::Device& device,
+                                 const ValidateOptions& v, const std::string& scratch, int64_t rep) {
+  std::vector<FleetFinding> found;
+  for (const validate::FleetVote* vote : validate::votes_to_settle(votes)) {
+    size_t s = 0;
+    while (s < scenarios.size() && scenarios[s].sc.run.name != vote->scenario) ++s;
+    const bool representative = x.rank() == vote->majority_rank;
+    const std::string majority_bytes =
+        x.broadcast(representative ? validate::encode_trajectory(mine[s]) : std::string(), vote->majority_rank);
+    if (std::find(vote->outliers.begin(), vote->outliers.end(), x.rank()) == vote->outliers.end()) continue;
+    FleetFinding f;
+    f.rank = x.rank();
+    f.repetition = rep;
+    f.majority_rank = vote->majority_rank;
+    f.scenario = vote->scenario;
+    const trajectory::Trajectory majority = validate::decode_trajectory(majority_bytes);
+    const auto cmp = validate::compare_bitwise(mine[s], majority);
+    f.first_step = cmp.step;
+    f.column = cmp.column;
+    f.tensor = cmp.tensor;
+    f.difference = cmp.message;
+    if (mine[s].size() > cmp.step && !mine[s].digests.empty()) {
+      try {
+        io::make_dirs(scratch);
+        const auto rp =
+            validate::replay_step(validate::planted(scenarios[s].sc.run, plants, /*replay=*/true), device, cmp.step,
+                                  mine[s], majority, static_cast<int>(v.replays), scratch, "majority");
+        f.replay = rp.kind;
+        f.replay_message = rp.message;
+      } catch (const std::exception& e) {
+        f.replay_message = std::string("the replay failed: ") + e.what();
+      }
+    } else {
+      f.replay_message = "not replayed: the run ended before the first difference";
+    }
+    found.push_back(std::move(f));
+  }
+  return found;
+}
+
+}  // namespace
+
+FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostream& log) {
+  const auto start = std::chrono::steady_clock::now();
+  at::set_num_threads(1);  // as validate: a golden does not depend on the core count (validate_stack.cpp)
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", engine::kDeterministicCublasWorkspace, /*overwrite=*/0);
+  if (opts.scenarios.empty() && opts.suite.empty()) opts.suite = "validate";
+  distributed::apply_slurm_environment();  // an srun task: its SLURM_* variables as torchrun's
+  if (!distributed::in_distributed_environment())
+    throw std::invalid_argument(
+        "--fleet: this process is not a rank of a job (RANK and WORLD_SIZE are not set, nor SLURM_PROCID and "
+        "SLURM_NTASKS). HINT: start it with torchrun (`torchrun --nproc_per_node N --no-python ampcheck validate "
+        "--fleet ...`) or srun (examples/slurm/validate_fleet.sbatch)");
+  const distributed::RankEnv env = distributed::rank_env_from_environment();
+  const at::Device device = fleet_device(opts, env.local_rank);
+  const validate::Fingerprint fp = engine::stack_fingerprint(device);
+
+  // ---- 0. identities and bad input, before anything trains
+  FleetRankIdentity me;
+  me.rank = env.rank;
+  me.local_rank = env.local_rank;
+  me.world_size = env.world_size;
+  me.host = hostname();
+  me.device = device.str();
+  me.device_name = engine::device_info(device).name;
+  me.cpu_model = engine::device_info(at::Device(at::kCPU)).name;
+  if (device.is_cuda()) {
+    me.gpu_uuid = engine::cuda_device_uuid(device.index());
+    me.pci_bus = engine::cuda_pci_bus_id(device.index());
+  }
+  me.golden_class = validate::golden_class(fp);
+  for (const auto& [k, val] : fp) me.fingerprint.push_back({k, val});
+  std::vector<validate::RankPlant> plants;
+  std::vector<FleetScenario> scenarios;
+  try {
+    for (const auto& text : v.plant_ranks) plants.push_back(validate::parse_plant_rank(text));
+    for (const auto& p : plants)
+      if (p.rank == env.rank) me.plants += (me.plants.empty() ? "" : ", ") + p.plant.text;
+    scenarios = prepare_rank(opts, v, plants, fp, env.rank, env.world_size);
+  } catch (const std::exception& e) {
+    me.error = e.what();
+  }
+  distributed::RankExchange x(env, device, std::chrono::milliseconds(static_cast<int64_t>(v.fleet_timeout_s * 1000)),
+                              "fleet");
+  int64_t identity_bytes = 0;
+  const auto ids = gather(x, me, "identity", &identity_bytes);
+  std::string bad;
+  for (const auto& id : ids)
+    if (!id.error.empty())
+      bad += (bad.empty() ? "" : "\n") + ("rank " + std::to_string(id.rank) + " (" + id.host + "): " + id.error);
+  if (!bad.empty()) {  // every rank exits 2; rank 0 names every rank's reason, the others point at it
+    if (env.rank == 0) throw std::invalid_argument("--fleet: bad input, nothing trained:\n" + bad);
+    throw std::invalid_argument("--fleet: bad input on " +
+                                std::string(me.error.empty() ? "another rank" : "this rank") +
+                                "; rank 0's message names each");
+  }
+  const auto groups = validate::group_by_fingerprint(ids);
+  if (env.rank == 0) {
+    log << "fleet: " << env.world_size << " ranks, " << groups.size() << " stack group(s), " << x.backend_name() << "\n"
+        << std::flush;
+  }
+  std::unique_ptr<RunDirectory> out;  // rank 0 only: published whole (not written in place as a job's ranks would)
+  if (env.rank == 0) out = std::make_unique<RunDirectory>(opts, /*single_writer=*/true);
+  // a replay's checkpoint: rank 0's staging directory, another rank's own hidden directory beside --out
+  std::string out_dir = opts.out_dir;
+  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
+  const size_t slash = out_dir.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : out_dir.substr(0, slash == 0 ? 1 : slash);
+  const std::string name = slash == std::string::npos ? out_dir : out_dir.substr(slash + 1);
+  const std::string scratch =
+      out ? out->staging()
+          : parent + "/." + name + ".fleet-rank" + std::to_string(env.rank) + "-" + std::to_string(::getpid());
+
+  // ---- the repetitions
+  const int64_t most = v.repeat > 0 ? v.repeat : (v.duration_s > 0 ? int64_t(1) << 40 : 1);
+  std::vector<std::vector<validate::FleetVote>> all_votes;
+  std::vector<std::vector<FleetRuns>> all_runs;
+  std::vector<std::vector<FleetFinding>> all_findings;
+  int64_t runs_bytes = 0;
+  for (int64_t rep = 1; rep <= most; ++rep) {
+    const auto mine_plants = plants_for(plants, env.rank, rep);
+    std::vector<trajectory::Trajectory> mine;
+    const auto runs = gather(x, run_repetition(scenarios, mine_plants, device, env.rank, mine), "runs", &runs_bytes);
+    const auto votes = validate::vote(groups, runs);
+    validate::FleetFindings f;
+    f.rank = env.rank;
+    f.findings = settle(x, votes, scenarios, mine, mine_plants, device, v, scratch, rep);
+    f.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::vector<FleetFinding> findings;
+    const auto gathered = gather(x, f, "findings");
+    for (const auto& g : gathered) findings.insert(findings.end(), g.findings.begin(), g.findings.end());
+    if (env.rank == 0) {
+      log << "repetition " << rep << ": " << findings.size() << " outlier finding(s)\n" << std::flush;
+    }
+    all_votes.push_back(votes);
+    all_runs.push_back(runs);
+    all_findings.push_back(findings);
+    // --duration: rank 0's clock decides for everyone (it travelled in its findings message), so all stop together
+    if (v.duration_s > 0 && gathered[0].elapsed_s >= v.duration_s) break;
+  }
+  if (!out && file_exists(scratch)) io::remove_tree(scratch);
+
+  FleetResult result;
+  FleetSummary s = summarize_fleet(ids, groups, all_votes, all_runs, all_findings);
+  s.duration_s = v.duration_s;
+  s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto& t = x.traffic();
+  s.exchange = {x.backend_name(), t.exchanges, t.bytes_sent,      t.bytes_received,
+                identity_bytes,   runs_bytes,  t.largest_message, t.seconds};
+  result.pass = s.pass;
+  result.lines.push_back(s.verdict);
+  for (const auto& g : s.groups)
+    result.lines.push_back("group " + std::to_string(g.id) + (g.main ? " (main)" : "") + ": " + g.message);
+  for (const auto& r : s.ranks)
+    if (!r.pass) result.lines.push_back("rank " + std::to_string(r.rank) + ": " + r.message);
+  if (out) {
+    const std::string dir = out->staging();
+    io::write_file_atomically(dir + "/summary.json", fleet_summary_json(s));
+    io::write_file_atomically(dir + "/summary.md", fleet_summary_md(s));
+    io::write_file_atomically(dir + "/junit.xml", fleet_junit_xml(s));
+    io::write_file_atomically(dir + "/report.html", fleet_report_html(s));
+    out->publish();
+    result.written = true;
+    result.reports_dir = out->final_dir();
+  }
+  return result;
+}
+
+}  // namespace ampcheck::usecases

@@ -1,0 +1,183 @@
+// `ampcheck validate --fleet`: every rank of a torchrun / srun job runs the validation suite with the same seeds on
+// its own device, and the ranks vote. Identical seeds on identical stacks must give identical bits, so within a group
+// of ranks with the same stack fingerprint the majority's trajectory is a golden for free; a rank that differs from
+// it is an outlier (named, then replayed on that rank to class it transient / persistent). Ranks whose fingerprints
+// differ in a key that can change bits (validate::changes_bits) form separate groups: configuration drift, nobody
+// called corrupt. This header is the data each rank sends (records with `visit_fields`: the wire format and
+// summary.json derive from them) and the vote — pure functions every rank computes alike from the gathered records,
+// so every rank knows, without another message, who replays what. The exchange is usecases/validate_fleet.cpp's.
+#pragma once
+
+#include "trajectory/trajectory.h"
+#include "validate/validate.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampcheck::validate {
+
+// ---- what a rank sends
+
+struct FleetKeyValue {
+  std::string key, value;
+};
+template <class V>
+void visit_fields(FleetKeyValue& r, V& v) {
+  v.required("key", r.key);
+  v.required("value", r.value);
+}
+
+// Who a rank is, sent once (before anything trains): where it runs, its stack, and whether it could prepare.
+struct FleetRankIdentity {
+  int64_t rank = 0, local_rank = 0, world_size = 1;
+  std::string host;         // gethostname
+  std::string device;       // "cpu", "cuda:3"
+  std::string device_name;  // "NVIDIA H100 80GB HBM3", or the CPU model
+  std::string gpu_uuid;     // "GPU-8f6c..." where the driver gives it, else ""
+  std::string pci_bus;      // "0000:19:00.0" where the driver gives it, else ""
+  std::string cpu_model;
+  std::string golden_class;                // validate::golden_class of its fingerprint
+  std::vector<FleetKeyValue> fingerprint;  // engine::stack_fingerprint of its device
+  std::string plants;                      // the plants aimed at this rank (--plant-rank), as given
+  std::string error;                       // non-empty: bad input on this rank (every rank then exits 2)
+};
+template <class V>
+void visit_fields(FleetRankIdentity& r, V& v) {
+  v.required("rank", r.rank);
+  v("local_rank", r.local_rank);
+  v("world_size", r.world_size);
+  v("host", r.host);
+  v("device", r.device);
+  v("device_name", r.device_name);
+  v("gpu_uuid", r.gpu_uuid);
+  v("pci_bus", r.pci_bus);
+  v("cpu_model", r.cpu_model);
+  v("golden_class", r.golden_class);
+  v("fingerprint", r.fingerprint);
+  v("plants", r.plants);
+  v("error", r.error);
+}
+
+// One scenario's run on one rank in one repetition.
+struct FleetRun {
+  std::string scenario;
+  std::string status;           // engine::status_name: completed | nonfinite | error
+  std::string error;            // the run's error, if any
+  std::string trajectory_hash;  // trajectory_hash: every column compared bitwise and every digest ("" no run)
+  int64_t steps = 0;
+  std::string golden;          // the golden of this rank's class compared with ("" none)
+  std::string golden_result;   // "identical" | "differs" | "" (no golden of the class, or its stack differs)
+  std::string golden_message;  // compare_bitwise's message, or why no golden was compared
+};
+template <class V>
+void visit_fields(FleetRun& r, V& v) {
+  v.required("scenario", r.scenario);
+  v("status", r.status);
+  v("error", r.error);
+  v("trajectory_hash", r.trajectory_hash);
+  v("steps", r.steps);
+  v("golden", r.golden);
+  v("golden_result", r.golden_result);
+  v("golden_message", r.golden_message);
+}
+struct FleetRuns {  // one rank's repetition, as one message
+  int64_t rank = 0;
+  std::vector<FleetRun> runs;
+};
+template <class V>
+void visit_fields(FleetRuns& r, V& v) {
+  v.required("rank", r.rank);
+  v.required("runs", r.runs);
+}
+
+// An outlier's finding, computed on the outlier against the majority's trajectory (broadcast from the group's
+// representative), then gathered.
+struct FleetFinding {
+  int64_t rank = 0, repetition = 0, majority_rank = -1;
+  std::string scenario;
+  int64_t first_step = -1;
+  std::string column, tensor;  // the first differing column / tensor at that step ("" none)
+  std::string difference;      // compare_bitwise's message against the majority
+  std::string replay;          // "transient" | "persistent" | "" (not replayed: the run did not complete)
+  std::string replay_message;
+};
+template <class V>
+void visit_fields(FleetFinding& r, V& v) {
+  v.required("rank", r.rank);
+  v("repetition", r.repetition);
+  v("majority_rank", r.majority_rank);
+  v.required("scenario", r.scenario);
+  v("first_step", r.first_step);
+  v("column", r.column);
+  v("tensor", r.tensor);
+  v("difference", r.difference);
+  v("replay", r.replay);
+  v("replay_message", r.replay_message);
+}
+struct FleetFindings {
+  int64_t rank = 0;
+  double elapsed_s = 0;  // since the fleet started, at the end of the repetition (rank 0's decides --duration)
+  std::vector<FleetFinding> findings;
+};
+template <class V>
+void visit_fields(FleetFindings& r, V& v) {
+  v.required("rank", r.rank);
+  v("elapsed_s", r.elapsed_s);
+  v("findings", r.findings);
+}
+
+// The majority's trajectory as its representative broadcasts it to the outliers: the rows and the digests, in
+// binary (little-endian host order: the ranks of one job share it). decode throws std::runtime_error on a message
+// that is not one (truncated, or sizes past its length).
+std::string encode_trajectory(const trajectory::Trajectory& t);
+trajectory::Trajectory decode_trajectory(const std::string& bytes);
+
+// ---- planted faults per rank
+
+// --plant-rank R[/K]:<plant>: validate's --plant grammar (parse_plant) on rank R only, in every repetition or in
+// repetition K only (1-based). Throws std::invalid_argument naming the text and what was expected.
+struct RankPlant {
+  int64_t rank = 0;
+  int64_t repetition = 0;  // 0: every repetition
+  Plant plant;
+};
+RankPlant parse_plant_rank(const std::string& text);
+
+// ---- the vote
+
+// FNV-1a 64 over what compare_bitwise compares: the length, every column but the step time (bits), the digests'
+// tensor names and values. Equal hashes <=> compare_bitwise finds the trajectories identical (up to a 2^-64 collision).
+std::string trajectory_hash(const trajectory::Trajectory& t);
+
+// Ranks with the same values of every fingerprint key that can change bits (changes_bits) form one group; groups in
+// order of size (largest first), ties by their lowest rank. The largest is the fleet's main stack; every other group
+// is configuration drift from it, with the keys that differ.
+struct FleetGroup {
+  int64_t id = 0;
+  std::vector<int64_t> ranks;
+  std::string golden_class;
+  std::vector<FleetKeyValue> drift;       // keys (that change bits) whose value differs from the main group's
+  std::vector<std::string> varying_keys;  // keys that do not change bits and differ between its ranks (drivers)
+  std::string drift_description;          // "aten_cpu_capability: AVX512 -> AVX2" ("" for the main group)
+};
+std::vector<FleetGroup> group_by_fingerprint(const std::vector<FleetRankIdentity>& ranks);
+
+// One group's vote on one scenario in one repetition.
+struct FleetVote {
+  int64_t group = 0;
+  std::string scenario;
+  std::string majority_hash;                // held by more than half the group's ranks ("" no majority)
+  int64_t majority_rank = -1;               // the lowest rank holding it: the representative broadcast to outliers
+  std::vector<int64_t> majority, outliers;  // outliers: the group's ranks that differ from the majority
+  bool no_majority = false;                 // two or more ranks and no hash held by more than half: cannot tell
+  std::string golden_result, golden_message, golden;  // the majority's comparison with its class's golden
+};
+// runs[k]: rank k's runs of this repetition (same scenarios, same order on every rank).
+std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::vector<FleetRuns>& runs);
+
+// The votes whose outliers are replayed (a majority exists and someone differs from it), in the order every rank
+// walks them.
+std::vector<const FleetVote*> votes_to_settle(const std::vector<FleetVote>& votes);
+
+}  // namespace ampcheck::validate
