@@ -47,6 +47,9 @@ PY
 "$ampcheck" judge "$r/fp16-autocast-scaler.h5" "$work/fp16-minimal.jsonl" --reference "$work/ref.h5" --out "$work/ok" \
   > "$work/ok.log" || { cat "$work/ok.log"; echo "FAIL: the correct fp16 run did not track"; exit 1; }
 grep -q "not recorded, not judged: .*update_norm" "$work/ok/summary.json" || { cat "$work/ok/summary.json"; echo "FAIL: unjudged columns not named"; exit 1; }
+# ... and on the terminal, with what goes unseen without them (not only in summary.json)
+grep -q "WARN fp16-minimal (not_recorded): not recorded, not judged: update_norm.* go unseen without them" "$work/ok.log" \
+  || { cat "$work/ok.log"; echo "FAIL: the terminal does not say which signals were not checked"; exit 1; }
 if "$ampcheck" judge "$r/zero-grad-forgotten.h5" --reference "$work/ref.h5" --out "$work/bad" > "$work/bad.log"; then
   cat "$work/bad.log"; echo "FAIL: a forgotten zero_grad passed"; exit 1
 fi

@@ -145,7 +145,7 @@ report::RunSummary summary_header(const std::vector<Input>& inputs, const trajec
   return summary;
 }
 
-// " (not recorded, not judged: grad_norm, ...)": the judged columns a completed, whole run did not record.
+// "grad_norm, update_norm, ...": the judged columns a completed, whole run did not record ("" if none).
 std::string not_recorded(const Input& in) {
   std::string m;
   for (int c : verdict::judged_columns()) {
@@ -154,7 +154,7 @@ std::string not_recorded(const Input& in) {
         in.file.columns_present.end())
       m += (m.empty() ? "" : ", ") + name;
   }
-  return m.empty() || in.status != "completed" || !in.partial.empty() ? "" : " (not recorded, not judged: " + m + ")";
+  return in.status != "completed" || !in.partial.empty() ? "" : m;
 }
 
 // One run judged (judge_run): its row, and its annotated trajectory file in the staging directory.

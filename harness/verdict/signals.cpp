@@ -2,6 +2,8 @@
 // metric (signals.h has the rules; docs/TOLERANCE.md the calibration).
 #include "verdict/signals.h"
 
+#include "verdict/shapes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -185,6 +187,12 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
   std::ostringstream m;
   if (!r.fired) {
     m << "loss within " << num(r.max_margin, 2) << " of its allowed deviation (step " << r.max_step << ")";
+  } else if (const LossExcursion e = loss_excursion(r, run, ref, tol); e.recovered) {
+    // out for a while and back within the allowance until the last step: a transient, not a stall (shapes.h)
+    r.verdict = "diverges";
+    m << describe(e) << "; at most " << num(std::abs(r.deviation)) << " nats " << (r.deviation > 0 ? "above" : "below")
+      << " the reference (step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
+      << ")";
   } else if (dev_last > 0 && shed_run >= 0 && shed_run < shed_ref) {
     // learned less than the reference but still learned: a stall. A run that ends above the reference while it
     // shed as much or more (it started elsewhere, or went up and came down) moved elsewhere: diverges, below.
@@ -195,7 +203,8 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
         << num(shed_ref) << " nats); ";
     m << "up to " << num(std::abs(r.deviation)) << " nats " << (r.deviation > 0 ? "above" : "below")
       << " the reference (step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
-      << "; out from step " << r.first_step << ")";
+      << "; out from step " << r.first_step << "), not recovered: " << num(dev_last) << " nats above at the last step ("
+      << last << ", " << num(r.margin_series[last], 2) << "x the allowed)";
   } else {
     r.verdict = "diverges";
     m << "loss " << (r.deviation > 0 ? "above" : "below") << " the reference by " << num(std::abs(r.deviation))

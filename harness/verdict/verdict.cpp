@@ -1,6 +1,8 @@
 // Verdict: the signals (signals.cpp) combined into one verdict and message.
 #include "verdict/verdict.h"
 
+#include "verdict/shapes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -115,6 +117,12 @@ Verdict judge(const std::string& status, const std::string& error, const traject
   std::string msg;
   for (const auto* s : fired) msg += (msg.empty() ? "" : "; ") + s->message;
   for (const auto* d : diagnostics) msg += "; likely cause (" + d->name + "): " + d->message;
+  // the shape first where it names what happened better than the signal's size (shapes.h)
+  const auto grad_norm =
+      std::find_if(v.signals.begin(), v.signals.end(), [](const SignalResult& s) { return s.name == "grad_norm"; });
+  if (v.verdict == "diverges" && grad_norm != v.signals.end())
+    if (const std::string shape = describe(scaled_grads(*grad_norm, loss, run, reference, tol)); !shape.empty())
+      msg = shape + "; " + msg;
   v.message = msg;
   return v;
 }

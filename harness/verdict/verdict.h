@@ -5,8 +5,11 @@
 //   tracks     every outcome signal within its allowed deviation at every step (signals.h: loss, true grad norm,
 //              update norm, non-finite grads applied, skipped steps)
 //   stalls     an outcome signal fired that says learning was lost: updates or grads collapsed, too many steps
-//              skipped, or the loss shed only part of what the reference shed
-//   diverges   an outcome signal fired otherwise (the loss moved elsewhere, grads or updates too large)
+//              skipped, or the loss shed only part of what the reference shed and is still out at the last step
+//   diverges   an outcome signal fired otherwise (the loss moved elsewhere — to the end, or a spike it recovered
+//              from —, grads or updates too large)
+// shapes.h names a failing signal's shape in the message: "loss spike at step S ..., recovered by step T (FP32
+// spiked too)", "scaled gradients: true grad norm 4.1x the reference's throughout ..., loss tracks".
 // Outcomes decide, diagnostics explain: the zero / subnormal grad fractions and the FP8 cast probes never set the
 // verdict. A diagnostic beyond its allowance while every outcome tracks is a warning (Verdict::warnings; `--strict`
 // fails on warnings); beside a failing outcome it is named in the message as the likely cause.
