@@ -3,7 +3,7 @@ check, validate, ...), which it finds as, in order,
 
   1. $AMPCHECK_BIN;
   2. the build of the checkout the package is imported from (<source>/build/ampcheck: an editable install, or
-     PYTHONPATH=<source>/python);
+     PYTHONPATH=<source>/python/src);
   3. another `ampcheck` executable on PATH (not this script).
 
 The tool is built once from the repository (`bash ci/build.sh`: LibTorch comes from the torch wheel already installed,
@@ -32,7 +32,7 @@ def candidates() -> List[str]:
     out = []
     if os.environ.get("AMPCHECK_BIN"):
         out.append(os.environ["AMPCHECK_BIN"])
-    src = os.path.dirname(os.path.dirname(_HERE))  # imported from <source>/python/ampcheck
+    src = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))  # imported from <source>/python/src/ampcheck
     out.append(os.path.join(src, os.environ.get("BUILD_DIR", "build"), "ampcheck"))
     for d in os.environ.get("PATH", "").split(os.pathsep):
         p = os.path.join(d, "ampcheck")
