@@ -38,7 +38,7 @@ import torch.nn.functional as F
 try:  # the installed package (pip install ./python), else the source tree's
     from ampcheck import Recorder, nudge_ulp
 except ImportError:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "src"))
     from ampcheck import Recorder, nudge_ulp  # noqa: E402
 
 VARIANTS = ("fp32", "fp16-autocast-scaler", "bf16-autocast", "half-gradscaler", "clip-before-unscale",

@@ -20,7 +20,7 @@ def import_ampcheck():
     try:
         import ampcheck  # noqa: F401
     except ImportError:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "src"))
 
 
 class MarkovText(torch.utils.data.Dataset):

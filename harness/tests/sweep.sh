@@ -58,7 +58,7 @@ cat > "$work/own.py" <<PY
 # records where the plan says, but reads nothing else of it (the plan taken out of the environment first)
 import json, os, sys
 plan = json.load(open(os.environ.pop("AMPCHECK_PLAN")))
-sys.path.insert(0, "$src/python")
+sys.path.insert(0, "$src/python/src")
 import torch, ampcheck
 model = torch.nn.Linear(4, 4); opt = torch.optim.SGD(model.parameters(), lr=0.1)
 with ampcheck.Recorder(plan["record"], model, opt, overwrite=True) as rec:

@@ -58,7 +58,7 @@ def test_sigterm_records_every_step_as_interrupted(tmp_path):
 
 def test_no_close_is_completed_with_a_note(tmp_path):
     path = str(tmp_path / "n.h5")
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(HERE)!r}); import torch; from ampcheck import Recorder\n"
+    code = (f"import sys; sys.path.insert(0, {os.path.join(os.path.dirname(HERE), 'src')!r}); import torch; from ampcheck import Recorder\n"
             f"m = torch.nn.Linear(4, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
             f"r = Recorder({path!r}, m, o)\n"
             f"for _ in range(3):\n"

@@ -31,7 +31,7 @@ SRC = os.path.dirname(os.path.dirname(HERE))
 
 def make_seeds(work, amp):
     """A reference and two runs (HDF5 and JSON lines) from the example loop's recorder (tiny: 30 steps)."""
-    sys.path.insert(0, os.path.join(SRC, "python"))
+    sys.path.insert(0, os.path.join(SRC, "python", "src"))
     sys.path.insert(0, os.path.join(SRC, "examples", "pytorch"))
     import train_amp
     runs = os.path.join(work, "runs")

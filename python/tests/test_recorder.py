@@ -1,4 +1,4 @@
-"""Tests of the recorder (python/ampcheck/recorder.py, imported through python/ampcheck_recorder.py) against values
+"""Tests of the recorder (python/src/ampcheck/recorder.py, imported through python/src/ampcheck_recorder.py) against values
 computed by hand in the same loop (Python torch 2.11, CPU).
 
 Tolerances: the recorder reduces in float64 over per-tensor float32 norms (squared and summed in float64), the hand
@@ -20,7 +20,8 @@ import warnings
 import h5py
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+SRC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")  # python/src
+sys.path.insert(0, SRC_DIR)
 from ampcheck_recorder import Recorder, nudge_ulp  # noqa: E402
 
 REL = 1e-6
@@ -503,7 +504,7 @@ class RecorderTest(unittest.TestCase):
     def test_an_uncaught_exception_without_with_is_written_at_exit(self):
         script = textwrap.dedent(f"""
             import sys, torch
-            sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+            sys.path.insert(0, {SRC_DIR!r})
             from ampcheck_recorder import Recorder
             rec = Recorder({self.path!r})
             rec.step(torch.tensor(2.0))
