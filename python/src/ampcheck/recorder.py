@@ -111,7 +111,6 @@ as a partial run. An existing file is refused at construction unless overwrite=T
 """
 
 import atexit
-import functools
 import json
 import math
 import os
@@ -126,6 +125,7 @@ from datetime import datetime, timezone
 
 import torch
 
+from ampcheck.guard import Guard, GuardStop
 from ampcheck.nonfinite import NonfiniteTracker
 from ampcheck.plan import current_plan, module_table
 from ampcheck.plan_hooks import StepWrapper
@@ -140,6 +140,7 @@ _DEVICE_COLUMNS = ("loss", "grad_norm", "param_norm", "update_norm", "loss_scale
 _GRAD_COLUMNS = ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")
 GRAD_PROBES = ("backward-hooks", "after_backward", "at_step")  # the values of the attribute grad_probe (and `none`)
 PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the attribute perturbation
+DEFAULT_PROBE_EVERY = 10  # grads, update and parameter norms every 10th step: <= 2% of a GPU step (python/README.md)
 _FORWARDS_LOOKED_AT = 16  # the forward pre-hook looks at this many forwards at most, then removes itself
 
 _open_recorders = weakref.WeakSet()
@@ -215,10 +216,24 @@ def _install_sigterm():
 
 
 class Recorder:
-    def __init__(self, path, model=None, optimizer=None, scaler=None, *, attributes=None, probe_every=1,
-                 flush_every=50, overwrite=False, perturbation=None, snapshot_every=None, skip_first_step=False,
-                 track_nonfinite=None, under_plan=None):
+    def __init__(self, path, model=None, optimizer=None, scaler=None, *, attributes=None,
+                 probe_every=DEFAULT_PROBE_EVERY, flush_every=50, overwrite=False, perturbation=None,
+                 snapshot_every=None, skip_first_step=False, track_nonfinite=None, under_plan=None, reference=None,
+                 judge_every=50, stop_on=(), judge=None, stop_raises=True, per_rank=False):
         self.path = os.fspath(path)
+        # under torch.distributed (DDP, torchrun, accelerate launch): rank 0 records, or each rank its own file
+        rank, world = rank_and_world()
+        self.rank, self.world_size = rank, world
+        if world > 1 and per_rank:
+            self.path = rank_path(self.path, rank)
+        self.guard = Guard(reference, judge_every, stop_on, judge) if reference is not None else None
+        self.stop_raises = stop_raises
+        self.recording = world == 1 or per_rank or rank == 0
+        if not self.recording:  # another rank's recorder: counts steps (the guard's stop is agreed by all ranks)
+            self.model, self.optimizer, self.scaler, self.rows, self._step = model, optimizer, scaler, [], 0
+            self._closed, self._pending, self.probe_every, self.flush_every = True, [], probe_every, flush_every
+            self.attributes, self.snapshot_every, self._under_plan = dict(attributes or {}), 0, under_plan
+            return
         # a sweep plan (AMPCHECK_PLAN): the plan's path, and its precision applied here when no integration did
         plan = under_plan.plan if under_plan is not None else current_plan()
         if plan is not None:
@@ -279,7 +294,7 @@ class Recorder:
         self._closed = False
         self._cuda = None       # decided on the first step() by the loss's device
         self._last_mark = self._mark_cpu()
-        self._ab_entries = None  # after_backward()'s _grad_entry() per parameter with a grad
+        self._ab_stats = None   # after_backward()'s _GradStats of every .grad
         self._scale_used = None
         self._next_scale = self._current_scale()  # the scale the next step's backward uses (update() ran before)
         self._stepped = False
@@ -289,10 +304,11 @@ class Recorder:
         self._hooks = []
         self._param_list = None
         self._buffers = None    # the parameter snapshot, reused from probe to probe
-        self._entries = {}      # parameter index -> _grad_entry() of its grad, left by the grad hooks on a probe step
-        self._deferred = {}     # parameter index -> (weakref to its grad, the grad's version) at a hook not measuring
-        self._fires = {}        # parameter index -> its grad hook's calls since the last step() (backward passes)
-        self._expected = {}     # the same, of the previous step: from which call on a hook measures
+        self._hooked = None     # _GradStats of every .grad at the end of the step's last measured backward (probe step)
+        self._deferred = None   # [(parameter index, weakref to its grad, the grad's version)] at a backward not measured
+        self._passes = 0        # backward passes through the model since the last step()
+        self._expected_passes = 1  # the previous step's: from which pass on the end of a backward measures
+        self._in_backward = False  # a grad hook of the running backward fired (its end-of-backward callback is queued)
         self._backward_seen = False  # a grad hook fired since the last step()
         self._hook_scale = None      # the loss scale at the step's first grad hook (the step's backward's)
         self._grad_probes = {}       # grad_probe value -> probe steps read that way
@@ -324,9 +340,9 @@ class Recorder:
                 self._measured.update(_GRAD_COLUMNS)
                 if optimizer is not None:
                     self._measured.add("update_norm")
-                for i, p in enumerate(self._param_list):
+                for p in self._param_list:
                     if p.requires_grad:  # (a frozen parameter unfrozen later is read at step())
-                        self._hooks.append(p.register_post_accumulate_grad_hook(functools.partial(self._on_grad, i)))
+                        self._hooks.append(p.register_post_accumulate_grad_hook(self._on_grad))
         if self._scaler_on():
             self._measured.add("loss_scale")
         self._grads_unscaled = bool(getattr(scaler, "grads_unscaled_in_backward", False))
@@ -353,14 +369,22 @@ class Recorder:
         sets .grad without backward, changes .grad between backward and unscale_, or runs under DDP (the hooks see
         each rank's grads before the all-reduce); call it after the last backward (and that change) and before
         unscale_ / clipping. The norm is divided by the scaler's current scale."""
+        if not self.recording:
+            return
         self._scale_used = self._current_scale()
         if self.model is not None and self._probe_step():
-            entries = [_grad_entry(p.grad) for p in self._param_list if p.grad is not None]
-            self._ab_entries = entries or None  # no grad at all: the hooks' or step()'s reading stands
+            with torch.no_grad():
+                stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
+            self._ab_stats = stats if stats.numel else None  # no grad at all: the hooks' or step()'s reading stands
 
     def step(self, loss, eval_loss=None):
         """Once per optimizer step, after optimizer.step() / scaler.step() (and scaler.update()), before the next
         backward; before or after optimizer.zero_grad() and scheduler.step()."""
+        if not self.recording:
+            self._step += 1
+            if self.guard is not None and self.guard.due(self._step):
+                self._agree_on_stop()
+            return
         if self._closed:
             raise RuntimeError(f"{self.path}: the recorder is closed")
         loss_t = loss.detach().reshape(()) if torch.is_tensor(loss) else torch.tensor(float(loss), dtype=torch.float64)
@@ -391,9 +415,10 @@ class Recorder:
                     cols.extend(_GRAD_COLUMNS)
                     vals.extend(stats)
                 if self.optimizer is not None:
-                    if self._snapshot is not None:
+                    if self._snapshot is not None:  # the snapshot buffers become before - after, in place
+                        torch._foreach_sub_(self._snapshot, params)
                         cols.append("update_norm")
-                        vals.append(_norm(torch._foreach_sub(params, self._snapshot)).to(dev))
+                        vals.append(_norm(self._snapshot).to(dev))
                     elif not self._stepped:
                         host["update_norm"] = 0.0
                 cols.append("param_norm")
@@ -405,26 +430,61 @@ class Recorder:
             self._measured.add("eval_loss")
         self._pending.append((cols, torch.stack(vals), host, self._mark()))
         self._step += 1
-        self._ab_entries, self._scale_used, self._snapshot, self._stepped, self._lr = None, None, None, False, math.nan
+        self._ab_stats, self._scale_used, self._snapshot, self._stepped, self._lr = None, None, None, False, math.nan
         self._found_inf = None
-        self._entries, self._deferred, self._backward_seen, self._hook_scale = {}, {}, False, None
-        if self._fires:
-            self._expected, self._fires = self._fires, {}
+        self._hooked, self._deferred, self._backward_seen, self._hook_scale = None, None, False, None
+        if self._passes:
+            self._expected_passes, self._passes = self._passes, 0
         self._next_scale = self._current_scale()
         snapshot_due = self.snapshot_every and self._step - self._snapshot_rows >= self.snapshot_every
         if len(self._pending) >= self.flush_every or snapshot_due:
             self.flush()
         if snapshot_due:
             self._snapshot_if_due()
+        if self.guard is not None and self.guard.due(self._step):
+            self._judge_now()
         plan = self._under_plan.plan if self._under_plan is not None else None
         if plan is not None and plan.max_steps and self._step >= plan.max_steps:
             self._finish(None, note=f"stopped at the plan's max_steps ({plan.max_steps})")
             if self._under_plan.exit_at_max_steps:
                 raise SystemExit(0)  # a plain loop: the run is recorded and complete; the script ends here
 
+    def _judge_now(self):
+        """The live guard's judged step: the file written (unless this step's snapshot just was) and judged; a verdict
+        in stop_on ends the recording (status `interrupted`), judges the file once more and raises GuardStop where
+        stop_raises (a plain loop; the integrations stop their trainer instead)."""
+        self.flush()
+        if self._snapshot_rows != len(self.rows):
+            _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured],
+                              self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"))
+            self._snapshot_rows = len(self.rows)
+        self.guard.judge(self.path)
+        self._agree_on_stop()
+
+    def _agree_on_stop(self):
+        """Every rank learns whether any rank's guard stopped (one small collective, on judged steps only), so that all
+        of them stop at the same step; then this rank's recording ends and GuardStop is raised where stop_raises."""
+        stopped = self.guard.stopped
+        if self.world_size > 1:
+            import torch.distributed as dist
+            gathered = [None] * self.world_size
+            dist.all_gather_object(gathered, stopped)
+            stopped = next((j for j in gathered if j is not None), None)
+            if stopped is not None and self.guard.stopped is None:
+                self.guard.stopped = stopped
+        if stopped is None:
+            return
+        if self.recording and not self._closed:
+            self._finish(None, status="interrupted",
+                         note=f"stopped by the live guard after {len(self.rows)} step(s): {stopped.verdict}: "
+                              f"{stopped.message}")
+            self.guard.final = self.guard.judge(self.path)  # the file as written, judged
+        if self.stop_raises:
+            raise GuardStop(self.path, getattr(self.guard, "final", None) or stopped)
+
     def flush(self):
         """Copy the pending steps to the host (one device->host copy; the only sync the recorder makes)."""
-        if not self._pending:
+        if not self.recording or not self._pending:
             return
         values = torch.cat([p[1] for p in self._pending]).cpu().tolist()
         i = 0
@@ -495,21 +555,36 @@ class Recorder:
                     torch._foreach_copy_(self._buffers, params)
                 self._snapshot = self._buffers
 
-    def _on_grad(self, i, param):  # post-accumulate-grad hook of parameter i: after backward wrote its .grad
+    def _on_grad(self, param):  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
+        if self._in_backward:  # (every parameter's hook after the backward's first: nothing to do)
+            return
+        self._in_backward = True
+        self._passes += 1
         if not self._backward_seen:  # the step's first backward: the scale it uses (update() runs after the backward)
             self._backward_seen = True
             if self._scaler_on():
                 self._hook_scale = self._current_scale()
-        n = self._fires[i] = self._fires.get(i, 0) + 1
-        if self._probe_step() and not self._closed:
-            g = param.grad
-            if g is None:
-                return
-            if n >= self._expected.get(i, 1):  # maybe the step's last backward: measure now (a later one replaces it)
-                self._entries[i] = _grad_entry(g)
-                self._deferred.pop(i, None)
-            else:  # the previous step had more backward passes (micro-batches): a later one will come, or step()
-                self._deferred[i] = (weakref.ref(g), g._version)  # reads this grad if nothing changed it since
+        _queue_callback(self._on_backward_end)
+
+    def _on_backward_end(self):  # autograd's final callback of a backward that reached the model
+        self._in_backward = False
+        # once more, so that it runs after the callbacks queued later in this backward (DDP's all-reduce finalize)
+        _queue_callback(self._measure_backward)
+
+    def _measure_backward(self):
+        """At the end of a backward on a probe step: every .grad measured in one batch (_grad_stats), if this may be
+        the step's last backward (as many passes as the previous step had); else each grad's identity and version are
+        kept, for step() to read it if nothing changes it meanwhile (a later backward replaces them anyway)."""
+        if self._closed or not self._probe_step():
+            return
+        grads = [(i, p.grad) for i, p in enumerate(self._param_list) if p.grad is not None]
+        if self._passes >= self._expected_passes:
+            with torch.no_grad():
+                self._hooked = _grad_stats([g for _, g in grads])
+            self._deferred = None
+        else:
+            self._deferred = [(i, weakref.ref(g), g._version) for i, g in grads]
+            self._hooked = None
 
     def _on_forward(self, module, args):  # forward pre-hook: the autocast state of the first (training) forward
         self._forwards += 1
@@ -523,21 +598,19 @@ class Recorder:
 
     def _step_grad_stats(self, dev):
         """The step's grad columns as 0-d float64 tensors on dev, or None (no gradient to read: warned, counted)."""
-        lost = set()
-        if self._ab_entries is not None:
-            parts, probe = [(self._ab_entries, self._scale_used)], "after_backward"
-        else:
-            hooked = list(self._entries.values())
-            for i, (ref, version) in self._deferred.items():  # fewer backward passes than the previous step
-                g = ref()
-                if g is not None and g is self._param_list[i].grad and g._version == version:
-                    hooked.append(_grad_entry(g))  # as its last backward left it
-                else:
-                    lost.add(i)  # changed since (unscale_, clipping, zero_grad): not as backward left it
-            at_step = [] if lost else [_grad_entry(p.grad) for i, p in enumerate(self._param_list)
-                                       if i not in self._entries and i not in self._deferred and p.grad is not None]
-            parts = [(hooked, self._hook_scale), (at_step, None)]
-            probe = None if lost else "backward-hooks" if hooked else "at_step" if at_step else None
+        lost = False
+        if self._ab_stats is not None:
+            stats, scale, probe = self._ab_stats, self._scale_used, "after_backward"
+        elif self._hooked is not None:
+            stats, scale, probe = self._hooked, self._hook_scale, "backward-hooks"
+        elif self._deferred is not None:  # fewer backward passes than the previous step: read now if unchanged
+            lost = any(ref() is None or ref() is not self._param_list[i].grad or ref()._version != version
+                       for i, ref, version in self._deferred)
+            stats = None if lost else _grad_stats([ref() for _, ref, _ in self._deferred])
+            scale, probe = self._hook_scale, None if lost else "backward-hooks"
+        else:  # no backward through the model: grads set without one are read as they are now
+            stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
+            scale, probe = None, "at_step" if stats.numel else None
         if probe is None:
             self._steps_without_grads += 1
             if lost and not self._warned_lost:
@@ -545,7 +618,7 @@ class Recorder:
                 warnings.warn(
                     f"ampcheck_recorder: step {self._step}: this step ran fewer backward passes (micro-batches) than "
                     f"the previous one, and its grads were changed or dropped (unscale_, clipping, zero_grad) before "
-                    f"step(): the grad hooks measure from the previous step's number of backward passes on, so this "
+                    f"step(): the recorder measures at the end of the previous step's number of backward passes, so this "
                     f"step's grad_norm and grad fractions are NaN (attribute steps_without_grads counts such steps). "
                     f"Call after_backward() after the last backward of each step where the number of micro-batches "
                     f"varies", stacklevel=3)
@@ -565,26 +638,15 @@ class Recorder:
             self._warned_distributed = True
             warnings.warn(
                 f"ampcheck_recorder: step {self._step}: torch.distributed runs {_world_size()} processes and the grads "
-                f"were read by the backward hooks, which see this rank's own grads, before DistributedDataParallel's "
-                f"all-reduce: call rec.after_backward() after the last backward of each step (before unscale_ / "
-                f"clipping) to record the all-reduced grads", stacklevel=3)
-        sumsq = torch.zeros((), dtype=torch.float64, device=dev)
-        counts = torch.zeros(3, dtype=torch.float64, device=dev)
-        n = 0
-        if self._grads_unscaled:  # a BackwardHookScaler unscaled each grad before it was accumulated
-            parts = [(entries, None) for entries, _ in parts]
-        for entries, scale in parts:  # (the hooks' entries, divided by the scale; those read at step(), not)
-            by_device = {}
-            for e in entries:
-                by_device.setdefault(e[0].device, []).append(e)
-                n += e[4]
-            for es in by_device.values():  # one stack of the norms and one of the counts per device
-                sq = torch.stack([e[0] for e in es]).double().square().sum().to(dev)
-                sumsq = sumsq + (sq if scale is None else sq / scale.to(dev, torch.float64).square())
-                counts = counts + torch.stack([c for e in es for c in e[1:4]]).view(-1, 3).sum(0).to(dev, torch.float64)
+                f"were read at the end of backward, which may be before DistributedDataParallel's all-reduce: call "
+                f"rec.after_backward() after the last backward of each step (before unscale_ / clipping) to record "
+                f"the all-reduced grads", stacklevel=3)
+        sumsq, counts = stats.sumsq.to(dev), stats.counts.to(dev)
+        if scale is not None and not self._grads_unscaled:  # (a BackwardHookScaler unscaled each grad in backward)
+            sumsq = sumsq / scale.to(dev, torch.float64).square()
         nonzero, below_tiny, finite = counts.unbind()
+        n = max(stats.numel, 1)
         zero = n - nonzero
-        n = max(n, 1)
         return [sumsq.sqrt(), zero / n, (below_tiny - zero) / n, (n - finite) / n]
 
     def _dtypes(self):
@@ -619,7 +681,7 @@ class Recorder:
             self._snapshot_rows = len(self.rows)
 
     def _finish(self, exc, status=None, note=None):
-        if self._closed:
+        if self._closed or not self.recording:
             return
         self._closed = True
         _open_recorders.discard(self)
@@ -700,21 +762,82 @@ def nudge_ulp(model, direction=+1):
 
 
 _FINFO = {}
+_CONCAT_BELOW = {"cuda": 1 << 24}  # grads smaller than this (elements) are concatenated and counted together; CPU:
+_CONCAT_BELOW_OTHER = 1 << 16      # copying large grads costs more than the per-tensor ops it saves (a GPU: the launches)
 
 
-def _grad_entry(g):
-    """One grad's statistics, as 0-d tensors on its device (no host sync), and its numel: (2-norm — in fp32 for
-    16-bit grads, as _norm —, non-zero count, count of |g| < tiny (zeros included), count of |g| <= max (finite),
-    numel). NaN is non-zero and fails both comparisons. Seven small ops: a hook runs it per parameter and backward."""
-    g = g.detach()  # (a grad made with create_graph=True has history; no op here records any)
-    info = _FINFO.get(g.dtype) or _FINFO.setdefault(g.dtype, torch.finfo(g.dtype))
-    numel, implicit = g.numel(), 0
-    if g.layout != torch.strided:  # a sparse grad (nn.Embedding(sparse=True)): its values, plus the implicit zeros
-        g = (g if g.is_sparse else g.to_sparse()).coalesce().values()
-        implicit = numel - g.numel()
-    mag = g.abs()
-    return (torch.linalg.vector_norm(g, dtype=torch.float32 if info.bits < 32 else None), torch.count_nonzero(g),
-            torch.count_nonzero(mag < info.tiny) + implicit, torch.count_nonzero(mag <= info.max) + implicit, numel)
+class _GradStats:
+    """A batch of grads' statistics on one device, with no host sync: sumsq (0-d float64, the sum of their squared
+    2-norms, each norm in fp32 for 16-bit grads), counts (float64 (3,): non-zero elements, elements with |g| < tiny
+    (zeros included), elements with |g| <= max (finite)) and numel (int, on the host). NaN is non-zero and fails both
+    comparisons."""
+    __slots__ = ("sumsq", "counts", "numel")
+
+    def __init__(self, sumsq, counts, numel):
+        self.sumsq, self.counts, self.numel = sumsq, counts, numel
+
+
+def _grad_stats(grads):
+    """Statistics of every grad in `grads` (_GradStats, on the first grad's device) in a few fused ops whatever the
+    number of parameters: the norms by torch._foreach_norm per (device, dtype), the counts over the small grads
+    concatenated (large ones alone). Sparse grads (nn.Embedding(sparse=True)) count their implicit zeros."""
+    dev = grads[0].device if grads else torch.device("cpu")
+    norms, counts, numel = [], [], 0
+    groups = {}
+    for g in grads:
+        g = g.detach()  # (a grad made with create_graph=True has history; no op here records any)
+        implicit = 0
+        if g.layout != torch.strided:  # its stored values, plus the implicit zeros as non-zero-free elements
+            n = g.numel()
+            g = (g if g.is_sparse else g.to_sparse()).coalesce().values()
+            implicit = n - g.numel()
+            counts.append(torch.tensor([0.0, implicit, implicit], dtype=torch.float64, device=g.device))
+            numel += implicit
+        groups.setdefault((g.device, g.dtype), []).append(g)
+    for (device, dtype), gs in groups.items():
+        info = _FINFO.get(dtype) or _FINFO.setdefault(dtype, torch.finfo(dtype))
+        norms.extend(torch._foreach_norm(gs, 2, dtype=torch.float32 if info.bits < 32 else None))
+        below = _CONCAT_BELOW.get(device.type, _CONCAT_BELOW_OTHER)
+        small = [g.reshape(-1) for g in gs if g.numel() < below]
+        flats = [g.reshape(-1) for g in gs if g.numel() >= below]
+        for i in range(0, len(small), 512):  # torch.cat of this many at once
+            flats.append(torch.cat(small[i:i + 512]) if len(small) > i + 1 else small[i])
+        for flat in flats:
+            mag = flat.abs()
+            counts.append(torch.stack([torch.count_nonzero(flat), torch.count_nonzero(mag < info.tiny),
+                                       torch.count_nonzero(mag <= info.max)]).to(dev, torch.float64))
+            numel += flat.numel()
+    if not norms:
+        zero = torch.zeros((), dtype=torch.float64, device=dev)
+        return _GradStats(zero, torch.zeros(3, dtype=torch.float64, device=dev), numel)
+    sumsq = torch.stack([n.to(dev) for n in norms]).double().square().sum()
+    return _GradStats(sumsq, torch.stack(counts).sum(0), numel)
+
+
+def _queue_callback(callback):
+    """Run `callback` at the end of the running backward (autograd's final callbacks; the engine runs those queued
+    by a callback too, after the others)."""
+    torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+
+def rank_and_world():
+    """(rank, world size) of this process: torch.distributed's once initialized, else the launcher's RANK and
+    WORLD_SIZE (torchrun, accelerate launch set them before the process group exists); (0, 1) alone."""
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0, 1
+
+
+def rank_path(path, rank):
+    """`runs/fp16.h5` -> `runs/fp16.rank1.h5`: a per-rank file's name."""
+    for ext in (".hdf5", ".h5", ".jsonl"):
+        if path.endswith(ext):
+            return f"{path[:-len(ext)]}.rank{rank}{ext}"
+    return f"{path}.rank{rank}"
 
 
 def _world_size():

@@ -39,6 +39,7 @@ def ampcheck_recorder(accelerator, path: str, model, optimizer, *, attributes: O
                       run_preflight: bool = True, perturbation: Optional[str] = None, skip_first_step: bool = False,
                       **recorder_kwargs) -> Recorder:
     mixed = str(accelerator.mixed_precision)
+    recorder_kwargs.setdefault("stop_raises", True)  # a plain loop: the live guard's stop is GuardStop from step()
     session = RecordingSession(path, attributes=attributes, run_preflight=run_preflight, perturbation=perturbation,
                                skip_first_step=skip_first_step, **recorder_kwargs)
     inner = accelerator.unwrap_model(model)

@@ -28,7 +28,7 @@ plan the Trainer cannot train (fp8 without torchao, fp16-master-weights) is reco
 from __future__ import annotations
 
 import warnings
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import torch
 from transformers import TrainerCallback
@@ -36,19 +36,22 @@ from transformers import TrainerCallback
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import PlanHooks, StepWrapper
-from ampcheck.recorder import unwrap_optimizer
+from ampcheck.recorder import DEFAULT_PROBE_EVERY, unwrap_optimizer
 from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
 
 _MIXED = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "no"}
 
 
 class AmpcheckCallback(TrainerCallback, RecordingSession):
-    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
-                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None,
-                 perturbation: Optional[str] = None, skip_first_step: bool = False):
+    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None,
+                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
+                 snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
+                 skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
+                 stop_on: Sequence[str] = (), per_rank: bool = False) -> None:
         RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
                                   run_preflight=run_preflight, snapshot_every=snapshot_every,
-                                  perturbation=perturbation, skip_first_step=skip_first_step)
+                                  perturbation=perturbation, skip_first_step=skip_first_step, reference=reference,
+                                  judge_every=judge_every, stop_on=stop_on, per_rank=per_rank)
         self._losses = []
         self._tokens = 0
         self._hook = None
@@ -78,6 +81,10 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
 
     def on_step_end(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
         rec = self.recorder
+        if self.recorder is not None and not self.recorder.recording:  # another rank's: counts the step (the guard)
+            self.recorder.step(0.0)
+            control.should_training_stop = control.should_training_stop or self.guard_stopped()
+            return
         if not self.open():
             return
         # did the LR scheduler advance on a step the optimizer skipped? A non-fused optimizer's skip is known on the
@@ -100,6 +107,8 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         rec.step(loss)
         if self.reached_max_steps(state.global_step):
             control.should_training_stop = True  # the plan's max_steps: the recording closed itself, complete
+        if self.guard_stopped():
+            control.should_training_stop = True  # the live guard: the file is written (interrupted) and judged
 
     def on_train_end(self, args, state, control, **kwargs):
         self._check_found_infs()

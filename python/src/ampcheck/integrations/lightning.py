@@ -23,7 +23,7 @@ for `skip`; `trainer.should_stop` once the plan's max_steps are recorded, at the
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import os
 
@@ -34,6 +34,7 @@ from lightning.pytorch.plugins.precision import HalfPrecision, MixedPrecision, P
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import PlanHooks
+from ampcheck.recorder import DEFAULT_PROBE_EVERY
 from ampcheck.under_plan import UnderPlan, check, fp8_convert
 
 
@@ -43,12 +44,15 @@ def _mixed(precision: str) -> Optional[str]:
 
 
 class AmpcheckLightningCallback(Callback, RecordingSession):
-    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
-                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None,
-                 perturbation: Optional[str] = None, skip_first_step: bool = False):
+    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None,
+                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
+                 snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
+                 skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
+                 stop_on: Sequence[str] = (), per_rank: bool = False) -> None:
         RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
                                   run_preflight=run_preflight, snapshot_every=snapshot_every,
-                                  perturbation=perturbation, skip_first_step=skip_first_step)
+                                  perturbation=perturbation, skip_first_step=skip_first_step, reference=reference,
+                                  judge_every=judge_every, stop_on=stop_on, per_rank=per_rank)
         self._losses = []
         self._global_step = 0
 
@@ -96,7 +100,7 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         self._losses.append(loss / scale.to(loss.device).reshape(()) if torch.is_tensor(scale) else loss)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if not self.open() or trainer.global_step == self._global_step:
+        if not self.stepping() or trainer.global_step == self._global_step:
             return  # not an optimizer step's last micro-batch
         self._global_step = trainer.global_step
         loss = torch.stack(self._losses).sum() if self._losses else torch.tensor(float("nan"))
@@ -104,6 +108,8 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         self.recorder.step(loss)
         if self.reached_max_steps(trainer.global_step):
             trainer.should_stop = True  # the plan's max_steps: the recording closed itself, complete
+        if self.guard_stopped():
+            trainer.should_stop = True  # the live guard: the file is written (interrupted) and judged
 
     def on_exception(self, trainer, pl_module, exception):
         if self.open():
