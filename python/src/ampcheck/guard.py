@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 VERDICTS_THAT_STOP = ("nonfinite", "diverges", "stalls", "error")  # the judge's failing verdicts (`tracks` passes)
 
@@ -41,7 +41,7 @@ logger = logging.getLogger("ampcheck")
 @dataclass(frozen=True)
 class GuardJudgement:
     """One judgement of the partial run: the verdict (`tracks`, `diverges`, `stalls`, `nonfinite`, `error`), whether
-    it passes, the judge's message, and the number of steps judged."""
+    it tracks the reference (passed), the judge's message, and the number of steps judged."""
     verdict: str
     passed: bool
     message: str
@@ -110,22 +110,21 @@ def check_arguments(reference: Any, judge_every: Any, stop_on: Iterable[str]) ->
 
 
 def default_judge() -> JudgeFunction:
-    """`ampcheck.judge` in-process where the package has its native core, else the `ampcheck` command."""
-    try:
-        from ampcheck import _native  # noqa: F401  (the extension module, when the package was built with it)
-        import ampcheck
-        native: Any = getattr(ampcheck, "judge", None)
-    except ImportError:
-        native = None
-    if native is not None:
-        return lambda run, reference: _from_native(native(run, reference))
-    return command_judge
+    """`ampcheck.judge` in-process where the package has its native core (the reference read once), else the
+    `ampcheck` command."""
+    import ampcheck
+    available = getattr(ampcheck, "native_available", None)
+    if available is None or not available():
+        return command_judge
+    loaded: Dict[str, Any] = {}
 
-
-def _from_native(j: Any) -> GuardJudgement:
-    steps = int(getattr(j, "steps", 0) or 0)
-    return GuardJudgement(verdict=str(j.verdict), passed=bool(getattr(j, "passed", j.verdict == "tracks")),
-                          message=str(j.message), steps=steps)
+    def native(run: str, reference: str) -> GuardJudgement:
+        if reference not in loaded:
+            loaded[reference] = ampcheck.load_reference(reference)  # type: ignore[attr-defined]
+        j = ampcheck.judge(run, loaded[reference])  # type: ignore[attr-defined]
+        return GuardJudgement(verdict=str(j.verdict), passed=str(j.verdict) == "tracks", message=str(j.message),
+                              steps=int(j.steps))
+    return native
 
 
 def command_judge(run: str, reference: str) -> GuardJudgement:
@@ -146,7 +145,7 @@ def command_judge(run: str, reference: str) -> GuardJudgement:
                                f"{lines[-1] if lines else 'no output'}")
         with open(summary) as f:
             row = json.load(f)["scenarios"][0]
-        return GuardJudgement(verdict=str(row["verdict"]), passed=bool(row["pass"]),
+        return GuardJudgement(verdict=str(row["verdict"]), passed=str(row["verdict"]) == "tracks",
                               message=str(row.get("message") or row.get("why") or ""), steps=int(row.get("steps", 0)))
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -22,25 +22,26 @@ built by `ampcheck reference FP32_RUN --spread RUN...`. Depends on torch and (fo
             optimizer.zero_grad(set_to_none=True)
             rec.step(mean_loss)                  # once per optimizer step, before the next backward
 
-Where the calls go. The gradients are read by hooks (Tensor.register_post_accumulate_grad_hook on every parameter
-that requires grad, registered when the Recorder is made): on probe steps each backward leaves, per parameter, the
-statistics of its .grad right after backward accumulated into it, and a later micro-batch's backward replaces them —
-so step() sees the grads the optimizer steps with, before unscale_, clipping and zero_grad, divided by the loss scale
-the backward used. step() may therefore sit anywhere after the optimizer step of the iteration and before the next
-iteration's backward: before or after optimizer.zero_grad() (set_to_none or not), before or after the scheduler.
-Pass the GradScaler whenever one scales the loss: without it the recorder cannot divide the scaled grads by the scale.
-after_backward() is needed only where a loop sets .grad without backward, or changes .grad between backward and
-unscale_ (e.g. divides it by the accumulation steps itself), or runs under DistributedDataParallel (the hooks see each
-rank's own grads before the all-reduce): call it after the last backward (and that change, or the all-reduce) and
-before unscale_ / clipping; it reads every .grad then and takes precedence for that step. A parameter whose .grad
-was set without backward (no hook fired) and is not None at step() is read at step(), as it is then. Every backward
-through the model since the previous step() counts, a parameter's entry coming from the last one that reached it — so
-make the Recorder after a warm-up backward whose grads are thrown away, or call after_backward() in that step.
-To spare the earlier micro-batches, whose grads the next backward replaces, a hook measures only from the previous
-step's number of backward passes on (every pass on the first step); a step with fewer passes than the previous one is
-read at step() where its grads are unchanged since their last backward (same tensor, same version counter), else its
-grad columns are NaN (warned once, counted in steps_without_grads) — where the number of micro-batches varies and the
-loop unscales, clips or zeroes the grads before step(), call after_backward() after the last backward.
+Where the calls go. The gradients are read at the end of each backward through the model (a grad hook,
+Tensor.register_post_accumulate_grad_hook on every parameter that requires grad, queues an autograd final callback):
+on probe steps every .grad is measured then in one batch — the norms by torch._foreach_norm, the element counts over
+the small grads concatenated, on the grads' device, no host sync — and a later micro-batch's backward replaces the
+measurement, so step() sees the grads the optimizer steps with, before unscale_, clipping and zero_grad, divided by the
+loss scale the backward used. Under DistributedDataParallel the callback runs after DDP's own (its all-reduce), so the
+grads read are the all-reduced ones. step() may therefore sit anywhere after the optimizer step of the iteration and
+before the next iteration's backward: before or after optimizer.zero_grad() (set_to_none or not), before or after the
+scheduler. Pass the GradScaler whenever one scales the loss: without it the recorder cannot divide the scaled grads by
+the scale. after_backward() is needed only where a loop sets .grad without backward, or changes .grad between backward
+and unscale_ (e.g. divides it by the accumulation steps itself, or all-reduces it itself): call it after the last
+backward (and that change) and before unscale_ / clipping; it reads every .grad then and takes precedence for that
+step. Grads set without any backward through the model since the previous step() are read at step(), as they are then.
+Make the Recorder after a warm-up backward whose grads are thrown away, or call after_backward() in that step.
+To spare the earlier micro-batches, whose grads the next backward replaces, the end of a backward is measured only from
+the previous step's number of backward passes on (every pass on the first step); a step with fewer passes than the
+previous one is read at step() where its grads are unchanged since their last backward (same tensors, same version
+counters), else its grad columns are NaN (warned once, counted in steps_without_grads) — where the number of
+micro-batches varies and the loop unscales, clips or zeroes the grads before step(), call after_backward() after the
+last backward.
 
 What is recorded per step (the columns of ampcheck's own engine):
   loss                   the loss passed to step() (unscaled; averaged over micro-batches if you pass that)
@@ -59,16 +60,23 @@ What is recorded per step (the columns of ampcheck's own engine):
   eval_loss              step(loss, eval_loss=...) where given
 Columns the recorder could not measure (no model, no optimizer) are left out of the file, and `ampcheck judge` names
 them as not judged. Nothing forces a host sync per step: values stay on the loss's device and are copied to the host
-every `flush_every` steps. Grad and update probes run every `probe_every` steps (NaN between).
+every `flush_every` steps. Grad and update probes run every `probe_every` steps (NaN between; default 10: the
+default costs <= 2% of a GPU step, probe_every=1 where every step's grads are wanted — python/README.md, "Overhead").
 
 If a probe step finds no gradient at all (no backward through the model since the previous step(), no
 after_backward(), every .grad None) its grad columns are NaN, the file's attribute `steps_without_grads` counts it, and
 the first such step warns (warnings.warn, UserWarning): "ampcheck_recorder: step N: no gradients seen at step() ...".
 A step whose grads were changed before the hooks measured them (above) warns once "ampcheck_recorder: step N: this
 step ran fewer backward passes (micro-batches) than the previous one, ..." and is counted there too.
-Under torch.distributed with more than one process, the first step whose grads the hooks read warns too ("... the
-grads were read by the backward hooks, which see this rank's own grads, before DistributedDataParallel's all-reduce:
-call rec.after_backward() ...").
+
+Under torch.distributed (DDP, torchrun, accelerate launch: RANK / WORLD_SIZE) rank 0 records and the other ranks'
+Recorders record nothing (they count steps, for the live guard); per_rank=True: every rank records its own file,
+`runs/fp16.h5` -> `runs/fp16.rank<R>.h5`.
+
+The live guard (guard.py): reference="ref.h5" judges the partial run every judge_every steps (default 50) in-process
+against the reference's first steps; a failure is logged (logger `ampcheck`); a verdict in stop_on (e.g.
+("nonfinite", "diverges")) ends the recording (status `interrupted`, the file judged once more) and raises GuardStop
+from step() (stop_raises=False: the integrations stop their trainer instead). Nothing runs on the steps not judged.
 
 Root attributes the recorder adds (besides provenance):
   grad_probe             where the grads were read: `backward-hooks`, `after_backward` or `at_step` (several, most
@@ -313,7 +321,7 @@ class Recorder:
         self._hook_scale = None      # the loss scale at the step's first grad hook (the step's backward's)
         self._grad_probes = {}       # grad_probe value -> probe steps read that way
         self._steps_without_grads = 0
-        self._warned_distributed = self._warned_lost = self._warned_no_grads = False
+        self._warned_lost = self._warned_no_grads = False
         self._param_dtype = None     # decided on the first step()
         self._autocast = None        # (autocast dtype name, from a forward with grad enabled) from the pre-hook
         self._forwards = 0
@@ -365,10 +373,10 @@ class Recorder:
     # -- the loop's calls -----------------------------------------------------------------------------------------
 
     def after_backward(self):
-        """Optional: probe every .grad now, in place of the grad hooks' reading, for this step. Only for a loop that
-        sets .grad without backward, changes .grad between backward and unscale_, or runs under DDP (the hooks see
-        each rank's grads before the all-reduce); call it after the last backward (and that change) and before
-        unscale_ / clipping. The norm is divided by the scaler's current scale."""
+        """Optional: probe every .grad now, in place of the end-of-backward reading, for this step. Only for a loop
+        that sets .grad without backward or changes .grad between backward and unscale_ (divides it, all-reduces it
+        itself); call it after the last backward (and that change) and before unscale_ / clipping. The norm is
+        divided by the scaler's current scale."""
         if not self.recording:
             return
         self._scale_used = self._current_scale()
@@ -476,8 +484,7 @@ class Recorder:
             return
         if self.recording and not self._closed:
             self._finish(None, status="interrupted",
-                         note=f"stopped by the live guard after {len(self.rows)} step(s): {stopped.verdict}: "
-                              f"{stopped.message}")
+                         note=f"stopped by the live guard after {len(self.rows)} step(s): judged {stopped.verdict}")
             self.guard.final = self.guard.judge(self.path)  # the file as written, judged
         if self.stop_raises:
             raise GuardStop(self.path, getattr(self.guard, "final", None) or stopped)
@@ -634,13 +641,6 @@ class Recorder:
                     stacklevel=3)
             return None
         self._grad_probes[probe] = self._grad_probes.get(probe, 0) + 1
-        if probe == "backward-hooks" and not self._warned_distributed and _world_size() > 1:
-            self._warned_distributed = True
-            warnings.warn(
-                f"ampcheck_recorder: step {self._step}: torch.distributed runs {_world_size()} processes and the grads "
-                f"were read at the end of backward, which may be before DistributedDataParallel's all-reduce: call "
-                f"rec.after_backward() after the last backward of each step (before unscale_ / clipping) to record "
-                f"the all-reduced grads", stacklevel=3)
         sumsq, counts = stats.sumsq.to(dev), stats.counts.to(dev)
         if scale is not None and not self._grads_unscaled:  # (a BackwardHookScaler unscaled each grad in backward)
             sumsq = sumsq / scale.to(dev, torch.float64).square()
@@ -838,11 +838,6 @@ def rank_path(path, rank):
         if path.endswith(ext):
             return f"{path[:-len(ext)]}.rank{rank}{ext}"
     return f"{path}.rank{rank}"
-
-
-def _world_size():
-    dist = getattr(torch, "distributed", None)
-    return dist.get_world_size() if dist is not None and dist.is_available() and dist.is_initialized() else 1
 
 
 def _autocast_dtype(device_type):
