@@ -52,7 +52,7 @@ class GuardStop(RuntimeError):
     """Raised by `Recorder.step()` when the live guard stops the run (a verdict in `stop_on`); the file is written
     (status `interrupted`) and judged. `judgement` is that judgement, `path` the file."""
 
-    def __init__(self, path: str, judgement: GuardJudgement):
+    def __init__(self, path: str, judgement: GuardJudgement) -> None:
         super().__init__(f"ampcheck: {path}: stopped by the live guard after {judgement.steps} step(s): "
                          f"{judgement.verdict}: {judgement.message}")
         self.path = path
@@ -91,6 +91,12 @@ class Guard:
         if not j.passed and j.verdict in self.stop_on and self.stopped is None:
             self.stopped = j
         return j
+
+
+    def judge_final(self, path: str) -> GuardJudgement:
+        """Judge the file the stop wrote (status interrupted): `final`, not counted among the judgements."""
+        self.final = self._judge(path, self.reference)
+        return self.final
 
 
 def check_arguments(reference: Any, judge_every: Any, stop_on: Iterable[str]) -> Tuple[str, int, Tuple[str, ...]]:

@@ -118,6 +118,8 @@ re-raised), at interpreter exit after an uncaught exception (`error`), or at int
 as a partial run. An existing file is refused at construction unless overwrite=True.
 """
 
+from __future__ import annotations
+
 import atexit
 import json
 import math
@@ -131,13 +133,16 @@ import warnings
 import weakref
 from datetime import datetime, timezone
 
+from types import FrameType, TracebackType
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
+
 import torch
 
-from ampcheck.guard import Guard, GuardStop
+from ampcheck.guard import Guard, GuardStop, JudgeFunction
 from ampcheck.nonfinite import NonfiniteTracker
 from ampcheck.plan import current_plan, module_table
 from ampcheck.plan_hooks import StepWrapper
-from ampcheck.under_plan import PlanRefused, apply_to_loop
+from ampcheck.under_plan import PlanRefused, UnderPlan, apply_to_loop
 
 FORMAT = "ampcheck-trajectory"
 FORMAT_VERSION = "1"
@@ -151,12 +156,12 @@ PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the at
 DEFAULT_PROBE_EVERY = 10  # grads, update and parameter norms every 10th step: <= 2% of a GPU step (python/README.md)
 _FORWARDS_LOOKED_AT = 16  # the forward pre-hook looks at this many forwards at most, then removes itself
 
-_open_recorders = weakref.WeakSet()
-_uncaught = []
+_open_recorders: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+_uncaught: List[BaseException] = []
 _atexit_registered = False
 
 
-def _excepthook(exc_type, exc, tb):  # remember an uncaught exception for the recorders still open at exit
+def _excepthook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:  # remember an uncaught exception for the recorders still open at exit
     _uncaught.append(exc)
     _previous_excepthook(exc_type, exc, tb)
 
@@ -165,7 +170,7 @@ _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
 
 
-def unwrap_optimizer(optimizer):
+def unwrap_optimizer(optimizer: Any) -> Any:
     """The torch optimizer inside a framework's wrapper — accelerate's AcceleratedOptimizer (`.optimizer`, itself an
     Optimizer subclass whose hooks never fire), Lightning's LightningOptimizer (`._optimizer`) — or the optimizer."""
     for _ in range(4):
@@ -178,7 +183,7 @@ def unwrap_optimizer(optimizer):
     return optimizer
 
 
-def _close_open_recorders():  # registered on the first Recorder, after h5py's own exit handler (atexit is LIFO)
+def _close_open_recorders() -> None:  # registered on the first Recorder, after h5py's own exit handler (atexit is LIFO)
     for rec in list(_open_recorders):
         exc = _uncaught[-1] if _uncaught else None
         # no exception: the loop ended without close() — a completed run if its last step was recorded (step() ran
@@ -187,7 +192,7 @@ def _close_open_recorders():  # registered on the first Recorder, after h5py's o
                     f"closed at interpreter exit: Recorder.close() was not called; {rec._step} step(s) recorded")
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: Optional[FrameType]) -> None:
     """SIGTERM (a scheduler's preemption or time limit, `kill`): every open recorder writes what it has, status
     `interrupted`, then the previous handler runs (the default one ends the process with the signal)."""
     if _writing[0]:  # a file is being written (a snapshot): handle the signal right after it, not inside HDF5
@@ -207,12 +212,12 @@ def _on_sigterm(signum, frame):
         os.kill(os.getpid(), signum)
 
 
-_previous_sigterm = [None]
+_previous_sigterm: List[Any] = [None]
 _writing = [0]            # files being written now (a signal arriving then is handled after the write)
-_deferred_signal = [None]
+_deferred_signal: List[Optional[int]] = [None]
 
 
-def _install_sigterm():
+def _install_sigterm() -> None:
     """On the first Recorder made in the main thread: chain our SIGTERM handler in front of the current one."""
     if _previous_sigterm[0] is not None or threading.current_thread() is not threading.main_thread():
         return
@@ -224,10 +229,15 @@ def _install_sigterm():
 
 
 class Recorder:
-    def __init__(self, path, model=None, optimizer=None, scaler=None, *, attributes=None,
-                 probe_every=DEFAULT_PROBE_EVERY, flush_every=50, overwrite=False, perturbation=None,
-                 snapshot_every=None, skip_first_step=False, track_nonfinite=None, under_plan=None, reference=None,
-                 judge_every=50, stop_on=(), judge=None, stop_raises=True, per_rank=False):
+    def __init__(self, path: Union[str, "os.PathLike[str]"], model: Optional[torch.nn.Module] = None,
+                 optimizer: Any = None, scaler: Optional[torch.amp.GradScaler] = None, *,
+                 attributes: Optional[Mapping[str, object]] = None, probe_every: int = DEFAULT_PROBE_EVERY,
+                 flush_every: int = 50, overwrite: bool = False, perturbation: Optional[str] = None,
+                 snapshot_every: Optional[int] = None, skip_first_step: bool = False,
+                 track_nonfinite: Optional[bool] = None, under_plan: Optional[UnderPlan] = None,
+                 reference: Optional[Union[str, "os.PathLike[str]"]] = None, judge_every: int = 50,
+                 stop_on: Sequence[str] = (), judge: Optional[JudgeFunction] = None, stop_raises: bool = True,
+                 per_rank: bool = False) -> None:
         self.path = os.fspath(path)
         # under torch.distributed (DDP, torchrun, accelerate launch): rank 0 records, or each rank its own file
         rank, world = rank_and_world()
@@ -295,8 +305,9 @@ class Recorder:
                 raise ValueError(f"perturbation={perturbation!r} and attributes['perturbation']="
                                  f"{self.attributes['perturbation']!r} disagree")
             self.attributes["perturbation"] = str(perturbation)
-        self.rows = []          # finished host rows: dict column -> float
-        self._pending = []      # (device row tensor, host dict, timing mark) not yet copied to the host
+        self.rows: List[Dict[str, float]] = []  # finished host rows: dict column -> float
+        # (columns, device row tensor, host dict, timing mark) of the steps not yet copied to the host
+        self._pending: List[Tuple[List[str], torch.Tensor, Dict[str, float], Tuple[Any, ...]]] = []
         self._measured = {"loss", "step_time_ms"}
         self._step = 0
         self._closed = False
@@ -309,7 +320,7 @@ class Recorder:
         self._found_inf = None
         self._snapshot = None
         self._lr = math.nan
-        self._hooks = []
+        self._hooks: List[Any] = []
         self._param_list = None
         self._buffers = None    # the parameter snapshot, reused from probe to probe
         self._hooked = None     # _GradStats of every .grad at the end of the step's last measured backward (probe step)
@@ -319,7 +330,7 @@ class Recorder:
         self._in_backward = False  # a grad hook of the running backward fired (its end-of-backward callback is queued)
         self._backward_seen = False  # a grad hook fired since the last step()
         self._hook_scale = None      # the loss scale at the step's first grad hook (the step's backward's)
-        self._grad_probes = {}       # grad_probe value -> probe steps read that way
+        self._grad_probes: Dict[str, int] = {}  # grad_probe value -> probe steps read that way
         self._steps_without_grads = 0
         self._warned_lost = self._warned_no_grads = False
         self._param_dtype = None     # decided on the first step()
@@ -372,7 +383,7 @@ class Recorder:
 
     # -- the loop's calls -----------------------------------------------------------------------------------------
 
-    def after_backward(self):
+    def after_backward(self) -> None:
         """Optional: probe every .grad now, in place of the end-of-backward reading, for this step. Only for a loop
         that sets .grad without backward or changes .grad between backward and unscale_ (divides it, all-reduces it
         itself); call it after the last backward (and that change) and before unscale_ / clipping. The norm is
@@ -385,7 +396,7 @@ class Recorder:
                 stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
             self._ab_stats = stats if stats.numel else None  # no grad at all: the hooks' or step()'s reading stands
 
-    def step(self, loss, eval_loss=None):
+    def step(self, loss: Union[torch.Tensor, float], eval_loss: Optional[float] = None) -> None:
         """Once per optimizer step, after optimizer.step() / scaler.step() (and scaler.update()), before the next
         backward; before or after optimizer.zero_grad() and scheduler.step()."""
         if not self.recording:
@@ -457,7 +468,7 @@ class Recorder:
             if self._under_plan.exit_at_max_steps:
                 raise SystemExit(0)  # a plain loop: the run is recorded and complete; the script ends here
 
-    def _judge_now(self):
+    def _judge_now(self) -> None:
         """The live guard's judged step: the file written (unless this step's snapshot just was) and judged; a verdict
         in stop_on ends the recording (status `interrupted`), judges the file once more and raises GuardStop where
         stop_raises (a plain loop; the integrations stop their trainer instead)."""
@@ -469,7 +480,7 @@ class Recorder:
         self.guard.judge(self.path)
         self._agree_on_stop()
 
-    def _agree_on_stop(self):
+    def _agree_on_stop(self) -> None:
         """Every rank learns whether any rank's guard stopped (one small collective, on judged steps only), so that all
         of them stop at the same step; then this rank's recording ends and GuardStop is raised where stop_raises."""
         stopped = self.guard.stopped
@@ -485,11 +496,11 @@ class Recorder:
         if self.recording and not self._closed:
             self._finish(None, status="interrupted",
                          note=f"stopped by the live guard after {len(self.rows)} step(s): judged {stopped.verdict}")
-            self.guard.final = self.guard.judge(self.path)  # the file as written, judged
+            self.guard.judge_final(self.path)  # the file as written, judged
         if self.stop_raises:
             raise GuardStop(self.path, getattr(self.guard, "final", None) or stopped)
 
-    def flush(self):
+    def flush(self) -> None:
         """Copy the pending steps to the host (one device->host copy; the only sync the recorder makes)."""
         if not self.recording or not self._pending:
             return
@@ -506,39 +517,40 @@ class Recorder:
             self.rows.append(r)
         self._pending.clear()
 
-    def close(self):
+    def close(self) -> None:
         """Write the file (status completed)."""
         self._finish(None)
 
-    def __enter__(self):
+    def __enter__(self) -> "Recorder":
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> bool:
         self._finish(exc)
         return False  # an exception goes on up: the recorder only records it
 
     # -- internals ------------------------------------------------------------------------------------------------
 
-    def _hdf5(self):
+    def _hdf5(self) -> bool:
         return not self.path.endswith(".jsonl")
 
-    def _scaler_on(self):
+    def _scaler_on(self) -> bool:
         return self.scaler is not None and self.scaler.is_enabled()
 
-    def _probe_step(self):
+    def _probe_step(self) -> bool:
         return self.probe_every > 0 and self._step % self.probe_every == 0
 
-    def _model_device(self):
+    def _model_device(self) -> torch.device:
         """The device of the model's first parameter now (a Trainer may have moved it after the Recorder was made)."""
         p = next(self.model.parameters(), None) if self.model is not None else None
         return p.device if p is not None else torch.device("cpu")
 
-    def _params(self):
+    def _params(self) -> List[torch.Tensor]:
         if self._param_list is None:  # the Parameter objects stay the same through .to() / .half()
             self._param_list = list(self.model.parameters())
         return [p.detach() for p in self._param_list]
 
-    def _current_scale(self):
+    def _current_scale(self) -> torch.Tensor:
         if not self._scaler_on():
             return torch.ones((), dtype=torch.float64)
         s = getattr(self.scaler, "_scale", None)  # the device tensor GradScaler keeps (created on first scale())
@@ -546,7 +558,7 @@ class Recorder:
             return torch.tensor(float(getattr(self.scaler, "_init_scale", self.scaler.get_scale())), dtype=torch.float64)
         return s.detach().clone().reshape(())
 
-    def _pre_step(self, optimizer, args, kwargs):  # optimizer step pre-hook: the step is taken (not skipped)
+    def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:  # optimizer step pre-hook: the step is taken (not skipped)
         self._stepped = True
         self._lr = float(optimizer.param_groups[0]["lr"])
         found_inf = getattr(optimizer, "found_inf", None)  # GradScaler.step sets it for a fused optimizer
@@ -562,7 +574,7 @@ class Recorder:
                     torch._foreach_copy_(self._buffers, params)
                 self._snapshot = self._buffers
 
-    def _on_grad(self, param):  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
+    def _on_grad(self, param: torch.Tensor) -> None:  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
         if self._in_backward:  # (every parameter's hook after the backward's first: nothing to do)
             return
         self._in_backward = True
@@ -573,12 +585,12 @@ class Recorder:
                 self._hook_scale = self._current_scale()
         _queue_callback(self._on_backward_end)
 
-    def _on_backward_end(self):  # autograd's final callback of a backward that reached the model
+    def _on_backward_end(self) -> None:  # autograd's final callback of a backward that reached the model
         self._in_backward = False
         # once more, so that it runs after the callbacks queued later in this backward (DDP's all-reduce finalize)
         _queue_callback(self._measure_backward)
 
-    def _measure_backward(self):
+    def _measure_backward(self) -> None:
         """At the end of a backward on a probe step: every .grad measured in one batch (_grad_stats), if this may be
         the step's last backward (as many passes as the previous step had); else each grad's identity and version are
         kept, for step() to read it if nothing changes it meanwhile (a later backward replaces them anyway)."""
@@ -593,7 +605,7 @@ class Recorder:
             self._deferred = [(i, weakref.ref(g), g._version) for i, g in grads]
             self._hooked = None
 
-    def _on_forward(self, module, args):  # forward pre-hook: the autocast state of the first (training) forward
+    def _on_forward(self, module: torch.nn.Module, args: Any) -> None:  # forward pre-hook: the autocast state of the first (training) forward
         self._forwards += 1
         training = torch.is_grad_enabled()
         if self._autocast is None or (training and not self._autocast[1]):
@@ -603,7 +615,7 @@ class Recorder:
             for h in self._forward_hook:
                 h.remove()
 
-    def _step_grad_stats(self, dev):
+    def _step_grad_stats(self, dev: torch.device) -> Optional[List[torch.Tensor]]:
         """The step's grad columns as 0-d float64 tensors on dev, or None (no gradient to read: warned, counted)."""
         lost = False
         if self._ab_stats is not None:
@@ -649,13 +661,13 @@ class Recorder:
         zero = n - nonzero
         return [sumsq.sqrt(), zero / n, (below_tiny - zero) / n, (n - finite) / n]
 
-    def _dtypes(self):
+    def _dtypes(self) -> str:
         return ",".join(sorted({str(p.dtype).replace("torch.", "") for p in self._param_list})) or "none"
 
-    def _mark_cpu(self):
+    def _mark_cpu(self) -> Tuple[Any, ...]:
         return ("cpu", time.perf_counter())
 
-    def _mark(self):
+    def _mark(self) -> Tuple[Any, ...]:
         if self._cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
@@ -665,13 +677,13 @@ class Recorder:
         return self._mark_cpu()
 
     @staticmethod
-    def _elapsed_ms(a, b):
+    def _elapsed_ms(a: Tuple[Any, ...], b: Tuple[Any, ...]) -> float:
         if b[0] == "cpu" or a[0] == "cpu":
             return (b[-1] - a[-1]) * 1e3 if b[-1] is not None and a[-1] is not None else math.nan
         b[1].synchronize()
         return a[1].elapsed_time(b[1])
 
-    def _snapshot_if_due(self):
+    def _snapshot_if_due(self) -> None:
         """Crash safety: every snapshot_every recorded steps, the file is rewritten (atomically: a temporary file, then
         a rename) with every step so far and status `running` — so a run killed outright (SIGKILL, the OOM killer)
         leaves a readable file up to its last snapshot, which `ampcheck judge` judges as a partial run."""
@@ -680,7 +692,7 @@ class Recorder:
                               self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"))
             self._snapshot_rows = len(self.rows)
 
-    def _finish(self, exc, status=None, note=None):
+    def _finish(self, exc: Optional[BaseException], status: Optional[str] = None, note: Optional[str] = None) -> None:
         if self._closed or not self.recording:
             return
         self._closed = True
@@ -706,7 +718,7 @@ class Recorder:
             attrs["failed_step"] = str(len(self.rows))
         _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured], attrs)
 
-    def _attributes(self, status, exc, note):
+    def _attributes(self, status: str, exc: Optional[BaseException], note: Optional[str]) -> Dict[str, str]:
         attrs = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "recorder": "ampcheck_recorder 1",
             "status": status,
@@ -744,7 +756,7 @@ class Recorder:
         return attrs
 
 
-def nudge_ulp(model, direction=+1):
+def nudge_ulp(model: Union[torch.nn.Module, Iterable[torch.Tensor]], direction: int = +1) -> None:
     """Move every floating parameter of `model` (a Module, or an iterable of tensors) one ulp up (direction=+1) or
     down (-1), in place, without grad: torch.nextafter towards +inf / -inf. For the noise runs `ampcheck reference`
     takes: make the FP32 run again with nudged initial weights and record it with perturbation="ulp".
@@ -761,7 +773,7 @@ def nudge_ulp(model, direction=+1):
                 p.copy_(torch.nextafter(p, torch.tensor(math.inf * direction, dtype=p.dtype, device=p.device)))
 
 
-_FINFO = {}
+_FINFO: Dict[torch.dtype, torch.finfo] = {}
 _CONCAT_BELOW = {"cuda": 1 << 24}  # grads smaller than this (elements) are concatenated and counted together; CPU:
 _CONCAT_BELOW_OTHER = 1 << 16      # copying large grads costs more than the per-tensor ops it saves (a GPU: the launches)
 
@@ -773,11 +785,11 @@ class _GradStats:
     comparisons."""
     __slots__ = ("sumsq", "counts", "numel")
 
-    def __init__(self, sumsq, counts, numel):
+    def __init__(self, sumsq: torch.Tensor, counts: torch.Tensor, numel: int) -> None:
         self.sumsq, self.counts, self.numel = sumsq, counts, numel
 
 
-def _grad_stats(grads):
+def _grad_stats(grads: Sequence[torch.Tensor]) -> _GradStats:
     """Statistics of every grad in `grads` (_GradStats, on the first grad's device) in a few fused ops whatever the
     number of parameters: the norms by torch._foreach_norm per (device, dtype), the counts over the small grads
     concatenated (large ones alone). Sparse grads (nn.Embedding(sparse=True)) count their implicit zeros."""
@@ -814,13 +826,13 @@ def _grad_stats(grads):
     return _GradStats(sumsq, torch.stack(counts).sum(0), numel)
 
 
-def _queue_callback(callback):
+def _queue_callback(callback: Callable[[], None]) -> None:
     """Run `callback` at the end of the running backward (autograd's final callbacks; the engine runs those queued
     by a callback too, after the others)."""
     torch.autograd.Variable._execution_engine.queue_callback(callback)
 
 
-def rank_and_world():
+def rank_and_world() -> Tuple[int, int]:
     """(rank, world size) of this process: torch.distributed's once initialized, else the launcher's RANK and
     WORLD_SIZE (torchrun, accelerate launch set them before the process group exists); (0, 1) alone."""
     dist = getattr(torch, "distributed", None)
@@ -832,7 +844,7 @@ def rank_and_world():
         return 0, 1
 
 
-def rank_path(path, rank):
+def rank_path(path: str, rank: int) -> str:
     """`runs/fp16.h5` -> `runs/fp16.rank1.h5`: a per-rank file's name."""
     for ext in (".hdf5", ".h5", ".jsonl"):
         if path.endswith(ext):
@@ -840,7 +852,7 @@ def rank_path(path, rank):
     return f"{path}.rank{rank}"
 
 
-def _autocast_dtype(device_type):
+def _autocast_dtype(device_type: str) -> str:
     try:
         on, dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
     except (TypeError, RuntimeError, AttributeError):  # older torch: the per-device functions
@@ -853,18 +865,18 @@ def _autocast_dtype(device_type):
     return str(dtype).replace("torch.", "") if on else "none"
 
 
-def _norm(tensors):
+def _norm(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack(torch._foreach_norm([t.float() for t in tensors])).double())
 
 
-def _error_text(exc):
+def _error_text(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, KeyError):  # str(KeyError('x')) is "'x'"
         text = repr(exc)
     return text.split("\n\n")[0] if text else type(exc).__name__
 
 
-def _device_attributes(cuda):
+def _device_attributes(cuda: bool) -> Dict[str, str]:
     if cuda:
         major, minor = torch.cuda.get_device_capability()
         return {"device_name": torch.cuda.get_device_name(), "device_class": f"cuda-sm{major}{minor}",
@@ -872,7 +884,7 @@ def _device_attributes(cuda):
     return {"device_name": platform.processor() or platform.machine(), "device_class": "cpu"}
 
 
-def _write_atomically(path, rows, columns, attrs):
+def _write_atomically(path: str, rows: List[Dict[str, float]], columns: List[str], attrs: Dict[str, str]) -> None:
     _writing[0] += 1
     try:
         _write_atomically_now(path, rows, columns, attrs)
@@ -883,7 +895,8 @@ def _write_atomically(path, rows, columns, attrs):
         _on_sigterm(signum, None)
 
 
-def _write_atomically_now(path, rows, columns, attrs):
+def _write_atomically_now(path: str, rows: List[Dict[str, float]], columns: List[str],
+                          attrs: Dict[str, str]) -> None:
     tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp-{os.getpid()}")
     try:
         if path.endswith(".jsonl"):

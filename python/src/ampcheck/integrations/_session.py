@@ -4,7 +4,9 @@ step. Under a sweep plan (AMPCHECK_PLAN) the integration applies the plan throug
 Recorder what it applied (`UnderPlan`); the Recorder then records where the plan says, with the plan's attributes."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
 
 from ampcheck.guard import check_arguments
 from ampcheck.plan import Plan, current_plan
@@ -19,7 +21,7 @@ class RecordingSession:
                  probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
                  snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
                  skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
-                 stop_on: Sequence[str] = (), per_rank: bool = False, stop_raises: bool = False):
+                 stop_on: Sequence[str] = (), per_rank: bool = False, stop_raises: bool = False) -> None:
         self.path, self.attributes, self.probe_every, self.overwrite = path, dict(attributes or {}), probe_every, overwrite
         # the live guard (ampcheck/guard.py) and the ranks that record (rank 0, or each rank its own file: per_rank)
         self.reference, self.judge_every, self.stop_on = reference, judge_every, tuple(stop_on)
@@ -55,7 +57,8 @@ class RecordingSession:
             return self.under_plan.planned_skips()
         return self._skipper.planned_skips if self._skipper is not None else []
 
-    def start(self, model, optimizer, scaler, mixed_precision: Optional[str], strategy: str,
+    def start(self, model: torch.nn.Module, optimizer: Any, scaler: Optional[torch.amp.GradScaler],
+              mixed_precision: Optional[str], strategy: str,
               autocast_active: Optional[bool] = None) -> Recorder:
         """The Recorder (`optimizer` may be a framework's wrapper: the Recorder unwraps it and names it), then preflight."""
         attrs = {"strategy": strategy}
