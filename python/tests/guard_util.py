@@ -51,12 +51,12 @@ def ampcheck(*args):
     return subprocess.run([binary] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def make_reference(out, steps):
-    """OUT/reference.h5 from the FP32 loop and its seed and data-order noise runs."""
-    train(f"{out}/fp32.h5", steps)
-    train(f"{out}/fp32-seed.h5", steps, seed=1, perturbation="seed")
-    train(f"{out}/fp32-order.h5", steps, data_seed=2, perturbation="order")
-    r = ampcheck("reference", f"{out}/fp32.h5", "--spread", f"{out}/fp32-seed.h5", f"{out}/fp32-order.h5",
-                 "--out", f"{out}/reference.h5")
+def make_reference(out, steps, seed=0, data_seed=1, name="reference"):
+    """OUT/NAME.h5 from the FP32 loop (seed, data_seed) and its seed and data-order noise runs."""
+    train(f"{out}/{name}-fp32.h5", steps, seed=seed, data_seed=data_seed)
+    train(f"{out}/{name}-seed.h5", steps, seed=seed + 1, data_seed=data_seed, perturbation="seed")
+    train(f"{out}/{name}-order.h5", steps, seed=seed, data_seed=data_seed + 1, perturbation="order")
+    r = ampcheck("reference", f"{out}/{name}-fp32.h5", "--spread", f"{out}/{name}-seed.h5", f"{out}/{name}-order.h5",
+                 "--out", f"{out}/{name}.h5")
     assert r.returncode == 0, r.stdout
-    return f"{out}/reference.h5"
+    return f"{out}/{name}.h5"
