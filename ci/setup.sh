@@ -4,15 +4,15 @@
 # Idempotent: each step checks before it installs. Run as root (or with sudo available).
 # --with-browser also installs Debian's chromium, which the test of report.html (cpu.report_browser) drives headless;
 # --with-python-tests the Python package's pinned test dependencies (python/pyproject.toml [test]: pytest and the real
-# transformers / accelerate / lightning the integrations are tested against) and wheel (pip installs ./python
-# without a download); --with-sanitizers Debian's clang and its sanitizer / libFuzzer runtimes (the `sanitize` and `tsan`
+# transformers / accelerate / lightning the integrations are tested against), wheel and scikit-build-core (the package's
+# build backend: `pip install --no-build-isolation ./python` compiles the C++ core without a download); --with-sanitizers Debian's clang and its sanitizer / libFuzzer runtimes (the `sanitize` and `tsan`
 # presets of CMakePresets.json).
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
 DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git clang-format
   libhdf5-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgloo-dev
-  python3-pip)
+  python3-pip python3-dev)  # python3-dev: Python.h for the extension module ampcheck._native
 WITH_PY_TESTS=0
 for arg in "$@"; do
   case "$arg" in
@@ -22,8 +22,8 @@ for arg in "$@"; do
     *) echo "ci/setup.sh: unknown option '$arg' (known: --with-browser --with-python-tests --with-sanitizers)" >&2; exit 2 ;;
   esac
 done
-PY_TEST_PACKAGES=(pytest==9.2.0 transformers==5.25.0 accelerate==1.16.0 lightning==2.6.6 wheel==0.45.1 mypy==2.4.1
-                  ruff==0.17.5)
+PY_TEST_PACKAGES=(pytest==9.2.0 transformers==5.25.0 accelerate==1.16.0 lightning==2.6.6 wheel==0.45.1
+  scikit-build-core==1.1.2 mypy==2.4.1 ruff==0.17.5)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -57,10 +57,11 @@ fi
 # h5py: the recorder, the tests' HDF5 checks; pyyaml: scenarios/sensitivity/generate.py, the CI recipe's test
 $PY -c 'import numpy, h5py, yaml' 2>/dev/null || $PY -m pip install -q "${extra[@]}" numpy h5py pyyaml
 if [ "$WITH_PY_TESTS" = 1 ]; then
-  if ! $PY -c 'import pytest, transformers, accelerate, lightning, wheel, mypy, ruff, sys
+  if ! $PY -c 'import pytest, transformers, accelerate, lightning, wheel, scikit_build_core, mypy, ruff, sys
 from importlib.metadata import version as v
-have = tuple(v(p) for p in ("pytest", "transformers", "accelerate", "lightning", "wheel", "mypy", "ruff"))
-sys.exit(0 if have == ("9.2.0", "5.25.0", "1.16.0", "2.6.6", "0.45.1", "2.4.1", "0.17.5") else 1)' 2>/dev/null; then
+have = tuple(v(p) for p in ("pytest", "transformers", "accelerate", "lightning", "wheel", "scikit-build-core", "mypy",
+                            "ruff"))
+sys.exit(0 if have == ("9.2.0", "5.25.0", "1.16.0", "2.6.6", "0.45.1", "1.1.2", "2.4.1", "0.17.5") else 1)' 2>/dev/null; then
     echo "[setup] pip install ${PY_TEST_PACKAGES[*]}"
     $PY -m pip install -q "${extra[@]}" "${PY_TEST_PACKAGES[@]}"
   else

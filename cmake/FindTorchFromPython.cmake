@@ -1,8 +1,10 @@
 # Points CMake at the LibTorch that ships inside the Python torch package, unless Torch_DIR is already set.
-# Python: $AMPCHECK_PYTHON, else python3.
+# Python: $AMPCHECK_PYTHON, else the Python a package build names (scikit-build-core: Python_EXECUTABLE), else python3.
 if(NOT Torch_DIR AND NOT DEFINED ENV{Torch_DIR})
   if(DEFINED ENV{AMPCHECK_PYTHON})
     set(_py $ENV{AMPCHECK_PYTHON})
+  elseif(Python_EXECUTABLE)
+    set(_py ${Python_EXECUTABLE})
   else()
     find_program(_py NAMES python3 REQUIRED)
   endif()

@@ -47,6 +47,7 @@ struct CommandLine::State {
   DoctorOptions doctor_opts;
   std::vector<std::string> judge_runs;
   std::string judge_reference, judge_expect, judge_strategy;
+  int64_t judge_first_steps = 0;
   std::string ref_run, ref_out;
   std::vector<std::string> ref_spread;
   bool ref_force = false;
@@ -201,6 +202,8 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.judge->add_option("--strategy", s.judge_strategy,
                       "the strategy family shown for every run (default: the run's 'strategy' attribute)");
   s.judge->add_flag("--strict", run_opts.strict, "warnings fail (as for check)");
+  s.number(s.judge, "--first-steps", s.judge_first_steps,
+           "judge only each run's first N steps, as a partial run (what ampcheck.judge(steps=N) does)", 1, kMaxSteps);
   s.judge
       ->add_option("--tolerance", run_opts.tolerance,
                    "KEY=VALUE: a verdict constant other than the calibrated default (k, window, ratio_floor, "
@@ -317,7 +320,7 @@ int CommandLine::run(std::ostream& err) {
     if (*s.doctor) return cmd_doctor(s.doctor_device, s.doctor_json, s.doctor_opts);
     if (*s.judge)
       return cmd_judge({s.judge_runs, s.judge_reference, s.judge_expect, s.judge_strategy,
-                        parse_tolerance_overrides(run_opts_.tolerance)},
+                        parse_tolerance_overrides(run_opts_.tolerance), s.judge_first_steps},
                        run_opts_);
     if (*s.sweep) {
       std::stringstream list(s.sweep_strategies);

@@ -81,19 +81,42 @@ struct Input {
   std::string partial;  // "" or why the run has fewer steps than the reference
 };
 
-Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref, const std::string& reference_path) {
+// Only the run's first `n` steps (its per-step FP8 probes and digests too).
+void keep_first_steps(trajectory::Trajectory& t, int64_t n) {
+  const auto cut = [keep = static_cast<size_t>(n)](auto& per_step) {
+    per_step.resize(std::min(per_step.size(), keep));
+  };
+  cut(t.rows);
+  cut(t.fp8.saturated);
+  cut(t.fp8.flushed);
+  cut(t.fp8.scale);
+  cut(t.digests.params);
+  cut(t.digests.grads);
+}
+
+Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref, const std::string& reference_path,
+                 int64_t first_steps) {
   Input in{path, "", reference::read_external_run(path), ""};
-  const int64_t steps = in.file.trajectory.size(), ref_steps = ref.trajectory.size();
+  const int64_t recorded = in.file.trajectory.size();
   in.status = attr(in.file, "status", "completed");
   if (in.status != "completed" && in.status != "nonfinite" && in.status != "error" && in.status != "running" &&
       in.status != "interrupted")
     throw std::runtime_error(path + ": attribute 'status' is '" + in.status +
                              "', expected completed, nonfinite, error, running or interrupted");
+  // the first steps of a longer run (the live guard judging a run in progress): whatever the run did after them is
+  // not this judgement's; judged as a partial run
+  if (first_steps > 0 && recorded > first_steps) {
+    keep_first_steps(in.file.trajectory, first_steps);
+    in.partial = "its first " + steps_text(first_steps) + " of the " + steps_text(recorded) + " steps recorded";
+    in.status = "running";
+  }
+  const int64_t steps = in.file.trajectory.size(), ref_steps = ref.trajectory.size();
   // a partial run: the recorder's last snapshot of a run that was killed (running) or stopped by SIGTERM
   // (interrupted) — judged on the steps it has, against the reference's first as many, and said so
   if (in.status == "running" || in.status == "interrupted") {
-    in.partial = in.status == "running" ? "the run's last snapshot (status running: killed, or still going)"
-                                        : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
+    if (in.partial.empty())
+      in.partial = in.status == "running" ? "the run's last snapshot (status running: killed, or still going)"
+                                          : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
     if (steps > ref_steps)
       throw std::runtime_error(path + ": " + steps_text(steps) + " steps, more than the " + steps_text(ref_steps) +
                                " of the reference " + reference_path);
@@ -116,7 +139,7 @@ Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref,
 std::vector<Input> read_inputs(const JudgeInputs& j, const trajectory::TrajectoryFile& ref) {
   std::vector<Input> inputs;
   for (const auto& path : j.runs) try {
-      Input in = read_input(path, ref, j.reference);
+      Input in = read_input(path, ref, j.reference, j.first_steps);
       for (const auto& other : inputs)
         if (file_stem(other.path) == file_stem(path))
           throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
@@ -157,7 +180,7 @@ std::string not_recorded(const Input& in) {
   return m.empty() || in.status != "completed" || !in.partial.empty() ? "" : " (not recorded, not judged: " + m + ")";
 }
 
-// One run judged (judge_run): its row, and its annotated trajectory file in the staging directory.
+// One run judged (judge_run): its row, and its annotated trajectory file in the staging directory (none if empty).
 report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const trajectory::TrajectoryFile& ref,
                                   const std::string& default_device_class, const std::string& staging, bool strict) {
   const trajectory::TrajectoryFile& run = in.file;
@@ -215,7 +238,7 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
       spread_it != ref.series.end() ? spread_it->second : std::vector<double>(ref.trajectory.rows.size(), 0.0);
   spread.resize(std::min(spread.size(), ref_t.rows.size()));
   add_verdict_series(tf, judged.verdict, ref_t, spread);
-  trajectory::write_trajectory(staging + "/" + row.trajectory_file, tf, true);
+  if (!staging.empty()) trajectory::write_trajectory(staging + "/" + row.trajectory_file, tf, true);
   return row;
 }
 
@@ -225,21 +248,26 @@ report::ScenarioSummary judge_recording(const std::string& path, const trajector
                                         const std::string& reference_path, const JudgeInputs& j,
                                         const std::string& out_dir, bool strict) {
   try {
-    const Input in = read_input(path, ref, reference_path);
+    const Input in = read_input(path, ref, reference_path, j.first_steps);
     return judge_one(in, j, ref, attr(ref, "device_class", "external"), out_dir, strict);
   } catch (const std::exception& e) {
     rethrow_naming(path, e);
   }
 }
 
+trajectory::TrajectoryFile read_reference(const std::string& path) {
+  trajectory::TrajectoryFile ref = trajectory::read_trajectory_contained(path);
+  if (ref.noise_runs.empty())
+    throw std::runtime_error(path +
+                             ": the reference has no noise runs. HINT: build it with `ampcheck "
+                             "reference FP32_RUN --spread RUN...` (or `ampcheck record` for ampcheck's own scenarios)");
+  return ref;
+}
+
 SuiteResult judge_runs(const JudgeInputs& j, const RunOptions& opts, std::ostream& log) {
   // 1. read and check every input before anything is written: a file that does not follow the format, a run of
   //    another training (provenance, step count) or existing reports without --force end the command here.
-  const trajectory::TrajectoryFile ref = trajectory::read_trajectory_contained(j.reference);
-  if (ref.noise_runs.empty())
-    throw std::runtime_error(j.reference +
-                             ": the reference has no noise runs. HINT: build it with `ampcheck "
-                             "reference FP32_RUN --spread RUN...` (or `ampcheck record` for ampcheck's own scenarios)");
+  const trajectory::TrajectoryFile ref = read_reference(j.reference);
   const std::vector<Input> inputs = read_inputs(j, ref);
   check_run_directory_replaceable(opts);  // before anything is judged or written
   // 2. judge each run and write its annotated trajectory, then the reports

@@ -50,6 +50,7 @@ struct JudgeInputs {
   std::string expect;            // --expect: every run's expected verdict ("" = each file's own `expect`, else tracks)
   std::string strategy;          // --strategy: the strategy every run claims ("" = each file's own)
   verdict::Tolerance tolerance;  // with --tolerance's overrides applied
+  int64_t first_steps = 0;       // > 0: only each run's first steps, judged as a partial run (ampcheck.judge(steps=N))
 };
 
 // `ampcheck reference`'s inputs: the user's FP32 run and the runs that measure FP32's own spread.

@@ -1,20 +1,19 @@
 """The `ampcheck` console command of the Python package: runs ampcheck's C++ command-line tool (judge, reference,
-check, validate, ...), which it finds as, in order,
+check, validate, sweep, ...), which it finds as, in order,
 
-  1. $AMPCHECK_BIN;
-  2. the build of the checkout the package is imported from (<source>/build/ampcheck: an editable install, or
+  1. $AMPCHECK_BIN, when set;
+  2. the tool installed with this package (ampcheck/bin/ampcheck: `pip install ./python` compiles it);
+  3. the build of the source checkout the package is imported from (<source>/build/ampcheck: an editable install, or
      PYTHONPATH=<source>/python/src);
-  3. another `ampcheck` executable on PATH (not this script).
-
-The tool is built once from the repository (`bash ci/build.sh`: LibTorch comes from the torch wheel already installed,
-nothing else is downloaded); `pip install ./python` then makes `ampcheck judge ...` work from any directory.
+  4. another `ampcheck` executable on PATH (not this script).
 """
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from typing import List, Optional
+from typing import List, Optional, Tuple
+
+from ampcheck._loader import checkout_build_dir
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -28,34 +27,61 @@ def _is_this_script(path: str) -> bool:
     return head.startswith(b"#!") and b"ampcheck.cli" in head
 
 
-def candidates() -> List[str]:
-    out = []
-    if os.environ.get("AMPCHECK_BIN"):
-        out.append(os.environ["AMPCHECK_BIN"])
-    src = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))  # imported from <source>/python/src/ampcheck
-    out.append(os.path.join(src, os.environ.get("BUILD_DIR", "build"), "ampcheck"))
+def _runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK) and not _is_this_script(path)
+
+
+def places() -> List[Tuple[str, Optional[str]]]:
+    """Where the tool is looked for, in order: (what the place is, in words; the path there, or None)."""
+    out: List[Tuple[str, Optional[str]]] = [
+        ("$AMPCHECK_BIN", os.environ.get("AMPCHECK_BIN") or None),
+        ("the tool installed with this package", os.path.join(_HERE, "bin", "ampcheck"))]
+    build = checkout_build_dir()
+    if build:
+        out.append(("the build of the source checkout", os.path.join(build, "ampcheck")))
+    on_path = None
     for d in os.environ.get("PATH", "").split(os.pathsep):
         p = os.path.join(d, "ampcheck")
-        if os.path.isfile(p) and os.access(p, os.X_OK) and not _is_this_script(p):
-            out.append(p)
+        if d and _runnable(p):
+            on_path = p
+            break
+    out.append(("an `ampcheck` executable on PATH", on_path))
     return out
+
+
+def candidates() -> List[str]:
+    return [p for _, p in places() if p]
 
 
 def find_binary() -> Optional[str]:
     for p in candidates():
-        if os.path.isfile(p) and os.access(p, os.X_OK) and not _is_this_script(p):
+        if _runnable(p):
             return p
     return None
+
+
+def not_found_message() -> str:
+    lines = ["ampcheck: the ampcheck command-line tool (the C++ program this command runs) was not found. Looked for:"]
+    for i, (what, path) in enumerate(places(), 1):
+        if what == "$AMPCHECK_BIN":
+            state = f"{path} — not an executable file" if path else "not set"
+        elif what.startswith("an `ampcheck`"):
+            state = "none (only this Python command)"
+        else:
+            state = f"{path} — not there"
+        lines.append(f"  {i}. {what}: {state}")
+    lines.append("HINT: this package was installed without its native core. Reinstall it from the ampcheck checkout "
+                 "with `pip install --no-build-isolation ./python` (it compiles the tool; needs CMake, a C++17 "
+                 "compiler and the libraries ci/setup.sh installs), or build the checkout with `bash ci/build.sh`, "
+                 "or point AMPCHECK_BIN at an ampcheck executable.")
+    return "\n".join(lines)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     binary = find_binary()
     if binary is None:
-        print("ampcheck: the command-line tool is not built or not found (looked at: "
-              + ", ".join(candidates() or ["$AMPCHECK_BIN unset, nothing on PATH"]) + "). HINT: build it in the "
-              "ampcheck source tree with `bash ci/build.sh` (LibTorch from the installed torch wheel), then set "
-              "AMPCHECK_BIN=<source>/build/ampcheck or put it on PATH", file=sys.stderr)
+        print(not_found_message(), file=sys.stderr)
         return 2
     os.execv(binary, [binary] + list(argv))
     return 2  # not reached

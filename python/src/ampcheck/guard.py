@@ -80,9 +80,16 @@ class Guard:
         """Whether the guard judges after this many recorded steps."""
         return steps > 0 and steps % self.judge_every == 0
 
-    def judge(self, path: str) -> GuardJudgement:
-        """Judge the file at `path` now; a failure logged once per verdict; a verdict in stop_on remembered."""
-        j = self._judge(path, self.reference)
+    def judge(self, path: str) -> Optional[GuardJudgement]:
+        """Judge the file at `path` now; a failure logged once per verdict; a verdict in stop_on remembered. A judge
+        that fails (a reference of another training, a missing tool) is logged once and never stops the training."""
+        try:
+            j = self._judge(path, self.reference)
+        except Exception as e:  # noqa: BLE001 (the training goes on; the error is said once)
+            if "error" not in self._logged:
+                self._logged.add("error")
+                logger.warning("ampcheck: %s: the live guard could not judge the run: %s", path, e)
+            return None
         self.judgements.append(j)
         if not j.passed and j.verdict not in self._logged:
             self._logged.add(j.verdict)
