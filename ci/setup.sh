@@ -23,7 +23,7 @@ for arg in "$@"; do
   esac
 done
 PY_TEST_PACKAGES=(pytest==9.2.0 transformers==5.25.0 accelerate==1.16.0 lightning==2.6.6 wheel==0.45.1
-  scikit-build-core==1.1.2)
+  scikit-build-core==1.1.2 mypy==2.4.1 ruff==0.17.5)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -57,10 +57,11 @@ fi
 # h5py: the recorder, the tests' HDF5 checks; pyyaml: scenarios/sensitivity/generate.py, the CI recipe's test
 $PY -c 'import numpy, h5py, yaml' 2>/dev/null || $PY -m pip install -q "${extra[@]}" numpy h5py pyyaml
 if [ "$WITH_PY_TESTS" = 1 ]; then
-  if ! $PY -c 'import pytest, transformers, accelerate, lightning, wheel, scikit_build_core, sys
+  if ! $PY -c 'import pytest, transformers, accelerate, lightning, wheel, scikit_build_core, mypy, ruff, sys
 from importlib.metadata import version as v
-have = tuple(v(p) for p in ("pytest", "transformers", "accelerate", "lightning", "wheel", "scikit-build-core"))
-sys.exit(0 if have == ("9.2.0", "5.25.0", "1.16.0", "2.6.6", "0.45.1", "1.1.2") else 1)' 2>/dev/null; then
+have = tuple(v(p) for p in ("pytest", "transformers", "accelerate", "lightning", "wheel", "scikit-build-core", "mypy",
+                            "ruff"))
+sys.exit(0 if have == ("9.2.0", "5.25.0", "1.16.0", "2.6.6", "0.45.1", "1.1.2", "2.4.1", "0.17.5") else 1)' 2>/dev/null; then
     echo "[setup] pip install ${PY_TEST_PACKAGES[*]}"
     $PY -m pip install -q "${extra[@]}" "${PY_TEST_PACKAGES[@]}"
   else

@@ -39,10 +39,12 @@ def model(seed=1337, dtype=None):
 
 def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf16=False, half=False, bf16_pure=False,
         cpu_scaler=False, inf_at=None, perturbation=None, expect="tracks", raises=False, record=True,
-        probe_every=1, fail_at=None):
+        probe_every=1, fail_at=None, blow_at=None, guard=None):
     """Trains and records runs/<name>.h5; cpu_scaler: give accelerate a CPU GradScaler and fp16 autocast (on a CPU it
     makes none: fp16=True alone trains FP32), so the Trainer's GradScaler path runs; inf_at: an inf written into one
-    gradient after backward at that step (a scaler must skip it)."""
+    gradient after backward at that step (a scaler must skip it); blow_at: an fp16 blow-up planted at that step (the
+    first MLP's weights multiplied by 1e6: its fp16 activations overflow from then on); guard: the live guard's
+    arguments for the callback (reference=, judge_every=, stop_on=)."""
     m = model(seed, torch.bfloat16 if bf16_pure else None)
     if half:
         m = m.half()
@@ -53,7 +55,7 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
                              fp16=fp16, bf16=bf16, dataloader_num_workers=0, disable_tqdm=True)
     cb = AmpcheckCallback(os.path.join(out, name + ".h5"),
                           attributes={"run_key": "hf-tiny-gpt2", "expect": expect, "steps": steps},
-                          overwrite=True, probe_every=probe_every)
+                          overwrite=True, probe_every=probe_every, **(guard or {}))
     if perturbation:
         cb.attributes["perturbation"] = perturbation
     trainer = Trainer(model=m, args=args, train_dataset=Markov(), callbacks=[cb] if record else [])
@@ -81,6 +83,13 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
             def on_step_end(self, *a, **k):
                 step["n"] += 1
         trainer.add_callback(Count())
+    if blow_at is not None:
+        class Blow(TrainerCallback):
+            def on_step_begin(self, args, state, control, model=None, **k):
+                if state.global_step == blow_at:
+                    with torch.no_grad():
+                        model.transformer.h[0].mlp.c_fc.weight.mul_(1e6)
+        trainer.add_callback(Blow())
     if not record:
         trainer.train()
         return cb, "completed"

@@ -64,7 +64,7 @@ class RecorderTest(unittest.TestCase):
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
         expected = []
-        with Recorder(self.path, model, opt, scaler, attributes={"strategy": "test"}) as rec:
+        with Recorder(self.path, model, opt, scaler, attributes={"strategy": "test"}, probe_every=1) as rec:
             for step in range(5):
                 for g in opt.param_groups:
                     g["lr"] = 0.1 / (step + 1)
@@ -117,7 +117,7 @@ class RecorderTest(unittest.TestCase):
         model, x, y = model_and_data()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
-        with Recorder(self.path, model, opt, scaler) as rec:
+        with Recorder(self.path, model, opt, scaler, probe_every=1) as rec:
             opt.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
             scaler.scale(loss).backward()
@@ -141,7 +141,7 @@ class RecorderTest(unittest.TestCase):
         expected = []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with Recorder(self.path, model, opt) as rec:
+            with Recorder(self.path, model, opt, probe_every=1) as rec:
                 for _ in range(3):
                     loss = torch.nn.functional.mse_loss(model(x), y)
                     loss.backward()
@@ -167,7 +167,7 @@ class RecorderTest(unittest.TestCase):
         unclipped one (a bug that grows the grads must not be hidden by the clip)."""
         model, x, y = model_and_data()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        with Recorder(self.path, model, opt) as rec:
+        with Recorder(self.path, model, opt, probe_every=1) as rec:
             opt.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
@@ -188,7 +188,7 @@ class RecorderTest(unittest.TestCase):
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
         scaler = torch.amp.GradScaler("cpu", init_scale=512.0)
         expected = []
-        with Recorder(self.path, model, opt, scaler) as rec:
+        with Recorder(self.path, model, opt, scaler, probe_every=1) as rec:
             for _ in range(2):
                 for half in (slice(0, 16), slice(16, 32)):
                     loss = torch.nn.functional.mse_loss(model(x[half]), y[half])  # the bug: not / 2
@@ -220,7 +220,7 @@ class RecorderTest(unittest.TestCase):
         expected = []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with Recorder(self.path, model, opt) as rec:
+            with Recorder(self.path, model, opt, probe_every=1) as rec:
                 for step, micro in enumerate((2, 1, 3, 2, 2)):
                     for k in range(micro):
                         loss = torch.nn.functional.mse_loss(model(x[8 * k:8 * k + 8]), y[8 * k:8 * k + 8])
@@ -255,7 +255,7 @@ class RecorderTest(unittest.TestCase):
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
         n = sum(p.numel() for p in model.parameters())
-        with Recorder(self.path, model, opt, scaler) as rec:
+        with Recorder(self.path, model, opt, scaler, probe_every=1) as rec:
             for step in range(3):
                 handle = None
                 if step == 1:
@@ -295,7 +295,7 @@ class RecorderTest(unittest.TestCase):
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
         used = []
-        with Recorder(self.path, model, opt, scaler) as rec:
+        with Recorder(self.path, model, opt, scaler, probe_every=1) as rec:
             for step in range(3):
                 opt.zero_grad()
                 loss = torch.nn.functional.mse_loss(model(x), y)
@@ -317,7 +317,7 @@ class RecorderTest(unittest.TestCase):
         model, x, y = model_and_data()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         expected = []
-        with Recorder(self.path, model, opt) as rec:
+        with Recorder(self.path, model, opt, probe_every=1) as rec:
             for step in range(3):
                 opt.zero_grad(set_to_none=True)
                 if step == 0:
@@ -341,7 +341,7 @@ class RecorderTest(unittest.TestCase):
         model = torch.nn.Sequential(torch.nn.Embedding(20, 4, sparse=True), torch.nn.Flatten(), torch.nn.Linear(12, 1))
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         tokens, y = torch.randint(0, 20, (8, 3)), torch.randn(8, 1)
-        with Recorder(self.path, model, opt) as rec:
+        with Recorder(self.path, model, opt, probe_every=1) as rec:
             loss = torch.nn.functional.mse_loss(model(tokens), y)
             loss.backward()
             self.assertTrue(model[0].weight.grad.is_sparse)
@@ -392,7 +392,7 @@ class RecorderTest(unittest.TestCase):
 
     def _one_step(self, path, model, x, y, scaler=None, autocast=None, eval_first=False):
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        with Recorder(path, model, opt, scaler) as rec:
+        with Recorder(path, model, opt, scaler, probe_every=1) as rec:
             if eval_first:  # an eval forward, no grad, no autocast: the training forward decides
                 with torch.no_grad():
                     model(x)
@@ -466,7 +466,7 @@ class RecorderTest(unittest.TestCase):
         model, x, y = model_and_data()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
         scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-        with Recorder(self.path, model, opt, scaler) as rec:
+        with Recorder(self.path, model, opt, scaler, probe_every=1) as rec:
             for step in range(3):
                 opt.zero_grad()
                 loss = torch.nn.functional.mse_loss(model(x), y)
@@ -487,7 +487,7 @@ class RecorderTest(unittest.TestCase):
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         scaler = torch.amp.GradScaler("cpu")
         with self.assertRaisesRegex(ValueError, "Attempting to unscale FP16 gradients."):
-            with Recorder(self.path, model, opt, scaler) as rec:
+            with Recorder(self.path, model, opt, scaler, probe_every=1) as rec:
                 for _ in range(3):
                     opt.zero_grad()
                     loss = torch.nn.functional.mse_loss(model(x.half()).float(), y)

@@ -18,6 +18,7 @@ from ampcheck._version import __version__
 from ampcheck.api import (VERDICTS, AmpcheckError, Judgement, JudgementWarning, Reference, ReferenceInfo,
                           SignalComparison, SuiteResult, judge, load_reference, make_reference, native_available,
                           validate)
+from ampcheck.guard import GuardJudgement, GuardStop
 from ampcheck.noise import nudge_ulps, seed_everything
 from ampcheck.plan import Plan, PlanError, current_plan
 from ampcheck.preflight import PreflightFinding, preflight
@@ -27,4 +28,4 @@ __all__ = ["Recorder", "nudge_ulp", "nudge_ulps", "seed_everything", "preflight"
            "FORMAT", "FORMAT_VERSION", "PERTURBATIONS", "Plan", "PlanError", "current_plan", "__version__",
            "judge", "load_reference", "make_reference", "validate", "native_available", "Judgement",
            "JudgementWarning", "SignalComparison", "Reference", "ReferenceInfo", "SuiteResult", "AmpcheckError",
-           "VERDICTS"]
+           "VERDICTS", "GuardStop", "GuardJudgement"]

@@ -14,7 +14,7 @@ too (it is a non-finite value seen).
 from __future__ import annotations
 
 import functools
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 
@@ -22,7 +22,7 @@ from ampcheck.plan_hooks import _floating_tensors
 
 
 class NonfiniteTracker:
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
         self.names: List[str] = []
         self.handles = []
         owner = {}
@@ -39,14 +39,14 @@ class NonfiniteTracker:
         self._backward: List[Tuple[int, torch.Tensor]] = []
         self.first: Optional[Tuple[str, int, str]] = None    # (module, step, pass), once seen on the host
 
-    def _on_forward(self, idx, module, args, output):
+    def _on_forward(self, idx: int, module: torch.nn.Module, args: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
             return  # evaluation forwards are not the training's
         for t in _floating_tensors(output):
             if t.numel():
                 self._forward.append((idx, torch.isfinite(t.detach()).all().logical_not()))
 
-    def _on_grad(self, idx, param):
+    def _on_grad(self, idx: int, param: torch.Tensor) -> None:
         g = param.grad
         if g is not None and g.layout == torch.strided and g.numel():
             self._backward.append((idx, torch.isfinite(g).all().logical_not()))
@@ -83,7 +83,7 @@ class NonfiniteTracker:
         return {"first_nonfinite_module": module or "(the model)", "first_nonfinite_step": str(step),
                 "first_nonfinite_pass": pass_}
 
-    def remove(self):
+    def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 import random
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -98,7 +98,7 @@ def load_plan(path: str) -> Plan:
     if not isinstance(obj, dict):
         raise _error(path, "(top level)", "a JSON object", type(obj).__name__)
 
-    def field(name, kind, expected):
+    def field(name: str, kind: Any, expected: str) -> Any:
         if name not in obj:
             raise _error(path, name, f"{expected} (the key is missing)", None)
         value = obj[name]

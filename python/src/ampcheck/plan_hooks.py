@@ -20,14 +20,14 @@ Everything here is undone by `PlanHooks.remove()` except the parameters' dtype, 
 from __future__ import annotations
 
 import copy
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Optional
 
 import torch
 
 from ampcheck.plan import Plan
 
 
-def cast_floating(obj, dtype: torch.dtype):
+def cast_floating(obj: Any, dtype: torch.dtype) -> Any:
     """obj with every floating tensor in it (tuples, lists, dicts, ModelOutputs) cast to dtype."""
     if torch.is_tensor(obj):
         return obj.to(dtype) if obj.is_floating_point() and obj.dtype != dtype else obj
@@ -65,7 +65,7 @@ class BackwardHookScaler:
     grads_unscaled_in_backward = True
 
     def __init__(self, device: torch.device, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000):
+                 backoff_factor: float = 0.5, growth_interval: int = 2000) -> None:
         self._init_scale, self._growth_factor, self._backoff_factor = init_scale, growth_factor, backoff_factor
         self._growth_interval = growth_interval
         self._scale = torch.full((), init_scale, dtype=torch.float32, device=device)
@@ -106,7 +106,8 @@ class StepWrapper:
     """Replaces optimizer.step (an instance attribute: accelerate's, Lightning's and GradScaler's calls all reach it)
     to skip the first step (skip_first) and/or a step whose grads a BackwardHookScaler found non-finite."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, *, skip_first: bool, scaler: Optional[BackwardHookScaler]):
+    def __init__(self, optimizer: torch.optim.Optimizer, *, skip_first: bool,
+                 scaler: Optional[BackwardHookScaler]) -> None:
         self.optimizer, self.skip_first, self.scaler = optimizer, skip_first, scaler
         self.calls = 0
         self.planned_skips: List[int] = []  # step calls not taken because the plan / skip_first_step said so
@@ -114,7 +115,7 @@ class StepWrapper:
         self._original = optimizer.step
         optimizer.step = self._step
 
-    def _step(self, closure: Optional[Callable] = None, **kwargs):
+    def _step(self, closure: Optional[Callable[[], Any]] = None, **kwargs: Any) -> Any:
         call = self.calls
         self.calls += 1
         result = None
@@ -131,7 +132,7 @@ class StepWrapper:
         out = self._original(closure, **kwargs) if closure is not None else self._original(**kwargs)
         return result if out is None else out
 
-    def remove(self):
+    def remove(self) -> None:
         if self.optimizer.__dict__.get("step") == self._step:
             if self._inner is None:
                 del self.optimizer.step
@@ -143,10 +144,11 @@ class PlanHooks:
     """The plan applied to `model` (and `optimizer`) by hooks. autocast=False where a framework applies the autocast
     itself (the keep_fp32 hooks still go on); scaler: a BackwardHookScaler to install, or None."""
 
-    def __init__(self, plan: Plan, model: torch.nn.Module, optimizer=None, *, autocast: bool = True,
-                 param_dtype: bool = True, scaler: Optional[BackwardHookScaler] = None, skip_first: bool = False):
+    def __init__(self, plan: Plan, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
+                 autocast: bool = True, param_dtype: bool = True, scaler: Optional[BackwardHookScaler] = None,
+                 skip_first: bool = False) -> None:
         self.plan, self.model, self.scaler = plan, model, scaler
-        self.handles = []
+        self.handles: List[Any] = []
         self.step_wrapper: Optional[StepWrapper] = None
         prec = plan.precision
         self.model_dtype = prec.param_dtype if param_dtype else next(
@@ -177,7 +179,7 @@ class PlanHooks:
 
     # -- the model's autocast -----------------------------------------------------------------------------------------
 
-    def _enter_model(self, module, args, kwargs):
+    def _enter_model(self, module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
         if not self._autocast:
             return None
         dtype = self.plan.precision.autocast_dtype
@@ -188,7 +190,7 @@ class PlanHooks:
             return cast_floating(args, self.model_dtype), cast_floating(kwargs, self.model_dtype)
         return None
 
-    def _leave_model(self, out, autocast):
+    def _leave_model(self, out: Any, autocast: Any) -> Any:
         if autocast and self._autocast_stack:
             self._autocast_stack.pop().__exit__(None, None, None)
             if self.plan.precision.autocast_dtype is not None:
@@ -201,20 +203,20 @@ class PlanHooks:
 
     # -- keep_fp32 modules --------------------------------------------------------------------------------------------
 
-    def _enter_fp32(self, module, args, kwargs, stack):
+    def _enter_fp32(self, module: torch.nn.Module, args: Any, kwargs: Any, stack: List[Any]) -> Any:
         ctx = torch.autocast(_device_type(module), enabled=False)
         ctx.__enter__()
         stack.append(ctx)
         return cast_floating(args, torch.float32), cast_floating(kwargs, torch.float32)
 
-    def _leave_fp32(self, out, stack):
+    def _leave_fp32(self, out: Any, stack: List[Any]) -> Any:
         if stack:
             stack.pop().__exit__(None, None, None)
         if self.model_dtype != torch.float32:
             return cast_floating(out, self.model_dtype)
         return None
 
-    def remove(self):
+    def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []

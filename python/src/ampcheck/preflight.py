@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import torch
 
@@ -39,7 +39,7 @@ class PreflightFinding:
 class PreflightError(ValueError):
     """A setup that PyTorch will refuse; the message starts with PyTorch's own error text."""
 
-    def __init__(self, findings: List[PreflightFinding]):
+    def __init__(self, findings: List[PreflightFinding]) -> None:
         self.findings = findings
         super().__init__("\n".join(f.message for f in findings if f.severity == "error"))
 
@@ -47,13 +47,14 @@ class PreflightError(ValueError):
 _HALF_ULP = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}  # half an ulp, relative to the value
 
 
-def _unwrap(optimizer):
+def _unwrap(optimizer: Any) -> Any:
     """accelerate's AcceleratedOptimizer and Lightning's LightningOptimizer hold the torch optimizer."""
     from ampcheck.recorder import unwrap_optimizer
     return unwrap_optimizer(optimizer) if optimizer is not None else None
 
 
-def preflight(model: torch.nn.Module, optimizer=None, *, scaler=None, mixed_precision: Optional[str] = None,
+def preflight(model: torch.nn.Module, optimizer: Any = None, *, scaler: Optional[torch.amp.GradScaler] = None,
+              mixed_precision: Optional[str] = None,
               raise_on_error: bool = True, warn: bool = True,
               autocast_active: Optional[bool] = None) -> List[PreflightFinding]:
     """Checks the setup before training; mixed_precision: "fp16", "bf16" or None (what the run asks for);

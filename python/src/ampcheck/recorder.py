@@ -22,25 +22,26 @@ built by `ampcheck reference FP32_RUN --spread RUN...`. Depends on torch and (fo
             optimizer.zero_grad(set_to_none=True)
             rec.step(mean_loss)                  # once per optimizer step, before the next backward
 
-Where the calls go. The gradients are read by hooks (Tensor.register_post_accumulate_grad_hook on every parameter
-that requires grad, registered when the Recorder is made): on probe steps each backward leaves, per parameter, the
-statistics of its .grad right after backward accumulated into it, and a later micro-batch's backward replaces them —
-so step() sees the grads the optimizer steps with, before unscale_, clipping and zero_grad, divided by the loss scale
-the backward used. step() may therefore sit anywhere after the optimizer step of the iteration and before the next
-iteration's backward: before or after optimizer.zero_grad() (set_to_none or not), before or after the scheduler.
-Pass the GradScaler whenever one scales the loss: without it the recorder cannot divide the scaled grads by the scale.
-after_backward() is needed only where a loop sets .grad without backward, or changes .grad between backward and
-unscale_ (e.g. divides it by the accumulation steps itself), or runs under DistributedDataParallel (the hooks see each
-rank's own grads before the all-reduce): call it after the last backward (and that change, or the all-reduce) and
-before unscale_ / clipping; it reads every .grad then and takes precedence for that step. A parameter whose .grad
-was set without backward (no hook fired) and is not None at step() is read at step(), as it is then. Every backward
-through the model since the previous step() counts, a parameter's entry coming from the last one that reached it — so
-make the Recorder after a warm-up backward whose grads are thrown away, or call after_backward() in that step.
-To spare the earlier micro-batches, whose grads the next backward replaces, a hook measures only from the previous
-step's number of backward passes on (every pass on the first step); a step with fewer passes than the previous one is
-read at step() where its grads are unchanged since their last backward (same tensor, same version counter), else its
-grad columns are NaN (warned once, counted in steps_without_grads) — where the number of micro-batches varies and the
-loop unscales, clips or zeroes the grads before step(), call after_backward() after the last backward.
+Where the calls go. The gradients are read at the end of each backward through the model (a grad hook,
+Tensor.register_post_accumulate_grad_hook on every parameter that requires grad, queues an autograd final callback):
+on probe steps every .grad is measured then in one batch — the norms by torch._foreach_norm, the element counts over
+the small grads concatenated, on the grads' device, no host sync — and a later micro-batch's backward replaces the
+measurement, so step() sees the grads the optimizer steps with, before unscale_, clipping and zero_grad, divided by the
+loss scale the backward used. Under DistributedDataParallel the callback runs after DDP's own (its all-reduce), so the
+grads read are the all-reduced ones. step() may therefore sit anywhere after the optimizer step of the iteration and
+before the next iteration's backward: before or after optimizer.zero_grad() (set_to_none or not), before or after the
+scheduler. Pass the GradScaler whenever one scales the loss: without it the recorder cannot divide the scaled grads by
+the scale. after_backward() is needed only where a loop sets .grad without backward, or changes .grad between backward
+and unscale_ (e.g. divides it by the accumulation steps itself, or all-reduces it itself): call it after the last
+backward (and that change) and before unscale_ / clipping; it reads every .grad then and takes precedence for that
+step. Grads set without any backward through the model since the previous step() are read at step(), as they are then.
+Make the Recorder after a warm-up backward whose grads are thrown away, or call after_backward() in that step.
+To spare the earlier micro-batches, whose grads the next backward replaces, the end of a backward is measured only from
+the previous step's number of backward passes on (every pass on the first step); a step with fewer passes than the
+previous one is read at step() where its grads are unchanged since their last backward (same tensors, same version
+counters), else its grad columns are NaN (warned once, counted in steps_without_grads) — where the number of
+micro-batches varies and the loop unscales, clips or zeroes the grads before step(), call after_backward() after the
+last backward.
 
 What is recorded per step (the columns of ampcheck's own engine):
   loss                   the loss passed to step() (unscaled; averaged over micro-batches if you pass that)
@@ -59,16 +60,23 @@ What is recorded per step (the columns of ampcheck's own engine):
   eval_loss              step(loss, eval_loss=...) where given
 Columns the recorder could not measure (no model, no optimizer) are left out of the file, and `ampcheck judge` names
 them as not judged. Nothing forces a host sync per step: values stay on the loss's device and are copied to the host
-every `flush_every` steps. Grad and update probes run every `probe_every` steps (NaN between).
+every `flush_every` steps. Grad and update probes run every `probe_every` steps (NaN between; default 10: the
+default costs <= 2% of a GPU step, probe_every=1 where every step's grads are wanted — python/README.md, "Overhead").
 
 If a probe step finds no gradient at all (no backward through the model since the previous step(), no
 after_backward(), every .grad None) its grad columns are NaN, the file's attribute `steps_without_grads` counts it, and
 the first such step warns (warnings.warn, UserWarning): "ampcheck_recorder: step N: no gradients seen at step() ...".
 A step whose grads were changed before the hooks measured them (above) warns once "ampcheck_recorder: step N: this
 step ran fewer backward passes (micro-batches) than the previous one, ..." and is counted there too.
-Under torch.distributed with more than one process, the first step whose grads the hooks read warns too ("... the
-grads were read by the backward hooks, which see this rank's own grads, before DistributedDataParallel's all-reduce:
-call rec.after_backward() ...").
+
+Under torch.distributed (DDP, torchrun, accelerate launch: RANK / WORLD_SIZE) rank 0 records and the other ranks'
+Recorders record nothing (they count steps, for the live guard); per_rank=True: every rank records its own file,
+`runs/fp16.h5` -> `runs/fp16.rank<R>.h5`.
+
+The live guard (guard.py): reference="ref.h5" judges the partial run every judge_every steps (default 50) in-process
+against the reference's first steps; a failure is logged (logger `ampcheck`); a verdict in stop_on (e.g.
+("nonfinite", "diverges")) ends the recording (status `interrupted`, the file judged once more) and raises GuardStop
+from step() (stop_raises=False: the integrations stop their trainer instead). Nothing runs on the steps not judged.
 
 Root attributes the recorder adds (besides provenance):
   grad_probe             where the grads were read: `backward-hooks`, `after_backward` or `at_step` (several, most
@@ -110,8 +118,9 @@ re-raised), at interpreter exit after an uncaught exception (`error`), or at int
 as a partial run. An existing file is refused at construction unless overwrite=True.
 """
 
+from __future__ import annotations
+
 import atexit
-import functools
 import json
 import math
 import os
@@ -124,12 +133,16 @@ import warnings
 import weakref
 from datetime import datetime, timezone
 
+from types import FrameType, TracebackType
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
+
 import torch
 
+from ampcheck.guard import Guard, GuardStop, JudgeFunction
 from ampcheck.nonfinite import NonfiniteTracker
 from ampcheck.plan import current_plan, module_table
 from ampcheck.plan_hooks import StepWrapper
-from ampcheck.under_plan import PlanRefused, apply_to_loop
+from ampcheck.under_plan import PlanRefused, UnderPlan, apply_to_loop
 
 FORMAT = "ampcheck-trajectory"
 FORMAT_VERSION = "1"
@@ -140,14 +153,15 @@ _DEVICE_COLUMNS = ("loss", "grad_norm", "param_norm", "update_norm", "loss_scale
 _GRAD_COLUMNS = ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")
 GRAD_PROBES = ("backward-hooks", "after_backward", "at_step")  # the values of the attribute grad_probe (and `none`)
 PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the attribute perturbation
+DEFAULT_PROBE_EVERY = 10  # grads, update and parameter norms every 10th step: <= 2% of a GPU step (python/README.md)
 _FORWARDS_LOOKED_AT = 16  # the forward pre-hook looks at this many forwards at most, then removes itself
 
-_open_recorders = weakref.WeakSet()
-_uncaught = []
+_open_recorders: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+_uncaught: List[BaseException] = []
 _atexit_registered = False
 
 
-def _excepthook(exc_type, exc, tb):  # remember an uncaught exception for the recorders still open at exit
+def _excepthook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:  # remember an uncaught exception for the recorders still open at exit
     _uncaught.append(exc)
     _previous_excepthook(exc_type, exc, tb)
 
@@ -156,7 +170,7 @@ _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
 
 
-def unwrap_optimizer(optimizer):
+def unwrap_optimizer(optimizer: Any) -> Any:
     """The torch optimizer inside a framework's wrapper — accelerate's AcceleratedOptimizer (`.optimizer`, itself an
     Optimizer subclass whose hooks never fire), Lightning's LightningOptimizer (`._optimizer`) — or the optimizer."""
     for _ in range(4):
@@ -169,7 +183,7 @@ def unwrap_optimizer(optimizer):
     return optimizer
 
 
-def _close_open_recorders():  # registered on the first Recorder, after h5py's own exit handler (atexit is LIFO)
+def _close_open_recorders() -> None:  # registered on the first Recorder, after h5py's own exit handler (atexit is LIFO)
     for rec in list(_open_recorders):
         exc = _uncaught[-1] if _uncaught else None
         # no exception: the loop ended without close() — a completed run if its last step was recorded (step() ran
@@ -178,7 +192,7 @@ def _close_open_recorders():  # registered on the first Recorder, after h5py's o
                     f"closed at interpreter exit: Recorder.close() was not called; {rec._step} step(s) recorded")
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: Optional[FrameType]) -> None:
     """SIGTERM (a scheduler's preemption or time limit, `kill`): every open recorder writes what it has, status
     `interrupted`, then the previous handler runs (the default one ends the process with the signal)."""
     if _writing[0]:  # a file is being written (a snapshot): handle the signal right after it, not inside HDF5
@@ -198,12 +212,12 @@ def _on_sigterm(signum, frame):
         os.kill(os.getpid(), signum)
 
 
-_previous_sigterm = [None]
+_previous_sigterm: List[Any] = [None]
 _writing = [0]            # files being written now (a signal arriving then is handled after the write)
-_deferred_signal = [None]
+_deferred_signal: List[Optional[int]] = [None]
 
 
-def _install_sigterm():
+def _install_sigterm() -> None:
     """On the first Recorder made in the main thread: chain our SIGTERM handler in front of the current one."""
     if _previous_sigterm[0] is not None or threading.current_thread() is not threading.main_thread():
         return
@@ -215,10 +229,29 @@ def _install_sigterm():
 
 
 class Recorder:
-    def __init__(self, path, model=None, optimizer=None, scaler=None, *, attributes=None, probe_every=1,
-                 flush_every=50, overwrite=False, perturbation=None, snapshot_every=None, skip_first_step=False,
-                 track_nonfinite=None, under_plan=None):
+    def __init__(self, path: Union[str, "os.PathLike[str]"], model: Optional[torch.nn.Module] = None,
+                 optimizer: Any = None, scaler: Optional[torch.amp.GradScaler] = None, *,
+                 attributes: Optional[Mapping[str, object]] = None, probe_every: int = DEFAULT_PROBE_EVERY,
+                 flush_every: int = 50, overwrite: bool = False, perturbation: Optional[str] = None,
+                 snapshot_every: Optional[int] = None, skip_first_step: bool = False,
+                 track_nonfinite: Optional[bool] = None, under_plan: Optional[UnderPlan] = None,
+                 reference: Optional[Union[str, "os.PathLike[str]"]] = None, judge_every: int = 50,
+                 stop_on: Sequence[str] = (), judge: Optional[JudgeFunction] = None, stop_raises: bool = True,
+                 per_rank: bool = False) -> None:
         self.path = os.fspath(path)
+        # under torch.distributed (DDP, torchrun, accelerate launch): rank 0 records, or each rank its own file
+        rank, world = rank_and_world()
+        self.rank, self.world_size = rank, world
+        if world > 1 and per_rank:
+            self.path = rank_path(self.path, rank)
+        self.guard = Guard(reference, judge_every, stop_on, judge) if reference is not None else None
+        self.stop_raises = stop_raises
+        self.recording = world == 1 or per_rank or rank == 0
+        if not self.recording:  # another rank's recorder: counts steps (the guard's stop is agreed by all ranks)
+            self.model, self.optimizer, self.scaler, self.rows, self._step = model, optimizer, scaler, [], 0
+            self._closed, self._pending, self.probe_every, self.flush_every = True, [], probe_every, flush_every
+            self.attributes, self.snapshot_every, self._under_plan = dict(attributes or {}), 0, under_plan
+            return
         # a sweep plan (AMPCHECK_PLAN): the plan's path, and its precision applied here when no integration did
         plan = under_plan.plan if under_plan is not None else current_plan()
         if plan is not None:
@@ -272,32 +305,34 @@ class Recorder:
                 raise ValueError(f"perturbation={perturbation!r} and attributes['perturbation']="
                                  f"{self.attributes['perturbation']!r} disagree")
             self.attributes["perturbation"] = str(perturbation)
-        self.rows = []          # finished host rows: dict column -> float
-        self._pending = []      # (device row tensor, host dict, timing mark) not yet copied to the host
+        self.rows: List[Dict[str, float]] = []  # finished host rows: dict column -> float
+        # (columns, device row tensor, host dict, timing mark) of the steps not yet copied to the host
+        self._pending: List[Tuple[List[str], torch.Tensor, Dict[str, float], Tuple[Any, ...]]] = []
         self._measured = {"loss", "step_time_ms"}
         self._step = 0
         self._closed = False
         self._cuda = None       # decided on the first step() by the loss's device
         self._last_mark = self._mark_cpu()
-        self._ab_entries = None  # after_backward()'s _grad_entry() per parameter with a grad
+        self._ab_stats = None   # after_backward()'s _GradStats of every .grad
         self._scale_used = None
         self._next_scale = self._current_scale()  # the scale the next step's backward uses (update() ran before)
         self._stepped = False
         self._found_inf = None
         self._snapshot = None
         self._lr = math.nan
-        self._hooks = []
+        self._hooks: List[Any] = []
         self._param_list = None
         self._buffers = None    # the parameter snapshot, reused from probe to probe
-        self._entries = {}      # parameter index -> _grad_entry() of its grad, left by the grad hooks on a probe step
-        self._deferred = {}     # parameter index -> (weakref to its grad, the grad's version) at a hook not measuring
-        self._fires = {}        # parameter index -> its grad hook's calls since the last step() (backward passes)
-        self._expected = {}     # the same, of the previous step: from which call on a hook measures
+        self._hooked = None     # _GradStats of every .grad at the end of the step's last measured backward (probe step)
+        self._deferred = None   # [(parameter index, weakref to its grad, the grad's version)] at a backward not measured
+        self._passes = 0        # backward passes through the model since the last step()
+        self._expected_passes = 1  # the previous step's: from which pass on the end of a backward measures
+        self._in_backward = False  # a grad hook of the running backward fired (its end-of-backward callback is queued)
         self._backward_seen = False  # a grad hook fired since the last step()
         self._hook_scale = None      # the loss scale at the step's first grad hook (the step's backward's)
-        self._grad_probes = {}       # grad_probe value -> probe steps read that way
+        self._grad_probes: Dict[str, int] = {}  # grad_probe value -> probe steps read that way
         self._steps_without_grads = 0
-        self._warned_distributed = self._warned_lost = self._warned_no_grads = False
+        self._warned_lost = self._warned_no_grads = False
         self._param_dtype = None     # decided on the first step()
         self._autocast = None        # (autocast dtype name, from a forward with grad enabled) from the pre-hook
         self._forwards = 0
@@ -324,9 +359,9 @@ class Recorder:
                 self._measured.update(_GRAD_COLUMNS)
                 if optimizer is not None:
                     self._measured.add("update_norm")
-                for i, p in enumerate(self._param_list):
+                for p in self._param_list:
                     if p.requires_grad:  # (a frozen parameter unfrozen later is read at step())
-                        self._hooks.append(p.register_post_accumulate_grad_hook(functools.partial(self._on_grad, i)))
+                        self._hooks.append(p.register_post_accumulate_grad_hook(self._on_grad))
         if self._scaler_on():
             self._measured.add("loss_scale")
         self._grads_unscaled = bool(getattr(scaler, "grads_unscaled_in_backward", False))
@@ -348,19 +383,27 @@ class Recorder:
 
     # -- the loop's calls -----------------------------------------------------------------------------------------
 
-    def after_backward(self):
-        """Optional: probe every .grad now, in place of the grad hooks' reading, for this step. Only for a loop that
-        sets .grad without backward, changes .grad between backward and unscale_, or runs under DDP (the hooks see
-        each rank's grads before the all-reduce); call it after the last backward (and that change) and before
-        unscale_ / clipping. The norm is divided by the scaler's current scale."""
+    def after_backward(self) -> None:
+        """Optional: probe every .grad now, in place of the end-of-backward reading, for this step. Only for a loop
+        that sets .grad without backward or changes .grad between backward and unscale_ (divides it, all-reduces it
+        itself); call it after the last backward (and that change) and before unscale_ / clipping. The norm is
+        divided by the scaler's current scale."""
+        if not self.recording:
+            return
         self._scale_used = self._current_scale()
         if self.model is not None and self._probe_step():
-            entries = [_grad_entry(p.grad) for p in self._param_list if p.grad is not None]
-            self._ab_entries = entries or None  # no grad at all: the hooks' or step()'s reading stands
+            with torch.no_grad():
+                stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
+            self._ab_stats = stats if stats.numel else None  # no grad at all: the hooks' or step()'s reading stands
 
-    def step(self, loss, eval_loss=None):
+    def step(self, loss: Union[torch.Tensor, float], eval_loss: Optional[float] = None) -> None:
         """Once per optimizer step, after optimizer.step() / scaler.step() (and scaler.update()), before the next
         backward; before or after optimizer.zero_grad() and scheduler.step()."""
+        if not self.recording:
+            self._step += 1
+            if self.guard is not None and self.guard.due(self._step):
+                self._agree_on_stop()
+            return
         if self._closed:
             raise RuntimeError(f"{self.path}: the recorder is closed")
         loss_t = loss.detach().reshape(()) if torch.is_tensor(loss) else torch.tensor(float(loss), dtype=torch.float64)
@@ -391,9 +434,10 @@ class Recorder:
                     cols.extend(_GRAD_COLUMNS)
                     vals.extend(stats)
                 if self.optimizer is not None:
-                    if self._snapshot is not None:
+                    if self._snapshot is not None:  # the snapshot buffers become before - after, in place
+                        torch._foreach_sub_(self._snapshot, params)
                         cols.append("update_norm")
-                        vals.append(_norm(torch._foreach_sub(params, self._snapshot)).to(dev))
+                        vals.append(_norm(self._snapshot).to(dev))
                     elif not self._stepped:
                         host["update_norm"] = 0.0
                 cols.append("param_norm")
@@ -405,26 +449,60 @@ class Recorder:
             self._measured.add("eval_loss")
         self._pending.append((cols, torch.stack(vals), host, self._mark()))
         self._step += 1
-        self._ab_entries, self._scale_used, self._snapshot, self._stepped, self._lr = None, None, None, False, math.nan
+        self._ab_stats, self._scale_used, self._snapshot, self._stepped, self._lr = None, None, None, False, math.nan
         self._found_inf = None
-        self._entries, self._deferred, self._backward_seen, self._hook_scale = {}, {}, False, None
-        if self._fires:
-            self._expected, self._fires = self._fires, {}
+        self._hooked, self._deferred, self._backward_seen, self._hook_scale = None, None, False, None
+        if self._passes:
+            self._expected_passes, self._passes = self._passes, 0
         self._next_scale = self._current_scale()
         snapshot_due = self.snapshot_every and self._step - self._snapshot_rows >= self.snapshot_every
         if len(self._pending) >= self.flush_every or snapshot_due:
             self.flush()
         if snapshot_due:
             self._snapshot_if_due()
+        if self.guard is not None and self.guard.due(self._step):
+            self._judge_now()
         plan = self._under_plan.plan if self._under_plan is not None else None
         if plan is not None and plan.max_steps and self._step >= plan.max_steps:
             self._finish(None, note=f"stopped at the plan's max_steps ({plan.max_steps})")
             if self._under_plan.exit_at_max_steps:
                 raise SystemExit(0)  # a plain loop: the run is recorded and complete; the script ends here
 
-    def flush(self):
+    def _judge_now(self) -> None:
+        """The live guard's judged step: the file written (unless this step's snapshot just was) and judged; a verdict
+        in stop_on ends the recording (status `interrupted`), judges the file once more and raises GuardStop where
+        stop_raises (a plain loop; the integrations stop their trainer instead)."""
+        self.flush()
+        if self._snapshot_rows != len(self.rows):
+            _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured],
+                              self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"))
+            self._snapshot_rows = len(self.rows)
+        self.guard.judge(self.path)
+        self._agree_on_stop()
+
+    def _agree_on_stop(self) -> None:
+        """Every rank learns whether any rank's guard stopped (one small collective, on judged steps only), so that all
+        of them stop at the same step; then this rank's recording ends and GuardStop is raised where stop_raises."""
+        stopped = self.guard.stopped
+        if self.world_size > 1:
+            import torch.distributed as dist
+            gathered = [None] * self.world_size
+            dist.all_gather_object(gathered, stopped)
+            stopped = next((j for j in gathered if j is not None), None)
+            if stopped is not None and self.guard.stopped is None:
+                self.guard.stopped = stopped
+        if stopped is None:
+            return
+        if self.recording and not self._closed:
+            self._finish(None, status="interrupted",
+                         note=f"stopped by the live guard after {len(self.rows)} step(s): judged {stopped.verdict}")
+            self.guard.judge_final(self.path)  # the file as written, judged
+        if self.stop_raises:
+            raise GuardStop(self.path, getattr(self.guard, "final", None) or stopped)
+
+    def flush(self) -> None:
         """Copy the pending steps to the host (one device->host copy; the only sync the recorder makes)."""
-        if not self._pending:
+        if not self.recording or not self._pending:
             return
         values = torch.cat([p[1] for p in self._pending]).cpu().tolist()
         i = 0
@@ -439,39 +517,40 @@ class Recorder:
             self.rows.append(r)
         self._pending.clear()
 
-    def close(self):
+    def close(self) -> None:
         """Write the file (status completed)."""
         self._finish(None)
 
-    def __enter__(self):
+    def __enter__(self) -> "Recorder":
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> bool:
         self._finish(exc)
         return False  # an exception goes on up: the recorder only records it
 
     # -- internals ------------------------------------------------------------------------------------------------
 
-    def _hdf5(self):
+    def _hdf5(self) -> bool:
         return not self.path.endswith(".jsonl")
 
-    def _scaler_on(self):
+    def _scaler_on(self) -> bool:
         return self.scaler is not None and self.scaler.is_enabled()
 
-    def _probe_step(self):
+    def _probe_step(self) -> bool:
         return self.probe_every > 0 and self._step % self.probe_every == 0
 
-    def _model_device(self):
+    def _model_device(self) -> torch.device:
         """The device of the model's first parameter now (a Trainer may have moved it after the Recorder was made)."""
         p = next(self.model.parameters(), None) if self.model is not None else None
         return p.device if p is not None else torch.device("cpu")
 
-    def _params(self):
+    def _params(self) -> List[torch.Tensor]:
         if self._param_list is None:  # the Parameter objects stay the same through .to() / .half()
             self._param_list = list(self.model.parameters())
         return [p.detach() for p in self._param_list]
 
-    def _current_scale(self):
+    def _current_scale(self) -> torch.Tensor:
         if not self._scaler_on():
             return torch.ones((), dtype=torch.float64)
         s = getattr(self.scaler, "_scale", None)  # the device tensor GradScaler keeps (created on first scale())
@@ -479,7 +558,7 @@ class Recorder:
             return torch.tensor(float(getattr(self.scaler, "_init_scale", self.scaler.get_scale())), dtype=torch.float64)
         return s.detach().clone().reshape(())
 
-    def _pre_step(self, optimizer, args, kwargs):  # optimizer step pre-hook: the step is taken (not skipped)
+    def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:  # optimizer step pre-hook: the step is taken (not skipped)
         self._stepped = True
         self._lr = float(optimizer.param_groups[0]["lr"])
         found_inf = getattr(optimizer, "found_inf", None)  # GradScaler.step sets it for a fused optimizer
@@ -495,23 +574,38 @@ class Recorder:
                     torch._foreach_copy_(self._buffers, params)
                 self._snapshot = self._buffers
 
-    def _on_grad(self, i, param):  # post-accumulate-grad hook of parameter i: after backward wrote its .grad
+    def _on_grad(self, param: torch.Tensor) -> None:  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
+        if self._in_backward:  # (every parameter's hook after the backward's first: nothing to do)
+            return
+        self._in_backward = True
+        self._passes += 1
         if not self._backward_seen:  # the step's first backward: the scale it uses (update() runs after the backward)
             self._backward_seen = True
             if self._scaler_on():
                 self._hook_scale = self._current_scale()
-        n = self._fires[i] = self._fires.get(i, 0) + 1
-        if self._probe_step() and not self._closed:
-            g = param.grad
-            if g is None:
-                return
-            if n >= self._expected.get(i, 1):  # maybe the step's last backward: measure now (a later one replaces it)
-                self._entries[i] = _grad_entry(g)
-                self._deferred.pop(i, None)
-            else:  # the previous step had more backward passes (micro-batches): a later one will come, or step()
-                self._deferred[i] = (weakref.ref(g), g._version)  # reads this grad if nothing changed it since
+        _queue_callback(self._on_backward_end)
 
-    def _on_forward(self, module, args):  # forward pre-hook: the autocast state of the first (training) forward
+    def _on_backward_end(self) -> None:  # autograd's final callback of a backward that reached the model
+        self._in_backward = False
+        # once more, so that it runs after the callbacks queued later in this backward (DDP's all-reduce finalize)
+        _queue_callback(self._measure_backward)
+
+    def _measure_backward(self) -> None:
+        """At the end of a backward on a probe step: every .grad measured in one batch (_grad_stats), if this may be
+        the step's last backward (as many passes as the previous step had); else each grad's identity and version are
+        kept, for step() to read it if nothing changes it meanwhile (a later backward replaces them anyway)."""
+        if self._closed or not self._probe_step():
+            return
+        grads = [(i, p.grad) for i, p in enumerate(self._param_list) if p.grad is not None]
+        if self._passes >= self._expected_passes:
+            with torch.no_grad():
+                self._hooked = _grad_stats([g for _, g in grads])
+            self._deferred = None
+        else:
+            self._deferred = [(i, weakref.ref(g), g._version) for i, g in grads]
+            self._hooked = None
+
+    def _on_forward(self, module: torch.nn.Module, args: Any) -> None:  # forward pre-hook: the autocast state of the first (training) forward
         self._forwards += 1
         training = torch.is_grad_enabled()
         if self._autocast is None or (training and not self._autocast[1]):
@@ -521,23 +615,21 @@ class Recorder:
             for h in self._forward_hook:
                 h.remove()
 
-    def _step_grad_stats(self, dev):
+    def _step_grad_stats(self, dev: torch.device) -> Optional[List[torch.Tensor]]:
         """The step's grad columns as 0-d float64 tensors on dev, or None (no gradient to read: warned, counted)."""
-        lost = set()
-        if self._ab_entries is not None:
-            parts, probe = [(self._ab_entries, self._scale_used)], "after_backward"
-        else:
-            hooked = list(self._entries.values())
-            for i, (ref, version) in self._deferred.items():  # fewer backward passes than the previous step
-                g = ref()
-                if g is not None and g is self._param_list[i].grad and g._version == version:
-                    hooked.append(_grad_entry(g))  # as its last backward left it
-                else:
-                    lost.add(i)  # changed since (unscale_, clipping, zero_grad): not as backward left it
-            at_step = [] if lost else [_grad_entry(p.grad) for i, p in enumerate(self._param_list)
-                                       if i not in self._entries and i not in self._deferred and p.grad is not None]
-            parts = [(hooked, self._hook_scale), (at_step, None)]
-            probe = None if lost else "backward-hooks" if hooked else "at_step" if at_step else None
+        lost = False
+        if self._ab_stats is not None:
+            stats, scale, probe = self._ab_stats, self._scale_used, "after_backward"
+        elif self._hooked is not None:
+            stats, scale, probe = self._hooked, self._hook_scale, "backward-hooks"
+        elif self._deferred is not None:  # fewer backward passes than the previous step: read now if unchanged
+            lost = any(ref() is None or ref() is not self._param_list[i].grad or ref()._version != version
+                       for i, ref, version in self._deferred)
+            stats = None if lost else _grad_stats([ref() for _, ref, _ in self._deferred])
+            scale, probe = self._hook_scale, None if lost else "backward-hooks"
+        else:  # no backward through the model: grads set without one are read as they are now
+            stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
+            scale, probe = None, "at_step" if stats.numel else None
         if probe is None:
             self._steps_without_grads += 1
             if lost and not self._warned_lost:
@@ -545,7 +637,7 @@ class Recorder:
                 warnings.warn(
                     f"ampcheck_recorder: step {self._step}: this step ran fewer backward passes (micro-batches) than "
                     f"the previous one, and its grads were changed or dropped (unscale_, clipping, zero_grad) before "
-                    f"step(): the grad hooks measure from the previous step's number of backward passes on, so this "
+                    f"step(): the recorder measures at the end of the previous step's number of backward passes, so this "
                     f"step's grad_norm and grad fractions are NaN (attribute steps_without_grads counts such steps). "
                     f"Call after_backward() after the last backward of each step where the number of micro-batches "
                     f"varies", stacklevel=3)
@@ -561,39 +653,21 @@ class Recorder:
                     stacklevel=3)
             return None
         self._grad_probes[probe] = self._grad_probes.get(probe, 0) + 1
-        if probe == "backward-hooks" and not self._warned_distributed and _world_size() > 1:
-            self._warned_distributed = True
-            warnings.warn(
-                f"ampcheck_recorder: step {self._step}: torch.distributed runs {_world_size()} processes and the grads "
-                f"were read by the backward hooks, which see this rank's own grads, before DistributedDataParallel's "
-                f"all-reduce: call rec.after_backward() after the last backward of each step (before unscale_ / "
-                f"clipping) to record the all-reduced grads", stacklevel=3)
-        sumsq = torch.zeros((), dtype=torch.float64, device=dev)
-        counts = torch.zeros(3, dtype=torch.float64, device=dev)
-        n = 0
-        if self._grads_unscaled:  # a BackwardHookScaler unscaled each grad before it was accumulated
-            parts = [(entries, None) for entries, _ in parts]
-        for entries, scale in parts:  # (the hooks' entries, divided by the scale; those read at step(), not)
-            by_device = {}
-            for e in entries:
-                by_device.setdefault(e[0].device, []).append(e)
-                n += e[4]
-            for es in by_device.values():  # one stack of the norms and one of the counts per device
-                sq = torch.stack([e[0] for e in es]).double().square().sum().to(dev)
-                sumsq = sumsq + (sq if scale is None else sq / scale.to(dev, torch.float64).square())
-                counts = counts + torch.stack([c for e in es for c in e[1:4]]).view(-1, 3).sum(0).to(dev, torch.float64)
+        sumsq, counts = stats.sumsq.to(dev), stats.counts.to(dev)
+        if scale is not None and not self._grads_unscaled:  # (a BackwardHookScaler unscaled each grad in backward)
+            sumsq = sumsq / scale.to(dev, torch.float64).square()
         nonzero, below_tiny, finite = counts.unbind()
+        n = max(stats.numel, 1)
         zero = n - nonzero
-        n = max(n, 1)
         return [sumsq.sqrt(), zero / n, (below_tiny - zero) / n, (n - finite) / n]
 
-    def _dtypes(self):
+    def _dtypes(self) -> str:
         return ",".join(sorted({str(p.dtype).replace("torch.", "") for p in self._param_list})) or "none"
 
-    def _mark_cpu(self):
+    def _mark_cpu(self) -> Tuple[Any, ...]:
         return ("cpu", time.perf_counter())
 
-    def _mark(self):
+    def _mark(self) -> Tuple[Any, ...]:
         if self._cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
@@ -603,13 +677,13 @@ class Recorder:
         return self._mark_cpu()
 
     @staticmethod
-    def _elapsed_ms(a, b):
+    def _elapsed_ms(a: Tuple[Any, ...], b: Tuple[Any, ...]) -> float:
         if b[0] == "cpu" or a[0] == "cpu":
             return (b[-1] - a[-1]) * 1e3 if b[-1] is not None and a[-1] is not None else math.nan
         b[1].synchronize()
         return a[1].elapsed_time(b[1])
 
-    def _snapshot_if_due(self):
+    def _snapshot_if_due(self) -> None:
         """Crash safety: every snapshot_every recorded steps, the file is rewritten (atomically: a temporary file, then
         a rename) with every step so far and status `running` — so a run killed outright (SIGKILL, the OOM killer)
         leaves a readable file up to its last snapshot, which `ampcheck judge` judges as a partial run."""
@@ -618,8 +692,8 @@ class Recorder:
                               self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"))
             self._snapshot_rows = len(self.rows)
 
-    def _finish(self, exc, status=None, note=None):
-        if self._closed:
+    def _finish(self, exc: Optional[BaseException], status: Optional[str] = None, note: Optional[str] = None) -> None:
+        if self._closed or not self.recording:
             return
         self._closed = True
         _open_recorders.discard(self)
@@ -644,7 +718,7 @@ class Recorder:
             attrs["failed_step"] = str(len(self.rows))
         _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured], attrs)
 
-    def _attributes(self, status, exc, note):
+    def _attributes(self, status: str, exc: Optional[BaseException], note: Optional[str]) -> Dict[str, str]:
         attrs = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "recorder": "ampcheck_recorder 1",
             "status": status,
@@ -682,7 +756,7 @@ class Recorder:
         return attrs
 
 
-def nudge_ulp(model, direction=+1):
+def nudge_ulp(model: Union[torch.nn.Module, Iterable[torch.Tensor]], direction: int = +1) -> None:
     """Move every floating parameter of `model` (a Module, or an iterable of tensors) one ulp up (direction=+1) or
     down (-1), in place, without grad: torch.nextafter towards +inf / -inf. For the noise runs `ampcheck reference`
     takes: make the FP32 run again with nudged initial weights and record it with perturbation="ulp".
@@ -699,30 +773,86 @@ def nudge_ulp(model, direction=+1):
                 p.copy_(torch.nextafter(p, torch.tensor(math.inf * direction, dtype=p.dtype, device=p.device)))
 
 
-_FINFO = {}
+_FINFO: Dict[torch.dtype, torch.finfo] = {}
+_CONCAT_BELOW = {"cuda": 1 << 24}  # grads smaller than this (elements) are concatenated and counted together; CPU:
+_CONCAT_BELOW_OTHER = 1 << 16      # copying large grads costs more than the per-tensor ops it saves (a GPU: the launches)
 
 
-def _grad_entry(g):
-    """One grad's statistics, as 0-d tensors on its device (no host sync), and its numel: (2-norm — in fp32 for
-    16-bit grads, as _norm —, non-zero count, count of |g| < tiny (zeros included), count of |g| <= max (finite),
-    numel). NaN is non-zero and fails both comparisons. Seven small ops: a hook runs it per parameter and backward."""
-    g = g.detach()  # (a grad made with create_graph=True has history; no op here records any)
-    info = _FINFO.get(g.dtype) or _FINFO.setdefault(g.dtype, torch.finfo(g.dtype))
-    numel, implicit = g.numel(), 0
-    if g.layout != torch.strided:  # a sparse grad (nn.Embedding(sparse=True)): its values, plus the implicit zeros
-        g = (g if g.is_sparse else g.to_sparse()).coalesce().values()
-        implicit = numel - g.numel()
-    mag = g.abs()
-    return (torch.linalg.vector_norm(g, dtype=torch.float32 if info.bits < 32 else None), torch.count_nonzero(g),
-            torch.count_nonzero(mag < info.tiny) + implicit, torch.count_nonzero(mag <= info.max) + implicit, numel)
+class _GradStats:
+    """A batch of grads' statistics on one device, with no host sync: sumsq (0-d float64, the sum of their squared
+    2-norms, each norm in fp32 for 16-bit grads), counts (float64 (3,): non-zero elements, elements with |g| < tiny
+    (zeros included), elements with |g| <= max (finite)) and numel (int, on the host). NaN is non-zero and fails both
+    comparisons."""
+    __slots__ = ("sumsq", "counts", "numel")
+
+    def __init__(self, sumsq: torch.Tensor, counts: torch.Tensor, numel: int) -> None:
+        self.sumsq, self.counts, self.numel = sumsq, counts, numel
 
 
-def _world_size():
+def _grad_stats(grads: Sequence[torch.Tensor]) -> _GradStats:
+    """Statistics of every grad in `grads` (_GradStats, on the first grad's device) in a few fused ops whatever the
+    number of parameters: the norms by torch._foreach_norm per (device, dtype), the counts over the small grads
+    concatenated (large ones alone). Sparse grads (nn.Embedding(sparse=True)) count their implicit zeros."""
+    dev = grads[0].device if grads else torch.device("cpu")
+    norms, counts, numel = [], [], 0
+    groups = {}
+    for g in grads:
+        g = g.detach()  # (a grad made with create_graph=True has history; no op here records any)
+        implicit = 0
+        if g.layout != torch.strided:  # its stored values, plus the implicit zeros as non-zero-free elements
+            n = g.numel()
+            g = (g if g.is_sparse else g.to_sparse()).coalesce().values()
+            implicit = n - g.numel()
+            counts.append(torch.tensor([0.0, implicit, implicit], dtype=torch.float64, device=g.device))
+            numel += implicit
+        groups.setdefault((g.device, g.dtype), []).append(g)
+    for (device, dtype), gs in groups.items():
+        info = _FINFO.get(dtype) or _FINFO.setdefault(dtype, torch.finfo(dtype))
+        norms.extend(torch._foreach_norm(gs, 2, dtype=torch.float32 if info.bits < 32 else None))
+        below = _CONCAT_BELOW.get(device.type, _CONCAT_BELOW_OTHER)
+        small = [g.reshape(-1) for g in gs if g.numel() < below]
+        flats = [g.reshape(-1) for g in gs if g.numel() >= below]
+        for i in range(0, len(small), 512):  # torch.cat of this many at once
+            flats.append(torch.cat(small[i:i + 512]) if len(small) > i + 1 else small[i])
+        for flat in flats:
+            mag = flat.abs()
+            counts.append(torch.stack([torch.count_nonzero(flat), torch.count_nonzero(mag < info.tiny),
+                                       torch.count_nonzero(mag <= info.max)]).to(dev, torch.float64))
+            numel += flat.numel()
+    if not norms:
+        zero = torch.zeros((), dtype=torch.float64, device=dev)
+        return _GradStats(zero, torch.zeros(3, dtype=torch.float64, device=dev), numel)
+    sumsq = torch.stack([n.to(dev) for n in norms]).double().square().sum()
+    return _GradStats(sumsq, torch.stack(counts).sum(0), numel)
+
+
+def _queue_callback(callback: Callable[[], None]) -> None:
+    """Run `callback` at the end of the running backward (autograd's final callbacks; the engine runs those queued
+    by a callback too, after the others)."""
+    torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+
+def rank_and_world() -> Tuple[int, int]:
+    """(rank, world size) of this process: torch.distributed's once initialized, else the launcher's RANK and
+    WORLD_SIZE (torchrun, accelerate launch set them before the process group exists); (0, 1) alone."""
     dist = getattr(torch, "distributed", None)
-    return dist.get_world_size() if dist is not None and dist.is_available() and dist.is_initialized() else 1
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0, 1
 
 
-def _autocast_dtype(device_type):
+def rank_path(path: str, rank: int) -> str:
+    """`runs/fp16.h5` -> `runs/fp16.rank1.h5`: a per-rank file's name."""
+    for ext in (".hdf5", ".h5", ".jsonl"):
+        if path.endswith(ext):
+            return f"{path[:-len(ext)]}.rank{rank}{ext}"
+    return f"{path}.rank{rank}"
+
+
+def _autocast_dtype(device_type: str) -> str:
     try:
         on, dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
     except (TypeError, RuntimeError, AttributeError):  # older torch: the per-device functions
@@ -735,18 +865,18 @@ def _autocast_dtype(device_type):
     return str(dtype).replace("torch.", "") if on else "none"
 
 
-def _norm(tensors):
+def _norm(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack(torch._foreach_norm([t.float() for t in tensors])).double())
 
 
-def _error_text(exc):
+def _error_text(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, KeyError):  # str(KeyError('x')) is "'x'"
         text = repr(exc)
     return text.split("\n\n")[0] if text else type(exc).__name__
 
 
-def _device_attributes(cuda):
+def _device_attributes(cuda: bool) -> Dict[str, str]:
     if cuda:
         major, minor = torch.cuda.get_device_capability()
         return {"device_name": torch.cuda.get_device_name(), "device_class": f"cuda-sm{major}{minor}",
@@ -754,7 +884,7 @@ def _device_attributes(cuda):
     return {"device_name": platform.processor() or platform.machine(), "device_class": "cpu"}
 
 
-def _write_atomically(path, rows, columns, attrs):
+def _write_atomically(path: str, rows: List[Dict[str, float]], columns: List[str], attrs: Dict[str, str]) -> None:
     _writing[0] += 1
     try:
         _write_atomically_now(path, rows, columns, attrs)
@@ -765,7 +895,8 @@ def _write_atomically(path, rows, columns, attrs):
         _on_sigterm(signum, None)
 
 
-def _write_atomically_now(path, rows, columns, attrs):
+def _write_atomically_now(path: str, rows: List[Dict[str, float]], columns: List[str],
+                          attrs: Dict[str, str]) -> None:
     tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp-{os.getpid()}")
     try:
         if path.endswith(".jsonl"):

@@ -7,7 +7,7 @@ Recorder an `UnderPlan`; a Recorder made with none while AMPCHECK_PLAN is set ca
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -27,7 +27,7 @@ class UnderPlan:
     def refused(self) -> bool:
         return self.applied != "yes"
 
-    def planned_skips(self):
+    def planned_skips(self) -> List[int]:
         w = self.hooks.step_wrapper if self.hooks is not None else None
         return w.planned_skips if w is not None else []
 

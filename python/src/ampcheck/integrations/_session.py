@@ -4,20 +4,30 @@ step. Under a sweep plan (AMPCHECK_PLAN) the integration applies the plan throug
 Recorder what it applied (`UnderPlan`); the Recorder then records where the plan says, with the plan's attributes."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
+import torch
+
+from ampcheck.guard import check_arguments
 from ampcheck.plan import Plan, current_plan
 from ampcheck.plan_hooks import StepWrapper
 from ampcheck.preflight import PreflightError, PreflightFinding, preflight
-from ampcheck.recorder import PERTURBATIONS, Recorder, unwrap_optimizer
+from ampcheck.recorder import DEFAULT_PROBE_EVERY, PERTURBATIONS, Recorder, unwrap_optimizer
 from ampcheck.under_plan import UnderPlan
 
 
 class RecordingSession:
-    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
-                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None,
-                 perturbation: Optional[str] = None, skip_first_step: bool = False):
+    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None,
+                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
+                 snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
+                 skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
+                 stop_on: Sequence[str] = (), per_rank: bool = False, stop_raises: bool = False) -> None:
         self.path, self.attributes, self.probe_every, self.overwrite = path, dict(attributes or {}), probe_every, overwrite
+        # the live guard (ampcheck/guard.py) and the ranks that record (rank 0, or each rank its own file: per_rank)
+        self.reference, self.judge_every, self.stop_on = reference, judge_every, tuple(stop_on)
+        self.per_rank, self.stop_raises = per_rank, stop_raises
+        if reference is not None:  # bad arguments refused now, before any training (the Recorder checks them again)
+            check_arguments(reference, judge_every, stop_on)
         self.run_preflight, self.snapshot_every = run_preflight, snapshot_every
         if perturbation is not None and perturbation not in PERTURBATIONS:
             raise ValueError(f"perturbation {perturbation!r}: must be one of {', '.join(map(repr, PERTURBATIONS))}")
@@ -47,7 +57,8 @@ class RecordingSession:
             return self.under_plan.planned_skips()
         return self._skipper.planned_skips if self._skipper is not None else []
 
-    def start(self, model, optimizer, scaler, mixed_precision: Optional[str], strategy: str,
+    def start(self, model: torch.nn.Module, optimizer: Any, scaler: Optional[torch.amp.GradScaler],
+              mixed_precision: Optional[str], strategy: str,
               autocast_active: Optional[bool] = None) -> Recorder:
         """The Recorder (`optimizer` may be a framework's wrapper: the Recorder unwraps it and names it), then preflight."""
         attrs = {"strategy": strategy}
@@ -61,7 +72,8 @@ class RecordingSession:
         self.recorder = Recorder(self.path, model, optimizer, scaler, attributes=attrs, probe_every=self.probe_every,
                                  overwrite=self.overwrite, snapshot_every=self.snapshot_every,
                                  perturbation=self.perturbation if self.under_plan is None else None,
-                                 under_plan=self.under_plan)
+                                 under_plan=self.under_plan, reference=self.reference, judge_every=self.judge_every,
+                                 stop_on=self.stop_on, stop_raises=self.stop_raises, per_rank=self.per_rank)
         if self.run_preflight:
             inner = unwrap_optimizer(optimizer) if optimizer is not None else None
             try:
@@ -75,6 +87,16 @@ class RecordingSession:
 
     def open(self) -> bool:
         return self.recorder is not None and not self.recorder._closed
+
+    def stepping(self) -> bool:
+        """Whether the trainer's steps go to the Recorder: it records, or it is another rank's (not recording: it
+        counts steps so that every rank agrees on the live guard's stop)."""
+        return self.recorder is not None and (not self.recorder.recording or not self.recorder._closed)
+
+    def guard_stopped(self) -> bool:
+        """Whether the live guard stopped the run (a verdict in stop_on): the trainer is to stop now."""
+        guard = self.recorder.guard if self.recorder is not None else None
+        return guard is not None and guard.stopped is not None
 
     def reached_max_steps(self, steps_done: int) -> bool:
         """Under a plan with max_steps: whether the trainer should stop now (the recording is then complete)."""

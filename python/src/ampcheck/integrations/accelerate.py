@@ -24,9 +24,10 @@ accelerator.backward / clip_grad_norm_ / step pass the grads through. A plain-lo
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
+from accelerate import Accelerator
 
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
@@ -35,10 +36,12 @@ from ampcheck.recorder import Recorder, unwrap_optimizer
 from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
 
 
-def ampcheck_recorder(accelerator, path: str, model, optimizer, *, attributes: Optional[Dict[str, str]] = None,
+def ampcheck_recorder(accelerator: Accelerator, path: str, model: torch.nn.Module, optimizer: Any, *,
+                      attributes: Optional[Dict[str, str]] = None,
                       run_preflight: bool = True, perturbation: Optional[str] = None, skip_first_step: bool = False,
-                      **recorder_kwargs) -> Recorder:
+                      **recorder_kwargs: Any) -> Recorder:
     mixed = str(accelerator.mixed_precision)
+    recorder_kwargs.setdefault("stop_raises", True)  # a plain loop: the live guard's stop is GuardStop from step()
     session = RecordingSession(path, attributes=attributes, run_preflight=run_preflight, perturbation=perturbation,
                                skip_first_step=skip_first_step, **recorder_kwargs)
     inner = accelerator.unwrap_model(model)
@@ -52,7 +55,8 @@ def ampcheck_recorder(accelerator, path: str, model, optimizer, *, attributes: O
     return recorder
 
 
-def _apply_plan(session: RecordingSession, accelerator, model, optimizer, scaler):
+def _apply_plan(session: RecordingSession, accelerator: Accelerator, model: torch.nn.Module, optimizer: Any,
+                scaler: Optional[torch.amp.GradScaler]) -> Tuple[Optional[torch.amp.GradScaler], str]:
     """The plan applied by hooks (module docstring); returns (the scaler to record, the mixed precision in effect)."""
     plan = session.plan
     why = check(plan, model, "an Accelerate loop")

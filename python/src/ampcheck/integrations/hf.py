@@ -28,37 +28,41 @@ plan the Trainer cannot train (fp8 without torchao, fp16-master-weights) is reco
 from __future__ import annotations
 
 import warnings
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import PlanHooks, StepWrapper
-from ampcheck.recorder import unwrap_optimizer
+from ampcheck.recorder import DEFAULT_PROBE_EVERY, unwrap_optimizer
 from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
 
 _MIXED = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "no"}
 
 
 class AmpcheckCallback(TrainerCallback, RecordingSession):
-    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
-                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None,
-                 perturbation: Optional[str] = None, skip_first_step: bool = False):
+    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None,
+                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
+                 snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
+                 skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
+                 stop_on: Sequence[str] = (), per_rank: bool = False) -> None:
         RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
                                   run_preflight=run_preflight, snapshot_every=snapshot_every,
-                                  perturbation=perturbation, skip_first_step=skip_first_step)
-        self._losses = []
+                                  perturbation=perturbation, skip_first_step=skip_first_step, reference=reference,
+                                  judge_every=judge_every, stop_on=stop_on, per_rank=per_rank)
+        self._losses: List[torch.Tensor] = []
         self._tokens = 0
         self._hook = None
         self._accelerated = None
         self._warned_scheduler = False
-        self._found_infs = []  # (step, found_inf device tensor) of fused steps accelerate counted as taken
+        self._found_infs: List[Tuple[int, torch.Tensor]] = []  # (step, found_inf device tensor) of fused steps accelerate counted as taken
 
     # -- Trainer events ---------------------------------------------------------------------------------------------
 
-    def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       model: Optional[torch.nn.Module] = None, optimizer: Any = None, **kwargs: Any) -> None:
         self._accelerated = optimizer
         mixed = "fp16" if args.fp16 else "bf16" if args.bf16 else None
         scaler = getattr(optimizer, "scaler", None)  # accelerate's optimizer holds the GradScaler it made
@@ -76,8 +80,13 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
             self._remove_hook()
             raise
 
-    def on_step_end(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    optimizer: Any = None, lr_scheduler: Any = None, **kwargs: Any) -> None:
         rec = self.recorder
+        if self.recorder is not None and not self.recorder.recording:  # another rank's: counts the step (the guard)
+            self.recorder.step(0.0)
+            control.should_training_stop = control.should_training_stop or self.guard_stopped()
+            return
         if not self.open():
             return
         # did the LR scheduler advance on a step the optimizer skipped? A non-fused optimizer's skip is known on the
@@ -100,8 +109,11 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         rec.step(loss)
         if self.reached_max_steps(state.global_step):
             control.should_training_stop = True  # the plan's max_steps: the recording closed itself, complete
+        if self.guard_stopped():
+            control.should_training_stop = True  # the live guard: the file is written (interrupted) and judged
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: Any) -> None:
         self._check_found_infs()
         self._remove_hook()
         if self.recorder is not None:
@@ -109,7 +121,7 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
 
     # -- helpers ----------------------------------------------------------------------------------------------------
 
-    def _check_found_infs(self):
+    def _check_found_infs(self) -> None:
         if self._found_infs and not self._warned_scheduler:
             flags = torch.stack([f.reshape(()).float() for _, f in self._found_infs]).cpu().tolist()
             for (step, _), flag in zip(self._found_infs, flags):
@@ -118,13 +130,13 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
                     break
         self._found_infs = []
 
-    def _warn_scheduler(self, step):
+    def _warn_scheduler(self, step: int) -> None:
         self._warned_scheduler = True
         warnings.warn(f"ampcheck: step {step} was skipped by the optimizer (inf/NaN grads) but accelerate reports it "
                       f"taken, so the LR scheduler advanced on it (a fused optimizer's found_inf is invisible to "
                       f"accelerate's step_was_skipped)", stacklevel=3)
 
-    def train(self, trainer, *args, **kwargs):
+    def train(self, trainer: Trainer, *args: Any, **kwargs: Any) -> Any:
         """trainer.train(...), and an exception that ends it recorded as the error run (the Trainer has no event for
         it), then raised. Under a sweep plan, the plan is applied to the Trainer first (module docstring)."""
         if self.plan is not None and self.under_plan is None:
@@ -137,7 +149,7 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
                 self.recorder._finish(e)
             raise
 
-    def _apply_plan(self, trainer):
+    def _apply_plan(self, trainer: Trainer) -> None:
         plan, model, args = self.plan, trainer.model, trainer.args
         why = check(plan, model, "the Hugging Face Trainer")
         if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
@@ -165,7 +177,7 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         hooks = PlanHooks(plan, model, None, autocast=False, param_dtype=True)
         self.under_plan = UnderPlan(plan, "yes", hooks)
 
-    def _on_forward(self, module, args, kwargs, output):
+    def _on_forward(self, module: torch.nn.Module, args: Any, kwargs: Dict[str, Any], output: Any) -> None:
         if module.training and torch.is_grad_enabled():
             ids = kwargs.get("input_ids", args[0] if args and torch.is_tensor(args[0]) else None)
             if torch.is_tensor(ids):
@@ -176,7 +188,7 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
             if isinstance(loss, torch.Tensor):
                 self._losses.append(loss.detach().float())
 
-    def _remove_hook(self):
+    def _remove_hook(self) -> None:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None

@@ -23,10 +23,11 @@ for `skip`; `trainer.should_stop` once the plan's max_steps are recorded, at the
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import os
 
+import lightning.pytorch as L
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.plugins.precision import HalfPrecision, MixedPrecision, Precision
@@ -34,6 +35,7 @@ from lightning.pytorch.plugins.precision import HalfPrecision, MixedPrecision, P
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import PlanHooks
+from ampcheck.recorder import DEFAULT_PROBE_EVERY
 from ampcheck.under_plan import UnderPlan, check, fp8_convert
 
 
@@ -43,16 +45,19 @@ def _mixed(precision: str) -> Optional[str]:
 
 
 class AmpcheckLightningCallback(Callback, RecordingSession):
-    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
-                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None,
-                 perturbation: Optional[str] = None, skip_first_step: bool = False):
+    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None,
+                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
+                 snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
+                 skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
+                 stop_on: Sequence[str] = (), per_rank: bool = False) -> None:
         RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
                                   run_preflight=run_preflight, snapshot_every=snapshot_every,
-                                  perturbation=perturbation, skip_first_step=skip_first_step)
-        self._losses = []
+                                  perturbation=perturbation, skip_first_step=skip_first_step, reference=reference,
+                                  judge_every=judge_every, stop_on=stop_on, per_rank=per_rank)
+        self._losses: List[torch.Tensor] = []
         self._global_step = 0
 
-    def setup(self, trainer, pl_module, stage):
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         plan = self.plan
         if stage != "fit" or plan is None or self.under_plan is not None:
             return
@@ -78,7 +83,7 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
             fp8_convert(pl_module)
         self.under_plan = UnderPlan(plan, "yes")
 
-    def on_train_start(self, trainer, pl_module):
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         plugin = getattr(trainer, "precision_plugin", None) or getattr(trainer.strategy, "precision_plugin", None)
         self._global_step = trainer.global_step
         if self.under_plan is not None and not self.under_plan.refused and self.under_plan.hooks is None:
@@ -88,27 +93,30 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         self.start(pl_module, trainer.optimizers[0] if trainer.optimizers else None, getattr(plugin, "scaler", None),
                    _mixed(trainer.precision), f"lightning {trainer.precision}")
 
-    def on_before_backward(self, trainer, pl_module, loss):
+    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
         # under the GradScaler the plugin hands the hooks the scaled loss: the scale (a device tensor) divides it back
         scaler = self.recorder.scaler if self.recorder is not None else None
         scale = getattr(scaler, "_scale", None) if scaler is not None and scaler.is_enabled() else None
         loss = loss.detach().float()
         self._losses.append(loss / scale.to(loss.device).reshape(()) if torch.is_tensor(scale) else loss)
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if not self.open() or trainer.global_step == self._global_step:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if not self.stepping() or trainer.global_step == self._global_step:
             return  # not an optimizer step's last micro-batch
         self._global_step = trainer.global_step
         loss = torch.stack(self._losses).sum() if self._losses else torch.tensor(float("nan"))
-        self._losses = []
+        self._losses: List[torch.Tensor] = []
         self.recorder.step(loss)
         if self.reached_max_steps(trainer.global_step):
             trainer.should_stop = True  # the plan's max_steps: the recording closed itself, complete
+        if self.guard_stopped():
+            trainer.should_stop = True  # the live guard: the file is written (interrupted) and judged
 
-    def on_exception(self, trainer, pl_module, exception):
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         if self.open():
             self.recorder._finish(exception)
 
-    def on_train_end(self, trainer, pl_module):
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.recorder is not None:
             self.recorder.close()
