@@ -208,15 +208,16 @@ TEST(Fp8, TrainerRecordsProbesAndTrains) {
 // The Llama through the same MatmulOverride: its 7 block Linears per layer are FP8 sites (q, k, v, o, gate, up,
 // down; 3 casts each), HF's names in the probes; with layers "all" the untied lm_head and the embedding lookup too.
 TEST(Fp8, LlamaBlockLinearsRunInFp8AndTrain) {
-  engine::RunConfig cfg = fp8_micro(engine::Fp8Scaling::Current, 10);
+  engine::RunConfig cfg = fp8_micro(engine::Fp8Scaling::Current, 4);  // (the CPU's FP8 emulation is slow)
   cfg.model.kind = "llama";
   cfg.model.preset = "llama-micro";
+  cfg.model.n_layer = 1;
   cfg.strategy.fp8->layers = "all";
   engine::Trainer trainer(cfg, at::kCPU);
   const auto out = trainer.run();
   ASSERT_EQ(out.status, engine::RunOutcome::Status::Completed) << out.error;
   const auto& t = trainer.trajectory();
-  ASSERT_EQ(t.fp8.casts.size(), 2u * 7u * 3u + 3u + 1u);  // 2 layers x 7 Linears, lm_head, the lookup's table
+  ASSERT_EQ(t.fp8.casts.size(), 7u * 3u + 3u + 1u);  // 1 layer x 7 Linears, lm_head, the lookup's table
   EXPECT_EQ(t.fp8.casts[0], "model.layers.0.self_attn.q_proj.x");
   EXPECT_EQ(t.fp8.casts[20], "model.layers.0.mlp.down_proj.grad");
   EXPECT_EQ(t.fp8.casts.back(), "model.embed_tokens.w");
