@@ -5,6 +5,7 @@
 // (one flush = one sync per window), so host-device overlap is kept inside a window.
 //
 //   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --seq 1024 --steps 30
+//   ampcheck_bench_train --model llama --preset llama-150m --strategy bf16-autocast --batch 8 --seq 1024
 //   ampcheck_bench_train --fp8-breakdown --batch 16 --seq 1024     (one FP8 Linear's time, part by part, vs bf16)
 //   ampcheck_bench_train --preset gpt2-124m --strategy bf16-autocast --batch 16 --profile 5   (GPU time by category)
 #include "engine/device.h"
@@ -156,7 +157,7 @@ nlohmann::json profile_steps(engine::Trainer& trainer, const at::Device& device,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset = "nano", strategy = "bf16-autocast", device_spec = "auto";
+  std::string model_kind = "gpt", preset = "nano", strategy = "bf16-autocast", device_spec = "auto";
   int64_t batch = 8, seq = 0, steps = 20, warmup = 5, window = 10;
   int64_t probe_every = 1;
   double warmup_seconds = 0;  // after the warm-up steps, keep training until this much time has passed (steady clocks)
@@ -176,6 +177,8 @@ int main(int argc, char** argv) {
     };
     const std::string a = argv[i];
     if (a == "--preset") preset = next();
+    else if (a == "--model")  // gpt | llama (a llama preset: llama-micro, llama-nano, llama-150m)
+      model_kind = next();
     else if (a == "--strategy")
       strategy = next();
     else if (a == "--device")
@@ -231,7 +234,7 @@ int main(int argc, char** argv) {
   }
   engine::RunConfig cfg;
   cfg.name = "bench";
-  cfg.model.kind = "gpt";
+  cfg.model.kind = model_kind;
   cfg.model.preset = preset;
   cfg.model.head_loss =
       models::parse_head_loss(head_loss);       // engine option: stock | chunked | fused (models/head_loss.h)
@@ -277,6 +280,7 @@ int main(int argc, char** argv) {
   if (!cuda_graphs) engine::reset_peak_memory(device);
   if (profile > 0) {  // the per-category breakdown instead of the throughput windows
     nlohmann::json out = {{"impl", "ampcheck-cpp"},
+                          {"model", model_kind},
                           {"preset", preset},
                           {"strategy", strategy},
                           {"batch", batch},
@@ -315,6 +319,7 @@ int main(int argc, char** argv) {
   const double last_loss = trainer.trajectory().rows.back()[trajectory::kLoss];
   nlohmann::json out = {
       {"impl", "ampcheck-cpp"},
+      {"model", model_kind},
       {"preset", preset},
       {"strategy", strategy},
       {"head_loss", head_loss},

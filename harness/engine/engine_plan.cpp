@@ -39,7 +39,8 @@ struct Decide {
 
 void request_fast_engine(RunConfig& cfg) {
   cfg.loop.cuda_graphs = cfg.loop.fused_grad_check = cfg.loop.fused_param_norm = true;
-  if (cfg.model.kind != "gpt") return;
+  // the GPT's options are requested for a llama too: the plan then says which apply to it and why the others do not
+  if (cfg.model.kind != "gpt" && cfg.model.kind != "llama") return;
   const bool fp8_head = cfg.strategy.fp8 && cfg.strategy.fp8->layers != "blocks";
   if (cfg.model.head_loss == models::HeadLoss::Stock && !fp8_head) cfg.model.head_loss = models::HeadLoss::Fused;
   cfg.model.fused_layernorm = cfg.model.fused_bias_gelu = cfg.model.gemm_epilogues = true;
@@ -55,22 +56,26 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
   m.fused_layernorm = m.fused_bias_gelu = m.gemm_epilogues = false;
   // the dtype the model's Linears compute in: what the fused ops write their outputs in (as at::linear would)
   m.compute_dtype = cfg.strategy.autocast ? *cfg.strategy.autocast : cfg.strategy.param_dtype;
-  const bool gpt = req.kind == "gpt";
-  const std::string not_gpt = "only the GPT model has it (the model is " + req.kind + ")";
+  const bool gpt = req.kind == "gpt", llama = req.kind == "llama";
+  const std::string not_gpt = llama ? "" : "only the GPT model has it (the model is " + req.kind + ")";
   const std::string ref = reference_note(device);
 
   if (req.head_loss != models::HeadLoss::Stock) {
     const bool fused = req.head_loss == models::HeadLoss::Fused;
     const bool fp8_head = cfg.strategy.fp8 && cfg.strategy.fp8->layers != "blocks";
-    std::string why = !gpt                  ? not_gpt
+    std::string why = !gpt && !llama        ? not_gpt
                       : (fused && fp8_head) ? "FP8 computes the LM head (fp8 layers " + cfg.strategy.fp8->layers + ")"
-                                            : "";
+                      : (llama && !req.logits_fp32)
+                          ? "the logits-dtype pitfall (model.logits_fp32: false) takes the cross-entropy on the logits "
+                            "as they are; the fused head computes it in fp32"
+                          : "";
     if (decide("model.head_loss", std::string(models::head_loss_name(req.head_loss)) + " head", why, fused ? ref : ""))
       m.head_loss = req.head_loss;
   }
   if (req.fused_layernorm) {
     std::string why =
-        !gpt              ? not_gpt
+        llama             ? "the kernel is a residual add + LayerNorm; llama normalises with RMSNorm (no fused kernel)"
+        : !gpt            ? not_gpt
         : req.dropout > 0 ? "dropout sits between the residual adds and the LayerNorms"
         : cfg.strategy.param_dtype != at::kFloat
             ? "the residual stream is " + dtype_str(cfg.strategy.param_dtype) + " (the kernel takes fp32 parameters)"
@@ -82,7 +87,10 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
     if (decide("model.fused_layernorm", "fused residual LayerNorm", why, note)) m.fused_layernorm = true;
   }
   if (req.fused_bias_gelu) {
-    std::string why = !gpt ? not_gpt : fp8_blocks(cfg) ? "FP8 matmuls compute the block Linears" : "";
+    std::string why = llama             ? "llama's Linears have no bias and its MLP is SwiGLU, not GELU"
+                      : !gpt            ? not_gpt
+                      : fp8_blocks(cfg) ? "FP8 matmuls compute the block Linears"
+                                        : "";
     if (decide("model.fused_bias_gelu", "fused bias grads + GELU", why, ref)) m.fused_bias_gelu = true;
   }
   if (req.gemm_epilogues) {
@@ -90,7 +98,9 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
     // model cast whole to fp16 / bf16; the fused LM head sums its weight gradient in fp32 inside the GEMM (bf16)
     const at::ScalarType cd = m.compute_dtype;
     std::string why =
-        !gpt                               ? not_gpt
+        llama  ? "the epilogues are the GPT MLP's (bias, GELU and its derivative); llama's Linears have no bias and "
+                 "its MLP is SwiGLU"
+        : !gpt ? not_gpt
         : !device.is_cuda()                ? "needs a CUDA device: the run is on " + device.str()
         : !kernels::gemm_epilogues_built() ? "this build has no cuBLASLt"
         : cd != at::kBFloat16 && cd != at::kHalf

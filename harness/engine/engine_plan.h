@@ -54,8 +54,9 @@ struct EnginePlan {
 EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, bool data_parallel);
 
 // `--engine fast` (and the benchmark's fast rows): every speed path the engine has, requested in `cfg` — CUDA graphs,
-// the fused grad check and parameter norm, and for a GPT the fused head (unless FP8 computes the head), the fused
-// residual LayerNorm, the fused bias-GELU and the GEMM epilogues. The one place the expansion is written;
+// the fused grad check and parameter norm, and for a GPT or a llama the fused head (unless FP8 computes the head), the
+// fused residual LayerNorm, the fused bias-GELU and the GEMM epilogues (the last three the plan refuses for a llama,
+// saying why). The one place the expansion is written;
 // resolve_engine_plan then applies each or says why not.
 void request_fast_engine(RunConfig& cfg);
 

@@ -19,11 +19,11 @@ Fp8Format fp8_format(at::ScalarType dtype) {
 
 namespace {
 bool is_fp8_site(const std::string& layers, const std::string& site) {
-  if (site.rfind("h.", 0) == 0) return true;
+  if (models::in_block(site)) return true;
   if (site == "lm_head") return layers == "blocks+head" || layers == "all";
-  return layers == "all";  // wte, wpe lookups
+  return layers == "all";  // wte, wpe, model.embed_tokens lookups
 }
-bool is_lookup(const std::string& site) { return site == "wte" || site == "wpe"; }
+bool is_lookup(const std::string& site) { return models::is_lookup_site(site); }
 
 // Autocast must not touch what the FP8 path computes (it would cast the amax reduction's input to fp32, or the
 // matmul's): its dispatch keys are excluded inside forward and backward.

@@ -36,8 +36,9 @@ Fp8Format fp8_format(at::ScalarType dtype);
 
 class Fp8Matmuls final : public models::MatmulOverride {
  public:
-  // sites: the model's matmul_sites(); cfg.layers picks which go to FP8 (blocks: "h.*"; blocks+head: also
-  // "lm_head"; all: also the "wte"/"wpe" lookups, through an FP8 round trip of the table).
+  // sites: the model's matmul_sites(); cfg.layers picks which go to FP8 (blocks: gpt "h.*", llama
+  // "model.layers.*"; blocks+head: also "lm_head"; all: also the lookups "wte" / "wpe" / "model.embed_tokens",
+  // through an FP8 round trip of the table).
   Fp8Matmuls(const Fp8Config& cfg, const std::vector<std::string>& sites, const at::Device& device);
 
   at::Tensor linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) override;

@@ -40,8 +40,8 @@ struct LoopConfig {
   int64_t eval_batches = 4;  // batches per eval
   int64_t log_every = 1;     // trajectory flush (one host sync) every N steps
   // Two optimizers sharing one GradScaler (PyTorch's "multiple models, losses and optimizers" recipe): the
-  // transformer blocks ("h.*") in one AdamW/SGD, everything else (embeddings, final norm) in another, stepped by
-  // one scaler and one update().
+  // transformer blocks (gpt "h.*", llama "model.layers.*") in one AdamW/SGD, everything else (embeddings, final norm)
+  // in another, stepped by one scaler and one update().
   bool two_optimizers = false;
   // A second loss, backpropagated through the scaler by its own backward call: aux_loss_weight * sum of the squared
   // parameters of the second group (0 = none).

@@ -31,15 +31,15 @@ void Trainer::build_data() {
 }
 
 // The optimizer(s) over the model's parameters, or over fp32 master copies of them; two groups with
-// loop.two_optimizers (the blocks "h.*" and the rest); a ZeRO-1 rank steps only the parameters it owns. AdamW sums
-// the squares the plan takes from its pass.
+// loop.two_optimizers (the blocks, gpt "h.*" / llama "model.layers.*", and the rest); a ZeRO-1 rank steps only the
+// parameters it owns. AdamW sums the squares the plan takes from its pass.
 void Trainer::build_optimizers() {
   if (cfg_.strategy.master_weights) masters_ = MasterWeights(model_->parameters());
   std::vector<at::Tensor> opt_params[2];
   std::vector<bool> decay[2];
   const auto& ps = model_->parameters();
   for (size_t i = 0; i < ps.size(); ++i) {
-    const int group = (cfg_.loop.two_optimizers && ps[i].name.rfind("h.", 0) != 0) ? 1 : 0;
+    const int group = (cfg_.loop.two_optimizers && !models::in_block(ps[i].name)) ? 1 : 0;
     if (group == 1) second_group_.push_back(i);
     if (grad_sync_ && !grad_sync_->owns_parameter(i)) continue;  // ZeRO-1: another rank steps it
     opt_params[group].push_back(masters_.empty() ? ps[i].tensor : masters_[i]);

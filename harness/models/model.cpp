@@ -2,6 +2,7 @@
 #include "models/model.h"
 
 #include "models/gpt.h"
+#include "models/llama.h"
 #include "models/mlp.h"
 
 #include <ATen/core/grad_mode.h>
@@ -49,17 +50,25 @@ at::Tensor& Model::add_parameter(std::string name, at::Tensor init_fp32_cpu, boo
 ModelConfig resolve_preset(ModelConfig cfg) {
   if (cfg.kind == "gpt") return resolve_gpt_preset(cfg);
   if (cfg.kind == "mlp") return resolve_mlp_preset(cfg);
-  throw std::invalid_argument("unknown model kind '" + cfg.kind + "' (expected gpt or mlp)");
+  if (cfg.kind == "llama") return resolve_llama_preset(cfg);
+  throw std::invalid_argument("unknown model kind '" + cfg.kind + "' (expected gpt, mlp or llama)");
 }
 
 std::vector<std::string> preset_names(const std::string& kind) {
+  if (kind == "llama") return llama_preset_names();
   return kind == "mlp" ? mlp_preset_names() : gpt_preset_names();
 }
+
+bool in_block(const std::string& name) { return name.rfind("h.", 0) == 0 || name.rfind("model.layers.", 0) == 0; }
+
+bool is_lookup_site(const std::string& site) { return site == "wte" || site == "wpe" || site == "model.embed_tokens"; }
 
 std::unique_ptr<Model> make_model(const ModelConfig& raw) {
   ModelConfig cfg = resolve_preset(raw);
   std::unique_ptr<Model> model;
   if (cfg.kind == "gpt") model = std::make_unique<Gpt>(cfg);
+  else if (cfg.kind == "llama")
+    model = std::make_unique<Llama>(cfg);
   else
     model = std::make_unique<Mlp>(cfg);
   if (cfg.init_perturb_ulps != 0) {

@@ -99,14 +99,14 @@ const char* head_loss_name(HeadLoss h);             // "stock" | "chunked" | "fu
 HeadLoss parse_head_loss(const std::string& name);  // throws std::invalid_argument naming the known ones
 
 struct ModelConfig {
-  std::string kind = "gpt";     // gpt | mlp
+  std::string kind = "gpt";     // gpt | mlp | llama
   std::string preset = "nano";  // see presets in gpt.cpp / mlp.cpp; explicit fields below override (0 = preset)
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_embd = 0;
   int64_t block_size = 0;  // max sequence length T
   int64_t vocab_size = 0;
-  int64_t mlp_hidden = 0;        // mlp: hidden width
+  int64_t mlp_hidden = 0;        // mlp: hidden width; llama: the SwiGLU MLP's intermediate size
   double dropout = 0.0;          // off by default (determinism); applied to attention / residual outputs when > 0
   uint64_t seed = 1337;          // initialisation seed
   double init_perturb_ulps = 0;  // perturb every initial weight by this many ulps (for noise-spread runs)
@@ -134,11 +134,34 @@ struct ModelConfig {
   // under bf16 / fp16 autocast where no FP8 matmul replaces the Linear and no planted spike scales it; elsewhere
   // fused_bias_gelu's path or the stock ops run.
   bool gemm_epilogues = false;
+  // ---- llama (models/llama.h): the architecture, 0 / -1 = the preset's
+  int64_t n_kv_head = 0;    // grouped-query attention: key/value heads, dividing n_head (n_head = multi-head)
+  double rope_theta = 0;    // RoPE base (the presets': 10000)
+  int tie_embeddings = -1;  // 1: lm_head is model.embed_tokens (Llama 3.2 1B); 0: its own weight (Llama 2 / 3 8B)
+  double rms_norm_eps = 0;  // RMSNorm epsilon (the presets': 1e-5, Llama 2's)
+  bool sdpa = true;  // attention by at::scaled_dot_product_attention; false: eager (HF's eager_attention_forward)
+  // Outlier features ("massive activations" of trained LLMs): the first outlier_channels channels of the token
+  // embedding's output multiplied by outlier_scale — a fixed part of the model's function (the FP32 reference has it
+  // too), so the residual stream carries a few channels of |x| in the hundreds. 0 / 1 = none.
+  int64_t outlier_channels = 0;
+  double outlier_scale = 1.0;
+  // ---- llama PITFALL knobs (each corrected in the FP32 reference; the default is the ecosystem's fix)
+  bool rmsnorm_fp32 = true;  // false: RMSNorm's variance computed in the input dtype (fp16 x^2 overflows past 256)
+  std::string rope_dtype = "fp32";  // fp32 | bf16 | fp16: the dtype the rotary positions, angles, cos and sin are
+                                    // computed in (fp32 with autocast off is the fix)
+  bool softmax_fp32 = true;         // false (eager attention): softmax in the scores' dtype instead of fp32
+  bool logits_fp32 = true;          // false: cross-entropy on the logits as they are (bf16 under a bf16 model)
   // Set by the engine plan (engine/engine_plan.h), not by scenarios: the dtype the Linears compute in (the strategy's
   // autocast dtype, else the parameters'), which the fused ops write their outputs in as at::linear would. The model
   // reads it instead of the thread-local autocast state.
   at::ScalarType compute_dtype = at::kFloat;
 };
+
+// Whether a parameter or matmul site belongs to a transformer block (gpt "h.<l>.*", llama "model.layers.<l>.*"):
+// what FP8's `layers: blocks` and the two-optimizer split take as the blocks.
+bool in_block(const std::string& name);
+// Whether a matmul site is an embedding lookup (gpt "wte", "wpe"; llama "model.embed_tokens").
+bool is_lookup_site(const std::string& site);
 
 // Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.
 std::unique_ptr<Model> make_model(const ModelConfig& cfg);

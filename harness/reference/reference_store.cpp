@@ -37,6 +37,8 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   r.loop.resume_at = 0;                         // the reference runs uninterrupted
   r.distributed = engine::DistributedConfig{};  // one process over the global batch: what N ranks must reproduce
   r.model.attention_query_dtype.clear();
+  r.model.rmsnorm_fp32 = r.model.softmax_fp32 = r.model.logits_fp32 = true;  // llama's pitfall knobs, corrected
+  r.model.rope_dtype = "fp32";
   r.model.head_loss =
       models::HeadLoss::Stock;  // engine options compute the same function: judged against the stock FP32 path
   r.model.head_chunk_rows = 0;
@@ -68,6 +70,10 @@ ReferenceKey reference_key(const engine::RunConfig& run) {
      << r.schedule.min_lr_ratio << " steps=" << r.loop.steps << " micro=" << r.loop.micro_batches
      << " clip=" << r.loop.clip_max_norm << " eval=" << r.loop.eval_every << "x" << r.loop.eval_batches;
   if (r.loop.two_optimizers) os << " two_optimizers aux=" << r.loop.aux_loss_weight;  // (absent from older keys)
+  if (m.kind == "llama")  // the architecture's own fields (absent from the other kinds' keys)
+    os << " kv=" << m.n_kv_head << " theta=" << m.rope_theta << " tied=" << m.tie_embeddings
+       << " eps=" << m.rms_norm_eps << " attn=" << (m.sdpa ? "sdpa" : "eager") << " outliers=" << m.outlier_channels
+       << "x" << m.outlier_scale;
   ReferenceKey k;
   k.canonical = os.str();
   std::ostringstream hex;

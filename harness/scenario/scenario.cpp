@@ -5,6 +5,7 @@
 #include "inject/injection.h"
 #include "io/text.h"
 #include "models/gpt.h"
+#include "models/llama.h"
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
@@ -140,9 +141,47 @@ class Fields {
   std::set<std::string> seen_;
 };
 
+// model: the llama architecture and its pitfall knobs (models/model.h); each an error on another kind
+void parse_llama_fields(Fields& f, models::ModelConfig& m) {
+  const bool llama = m.kind == "llama";
+  auto only_llama = [&](const std::string& key, bool set) {
+    if (set && !llama) f.fail_key(key, "only for kind llama");
+  };
+  m.n_kv_head = f.integer("n_kv_head", 0);
+  only_llama("n_kv_head", m.n_kv_head != 0);
+  if (m.n_kv_head < 0) f.fail_key("n_kv_head", "must be >= 0 (0 = the preset's)");
+  m.rope_theta = f.num("rope_theta", 0.0);
+  only_llama("rope_theta", m.rope_theta != 0);
+  if (m.rope_theta != 0 && !(m.rope_theta > 1)) f.fail_key("rope_theta", "must be > 1 (0 = the preset's 10000)");
+  const std::string tie = f.choice("tie_embeddings", "preset", {"preset", "true", "false"});
+  m.tie_embeddings = tie == "preset" ? -1 : tie == "true" ? 1 : 0;
+  only_llama("tie_embeddings", m.tie_embeddings >= 0);
+  m.rms_norm_eps = f.num("rms_norm_eps", 0.0);
+  only_llama("rms_norm_eps", m.rms_norm_eps != 0);
+  if (m.rms_norm_eps < 0) f.fail_key("rms_norm_eps", "must be > 0 (0 = the preset's 1e-5)");
+  m.sdpa = f.choice("attention", "sdpa", {"sdpa", "eager"}) == "sdpa";
+  only_llama("attention", !m.sdpa);
+  m.outlier_channels = f.integer("outlier_channels", 0);
+  only_llama("outlier_channels", m.outlier_channels != 0);
+  if (m.outlier_channels < 0) f.fail_key("outlier_channels", "must be >= 0");
+  m.outlier_scale = f.num("outlier_scale", 1.0);
+  only_llama("outlier_scale", m.outlier_scale != 1.0);
+  if (!(m.outlier_scale > 0)) f.fail_key("outlier_scale", "must be > 0");
+  m.rmsnorm_fp32 = f.boolean("rmsnorm_fp32", true);
+  only_llama("rmsnorm_fp32", !m.rmsnorm_fp32);
+  m.rope_dtype = f.choice("rope_dtype", "fp32", {"fp32", "bf16", "fp16"});
+  only_llama("rope_dtype", m.rope_dtype != "fp32");
+  m.softmax_fp32 = f.boolean("softmax_fp32", true);
+  only_llama("softmax_fp32", !m.softmax_fp32);
+  if (!m.softmax_fp32 && m.sdpa)
+    f.fail_key("softmax_fp32", "the softmax pitfall is in the eager attention: add attention: eager");
+  m.logits_fp32 = f.boolean("logits_fp32", true);
+  only_llama("logits_fp32", !m.logits_fp32);
+}
+
 void parse_model(Fields f, models::ModelConfig& m) {
-  m.kind = f.choice("kind", m.kind, {"gpt", "mlp"});
-  m.preset = f.str("preset", m.kind == "mlp" ? "small" : "nano");
+  m.kind = f.choice("kind", m.kind, {"gpt", "mlp", "llama"});
+  m.preset = f.str("preset", m.kind == "mlp" ? "small" : m.kind == "llama" ? "llama-micro" : "nano");
   m.n_layer = f.integer("n_layer", 0);
   m.n_head = f.integer("n_head", 0);
   m.n_embd = f.integer("n_embd", 0);
@@ -150,6 +189,7 @@ void parse_model(Fields f, models::ModelConfig& m) {
   m.vocab_size = f.integer("vocab_size", 0);
   m.mlp_hidden = f.integer("mlp_hidden", 0);
   m.dropout = f.num("dropout", 0.0);
+  parse_llama_fields(f, m);
   m.attention_query_dtype = f.choice("attention_query_dtype", "", {"", "fp16", "bf16"});
   if (!m.attention_query_dtype.empty() && m.kind != "gpt") f.fail_key("attention_query_dtype", "only for kind gpt");
   m.head_loss = models::parse_head_loss(f.choice("head_loss", "stock", {"stock", "chunked", "fused"}));
@@ -160,7 +200,8 @@ void parse_model(Fields f, models::ModelConfig& m) {
   if (m.fused_bias_gelu && m.kind != "gpt") f.fail_key("fused_bias_gelu", "only for kind gpt");
   m.gemm_epilogues = f.boolean("gemm_epilogues", false);
   if (m.gemm_epilogues && m.kind != "gpt") f.fail_key("gemm_epilogues", "only for kind gpt");
-  if (m.head_loss != models::HeadLoss::Stock && m.kind != "gpt") f.fail_key("head_loss", "only for kind gpt");
+  if (m.head_loss != models::HeadLoss::Stock && m.kind != "gpt" && m.kind != "llama")
+    f.fail_key("head_loss", "only for kind gpt or llama");
   if (m.head_chunk_rows < 0) f.fail_key("head_chunk_rows", "must be >= 0 (0 = automatic)");
   if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");
   f.done();
@@ -362,6 +403,7 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
 std::vector<std::string> model_parameter_names(const models::ModelConfig& m) {
   const models::ModelConfig resolved = models::resolve_preset(m);
   if (resolved.kind == "gpt") return models::Gpt::parameter_names(resolved);
+  if (resolved.kind == "llama") return models::Llama::parameter_names(resolved);
   const std::unique_ptr<models::Model> model = models::make_model(resolved);
   std::vector<std::string> names;
   for (const auto& p : model->parameters()) names.push_back(p.name);
@@ -466,8 +508,8 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
       c.at = at == "mlp_input"         ? models::ActivationSite::MlpInput
              : at == "mlp_input_spike" ? models::ActivationSite::MlpInputSpike
                                        : models::ActivationSite::Residual;
-      if (c.at != models::ActivationSite::Residual && m.kind != "gpt")
-        f.fail_key("at", at + " is a site of the gpt's blocks; the " + m.kind + " model has only residual");
+      if (c.at != models::ActivationSite::Residual && m.kind == "mlp")
+        f.fail_key("at", at + " is a site of the gpt's and llama's blocks; the mlp model has only residual");
     }
     c.rank = f.integer("rank", -1);
     if (c.rank >= 0 && !run.distributed.enabled) f.fail_key("rank", "only for a data-parallel scenario (distributed:)");
@@ -678,8 +720,8 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   if (sc.run.optimizer.fused && sc.run.optimizer.kind != "adamw") top.fail(root, "optimizer.fused: only adamw");
   if (sc.run.strategy.fp8) {  // at::_scaled_mm: every matmul dimension a multiple of 16
     const models::ModelConfig m = models::resolve_preset(sc.run.model);
-    if (m.kind != "gpt")
-      top.fail(root, "strategy.fp8: FP8 matmuls are sites of the gpt model; the " + m.kind + " has none");
+    if (m.kind == "mlp")
+      top.fail(root, "strategy.fp8: FP8 matmuls are sites of the gpt and llama models; the mlp has none");
     const int64_t seq = sc.run.data.seq_len > 0 ? sc.run.data.seq_len : m.block_size;
     const int64_t rows = sc.run.data.batch_size * seq / std::max<int64_t>(1, sc.run.distributed.world_size);
     const bool head = sc.run.strategy.fp8->layers != "blocks";
@@ -687,10 +729,15 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
       top.fail(root, "model.head_loss: " + std::string(models::head_loss_name(m.head_loss)) +
                          " computes the LM head itself; strategy.fp8.layers " + sc.run.strategy.fp8->layers +
                          " puts it in FP8 (use layers: blocks, or head_loss: stock)");
-    if (m.n_embd % 16 != 0 || rows % 16 != 0 || (head && m.vocab_size % 16 != 0))
-      top.fail(root, "strategy.fp8: at::_scaled_mm needs every matmul dimension to be a multiple of 16: n_embd " +
-                         std::to_string(m.n_embd) + ", batch x seq_len per rank " + std::to_string(rows) +
-                         (head ? ", vocab " + std::to_string(m.vocab_size) : std::string()));
+    const bool llama = m.kind == "llama";  // its k/v_proj are n_kv_head x head size wide, its MLP mlp_hidden
+    const int64_t kv = llama ? m.n_kv_head * (m.n_embd / m.n_head) : 16, hidden = llama ? m.mlp_hidden : 16;
+    if (m.n_embd % 16 != 0 || rows % 16 != 0 || (head && m.vocab_size % 16 != 0) || kv % 16 != 0 || hidden % 16 != 0)
+      top.fail(root,
+               "strategy.fp8: at::_scaled_mm needs every matmul dimension to be a multiple of 16: n_embd " +
+                   std::to_string(m.n_embd) + ", batch x seq_len per rank " + std::to_string(rows) +
+                   (head ? ", vocab " + std::to_string(m.vocab_size) : std::string()) +
+                   (llama ? ", n_kv_head x head size " + std::to_string(kv) + ", mlp_hidden " + std::to_string(hidden)
+                          : std::string()));
   }
   top.done();
   return sc;

@@ -205,6 +205,26 @@ TEST(Fp8, TrainerRecordsProbesAndTrains) {
   EXPECT_LT(t.rows.back()[trajectory::kLoss], t.rows.front()[trajectory::kLoss]);
 }
 
+// The Llama through the same MatmulOverride: its 7 block Linears per layer are FP8 sites (q, k, v, o, gate, up,
+// down; 3 casts each), HF's names in the probes; with layers "all" the untied lm_head and the embedding lookup too.
+TEST(Fp8, LlamaBlockLinearsRunInFp8AndTrain) {
+  engine::RunConfig cfg = fp8_micro(engine::Fp8Scaling::Current, 4);  // (the CPU's FP8 emulation is slow)
+  cfg.model.kind = "llama";
+  cfg.model.preset = "llama-micro";
+  cfg.model.n_layer = 1;
+  cfg.strategy.fp8->layers = "all";
+  engine::Trainer trainer(cfg, at::kCPU);
+  const auto out = trainer.run();
+  ASSERT_EQ(out.status, engine::RunOutcome::Status::Completed) << out.error;
+  const auto& t = trainer.trajectory();
+  ASSERT_EQ(t.fp8.casts.size(), 7u * 3u + 3u + 1u);  // 1 layer x 7 Linears, lm_head, the lookup's table
+  EXPECT_EQ(t.fp8.casts[0], "model.layers.0.self_attn.q_proj.x");
+  EXPECT_EQ(t.fp8.casts[20], "model.layers.0.mlp.down_proj.grad");
+  EXPECT_EQ(t.fp8.casts.back(), "model.embed_tokens.w");
+  for (size_t c = 0; c < t.fp8.casts.size(); ++c) EXPECT_GT(t.fp8.scale[0][c], 0) << t.fp8.casts[c];
+  EXPECT_LT(t.rows.back()[trajectory::kLoss], t.rows.front()[trajectory::kLoss]);
+}
+
 // probe_every 3: fractions on steps 0, 3, 6, 9 only; the scale on every step.
 TEST(Fp8, ProbesFollowProbeEvery) {
   engine::RunConfig cfg = fp8_micro(engine::Fp8Scaling::Delayed, 8);

@@ -290,9 +290,33 @@ TEST(ScenarioParse, ActivationSiteParsesAndIsCheckedAgainstTheModel) {
   e = error_of(
       "name: t\nwhy: w\nmodel: {kind: mlp, preset: tiny}\nstrategy: fp32\n"
       "inject:\n  - {kind: activation, steps: [1], factor: 10, at: mlp_input}\n");
-  EXPECT_NE(e.find("inject[0].at: mlp_input is a site of the gpt's blocks; the mlp model has only residual"),
+  EXPECT_NE(
+      e.find("inject[0].at: mlp_input is a site of the gpt's and llama's blocks; the mlp model has only residual"),
+      std::string::npos)
+      << e;
+}
+
+TEST(ScenarioParse, LlamaFieldsParseAndAreRefusedElsewhere) {
+  const std::string head = "name: t\nwhy: w\nstrategy: fp32\nmodel: ";
+  const Scenario s = parse_scenario(head +
+                                        "{kind: llama, preset: llama-micro, n_kv_head: 1, rope_theta: 5.0e+5, "
+                                        "tie_embeddings: true, attention: eager, softmax_fp32: false, "
+                                        "rope_dtype: bf16, rmsnorm_fp32: false, logits_fp32: false}\n",
+                                    "t");
+  EXPECT_EQ(s.run.model.kind, "llama");
+  EXPECT_EQ(s.run.model.n_kv_head, 1);
+  EXPECT_EQ(s.run.model.tie_embeddings, 1);
+  EXPECT_FALSE(s.run.model.sdpa);
+  EXPECT_FALSE(s.run.model.softmax_fp32);
+  EXPECT_EQ(s.run.model.rope_dtype, "bf16");
+  std::string e = error_of(head + "{kind: gpt, preset: micro, rope_dtype: bf16}\n");
+  EXPECT_NE(e.find("model.rope_dtype: only for kind llama"), std::string::npos) << e;
+  e = error_of(head + "{kind: llama, preset: llama-micro, softmax_fp32: false}\n");
+  EXPECT_NE(e.find("model.softmax_fp32: the softmax pitfall is in the eager attention: add attention: eager"),
             std::string::npos)
       << e;
+  e = error_of(head + "{kind: llama, preset: llama-micro, n_kv_head: 3}\n");
+  EXPECT_NE(e.find("n_kv_head (3) must divide n_head (4)"), std::string::npos) << e;
 }
 
 TEST(ScenarioParse, DistributedSectionIsParsedAndChecked) {

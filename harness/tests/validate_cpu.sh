@@ -25,7 +25,7 @@ grep -q "refusing to overwrite" "$work/again.log" || fail "no refusal named"
 "$py" - "$work/same/summary.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))["scenarios"]
-assert len(rows) == 5, rows  # the validate suite: scenarios/suites/validate.yaml
+assert len(rows) == 6, rows  # the validate suite: scenarios/suites/validate.yaml
 for r in rows:
     v = r["validation"]
     assert v["mode"] == "bitwise" and v["identical"] and r["verdict"] == "identical", (r["name"], v)
@@ -34,7 +34,7 @@ PY
 
 # the words: one line per scenario with its mode and why, the result; no fault-like "first difference" on a pass;
 # summary.md has the mode column
-[ "$(grep -c '^VALIDATE .*: bitwise (the stack matches the cpu-[a-z0-9]* golden.s) — PASS: bit for bit' "$work/same.log")" = 5 ] ||
+[ "$(grep -c '^VALIDATE .*: bitwise (the stack matches the cpu-[a-z0-9]* golden.s) — PASS: bit for bit' "$work/same.log")" = 6 ] ||
   { cat "$work/same.log"; fail "not one bitwise PASS line per scenario"; }
 if grep '^VALIDATE' "$work/same.log" | grep -q "first difference"; then fail "a passing line speaks of a first difference"; fi
 grep -q "| mode |" "$work/same/summary.md" && grep -q "| bitwise |" "$work/same/summary.md" || fail "summary.md has no mode column"

@@ -41,6 +41,12 @@ def gpt_params(L, C, V, T):
     return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 
 
+def llama_params(L, C, H, K, I, V, tied):
+    D = C // H
+    per_layer = C * H * D * 2 + C * K * D * 2 + 3 * C * I + 2 * C
+    return V * C * (1 if tied else 2) + L * per_layer + C
+
+
 def mlp_params(L, C, H, V):
     p = V * C
     fan = C
@@ -69,12 +75,30 @@ def sig(x, digits=3):
 # --------------------------------------------------------------------------------------------------------------
 # workloads
 
-def draw_workload(rng, wid):
+def draw_workload(rng, wid, llama=0.0):
+    """llama: the fraction of the transformer workloads drawn as Llama-style decoders (RMSNorm, RoPE, SwiGLU, GQA);
+    0 keeps the random stream of the campaigns drawn before the llama model existed."""
     w = {"id": wid}
     kind = "gpt" if rng.random() < 0.8 else "mlp"
+    if kind == "gpt" and llama > 0 and rng.random() < llama:
+        kind = "llama"
     seq_len = rng.choice([16, 24, 32, 48, 64])
     vocab = rng.choice([128, 256])
-    if kind == "gpt":
+    if kind == "llama":
+        n_head = rng.choice([2, 4, 4, 8])
+        n_kv = rng.choice([k for k in (1, 2, 4, 8) if n_head % k == 0])
+        widths = [c for c in range(16, 129, 16) if c % n_head == 0 and (c // n_head) % 4 == 0]
+        n_embd = rng.choice(widths)
+        hidden = max(16, int(round(n_embd * rng.uniform(2.0, 3.5) / 16)) * 16)
+        n_layer = rng.choices([1, 2, 3, 4], weights=[3, 4, 2, 1])[0]
+        block = max(seq_len, rng.choice([32, 64]))
+        tied = rng.random() < 0.3
+        w["model"] = {"kind": "llama", "preset": "llama-micro", "n_layer": n_layer, "n_head": n_head,
+                      "n_kv_head": n_kv, "n_embd": n_embd, "mlp_hidden": hidden, "block_size": block,
+                      "vocab_size": vocab, "rope_theta": rng.choice([10000.0, 500000.0]),
+                      "tie_embeddings": "true" if tied else "false"}
+        w["params"] = llama_params(n_layer, n_embd, n_head, n_kv, hidden, vocab, tied)
+    elif kind == "gpt":
         n_head = rng.choice([1, 2, 2, 3, 4, 4])
         widths = [c for c in range(16, 97, 4) if c % n_head == 0 and (c // n_head) % 4 == 0]
         n_embd = rng.choice(widths)
@@ -112,7 +136,7 @@ def draw_workload(rng, wid):
     w["train"] = {"steps": steps, "micro_batches": rng.choices([1, 2, 4, 8], weights=[45, 30, 20, 5])[0]}
     if rng.random() < 0.4:
         w["train"]["clip"] = sig(loguniform(rng, 0.1, 2.0), 2)
-    if kind == "gpt" and rng.random() < 0.15:
+    if kind in ("gpt", "llama") and rng.random() < 0.15:
         w["train"]["two_optimizers"] = True
         w["train"]["aux_loss_weight"] = sig(loguniform(rng, 1e-5, 1e-3), 2)
     return w
@@ -123,6 +147,10 @@ def param_globs(w):
     if m["kind"] == "gpt":
         last = m["n_layer"] - 1
         return ["*", "wte", "h.0.*", f"h.{last}.mlp.*", "h.0.attn.c_attn.weight", "ln_f.*", f"h.{last}.attn.*"]
+    if m["kind"] == "llama":
+        last = m["n_layer"] - 1
+        return ["*", "model.embed_tokens.weight", "model.layers.0.*", f"model.layers.{last}.mlp.*",
+                "model.layers.0.self_attn.q_proj.weight", "model.norm.*", f"model.layers.{last}.self_attn.*"]
     return ["*", "embed", "fc.0.*", "head.*", f"fc.{m['n_layer'] - 1}.weight"]
 
 
@@ -485,12 +513,16 @@ def main():
     ap.add_argument("--bugs", type=int, default=5, help="planted bugs per workload (default 5)")
     ap.add_argument("--out", required=True, help="campaign directory (scenarios/, manifest.jsonl, ...)")
     ap.add_argument("--force", action="store_true", help="replace the scenarios of an existing campaign directory")
+    ap.add_argument("--llama", type=float, default=0.0,
+                    help="fraction of the transformer workloads drawn as Llama decoders (default 0: the draw of the "
+                         "campaigns before the llama model, unchanged)")
     args = ap.parse_args()
 
     sdir = os.path.join(args.out, "scenarios")
     if os.path.exists(os.path.join(args.out, "manifest.jsonl")) and not args.force:
         old = json.load(open(os.path.join(args.out, "campaign.json")))
-        if (old["seed"], old["workloads"], old["bugs"]) == (args.seed, args.workloads, args.bugs):
+        if (old["seed"], old["workloads"], old["bugs"], old.get("llama", 0.0)) == (args.seed, args.workloads, args.bugs,
+                                                                                  args.llama):
             print(f"{args.out}: campaign exists with the same arguments; kept")
             return 0
         sys.exit(f"{args.out}: holds another campaign (seed {old['seed']}, {old['workloads']} workloads); "
@@ -504,7 +536,7 @@ def main():
     workloads, manifest = [], []
     for wid in range(args.workloads):
         for attempt in range(100):
-            w = draw_workload(rng, wid)
+            w = draw_workload(rng, wid, args.llama)
             # a long run only for a cheap model: shorten steps until the workload fits the cap
             while True:
                 scen = correct_scenarios(rng, w) + bug_scenarios(rng, w, args.bugs)
@@ -549,7 +581,8 @@ def main():
     n_correct = sum(r["kind"] == "correct" for r in manifest)
     n_bug = len(manifest) - n_correct
     total = sum(w["est_cost_s"] for w in workloads)
-    info = {"seed": args.seed, "workloads": args.workloads, "bugs": args.bugs, "scenarios": len(manifest),
+    info = {"seed": args.seed, "workloads": args.workloads, "bugs": args.bugs, "llama": args.llama,
+            "scenarios": len(manifest),
             "correct": n_correct, "bug": n_bug, "est_core_seconds": round(total),
             "est_minutes_on_2_cores": round(total / 2 / 60, 1), "generator": "scenarios/campaign/generate.py"}
     with open(os.path.join(args.out, "campaign.json"), "w") as f:
