@@ -119,6 +119,29 @@ def test_the_scripts_enabled_grad_scaler_is_switched_off_under_the_fp32_plan(tmp
     assert "loss_scale" not in cols and not scaler.is_enabled()
 
 
+def test_pure_bf16_with_the_loss_computed_outside_the_model(tmp_path, monkeypatch):
+    """A plain loop's loss against an fp32 target (mse_loss) under pure bf16: the model's output leaves it as float32,
+    so the backward does not fail on mixed dtypes ("Found dtype Float but expected BFloat16") — the plan's doing."""
+    d = str(tmp_path)
+    monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "pure-bf16", "pure-bf16"))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(64, 8)
+    with pytest.raises(SystemExit) as ended:
+        with Recorder(os.path.join(d, "unused.h5"), model, opt) as rec:
+            for _ in range(plan_util.STEPS + 1):
+                loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                rec.step(loss)
+    assert ended.value.code == 0
+    attrs, cols = plan_util.read(os.path.join(d, "runs", "pure-bf16.h5"))
+    assert attrs["status"] == "completed" and attrs["param_dtype"] == "bfloat16", attrs
+    assert len(cols["loss"]) == plan_util.STEPS
+
+
 @pytest.mark.parametrize("strategy", ["fp16-autocast-scaler", "pure-bf16"])
 def test_keep_fp32_runs_the_named_module_in_fp32(tmp_path, monkeypatch, strategy):
     d = str(tmp_path)
