@@ -70,18 +70,21 @@ SweepPaths prepare_paths(const SweepOptions& o) {
   return p;
 }
 
-// The three FP32 runs, checked: each must complete, following its plan.
+// One FP32 run, checked as soon as it ends (a command that does not opt in costs one run, not three): it must
+// complete, following its plan.
+void check_fp32_run(const ExecutedRun& e) {
+  const auto c = check_recording(e);
+  if (c.outcome != "judged" || attribute(c.file, "status", "completed") != "completed")
+    throw std::runtime_error(
+        "the FP32 run '" + e.plan.run + "' did not complete (" +
+        (c.outcome == "judged" ? "status " + attribute(c.file, "status") : c.outcome) + "): " + c.message +
+        (c.message.empty() ? "the end of its log (" + e.log + "):\n" + log_tail(e.log) : std::string()) +
+        "\nHINT: the sweep judges every strategy against the command's own FP32 training: make "
+        "it run in FP32 first");
+}
+
+// The reference from the three FP32 runs (each checked by check_fp32_run).
 trajectory::TrajectoryFile fp32_reference(const std::vector<ExecutedRun>& fp32, const std::string& path) {
-  for (const auto& e : fp32) {
-    const auto c = check_recording(e);
-    if (c.outcome != "judged" || attribute(c.file, "status", "completed") != "completed")
-      throw std::runtime_error(
-          "the FP32 run '" + e.plan.run + "' did not complete (" +
-          (c.outcome == "judged" ? "status " + attribute(c.file, "status") : c.outcome) + "): " + c.message +
-          (c.message.empty() ? "the end of its log (" + e.log + "):\n" + log_tail(e.log) : std::string()) +
-          "\nHINT: the sweep judges every strategy against the command's own FP32 training: make "
-          "it run in FP32 first");
-  }
   ReferenceInputs in{fp32[0].recording, {"seed:" + fp32[1].recording, "skip:" + fp32[2].recording}, path, true};
   auto ref = build_reference(in);
   trajectory::write_trajectory(path, ref, /*overwrite=*/true);  // the sweep directory's own file
@@ -268,9 +271,13 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
     (e.reused ? r.reused : r.trainings) += 1;
     return e;
   };
-  const std::vector<ExecutedRun> fp32 = {run({"fp32", "fp32", "", 0, {}, o.steps}),
-                                         run({"fp32-seed", "fp32", "seed", 1, {}, o.steps}),
-                                         run({"fp32-skip", "fp32", "skip", 0, {}, o.steps})};
+  std::vector<ExecutedRun> fp32;
+  for (const PlannedRun& p :
+       {PlannedRun{"fp32", "fp32", "", 0, {}, o.steps}, PlannedRun{"fp32-seed", "fp32", "seed", 1, {}, o.steps},
+        PlannedRun{"fp32-skip", "fp32", "skip", 0, {}, o.steps}}) {
+    fp32.push_back(run(p));
+    check_fp32_run(fp32.back());
+  }
   const std::string ref_path = r.dir + "/reference.h5";
   const auto ref = fp32_reference(fp32, ref_path);
   const auto fp32_file = reference::read_external_run(fp32[0].recording);

@@ -63,7 +63,9 @@ ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const Swee
     try {
       const auto f = reference::read_external_run(e.recording);
       const std::string status = attribute(f, "status", "completed");
-      if (status == "completed" || status == "nonfinite" || status == "error") {
+      // a refused run ended before training: run again (what refused it — the script, the package — may be fixed)
+      const bool refused = attribute(f, "plan_applied", "yes").rfind("refused", 0) == 0;
+      if (!refused && (status == "completed" || status == "nonfinite" || status == "error")) {
         e.reused = true;
         e.process.exit_code = 0;
         log << "  " << p.run << ": reused " << e.recording << "\n";

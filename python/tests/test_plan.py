@@ -15,8 +15,9 @@ from ampcheck import Recorder
 from ampcheck.plan import PlanError, load_plan
 
 
-def loop(out, *, seed=1337, plant=None, observe=None, steps=20):
-    """The plain loop of examples/sweep/plain_loop.py on the tiny GPT-2: (the exit code, the model)."""
+def loop(out, *, seed=1337, plant=None, observe=None, steps=20, scaler=None):
+    """The plain loop of examples/sweep/plain_loop.py on the tiny GPT-2: (the exit code, the model). With `scaler`:
+    nanoGPT's step (scale -> backward -> unscale_ -> clip -> step -> update), the scaler passed to the Recorder."""
     torch.manual_seed(seed)
     model = hf_util.model(seed)
     if plant:
@@ -34,13 +35,21 @@ def loop(out, *, seed=1337, plant=None, observe=None, steps=20):
     # shuffled from the global RNG (as examples/sweep/plain_loop.py): the seed run's offset reseeds it
     data = iter(torch.utils.data.DataLoader(hf_util.Markov(512), batch_size=8, shuffle=True))
     with pytest.raises(SystemExit) as ended:
-        with Recorder(os.path.join(out, "script-path.h5"), model, opt, overwrite=True) as rec:
+        with Recorder(os.path.join(out, "script-path.h5"), model, opt, scaler, overwrite=True) as rec:
             for _ in range(steps):
                 batch = next(data)
                 loss = model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
-                loss.backward()
+                if scaler is None:
+                    loss.backward()
+                else:
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(opt)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
+                if scaler is None:
+                    opt.step()
+                else:
+                    scaler.step(opt)
+                    scaler.update()
                 opt.zero_grad(set_to_none=True)
                 rec.step(loss)
     return ended.value.code, model, seen
@@ -83,6 +92,54 @@ def test_plain_loop_records_the_planned_precision(tmp_path, monkeypatch, run, st
         loop(d)
         _, base = plan_util.read(os.path.join(d, "runs", "fp32.h5"))
         assert base["loss"][0] != cols["loss"][0]
+
+
+@pytest.mark.parametrize("enabled", [False, True], ids=["disabled", "enabled"])
+def test_the_scripts_own_grad_scaler_under_the_fp16_plan(tmp_path, monkeypatch, enabled):
+    """nanoGPT makes `GradScaler(enabled=(dtype == 'float16'))` and passes every step through it: a disabled one (its
+    FP32 / bf16 configs) is left a pass-through and the hooks scale; an enabled one is the run's scaler."""
+    d = str(tmp_path)
+    monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "fp16-autocast-scaler", "fp16-autocast-scaler"))
+    scaler = torch.amp.GradScaler("cpu", enabled=enabled)
+    code, _, _ = loop(d, scaler=scaler)
+    assert code == 0
+    _, cols = plan_util.check_run(d, "fp16-autocast-scaler", "fp16-autocast-scaler", {})
+    assert cols["loss_scale"][0] == 2.0 ** 16, cols["loss_scale"]  # the scale the backward used
+    assert 0.1 < cols["grad_norm"][0] < 10, cols["grad_norm"]  # the grads recorded unscaled
+    assert scaler.is_enabled() == enabled  # a disabled one stays disabled (a pass-through), an enabled one is used
+
+
+def test_the_scripts_enabled_grad_scaler_is_switched_off_under_the_fp32_plan(tmp_path, monkeypatch):
+    d = str(tmp_path)
+    monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "fp32", "fp32"))
+    scaler = torch.amp.GradScaler("cpu")
+    assert loop(d, scaler=scaler)[0] == 0
+    attrs, cols = plan_util.read(os.path.join(d, "runs", "fp32.h5"))
+    assert (attrs["autocast_dtype"], attrs["param_dtype"], attrs["grad_scaler"]) == ("none", "float32", "disabled")
+    assert "loss_scale" not in cols and not scaler.is_enabled()
+
+
+def test_pure_bf16_with_the_loss_computed_outside_the_model(tmp_path, monkeypatch):
+    """A plain loop's loss against an fp32 target (mse_loss) under pure bf16: the model's output leaves it as float32,
+    so the backward does not fail on mixed dtypes ("Found dtype Float but expected BFloat16") — the plan's doing."""
+    d = str(tmp_path)
+    monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "pure-bf16", "pure-bf16"))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(64, 8)
+    with pytest.raises(SystemExit) as ended:
+        with Recorder(os.path.join(d, "unused.h5"), model, opt) as rec:
+            for _ in range(plan_util.STEPS + 1):
+                loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                rec.step(loss)
+    assert ended.value.code == 0
+    attrs, cols = plan_util.read(os.path.join(d, "runs", "pure-bf16.h5"))
+    assert attrs["status"] == "completed" and attrs["param_dtype"] == "bfloat16", attrs
+    assert len(cols["loss"]) == plan_util.STEPS
 
 
 @pytest.mark.parametrize("strategy", ["fp16-autocast-scaler", "pure-bf16"])

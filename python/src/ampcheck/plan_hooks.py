@@ -4,8 +4,8 @@ Everything here is undone by `PlanHooks.remove()` except the parameters' dtype, 
   - param dtype       model.to(the strategy's dtype) (pure-bf16: bfloat16; else float32), keep_fp32 modules float32
   - autocast          a forward pre-hook on the model enters torch.autocast(device, dtype, enabled) — nested inside
                       any autocast the script opens, so the plan's setting wins inside the model — and a forward hook
-                      (always_call) leaves it; floating outputs leave an autocast forward as float32 (as accelerate's
-                      convert_outputs_to_fp32), floating inputs enter a pure-bf16 model as bfloat16
+                      (always_call) leaves it; floating outputs leave an autocast or pure-bf16 forward as float32 (as
+                      accelerate's convert_outputs_to_fp32), floating inputs enter a pure-bf16 model as bfloat16
   - keep_fp32         per named module: autocast off inside it, floating inputs cast to float32; under pure-bf16 its
                       parameters stay float32 and its floating outputs are cast back to the model's dtype
   - GradScaler        BackwardHookScaler: the grads flowing into the model's outputs are multiplied by the scale (as
@@ -193,7 +193,9 @@ class PlanHooks:
     def _leave_model(self, out: Any, autocast: Any) -> Any:
         if autocast and self._autocast_stack:
             self._autocast_stack.pop().__exit__(None, None, None)
-            if self.plan.precision.autocast_dtype is not None:
+            if self.plan.precision.autocast_dtype is not None or self.model_dtype != torch.float32:
+                # (pure 16-bit too: a loss the loop computes outside the model against an fp32 target — mse_loss —
+                # would fail in the backward on the mixed dtypes, a crash the plan made, not the precision)
                 out = cast_floating(out, torch.float32)
         if self.scaler is not None and torch.is_grad_enabled():
             for t in _floating_tensors(out):

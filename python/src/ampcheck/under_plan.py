@@ -63,12 +63,11 @@ def fp8_convert(model) -> None:
 def apply_to_loop(plan: Plan, model, optimizer, scaler, *, skip_first: bool) -> Tuple[UnderPlan, object]:
     """The plan applied to a plain loop by hooks (plan_hooks.py). Returns (what was applied, the scaler the Recorder
     records: the script's own GradScaler when the strategy wants one and it is enabled, else a BackwardHookScaler, or
-    None)."""
+    None). The script's own GradScaler is used where the strategy wants one and it is enabled; a disabled one is left
+    as it is (a pass-through) and the hooks scale; an enabled one is switched off where the strategy wants none."""
     why = check(plan, model, "a plain PyTorch loop") if model is not None else \
         "the plan needs the model (Recorder(..., model=..., optimizer=...)) to apply its precision"
     prec = plan.precision
-    if why is None and prec.grad_scaler and scaler is not None and not scaler.is_enabled():
-        why = "the script's GradScaler was made disabled (enabled=False); the strategy needs an enabled one"
     if why is None and (prec.grad_scaler or plan.perturbation == "skip" or skip_first) and optimizer is None:
         why = "the strategy / skip needs the optimizer (Recorder(..., optimizer=...))"
     if why is not None:
@@ -77,7 +76,9 @@ def apply_to_loop(plan: Plan, model, optimizer, scaler, *, skip_first: bool) -> 
     if plan.seed_offset:
         reseed(torch.initial_seed(), plan)
     hook_scaler = None
-    if prec.grad_scaler and scaler is None:
+    if prec.grad_scaler and (scaler is None or not scaler.is_enabled()):
+        # no GradScaler, or the script's made disabled for this run's own dtype setting (nanoGPT's
+        # `GradScaler(enabled=(dtype == 'float16'))`): a disabled one passes everything through, the hooks scale
         hook_scaler = BackwardHookScaler(model_device(model))
     elif not prec.grad_scaler and scaler is not None and scaler.is_enabled():
         scaler._enabled = False  # the script's GradScaler passes through (GradScaler has no public switch)
