@@ -14,7 +14,7 @@ export OMP_NUM_THREADS=1
 cat > "$work/misbehave.py" <<PY
 # a plain loop recorded with ampcheck's Recorder, which misbehaves after 3 steps in one run of the sweep each
 import json, os, signal, sys, time
-sys.path.insert(0, "$src/python")
+sys.path.insert(0, "$src/python/src")
 import torch
 from ampcheck import Recorder
 run = json.load(open(os.environ["AMPCHECK_PLAN"]))["run"]
