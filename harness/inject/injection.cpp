@@ -38,6 +38,22 @@ std::string num(double v) {
 }
 }  // namespace
 
+void Injector::at_init(std::vector<models::NamedParameter>& params, std::vector<std::string>& events) const {
+  at::NoGradGuard no_grad;
+  for (const auto& c : cfgs_) {
+    if (c.kind != InjectionKind::ScaleWeights) continue;
+    int hits = 0;
+    for (auto& p : params) {
+      const bool bias = p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+      if (bias || !models::parameter_in_module(p.name, c.module)) continue;
+      p.tensor.mul_(c.factor);
+      ++hits;
+    }
+    events.push_back("init: the weights of " + c.module + " (" + std::to_string(hits) + " tensor(s)) scaled by " +
+                     num(c.factor));
+  }
+}
+
 models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::string>& events) const {
   models::ForwardOptions o;
   for (const auto& c : cfgs_) {

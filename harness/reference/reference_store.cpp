@@ -23,7 +23,12 @@ uint64_t fnv1a(const std::string& s) {
 engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   engine::RunConfig r = run;
   r.strategy = engine::strategy_preset("fp32");
-  r.injections.clear();
+  // planted events are what a reference has none of; a planted module fault (scale_weights) is part of the model
+  std::vector<inject::InjectionConfig> model_faults;
+  for (const auto& inj : run.injections)
+    if (inj.kind == inject::InjectionKind::ScaleWeights) model_faults.push_back(inj);
+  r.injections = model_faults;
+  r.model.keep_fp32.clear();  // (an FP32 run keeps everything in FP32 anyway)
   r.loop.clip_unscale_first = true;
   r.loop.call_update = true;
   r.loop.unscale_each_micro_batch = false;
@@ -65,6 +70,8 @@ ReferenceKey reference_key(const engine::RunConfig& run) {
      << r.schedule.min_lr_ratio << " steps=" << r.loop.steps << " micro=" << r.loop.micro_batches
      << " clip=" << r.loop.clip_max_norm << " eval=" << r.loop.eval_every << "x" << r.loop.eval_batches;
   if (r.loop.two_optimizers) os << " two_optimizers aux=" << r.loop.aux_loss_weight;  // (absent from older keys)
+  for (const auto& inj : r.injections)  // planted module faults (absent from older keys)
+    os << " scale_weights=" << inj.module << "x" << inj.factor;
   ReferenceKey k;
   k.canonical = os.str();
   std::ostringstream hex;
