@@ -121,11 +121,19 @@ FirstNonfinite first_nonfinite(const NonfiniteWatch& w, const std::vector<Module
 // ---------------------------------------------------------------------------------------------------------------
 // one module's region
 
+class AutocastOff {
+ public:
+  explicit AutocastOff(c10::DeviceType device)
+      : guard_(device, at::autocast::get_autocast_dtype(device), /*enabled=*/false) {}
+
+ private:
+  amp::AutocastGuard guard_;
+};
+
 ModuleScope::ModuleScope(ModulePolicy& policy, int id, c10::DeviceType device)
     : policy_(policy), id_(id), kept_(policy.kept(id)) {
   if (kept_ && policy.kept_root(id) && at::autocast::is_autocast_enabled(device))
-    no_autocast_ = std::make_unique<amp::AutocastGuard>(device, at::autocast::get_autocast_dtype(device),
-                                                        /*enabled=*/false);
+    no_autocast_ = std::make_unique<AutocastOff>(device);
 }
 
 ModuleScope::~ModuleScope() = default;

@@ -17,10 +17,6 @@
 #include <utility>
 #include <vector>
 
-namespace ampcheck::amp {
-class AutocastGuard;
-}
-
 namespace ampcheck::models {
 
 // One module, as PyTorch's named_modules() lists it (the root excluded).
@@ -83,6 +79,7 @@ class ModulePolicy {
 // tensors to fp32, out() casts the result back to the model's dtype at a kept region's root where the model is cast
 // whole (bf16 / fp16 parameters); under autocast the output stays fp32, as PyTorch's autocast-disabled region gives.
 // Watched: out() records the output's sum, in() a hook recording the input's gradient sum.
+class AutocastOff;  // (module_tree.cpp: an amp::AutocastGuard with autocast disabled)
 class ModuleScope {
  public:
   ModuleScope(ModulePolicy& policy, int id, c10::DeviceType device);
@@ -98,7 +95,7 @@ class ModuleScope {
   ModulePolicy& policy_;
   int id_;
   bool kept_;
-  std::unique_ptr<amp::AutocastGuard> no_autocast_;
+  std::unique_ptr<AutocastOff> no_autocast_;
 };
 
 }  // namespace ampcheck::models
