@@ -48,14 +48,16 @@ def read_rank(path, warmup):
     with h5py.File(path, "r") as f:
         if attr(f, "status") != "completed":
             raise SystemExit(f"{path}: status {attr(f, 'status')}: {attr(f, 'error')}")
+        result = json.loads(attr(f, "rank_result"))  # the rank's result (harness/distributed/launcher.cpp)
         t = np.asarray(f["steps/step_time_ms"][:], dtype=float)
         finite = t[np.isfinite(t)]
+        number = lambda k: float("nan") if result.get(k) is None else float(result[k])  # null: not measured
         return {
             "median_ms": float(np.median(t[warmup:][np.isfinite(t[warmup:])])),
             "total_ms": float(finite.sum()),
-            "collective_ms": float(attr(f, "collective_ms", "nan")),
-            "tokens_per_step": float(attr(f, "tokens_per_step")),
-            "peak_bytes": float(attr(f, "peak_memory_bytes", "nan")),
+            "collective_ms": number("collective_ms"),
+            "tokens_per_step": number("tokens_per_step"),
+            "peak_bytes": number("peak_memory_bytes"),
         }
 
 

@@ -25,7 +25,7 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor}
-KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor"
+KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor sweep"
 for s in $STAGES; do [[ " $KNOWN " == *" $s "* ]] || die "unknown stage '$s' (known: $KNOWN)"; done
 has() { [[ " $STAGES " == *" $1 "* ]] && STAGE=$1; }
 
@@ -46,6 +46,18 @@ if has tests; then
   ok $rc1 "ampcheck_tests --gtest_filter=Cuda*"; ok $rc2 "ampcheck_amp_tests --gtest_filter=Cuda*"
 fi
 WORK=${WORK:-/tmp/ampcheck-gpu}; mkdir -p "$WORK"
+if has sweep; then
+  # issue 41: `ampcheck sweep` of a user's plain PyTorch loop (examples/sweep/plain_loop.py) on a tiny Llama, on CUDA:
+  # every strategy the device offers (fp16 with fp32 masters and FP8 are refused where the framework / torchao lacks
+  # them), its table and sweep.json back in $OUT/sweep-llama/
+  rm -rf "$WORK/sweep-llama"
+  ( time "$BUILD_DIR/ampcheck" sweep --steps ${SWEEP_STEPS:-200} --out "$WORK/sweep-llama" --timeout 600 -- \
+      python3 examples/sweep/plain_loop.py --model llama --steps 100000 ) > "$OUT/sweep-llama.log" 2>&1; rc=$?
+  echo "sweep rc=$rc"; tail -20 "$OUT/sweep-llama.log"
+  mkdir -p "$OUT/sweep-llama"
+  cp "$WORK"/sweep-llama/{summary.json,summary.md,sweep.json} "$OUT/sweep-llama/" 2>/dev/null
+  ok $rc "ampcheck sweep (tiny Llama, CUDA)"
+fi
 if has record; then
   # record into a fresh folder, so what comes back ($OUT/references.tar.gz, right away) is exactly this machine's
   # references; RECORD_SCENARIOS (files) limits it to some scenarios' references

@@ -22,7 +22,7 @@
 #include "kernels/gemm_epilogues.h"
 
 #include <torch/csrc/autograd/autograd.h>
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "verdict/verdict.h"
 
 #include <ampcheck/amp/autocast.h>
@@ -335,28 +335,28 @@ BENCHMARK(BM_WgradWidth)
     ->Args({3072, 0})
     ->Unit(benchmark::kMillisecond);
 
-engine::Trajectory synthetic_trajectory(int64_t steps, double offset) {
-  engine::Trajectory t;
+trajectory::Trajectory synthetic_trajectory(int64_t steps, double offset) {
+  trajectory::Trajectory t;
   for (int64_t s = 0; s < steps; ++s) {
-    std::array<double, engine::kNumColumns> r{};
-    r[engine::kLoss] = 5.0 * std::exp(-0.01 * s) + offset;
-    r[engine::kGradNorm] = 1.0 + 0.1 * std::sin(s);
-    r[engine::kParamNorm] = 100.0 + 0.01 * s;
-    r[engine::kUpdateNorm] = 0.01;
-    r[engine::kLossScale] = 1.0;
-    r[engine::kLr] = 1e-3;
-    r[engine::kStepTimeMs] = 10.0;
-    r[engine::kEvalLoss] = NAN;
+    std::array<double, trajectory::kNumColumns> r{};
+    r[trajectory::kLoss] = 5.0 * std::exp(-0.01 * s) + offset;
+    r[trajectory::kGradNorm] = 1.0 + 0.1 * std::sin(s);
+    r[trajectory::kParamNorm] = 100.0 + 0.01 * s;
+    r[trajectory::kUpdateNorm] = 0.01;
+    r[trajectory::kLossScale] = 1.0;
+    r[trajectory::kLr] = 1e-3;
+    r[trajectory::kStepTimeMs] = 10.0;
+    r[trajectory::kEvalLoss] = NAN;
     t.rows.push_back(r);
   }
   return t;
 }
 
 void BM_TrajectoryWrite(benchmark::State& state) {
-  reference::TrajectoryFile f;
+  trajectory::TrajectoryFile f;
   f.trajectory = synthetic_trajectory(state.range(0), 0.0);
   const std::string path = "/tmp/ampcheck-bench-" + std::to_string(::getpid()) + ".h5";
-  for (auto _ : state) reference::write_trajectory(path, f, /*overwrite=*/true);
+  for (auto _ : state) trajectory::write_trajectory(path, f, /*overwrite=*/true);
   std::remove(path.c_str());
   state.SetLabel("HDF5, atomic (temporary file + rename)");
 }

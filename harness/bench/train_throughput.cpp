@@ -312,7 +312,7 @@ int main(int argc, char** argv) {
   const double n_params = static_cast<double>(trainer.model().parameter_count());
   const double flops_per_token = trainer.model().training_flops_per_token(cfg.data.seq_len);
   const auto mem = engine::memory_stats(device);
-  const double last_loss = trainer.trajectory().rows.back()[engine::kLoss];
+  const double last_loss = trainer.trajectory().rows.back()[trajectory::kLoss];
   nlohmann::json out = {
       {"impl", "ampcheck-cpp"},
       {"preset", preset},

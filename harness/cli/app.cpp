@@ -33,7 +33,9 @@ struct CommandLine::State {
   CLI::App app{"ampcheck: mixed-precision training correctness harness"};
   CLI::App *list = nullptr, *run = nullptr, *record = nullptr, *check = nullptr, *validate = nullptr,
            *compare = nullptr, *report = nullptr, *doctor = nullptr, *judge = nullptr, *ref_cmd = nullptr,
-           *rank_cmd = nullptr, *allreduce_cmd = nullptr;
+           *rank_cmd = nullptr, *allreduce_cmd = nullptr, *sweep = nullptr;
+  usecases::SweepOptions sweep_opts;
+  std::string sweep_strategies;
   std::string list_suite;
   ValidateOptions validate_opts;
   std::string run_a, run_b;
@@ -228,6 +230,44 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.ref_cmd->add_option("--out", s.ref_out, "the reference file to write")->required();
   s.ref_cmd->add_flag("--force", s.ref_force, "replace an existing reference file");
 
+  s.sweep = app.add_subcommand(
+      "sweep",
+      "which precision is safe and fastest for YOUR model: runs your training command once per strategy (plus three "
+      "FP32 runs) and judges each; usage: ampcheck sweep [options] -- python train.py ...");
+  s.sweep->add_option("COMMAND", s.sweep_opts.command, "your training command, after --")->required();
+  s.sweep->add_option("--out", s.sweep_opts.out_dir, "the sweep directory (resumable; default sweep)");
+  s.number(s.sweep, "--steps", s.sweep_opts.steps, "every run's step limit (default: the script's own)", 1, kMaxSteps);
+  // one argument, split on commas (a list option would end at the `--` before the command and leave the command's
+  // own options to this parser)
+  s.sweep
+      ->add_option("--strategies", s.sweep_strategies,
+                   "the candidates, comma-separated (default: every one the device supports): tf32, bf16-autocast, "
+                   "fp16-autocast-scaler, pure-bf16, fp16-master-weights, fp8")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::stringstream list(text);
+            for (std::string name; std::getline(list, name, ',');)
+              if (name != "tf32" && name != "bf16-autocast" && name != "fp16-autocast-scaler" && name != "pure-bf16" &&
+                  name != "fp16-master-weights" && name != "fp8")
+                return "'" + name +
+                       "' is not a strategy the sweep knows (tf32, bf16-autocast, fp16-autocast-scaler, pure-bf16, "
+                       "fp16-master-weights, fp8)";
+            return std::string();
+          },
+          "LIST"));
+  s.sweep->add_option("--device", s.sweep_opts.device, "auto (CUDA when present), cpu or cuda: which strategies apply")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  s.sweep->add_flag("--localize", s.sweep_opts.localize,
+                    "for every failing strategy, bisect the modules and name those to keep in FP32");
+  s.number(s.sweep, "--probe-steps", s.sweep_opts.probe_steps,
+           "a localization probe's steps (default: the run's own; for a long run that diverges, up to the first "
+           "divergence + 25%, at least 100)",
+           1, kMaxSteps);
+  s.number(s.sweep, "--timeout", s.sweep_opts.timeout_s, "seconds per run before it is stopped (default: none)", 1,
+           1e7);
+  s.sweep->add_flag("--force", s.sweep_opts.force, "train every run again, the cached FP32 runs included");
+  s.sweep->add_flag("--strict", s.sweep_opts.strict, "warnings fail (as for check)");
+
   // one rank of a data-parallel run started by ampcheck itself (harness/distributed/launcher.h); not for users
   s.rank_cmd = app.add_subcommand("_rank", "")->group("");
   s.rank_cmd->add_option("SCENARIO", s.rank_scenario)->required();
@@ -275,8 +315,16 @@ int CommandLine::run(std::ostream& err) {
     if (*s.compare) return cmd_compare(s.run_a, s.run_b, s.thresholds);
     if (*s.report) return cmd_report(s.report_dir, s.report_force);
     if (*s.doctor) return cmd_doctor(s.doctor_device, s.doctor_json, s.doctor_opts);
-    if (*s.judge) return cmd_judge(s.judge_runs, s.judge_reference, s.judge_expect, s.judge_strategy, run_opts_);
-    if (*s.ref_cmd) return cmd_reference(s.ref_run, s.ref_spread, s.ref_out, s.ref_force);
+    if (*s.judge)
+      return cmd_judge({s.judge_runs, s.judge_reference, s.judge_expect, s.judge_strategy,
+                        parse_tolerance_overrides(run_opts_.tolerance)},
+                       run_opts_);
+    if (*s.sweep) {
+      std::stringstream list(s.sweep_strategies);
+      for (std::string name; std::getline(list, name, ',');) s.sweep_opts.strategies.push_back(name);
+      return cmd_sweep(s.sweep_opts);
+    }
+    if (*s.ref_cmd) return cmd_reference({s.ref_run, s.ref_spread, s.ref_out, s.ref_force});
     return cmd_default(run_opts_);
   } catch (const std::exception& e) {
     // printable (io/text.h): a message may quote a file's bytes or a path; an escape sequence never reaches the

@@ -6,7 +6,9 @@
 #include "distributed/spawn.h"
 #include "engine/device.h"
 #include "io/files.h"
-#include "reference/trajectory_file.h"
+#include "io/record_json.h"
+#include "io/text.h"
+#include "trajectory/trajectory_file.h"
 #include "run/provenance.h"
 #include "scenario/scenario.h"
 #include "verdict/pass_rule.h"
@@ -15,27 +17,73 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
-#include <sstream>
 #include <stdexcept>
 
 namespace ampcheck::distributed {
 
 namespace {
 
-std::string attr(const reference::TrajectoryFile& f, const std::string& k, const std::string& d = "") {
-  auto it = f.attributes.find(k);
-  return it == f.attributes.end() ? d : it->second;
-}
-double attr_num(const reference::TrajectoryFile& f, const std::string& k) {
-  const std::string v = attr(f, k);
-  return v.empty() ? NAN : std::stod(v);
+// ---------------------------------------------------------------------------------------------------------------------
+// What a rank sends rank 0 besides its trajectory: one JSON attribute of its file, `rank_result`, written and read
+// through the record codec that writes summary.json (io/record_json.h), so a field added here travels by itself.
+
+struct RankResult {
+  std::string status;  // engine::status_name: completed | nonfinite | error
+  std::string error;
+  int64_t failed_step = -1, rank = 0, world_size = 0;
+  std::string model_description, workload, compute_dtype, timing_method;
+  double tokens_per_step = NAN, samples_per_step = NAN, flops_per_step = NAN;
+  int64_t peak_memory_bytes = 0, peak_reserved_bytes = 0;
+  bool expectation_met = false;
+  std::string expectation_note;
+  double collective_ms = NAN;  // time this rank waited on collectives (DataParallel::collective_ms)
+  int64_t consistency_checks = 0, diverged_step = -1;
+  std::string consistency;
+};
+
+template <class V>
+void visit_fields(RankResult& r, V& v) {
+  v.required("status", r.status);
+  v("error", r.error);
+  v("failed_step", r.failed_step);
+  v("rank", r.rank);
+  v("world_size", r.world_size);
+  v("model_description", r.model_description);
+  v("workload", r.workload);
+  v("compute_dtype", r.compute_dtype);
+  v("timing_method", r.timing_method);
+  v("tokens_per_step", r.tokens_per_step);
+  v("samples_per_step", r.samples_per_step);
+  v("flops_per_step", r.flops_per_step);
+  v("peak_memory_bytes", r.peak_memory_bytes);
+  v("peak_reserved_bytes", r.peak_reserved_bytes);
+  v("expectation_met", r.expectation_met);
+  v("expectation_note", r.expectation_note);
+  v("collective_ms", r.collective_ms);
+  v("consistency_checks", r.consistency_checks);
+  v("diverged_step", r.diverged_step);
+  v("consistency", r.consistency);
 }
 
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
+constexpr const char* kRankResult = "rank_result";
+
+// A rank's file as rank 0 reads it: the trajectory and the rank's result.
+struct RankFile {
+  trajectory::TrajectoryFile file;
+  RankResult result;
+};
+
+RankFile read_rank_file(const std::string& path) {
+  RankFile f{trajectory::read_trajectory(path), {}};
+  const auto it = f.file.attributes.find(kRankResult);
+  try {
+    if (it == f.file.attributes.end()) throw std::runtime_error("the attribute is missing");
+    io::record_from_json(nlohmann::json::parse(it->second), f.result);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": attribute '" + kRankResult + "': " + io::printable_text(e.what()) +
+                             ". HINT: a rank file is written by this ampcheck's `_rank`; re-run the scenario");
+  }
+  return f;
 }
 
 const char* dtype_label(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : t == at::kHalf ? "fp16" : "fp32"; }
@@ -49,32 +97,38 @@ engine::RunOutcome::Status status_from(const std::string& s) {
 // One rank's run -> its file.
 void write_rank_file(const std::string& path, const scenario::Scenario& sc, const run::ScenarioResult& r,
                      const DataParallel* dp, const RankEnv& env, const std::string& device_spec) {
-  reference::TrajectoryFile tf;
-  tf.attributes = run::provenance(sc, engine::resolve_device(device_spec));
-  tf.attributes["status"] = engine::status_name(r.outcome.status);
-  tf.attributes["error"] = r.outcome.error;
-  tf.attributes["failed_step"] = std::to_string(r.outcome.failed_step);
-  tf.attributes["rank"] = std::to_string(env.rank);
-  tf.attributes["world_size"] = std::to_string(env.world_size);
-  tf.attributes["model_description"] = r.model_description;
-  tf.attributes["workload"] = r.workload;
-  tf.attributes["compute_dtype"] = r.compute_dtype;
-  tf.attributes["timing_method"] = r.timing.method;
-  tf.attributes["tokens_per_step"] = num(r.tokens_per_step);
-  tf.attributes["samples_per_step"] = num(r.samples_per_step);
-  tf.attributes["flops_per_step"] = num(r.flops_per_step);
-  tf.attributes["peak_memory_bytes"] = std::to_string(r.peak_memory_bytes);
-  tf.attributes["peak_reserved_bytes"] = std::to_string(r.peak_reserved_bytes);
-  tf.attributes["expectation_met"] = r.expectation_met ? "1" : "0";
-  tf.attributes["expectation_note"] = r.expectation_note;
+  RankResult x;
+  x.status = engine::status_name(r.outcome.status);
+  x.error = r.outcome.error;
+  x.failed_step = r.outcome.failed_step;
+  x.rank = env.rank;
+  x.world_size = env.world_size;
+  x.model_description = r.model_description;
+  x.workload = r.workload;
+  x.compute_dtype = r.compute_dtype;
+  x.timing_method = r.timing.method;
+  x.tokens_per_step = r.tokens_per_step;
+  x.samples_per_step = r.samples_per_step;
+  x.flops_per_step = r.flops_per_step;
+  x.peak_memory_bytes = r.peak_memory_bytes;
+  x.peak_reserved_bytes = r.peak_reserved_bytes;
+  x.expectation_met = r.expectation_met;
+  x.expectation_note = r.expectation_note;
   if (dp) {
-    tf.attributes["collective_ms"] = num(dp->collective_ms());
-    tf.attributes["consistency_checks"] = std::to_string(dp->consistency().checks);
-    tf.attributes["diverged_step"] = std::to_string(dp->consistency().diverged_step);
-    tf.attributes["consistency"] = dp->consistency().message;
+    x.collective_ms = dp->collective_ms();
+    x.consistency_checks = dp->consistency().checks;
+    x.diverged_step = dp->consistency().diverged_step;
+    x.consistency = dp->consistency().message;
   }
+  trajectory::TrajectoryFile tf;
+  tf.attributes = run::provenance(sc, engine::resolve_device(device_spec));
+  tf.attributes["status"] = x.status;  // every trajectory file's own attributes
+  tf.attributes["error"] = x.error;
+  nlohmann::json j = io::record_to_json(x);
+  io::make_json_strings_printable(j);  // dump() throws on a string that is not UTF-8 (an error text may hold one)
+  tf.attributes[kRankResult] = j.dump();
   tf.trajectory = r.trajectory;
-  reference::write_trajectory(path, tf, /*overwrite=*/true);
+  trajectory::write_trajectory(path, tf, /*overwrite=*/true);
 }
 
 // Runs this process as one rank: process group from the environment, training, its file.
@@ -103,44 +157,44 @@ run::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& de
 // The merged result from the ranks' files.
 run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, int64_t world,
                           const std::string& launch) {
-  std::vector<reference::TrajectoryFile> files;
-  for (int64_t k = 0; k < world; ++k)
-    files.push_back(reference::read_trajectory(dir + "/rank" + std::to_string(k) + ".h5"));
-  const auto& f0 = files[0];
+  std::vector<RankFile> files;
+  for (int64_t k = 0; k < world; ++k) files.push_back(read_rank_file(dir + "/rank" + std::to_string(k) + ".h5"));
+  const RankResult& x0 = files[0].result;
   run::ScenarioResult r;
   r.name = sc.run.name;
-  r.device_class = attr(f0, "device_class");
-  r.trajectory = f0.trajectory;
-  r.model_description = attr(f0, "model_description");
-  r.workload = attr(f0, "workload") + ", " + std::to_string(world) + " ranks";
-  r.compute_dtype = attr(f0, "compute_dtype");
-  r.tokens_per_step = attr_num(f0, "tokens_per_step");
-  r.samples_per_step = attr_num(f0, "samples_per_step");
-  r.flops_per_step = attr_num(f0, "flops_per_step");
-  r.peak_memory_bytes = static_cast<int64_t>(attr_num(f0, "peak_memory_bytes"));
-  r.peak_reserved_bytes = static_cast<int64_t>(attr_num(f0, "peak_reserved_bytes"));
-  r.expectation_met = attr(f0, "expectation_met") == "1";
-  r.expectation_note = attr(f0, "expectation_note");
-  r.outcome.status = status_from(attr(f0, "status"));
-  r.outcome.error = attr(f0, "error");
-  r.outcome.failed_step = static_cast<int64_t>(attr_num(f0, "failed_step"));
+  const auto& provenance = files[0].file.attributes;
+  r.device_class = provenance.count("device_class") ? provenance.at("device_class") : "";
+  r.trajectory = files[0].file.trajectory;
+  r.model_description = x0.model_description;
+  r.workload = x0.workload + ", " + std::to_string(world) + " ranks";
+  r.compute_dtype = x0.compute_dtype;
+  r.tokens_per_step = x0.tokens_per_step;
+  r.samples_per_step = x0.samples_per_step;
+  r.flops_per_step = x0.flops_per_step;
+  r.peak_memory_bytes = x0.peak_memory_bytes;
+  r.peak_reserved_bytes = x0.peak_reserved_bytes;
+  r.expectation_met = x0.expectation_met;
+  r.expectation_note = x0.expectation_note;
+  r.outcome.status = status_from(x0.status);
+  r.outcome.error = x0.error;
+  r.outcome.failed_step = x0.failed_step;
   r.outcome.steps_run = r.trajectory.size();
   for (int64_t k = 1; k < world; ++k)  // a rank that raised alone: its error, named
-    if (attr(files[k], "status") == "error" && (r.outcome.status != engine::RunOutcome::Status::Error)) {
+    if (files[k].result.status == "error" && (r.outcome.status != engine::RunOutcome::Status::Error)) {
       r.outcome.status = engine::RunOutcome::Status::Error;
-      r.outcome.error = "rank " + std::to_string(k) + ": " + attr(files[k], "error");
+      r.outcome.error = "rank " + std::to_string(k) + ": " + files[k].result.error;
       r.expectation_met =  // the one pass rule, on that rank's own error text
-          verdict::decide(scenario::expectation(sc.expect), verdict::observe_status("error", attr(files[k], "error")),
+          verdict::decide(scenario::expectation(sc.expect), verdict::observe_status("error", files[k].result.error),
                           false)
               .pass;
     }
   const auto& rows = r.trajectory.rows;
   if (!rows.empty()) {
-    r.first_loss = rows.front()[engine::kLoss];
-    r.final_loss = rows.back()[engine::kLoss];
+    r.first_loss = rows.front()[trajectory::kLoss];
+    r.final_loss = rows.back()[trajectory::kLoss];
     r.min_loss = r.first_loss;
-    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[engine::kLoss]);
-    r.timing = run::step_timing(r.trajectory, attr(f0, "timing_method"));
+    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[trajectory::kLoss]);
+    r.timing = run::step_timing(r.trajectory, x0.timing_method);
   }
   auto& ds = r.distributed;
   const auto& d = sc.run.distributed;
@@ -151,15 +205,15 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
   ds.launch = launch;
   ds.rank_files = dir;
   for (const auto& f : files) {
-    ds.rank_median_step_ms.push_back(run::step_timing(f.trajectory, attr(f0, "timing_method")).median_ms);
+    ds.rank_median_step_ms.push_back(run::step_timing(f.file.trajectory, x0.timing_method).median_ms);
     double total = 0;
-    for (const auto& row : f.trajectory.rows)
-      if (std::isfinite(row[engine::kStepTimeMs])) total += row[engine::kStepTimeMs];
-    ds.rank_collective_share.push_back(total > 0 ? attr_num(f, "collective_ms") / total : NAN);
+    for (const auto& row : f.file.trajectory.rows)
+      if (std::isfinite(row[trajectory::kStepTimeMs])) total += row[trajectory::kStepTimeMs];
+    ds.rank_collective_share.push_back(total > 0 ? f.result.collective_ms / total : NAN);
   }
-  ds.consistency_checks = static_cast<int64_t>(attr_num(f0, "consistency_checks"));
-  ds.diverged_step = static_cast<int64_t>(attr_num(f0, "diverged_step"));
-  ds.consistency = attr(f0, "consistency");
+  ds.consistency_checks = x0.consistency_checks;
+  ds.diverged_step = x0.diverged_step;
+  ds.consistency = x0.consistency;
   return r;
 }
 

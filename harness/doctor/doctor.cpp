@@ -7,6 +7,7 @@
 #include "kernels/gemm_epilogues.h"
 #include "engine/precision.h"
 #include "engine/trainer.h"
+#include "inject/injection.h"
 #include "doctor/gpu_topology.h"
 
 #include <ATen/Context.h>
@@ -106,7 +107,7 @@ double smoke_train(const at::Device& device, const std::string& strategy, std::s
     c.kind = inject::InjectionKind::GradValue;
     c.steps = {5};
     c.value = INFINITY;
-    cfg.injections.push_back(c);
+    inject::add_injections(cfg, {c});
   }
   try {
     engine::Trainer t(cfg, device);
@@ -117,7 +118,7 @@ double smoke_train(const at::Device& device, const std::string& strategy, std::s
     }
     if (skipped) *skipped = t.trajectory().skipped_steps();
     if (scale) *scale = t.scaler() ? t.scaler()->get_scale() : 1.0;
-    return t.trajectory().rows.back()[engine::kLoss];
+    return t.trajectory().rows.back()[trajectory::kLoss];
   } catch (const std::exception& e) {
     error = e.what();
     return NAN;

@@ -51,11 +51,7 @@ std::string keeps(const std::string& module) {
   return "model.keep_fp32 keeps " + module + " in FP32: the ATen path runs it";
 }
 
-bool activation_events(const RunConfig& cfg) {
-  for (const auto& inj : cfg.injections)
-    if (inj.kind == inject::InjectionKind::ActivationScale) return true;
-  return false;
-}
+bool activation_events(const RunConfig& cfg) { return cfg.faults && cfg.faults->scales_activations(); }
 
 struct Decide {
   EnginePlan& plan;

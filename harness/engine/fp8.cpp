@@ -218,7 +218,7 @@ void Fp8Matmuls::end_step() {
 
 void Fp8Matmuls::discard() { pending_.clear(); }
 
-void Fp8Matmuls::flush_into(Fp8Probes& out) {
+void Fp8Matmuls::flush_into(trajectory::Fp8Probes& out) {
   if (out.casts.empty()) out.casts = cast_names_;
   if (pending_.empty()) return;
   at::Tensor rows = at::stack(pending_).to(at::kCPU).to(at::kDouble);  // SYNC POINT (with the trainer's flush)

@@ -11,7 +11,7 @@
 #pragma once
 
 #include "engine/precision.h"
-#include "engine/trajectory.h"
+#include "trajectory/trajectory.h"
 #include "models/model.h"
 
 #include <ATen/ATen.h>
@@ -48,7 +48,7 @@ class Fp8Matmuls final : public models::MatmulOverride {
   void end_step();  // appends this step's (casts x 3) row to the pending device rows
   void discard();   // drops pending rows (a step that raised)
   // SYNC POINT (called from the trainer's flush): pending rows to the host, appended to `out`.
-  void flush_into(Fp8Probes& out);
+  void flush_into(trajectory::Fp8Probes& out);
   const std::vector<std::string>& cast_names() const { return cast_names_; }
   // Delayed scaling's state for checkpoints: "fp8/history/<cast>" (history,) fp32 and "fp8/filled" (casts,) int64;
   // empty for the other recipes. load_state throws naming what does not match.

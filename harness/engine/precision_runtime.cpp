@@ -15,7 +15,7 @@ class Fp8Runtime final : public PrecisionRuntime {
   void begin_step(bool probe) override { matmuls_.begin_step(probe); }
   void end_step() override { matmuls_.end_step(); }
   void discard() override { matmuls_.discard(); }
-  void flush_into(Trajectory& t) override { matmuls_.flush_into(t.fp8); }
+  void flush_into(trajectory::Trajectory& t) override { matmuls_.flush_into(t.fp8); }
   NamedTensors state() const override { return matmuls_.state(); }
   void load_state(const std::map<std::string, at::Tensor>& tensors, const std::string& path) override {
     matmuls_.load_state(tensors, path);

@@ -7,7 +7,7 @@
 
 #include "engine/optimizer.h"
 #include "engine/precision.h"
-#include "engine/trajectory.h"
+#include "trajectory/trajectory.h"
 #include "models/model.h"
 
 #include <ATen/ATen.h>
@@ -21,11 +21,11 @@ namespace ampcheck::engine {
 class PrecisionRuntime {
  public:
   virtual ~PrecisionRuntime() = default;
-  virtual void begin_step(bool probe) = 0;     // probe: count this step's saturated / flushed elements
-  virtual void end_step() = 0;                 // this step's probe row to the pending rows (on the device)
-  virtual void discard() = 0;                  // drops pending rows (a step that raised)
-  virtual void flush_into(Trajectory& t) = 0;  // SYNC POINT: pending rows to the host
-  virtual NamedTensors state() const = 0;      // for checkpoints
+  virtual void begin_step(bool probe) = 0;                 // probe: count this step's saturated / flushed elements
+  virtual void end_step() = 0;                             // this step's probe row to the pending rows (on the device)
+  virtual void discard() = 0;                              // drops pending rows (a step that raised)
+  virtual void flush_into(trajectory::Trajectory& t) = 0;  // SYNC POINT: pending rows to the host
+  virtual NamedTensors state() const = 0;                  // for checkpoints
   virtual void load_state(const std::map<std::string, at::Tensor>& tensors, const std::string& path) = 0;
 };
 

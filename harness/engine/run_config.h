@@ -3,12 +3,13 @@
 #pragma once
 
 #include "data/corpus.h"
+#include "engine/fault_hooks.h"
 #include "engine/optimizer.h"
 #include "engine/precision.h"
-#include "inject/injection.h"
 #include "models/model.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,9 @@ struct RunConfig {
   ScheduleConfig schedule;
   LoopConfig loop;
   Strategy strategy;
-  std::vector<inject::InjectionConfig> injections;
+  // Planted events (engine/fault_hooks.h; harness/inject builds them from `inject:` or `validate --plant`): null =
+  // none. Shared by copies of the config; replaced, never changed in place (inject::set_injections).
+  std::shared_ptr<const FaultHooks> faults;
   DistributedConfig distributed;
   StackFault stack_fault;  // `ampcheck validate --plant`: a planted stack fault (engine/precision.h)
 };

@@ -22,7 +22,7 @@ std::string StepGraphs::why_not(const RunConfig& cfg, const at::Device& device, 
   if (has_sync) return "data-parallel collectives run between the step's phases (not captured)";
   if (cfg.strategy.fp8)
     return "FP8 casts keep host-side state per step (the amax history slot, the probe rows): not captured yet";
-  if (!cfg.injections.empty()) return "planted events decide on the host, per step, what to change";
+  if (cfg.faults) return "planted events decide on the host, per step, what to change";
   if (cfg.loop.resume_at > 0) return "a restart mid-run rebuilds the parameters the graph would hold";
   if (!cfg.loop.zero_grad) return "the zero_grad pitfall accumulates into grads a captured backward would overwrite";
   if (cfg.optimizer.kind != "adamw")

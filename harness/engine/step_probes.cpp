@@ -1,7 +1,7 @@
 // StepProbes (step_probes.h).
 #include "engine/step_probes.h"
 
-#include "engine/trajectory.h"
+#include "trajectory/trajectory.h"
 #include "kernels/fused.h"
 
 #include <ATen/core/grad_mode.h>
@@ -118,10 +118,10 @@ at::Tensor StepProbes::row(const at::Tensor& loss, const at::Tensor& skipped, co
   // kernels rather than a conversion per column.
   std::vector<at::Tensor> row = {loss, grad_norm_, param_norm, update_norm, scale_, skipped};
   for (const auto& s : stats_) row.push_back(s);
-  while (static_cast<int>(row.size()) < kNumDeviceColumns) row.push_back(nan);
+  while (static_cast<int>(row.size()) < trajectory::kNumDeviceColumns) row.push_back(nan);
   bool all_fp32 = true;
   for (size_t i = 0; i < row.size(); ++i) {
-    row[i] = (static_cast<int>(i) < kLossScale ? row[i] : row[i].to(at::kFloat)).reshape({});
+    row[i] = (static_cast<int>(i) < trajectory::kLossScale ? row[i] : row[i].to(at::kFloat)).reshape({});
     all_fp32 = all_fp32 && row[i].scalar_type() == at::kFloat;
   }
   if (all_fp32) return at::stack(row).to(at::kDouble);

@@ -42,16 +42,11 @@ Trainer::Trainer(RunConfig cfg, at::Device device, GradientSync* sync)
     : cfg_(std::move(cfg)),
       device_(device),
       plan_(resolve_engine_plan(cfg_, device_, sync != nullptr)),
-      injector_(cfg_.injections),
+      faults_(cfg_.faults),
       grad_sync_(sync),
       probes_(plan_, device_),
       timer_(device) {
-  if (grad_sync_) {  // planted events of other ranks are not this rank's
-    std::vector<inject::InjectionConfig> mine;
-    for (const auto& inj : cfg_.injections)
-      if (inj.rank < 0 || inj.rank == grad_sync_->rank()) mine.push_back(inj);
-    injector_ = inject::Injector(mine);
-  }
+  if (grad_sync_ && faults_) faults_ = faults_->for_rank(grad_sync_->rank());  // other ranks' events are not ours
   check_supported(cfg_.strategy, device_);
   numerics_ = std::make_unique<NumericsGuard>(cfg_.strategy, cfg_.stack_fault);
   randomness_ = std::make_unique<RunRandomness>(cfg_.seed, grad_sync_ ? grad_sync_->rank() : 0, device_);
@@ -98,9 +93,9 @@ void Trainer::train_step(int64_t step) {
   // the device work: run directly, or captured once per kind of step and replayed (engine option train.cuda_graphs)
   pending_rows_.push_back(graphs_ ? step_through_graph(step, full_probe, batches)
                                   : step_on_device(step, full_probe, batches));
-  std::array<double, kNumColumns> host{};
+  std::array<double, trajectory::kNumColumns> host{};
   host.fill(kNaN);
-  host[kLr] = lr;
+  host[trajectory::kLr] = lr;
   pending_host_.push_back(host);
   pending_watch_.push_back(model_->take_nonfinite_watch());
   next_step_ = step + 1;
@@ -110,7 +105,7 @@ void Trainer::train_step(int64_t step) {
   if (static_cast<int64_t>(pending_rows_.size()) >= cfg_.loop.log_every) flush();
   if (cfg_.loop.eval_every > 0 && next_step_ % cfg_.loop.eval_every == 0) {
     flush();
-    trajectory_.rows.back()[kEvalLoss] = evaluate();
+    trajectory_.rows.back()[trajectory::kEvalLoss] = evaluate();
   }
 }
 
@@ -125,7 +120,8 @@ at::Tensor Trainer::step_through_graph(int64_t step, bool full_probe, const std:
   }
   const int kind = full_probe ? 1 : 0;
   at::Tensor& out = static_rows_[kind];
-  if (!out.defined()) out = at::empty({kNumDeviceColumns}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  if (!out.defined())
+    out = at::empty({trajectory::kNumDeviceColumns}, at::TensorOptions().dtype(at::kDouble).device(device_));
   graphs_->run(kind, [&] { out.copy_(step_on_device(step, full_probe, static_batches_)); });
   return out.clone();
 }
@@ -141,7 +137,7 @@ at::Tensor Trainer::step_on_device(int64_t step, bool full_probe, const std::vec
   if (precision_) precision_->end_step();
 
   // planted gradient events (what this rank's backward produced)
-  injector_.on_grads(model_->parameters(), step, trajectory_.events);
+  if (faults_) faults_->on_grads(model_->parameters(), step, trajectory_.events);
 
   // data-parallel all-reduce point (none in a single process)
   if (grad_sync_) grad_sync_->all_reduce(model_grads());
@@ -181,7 +177,8 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
   for (int64_t micro = 0; micro < M; ++micro) {
     const data::Batch& batch = batches[static_cast<size_t>(micro)];
     std::vector<std::string> scratch;
-    models::ForwardOptions fwd = injector_.forward_options(step, micro == 0 ? trajectory_.events : scratch);
+    models::ForwardOptions fwd =
+        faults_ ? faults_->forward_options(step, micro == 0 ? trajectory_.events : scratch) : models::ForwardOptions{};
     if (plan_.model.head_loss == models::HeadLoss::Fused)
       fwd.loss_grad_scale = loss_grad_scale(step);  // (only it reads the hint)
     at::Tensor loss;
@@ -194,7 +191,7 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
     const at::Tensor mean_part = M > 1 ? loss / static_cast<double>(M) : loss;
     loss_sum += mean_part.detach().to(at::kFloat);
     if (cfg_.loop.divide_loss_by_micro_batches) loss = mean_part;
-    loss = injector_.on_loss(loss, step, micro == 0 ? trajectory_.events : scratch);
+    if (faults_) loss = faults_->on_loss(loss, step, micro == 0 ? trajectory_.events : scratch);
     // backward
     backward_target(loss).backward();
     if (cfg_.loop.aux_loss_weight != 0) {  // the second loss, its own (scaled) backward
@@ -208,7 +205,7 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
     if (scaler_ && cfg_.loop.unscale_each_micro_batch)
       for (auto& opt : optimizers_) scaler_->unscale_(*opt);  // PITFALL when M > 1
   }
-  injector_.after_backward(model_->parameters(), step);
+  if (faults_) faults_->after_backward(model_->parameters(), step);
   return loss_sum;
 }
 
@@ -217,7 +214,8 @@ at::Tensor Trainer::forward_backward(int64_t step, const std::vector<data::Batch
 // loss-scale event's factor, divided by the micro-batches where the loss is; undefined = 1.
 at::Tensor Trainer::loss_grad_scale(int64_t step) const {
   const int64_t M = cfg_.loop.micro_batches;
-  const double k = injector_.loss_factor(step) * (M > 1 && cfg_.loop.divide_loss_by_micro_batches ? 1.0 / M : 1.0);
+  const double k =
+      (faults_ ? faults_->loss_factor(step) : 1.0) * (M > 1 && cfg_.loop.divide_loss_by_micro_batches ? 1.0 / M : 1.0);
   at::Tensor scale;
   if (scaler_ && scaler_->is_enabled() && cfg_.loop.scale_loss)
     scale = scaler_->scale_tensor().defined()
@@ -256,7 +254,7 @@ at::Tensor Trainer::optimizer_step() {
 
 // LoopConfig::digests: the digest of every parameter (after the step) and of its gradient (as the step used it).
 void Trainer::record_digests() {
-  StepDigests& d = trajectory_.digests;
+  trajectory::StepDigests& d = trajectory_.digests;
   const auto& params = model_->parameters();
   if (d.tensors.empty())
     for (const auto& p : params) d.tensors.push_back(p.name);
@@ -330,8 +328,8 @@ void Trainer::flush() {
   auto acc = rows.accessor<double, 2>();
   for (size_t i = 0; i < pending_rows_.size(); ++i) {
     auto host = pending_host_[i];
-    for (int c = 0; c < kNumDeviceColumns; ++c) host[c] = acc[i][c];
-    host[kStepTimeMs] = i < ms.size() ? ms[i] : kNaN;
+    for (int c = 0; c < trajectory::kNumDeviceColumns; ++c) host[c] = acc[i][c];
+    host[trajectory::kStepTimeMs] = i < ms.size() ? ms[i] : kNaN;
     note_first_nonfinite(static_cast<int64_t>(trajectory_.rows.size()), host, i);
     trajectory_.rows.push_back(host);
   }
@@ -344,10 +342,12 @@ void Trainer::flush() {
 
 // The first non-finite step's first non-finite module, from the model's watch of that step: read (a SYNC POINT) only
 // for a step already known non-finite from its row, once per run.
-void Trainer::note_first_nonfinite(int64_t step, const std::array<double, kNumColumns>& row, size_t pending) {
+void Trainer::note_first_nonfinite(int64_t step, const std::array<double, trajectory::kNumColumns>& row,
+                                   size_t pending) {
   if (first_nonfinite_.first_nonfinite_step >= 0) return;
-  const bool skipped = scaler_ && row[kSkipped] > 0 && step >= cfg_.loop.delay_steps;  // (a delayed step is no skip)
-  if (std::isfinite(row[kLoss]) && std::isfinite(row[kParamNorm]) && !skipped) return;
+  const bool skipped =
+      scaler_ && row[trajectory::kSkipped] > 0 && step >= cfg_.loop.delay_steps;  // (a delayed step is no skip)
+  if (std::isfinite(row[trajectory::kLoss]) && std::isfinite(row[trajectory::kParamNorm]) && !skipped) return;
   first_nonfinite_.first_nonfinite_step = step;
   if (pending >= pending_watch_.size()) return;
   const models::FirstNonfinite f = models::first_nonfinite(pending_watch_[pending], model_->module_tree());
@@ -408,7 +408,7 @@ RunOutcome Trainer::run() {
       if (next_step_ % flush_every == 0 || next_step_ == cfg_.loop.steps) {
         flush();
         const auto& last = trajectory_.rows.back();
-        if (!std::isfinite(last[kParamNorm])) {  // params poisoned: nothing further can recover
+        if (!std::isfinite(last[trajectory::kParamNorm])) {  // params poisoned: nothing further can recover
           out.status = RunOutcome::Status::NonFinite;
           out.failed_step = next_step_ - 1;
           break;
@@ -426,7 +426,7 @@ RunOutcome Trainer::run() {
   out.first_nonfinite_module = first_nonfinite_.first_nonfinite_module;
   out.first_nonfinite_pass = first_nonfinite_.first_nonfinite_pass;
   if (out.status == RunOutcome::Status::Completed && !trajectory_.rows.empty() &&
-      !std::isfinite(trajectory_.rows.back()[kLoss])) {
+      !std::isfinite(trajectory_.rows.back()[trajectory::kLoss])) {
     out.status = RunOutcome::Status::NonFinite;
     out.failed_step = trajectory_.size() - 1;
   }

@@ -11,6 +11,7 @@
 #include "data/corpus.h"
 #include "engine/checkpoint.h"
 #include "engine/engine_plan.h"
+#include "engine/fault_hooks.h"
 #include "engine/gradient_sync.h"
 #include "engine/master_weights.h"
 #include "engine/optimizer.h"
@@ -21,8 +22,7 @@
 #include "engine/step_graph.h"
 #include "engine/step_probes.h"
 #include "engine/step_timer.h"
-#include "engine/trajectory.h"
-#include "inject/injection.h"
+#include "trajectory/trajectory.h"
 #include "models/model.h"
 
 #include <ampcheck/amp/grad_scaler.h>
@@ -79,10 +79,10 @@ class Trainer {
   Optimizer& optimizer() { return *optimizers_.front(); }
   const std::vector<std::unique_ptr<Optimizer>>& optimizers() const { return optimizers_; }
   amp::GradScaler* scaler() { return scaler_.get(); }
-  const Trajectory& trajectory() const { return trajectory_; }
+  const trajectory::Trajectory& trajectory() const { return trajectory_; }
   const at::Device& device() const { return device_; }
   // Called after every flush with the last recorded step (0-based) and the trajectory so far.
-  using ProgressFn = std::function<void(int64_t step, const Trajectory& trajectory)>;
+  using ProgressFn = std::function<void(int64_t step, const trajectory::Trajectory& trajectory)>;
   void set_progress(ProgressFn fn) { progress_ = std::move(fn); }
   void flush();  // SYNC POINT: copies pending device-side trajectory rows to the host
   // What backward will bring to the model's loss at `step` (undefined: 1): the GradScaler's scale when the loss is
@@ -133,17 +133,17 @@ class Trainer {
   std::vector<size_t> second_group_;                    // model parameter indices of the second group
   std::unique_ptr<amp::GradScaler> scaler_;
   std::unique_ptr<PrecisionRuntime> precision_;  // FP8's per-step state (fp8 strategies), else null
-  inject::Injector injector_;
+  std::shared_ptr<const FaultHooks> faults_;     // this rank's planted events (null: none)
   GradientSync* grad_sync_ = nullptr;
   ProgressFn progress_;
   StepProbes probes_;
 
-  Trajectory trajectory_;
+  trajectory::Trajectory trajectory_;
   std::vector<at::Tensor> pending_rows_;  // (kNumDeviceColumns,) fp64 per step, on device
-  std::vector<std::array<double, kNumColumns>> pending_host_;
+  std::vector<std::array<double, trajectory::kNumColumns>> pending_host_;
   std::vector<models::NonfiniteWatch> pending_watch_;  // the model's non-finite watch of each pending step
   RunOutcome first_nonfinite_;                         // its first_nonfinite_* fields, once a step went non-finite
-  void note_first_nonfinite(int64_t step, const std::array<double, kNumColumns>& row, size_t pending);
+  void note_first_nonfinite(int64_t step, const std::array<double, trajectory::kNumColumns>& row, size_t pending);
   StepTimer timer_;                          // per-step time (CUDA events / wall clock)
   std::unique_ptr<StepGraphs> graphs_;       // train.cuda_graphs where the plan applies it, else null
   std::vector<data::Batch> static_batches_;  // the captured step's inputs (graphs only)

@@ -13,7 +13,7 @@ void Trainer::build_model() {
   models::ModelConfig mc = plan_.model;
   mc.seed = cfg_.seed;
   model_ = models::make_model(mc);
-  injector_.at_init(model_->parameters(), trajectory_.events);  // planted module faults (scale_weights)
+  if (faults_) faults_->at_init(model_->parameters(), trajectory_.events);  // planted module faults (scale_weights)
   model_->to(device_, cfg_.strategy.param_dtype);
   // the first non-finite module (RunOutcome): a captured step replays without the host, so it watches nothing.
   // AMPCHECK_NONFINITE_WATCH=0 turns it off (to measure what it costs: docs/PERFORMANCE.md).

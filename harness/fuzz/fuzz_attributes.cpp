@@ -1,6 +1,6 @@
 // Fuzz target: attribute text from a file, from the reader to every format it reaches (docs/ROBUSTNESS.md, "Text
 // from files"). The input is key\0value\0key\0value...: the attributes of an HDF5 trajectory (written with
-// reference::write_trajectory, which stores any bytes) and of a JSON-lines header (written by hand: the bytes raw in a
+// trajectory::write_trajectory, which stores any bytes) and of a JSON-lines header (written by hand: the bytes raw in a
 // JSON string). Each file is read back; then the attributes — as read, and raw as a reader that forgot the rule would
 // pass them — fill a run summary that is written as summary.json, junit.xml and summary.md, rendered as report.html,
 // printed as the result table and read back as compare reads summary.json. The oracle: a reader returns attributes
@@ -9,11 +9,11 @@
 // and is printable; every report is printable UTF-8 and summary.json reads back what was written.
 #include "fuzz_support.h"
 
-#include "cli/verdict_rows.h"
+#include "cli/commands.h"
 #include "io/files.h"
 #include "io/text.h"
 #include "reference/external_run.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "report/html.h"
 #include "report/summary.h"
 
@@ -46,7 +46,7 @@ Pairs split_pairs(const uint8_t* data, size_t size) {
 
 bool printable(const std::string& s) { return io::first_unprintable(s) == std::string::npos; }
 bool is_exact(const std::string& key) {
-  for (const char* k : reference::kExactAttributes)
+  for (const char* k : trajectory::kExactAttributes)
     if (key == k) return true;
   return false;
 }
@@ -79,7 +79,7 @@ std::string json_string_raw(const std::string& s) {
 // attributes are not printable, one of them: the reader stops at the first it checks).
 // JSON lines: bytes that are not UTF-8 anywhere in the header are a JSON syntax error (naming file:line), before any
 // attribute is looked at.
-void check_read(const std::function<reference::TrajectoryFile()>& read, const Pairs& pairs, const std::string& path,
+void check_read(const std::function<trajectory::TrajectoryFile()>& read, const Pairs& pairs, const std::string& path,
                 bool json, std::map<std::string, std::string>& attributes_read) {
   std::map<std::string, std::string> last;  // (a key given twice: the last value, as the writers keep it)
   for (const auto& [k, v] : pairs) last[k] = v;
@@ -90,7 +90,7 @@ void check_read(const std::function<reference::TrajectoryFile()>& read, const Pa
   for (const auto& [k, v] : pairs) invalid_utf8 |= io::first_invalid_utf8(k + v) != std::string::npos;
   if (json && invalid_utf8) unprintable_exact.clear();
   try {
-    const reference::TrajectoryFile f = read();
+    const trajectory::TrajectoryFile f = read();
     FUZZ_CHECK(unprintable_exact.empty(), "an exact attribute that is not printable UTF-8 is refused");
     FUZZ_CHECK(!(json && invalid_utf8), "JSON that is not UTF-8 is refused");
     for (const auto& [k, v] : f.attributes) {
@@ -172,7 +172,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // 1. HDF5: the attributes as write_trajectory stores them (any bytes), read back
   const std::string h5 = stem + ".h5";
-  reference::TrajectoryFile tf;
+  trajectory::TrajectoryFile tf;
   tf.trajectory.rows.resize(3);
   for (auto& r : tf.trajectory.rows) r.fill(1.0);
   for (const auto& [k, v] : pairs) {
@@ -188,12 +188,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   bool written = true;
   try {
-    reference::write_trajectory(h5, tf, /*overwrite=*/true);
+    trajectory::write_trajectory(h5, tf, /*overwrite=*/true);
   } catch (const std::exception&) {
     written = false;  // a name libhdf5 does not take as an attribute's: nothing to read
   }
   std::map<std::string, std::string> read_h5;
-  if (written) check_read([&] { return reference::read_trajectory(h5); }, pairs, h5, false, read_h5);
+  if (written) check_read([&] { return trajectory::read_trajectory(h5); }, pairs, h5, false, read_h5);
   std::remove(h5.c_str());
 
   // 2. JSON lines: the same attributes in a header object, the bytes raw

@@ -54,6 +54,34 @@ void Injector::at_init(std::vector<models::NamedParameter>& params, std::vector<
   }
 }
 
+std::shared_ptr<const engine::FaultHooks> Injector::for_rank(int64_t rank) const {
+  std::vector<InjectionConfig> mine;
+  for (const auto& c : cfgs_)
+    if (c.rank < 0 || c.rank == rank) mine.push_back(c);
+  return std::make_shared<Injector>(std::move(mine));
+}
+
+bool Injector::scales_activations() const {
+  for (const auto& c : cfgs_)
+    if (c.kind == InjectionKind::ActivationScale) return true;
+  return false;
+}
+
+std::shared_ptr<const engine::FaultHooks> Injector::kept_in_reference() const {
+  std::vector<InjectionConfig> model_faults;
+  for (const auto& c : cfgs_)
+    if (c.kind == InjectionKind::ScaleWeights) model_faults.push_back(c);
+  return model_faults.empty() ? nullptr : std::make_shared<Injector>(std::move(model_faults));
+}
+
+std::string Injector::reference_key_text() const {
+  std::ostringstream os;
+  os.precision(17);  // as the reference key's own numbers (reference_store.cpp)
+  for (const auto& c : cfgs_)
+    if (c.kind == InjectionKind::ScaleWeights) os << " scale_weights=" << c.module << "x" << c.factor;
+  return os.str();
+}
+
 models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::string>& events) const {
   models::ForwardOptions o;
   for (const auto& c : cfgs_) {
@@ -161,6 +189,30 @@ void Injector::on_grads(const std::vector<models::NamedParameter>& params, int64
     events.push_back("step " + std::to_string(step) + ": wrote " + num(c.value) + " into " + std::to_string(hits) +
                      " grad(s) matching '" + c.params + "'");
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// a run's planted events
+
+const std::vector<InjectionConfig>& injections(const engine::RunConfig& run) {
+  static const std::vector<InjectionConfig> none;
+  if (!run.faults) return none;
+  const auto* injector = dynamic_cast<const Injector*>(run.faults.get());
+  if (!injector)
+    throw std::logic_error("run " + run.name + ": its planted events (RunConfig::faults) are no inject::Injector");
+  return injector->configs();
+}
+
+void set_injections(engine::RunConfig& run, std::vector<InjectionConfig> cfgs) {
+  if (cfgs.empty()) run.faults = nullptr;
+  else
+    run.faults = std::make_shared<Injector>(std::move(cfgs));
+}
+
+void add_injections(engine::RunConfig& run, const std::vector<InjectionConfig>& cfgs) {
+  std::vector<InjectionConfig> all = injections(run);
+  all.insert(all.end(), cfgs.begin(), cfgs.end());
+  set_injections(run, std::move(all));
 }
 
 }  // namespace ampcheck::inject

@@ -17,14 +17,20 @@
 //             (and after the data-parallel all-reduce point), before unscale
 //   init      scale_weights: one module's weights (every parameter of it and its children but the biases) multiplied
 //             by a factor once, at initialisation, before the strategy casts the model: a planted module fault whose
-//             activations outgrow fp16's range while FP32 and bf16 (8 exponent bits) hold them
-// Every application is recorded as an event in the trajectory.
+//             activations outgrow fp16's range while FP32 and bf16 (8 exponent bits) hold them; it is part of the
+//             model, so the FP32 reference keeps it (kept_in_reference)
+// Every application is recorded as an event in the trajectory. The Injector is the engine's FaultHooks
+// (engine/fault_hooks.h): a run carries it in RunConfig::faults (set_injections), and the trainer calls it at the
+// points above without knowing what is planted.
 #pragma once
 
+#include "engine/fault_hooks.h"
+#include "engine/run_config.h"
 #include "models/model.h"
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,25 +62,39 @@ struct InjectionConfig {
   int64_t bit = 0;
 };
 
-class Injector {
+class Injector final : public engine::FaultHooks {
  public:
   explicit Injector(std::vector<InjectionConfig> cfgs) : cfgs_(std::move(cfgs)) {}
   bool empty() const { return cfgs_.empty(); }
+  const std::vector<InjectionConfig>& configs() const { return cfgs_; }
+
+  // The events without a `rank` or with this one.
+  std::shared_ptr<const engine::FaultHooks> for_rank(int64_t rank) const override;
+  bool scales_activations() const override;  // an ActivationScale event
   // ScaleWeights, once on the freshly built fp32 model (before it is cast or moved)
-  void at_init(std::vector<models::NamedParameter>& params, std::vector<std::string>& events) const;
-  models::ForwardOptions forward_options(int64_t step, std::vector<std::string>& events) const;
+  void at_init(std::vector<models::NamedParameter>& params, std::vector<std::string>& events) const override;
+  std::shared_ptr<const engine::FaultHooks> kept_in_reference() const override;  // the ScaleWeights events
+  std::string reference_key_text() const override;  // " scale_weights=<module>x<factor>" per ScaleWeights event
+  models::ForwardOptions forward_options(int64_t step, std::vector<std::string>& events) const override;
   // The product of the loss-scale factors on_loss applies at this step (1 if none): what the fused LM head must know
   // in its forward to form its gradient at the scale backward will bring.
-  double loss_factor(int64_t step) const;
-  at::Tensor on_loss(const at::Tensor& loss, int64_t step, std::vector<std::string>& events) const;
+  double loss_factor(int64_t step) const override;
+  at::Tensor on_loss(const at::Tensor& loss, int64_t step, std::vector<std::string>& events) const override;
   void on_grads(const std::vector<models::NamedParameter>& params, int64_t step,
-                std::vector<std::string>& events) const;
+                std::vector<std::string>& events) const override;
   // LossScale compensation, right after backward (before the all-reduce point, probes and unscale).
-  void after_backward(const std::vector<models::NamedParameter>& params, int64_t step) const;
+  void after_backward(const std::vector<models::NamedParameter>& params, int64_t step) const override;
 
  private:
   std::vector<InjectionConfig> cfgs_;
 };
+
+// The planted events of a run (its RunConfig::faults, an Injector; empty where it has none).
+const std::vector<InjectionConfig>& injections(const engine::RunConfig& run);
+// Plants `cfgs` into the run in place of what it had (none: RunConfig::faults cleared).
+void set_injections(engine::RunConfig& run, std::vector<InjectionConfig> cfgs);
+// Plants `cfgs` after the events the run already has.
+void add_injections(engine::RunConfig& run, const std::vector<InjectionConfig>& cfgs);
 
 bool glob_match(const std::string& pattern, const std::string& name);
 

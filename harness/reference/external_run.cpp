@@ -16,12 +16,12 @@ namespace ampcheck::reference {
 namespace {
 std::string known_columns() {
   std::string s;
-  for (int c = 0; c < engine::kNumColumns; ++c) s += (c ? ", " : "") + std::string(engine::column_name(c));
+  for (int c = 0; c < trajectory::kNumColumns; ++c) s += (c ? ", " : "") + std::string(trajectory::column_name(c));
   return s;
 }
 int column_index(const std::string& name) {
-  for (int c = 0; c < engine::kNumColumns; ++c)
-    if (name == engine::column_name(c)) return c;
+  for (int c = 0; c < trajectory::kNumColumns; ++c)
+    if (name == trajectory::column_name(c)) return c;
   return -1;
 }
 bool ends_with(const std::string& s, const std::string& tail) {
@@ -51,10 +51,10 @@ bool read_line_bounded(std::istream& in, std::string& line, size_t max, bool& to
 }
 }  // namespace
 
-TrajectoryFile read_jsonl_trajectory(const std::string& path) {
+trajectory::TrajectoryFile read_jsonl_trajectory(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open");
-  TrajectoryFile out;
+  trajectory::TrajectoryFile out;
   std::set<std::string> present;
   std::string text;
   int64_t line_no = 0;
@@ -83,10 +83,10 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
       if (j["format"] != kTrajectoryFormatName)
         throw std::runtime_error(where + "'format' is " + io::printable_text(j["format"].dump()) + ", expected \"" +
                                  kTrajectoryFormatName + "\"");
-      if (!j.contains("format_version") || j["format_version"] != kTrajectoryFormatVersion)
+      if (!j.contains("format_version") || j["format_version"] != trajectory::kTrajectoryFormatVersion)
         throw std::runtime_error(where + "'format_version' is " +
                                  io::printable_text(j.value("format_version", nlohmann::json()).dump()) +
-                                 ", expected " + std::to_string(kTrajectoryFormatVersion));
+                                 ", expected " + std::to_string(trajectory::kTrajectoryFormatVersion));
       if (j.contains("attributes")) {
         if (!j["attributes"].is_object()) throw std::runtime_error(where + "'attributes' must be an object of strings");
         for (auto& [k, v] : j["attributes"].items()) {
@@ -95,15 +95,15 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
                                      io::printable_text(v.dump()));
           out.attributes[k] = v.get<std::string>();
         }
-        make_attributes_printable(out.attributes,
-                                  where.substr(0, where.size() - 2));  // (JSON: UTF-8; controls: \u001b)
+        trajectory::make_attributes_printable(out.attributes,
+                                              where.substr(0, where.size() - 2));  // (JSON: UTF-8; controls: \u001b)
       }
       header_allowed = false;
       continue;
     }
     header_allowed = false;
     const int64_t step = out.trajectory.size();
-    std::array<double, engine::kNumColumns> row;
+    std::array<double, trajectory::kNumColumns> row;
     row.fill(std::numeric_limits<double>::quiet_NaN());
     for (auto& [key, v] : j.items()) {
       if (key == "step") {
@@ -126,16 +126,16 @@ TrajectoryFile read_jsonl_trajectory(const std::string& path) {
     out.trajectory.rows.push_back(row);
   }
   if (out.trajectory.rows.empty()) throw std::runtime_error(path + ": no steps (expected one JSON object per step)");
-  for (int c = 0; c < engine::kNumColumns; ++c)
-    if (c == engine::kLoss || present.count(engine::column_name(c)))
-      out.columns_present.push_back(engine::column_name(c));
+  for (int c = 0; c < trajectory::kNumColumns; ++c)
+    if (c == trajectory::kLoss || present.count(trajectory::column_name(c)))
+      out.columns_present.push_back(trajectory::column_name(c));
   out.attributes.emplace("format", kTrajectoryFormatName);
-  out.attributes.emplace("format_version", std::to_string(kTrajectoryFormatVersion));
+  out.attributes.emplace("format_version", std::to_string(trajectory::kTrajectoryFormatVersion));
   return out;
 }
 
-void check_same_training(const TrajectoryFile& run, const std::string& run_path, const TrajectoryFile& ref,
-                         const std::string& ref_path) {
+void check_same_training(const trajectory::TrajectoryFile& run, const std::string& run_path,
+                         const trajectory::TrajectoryFile& ref, const std::string& ref_path) {
   for (const char* key : {"run_key", "model", "model_parameters", "dataset", "reference_key"}) {
     const auto a = run.attributes.find(key), b = ref.attributes.find(key);
     if (a == run.attributes.end() || b == ref.attributes.end() || a->second.empty() || b->second.empty()) continue;
@@ -147,10 +147,11 @@ void check_same_training(const TrajectoryFile& run, const std::string& run_path,
   }
 }
 
-TrajectoryFile read_external_run(const std::string& path) {
+trajectory::TrajectoryFile read_external_run(const std::string& path) {
   if (ends_with(path, ".jsonl")) return read_jsonl_trajectory(path);
-  return read_trajectory_contained(path,
-                                   Columns::LossRequired);  // a file from outside: read where a crash is contained
+  return trajectory::read_trajectory_contained(
+      path,
+      trajectory::Columns::LossRequired);  // a file from outside: read where a crash is contained
 }
 
 }  // namespace ampcheck::reference

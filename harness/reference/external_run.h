@@ -9,7 +9,7 @@
 // what was expected.
 #pragma once
 
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include <string>
 
@@ -17,14 +17,14 @@ namespace ampcheck::reference {
 
 constexpr const char* kTrajectoryFormatName = "ampcheck-trajectory";
 
-TrajectoryFile read_jsonl_trajectory(const std::string& path);
+trajectory::TrajectoryFile read_jsonl_trajectory(const std::string& path);
 // By the file's extension: .jsonl → read_jsonl_trajectory, anything else → HDF5 with only `loss` required.
-TrajectoryFile read_external_run(const std::string& path);
+trajectory::TrajectoryFile read_external_run(const std::string& path);
 
 // The provenance attributes that must agree between a run and its reference (and between a reference's runs):
 // run_key (the user's name for the training setup), model, model_parameters, dataset, reference_key. Only
 // attributes both files carry are compared. Throws, naming both files, the attribute and both values.
-void check_same_training(const TrajectoryFile& run, const std::string& run_path, const TrajectoryFile& ref,
-                         const std::string& ref_path);
+void check_same_training(const trajectory::TrajectoryFile& run, const std::string& run_path,
+                         const trajectory::TrajectoryFile& ref, const std::string& ref_path);
 
 }  // namespace ampcheck::reference

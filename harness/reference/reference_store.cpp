@@ -1,6 +1,9 @@
 // Reference keys and loading.
 #include "reference/reference_store.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
@@ -24,10 +27,7 @@ engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   engine::RunConfig r = run;
   r.strategy = engine::strategy_preset("fp32");
   // planted events are what a reference has none of; a planted module fault (scale_weights) is part of the model
-  std::vector<inject::InjectionConfig> model_faults;
-  for (const auto& inj : run.injections)
-    if (inj.kind == inject::InjectionKind::ScaleWeights) model_faults.push_back(inj);
-  r.injections = model_faults;
+  r.faults = run.faults ? run.faults->kept_in_reference() : nullptr;
   r.model.keep_fp32.clear();  // (an FP32 run keeps everything in FP32 anyway)
   r.loop.clip_unscale_first = true;
   r.loop.call_update = true;
@@ -70,8 +70,7 @@ ReferenceKey reference_key(const engine::RunConfig& run) {
      << r.schedule.min_lr_ratio << " steps=" << r.loop.steps << " micro=" << r.loop.micro_batches
      << " clip=" << r.loop.clip_max_norm << " eval=" << r.loop.eval_every << "x" << r.loop.eval_batches;
   if (r.loop.two_optimizers) os << " two_optimizers aux=" << r.loop.aux_loss_weight;  // (absent from older keys)
-  for (const auto& inj : r.injections)  // planted module faults (absent from older keys)
-    os << " scale_weights=" << inj.module << "x" << inj.factor;
+  if (r.faults) os << r.faults->reference_key_text();  // planted module faults (absent from older keys)
   ReferenceKey k;
   k.canonical = os.str();
   std::ostringstream hex;
@@ -119,7 +118,8 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   if (::stat(ref.path.c_str(), &st) != 0)
     throw std::runtime_error("no FP32 reference for '" + run.name + "': " + ref.path + " does not exist" + hint);
   try {
-    ref.file = read_trajectory_contained(ref.path);  // a reference root may come from outside (--references)
+    ref.file =
+        trajectory::read_trajectory_contained(ref.path);  // a reference root may come from outside (--references)
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(e.what()) + hint);
   }
@@ -148,6 +148,16 @@ Reference load_reference(const std::string& root, const std::string& device_clas
     throw std::runtime_error(ref.path + ": reference has " + std::to_string(ref.file.trajectory.size()) +
                              " steps, the scenario " + std::to_string(run.loop.steps) + hint + " --force");
   return ref;
+}
+
+std::vector<double> loss_spread(const trajectory::Trajectory& reference,
+                                const std::vector<trajectory::LabelledTrajectory>& noise_runs) {
+  std::vector<double> spread(reference.rows.size(), 0.0);
+  for (const auto& n : noise_runs)
+    for (size_t s = 0; s < spread.size(); ++s)
+      spread[s] =
+          std::max(spread[s], std::abs(n.trajectory.rows[s][trajectory::kLoss] - reference.rows[s][trajectory::kLoss]));
+  return spread;
 }
 
 }  // namespace ampcheck::reference

@@ -14,7 +14,7 @@
 #pragma once
 
 #include "engine/run_config.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include <string>
 #include <vector>
@@ -47,14 +47,19 @@ engine::RunConfig perturbed(const engine::RunConfig& reference_run, const NoiseP
 
 struct Reference {
   std::string path;
-  TrajectoryFile file;                            // the FP32 run; attributes include reference_key, reference_canonical
-  std::vector<double> loss_spread;                // per step
-  std::vector<engine::LabelledTrajectory> noise;  // the noise runs
+  trajectory::TrajectoryFile file;  // the FP32 run; attributes include reference_key, reference_canonical
+  std::vector<double> loss_spread;  // per step
+  std::vector<trajectory::LabelledTrajectory> noise;  // the noise runs
 };
 
 // Loads and validates a reference. Missing, unreadable, foreign (another key's canonical text) or stale (other
 // format) references throw std::runtime_error with a HINT naming `ampcheck record`.
 Reference load_reference(const std::string& root, const std::string& device_class, const engine::RunConfig& run,
                          const std::string& suite_hint);
+
+// series/loss_spread of a reference: per step, the largest |loss - reference loss| over its noise runs (each at least
+// as long as the reference).
+std::vector<double> loss_spread(const trajectory::Trajectory& reference,
+                                const std::vector<trajectory::LabelledTrajectory>& noise_runs);
 
 }  // namespace ampcheck::reference

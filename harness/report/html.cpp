@@ -5,7 +5,7 @@
 #include "report/svg.h"
 
 #include "io/files.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -55,7 +55,7 @@ bool exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-std::vector<double> series_or_empty(const reference::TrajectoryFile& f, const char* name) {
+std::vector<double> series_or_empty(const trajectory::TrajectoryFile& f, const char* name) {
   auto it = f.series.find(name);
   return it == f.series.end() ? std::vector<double>{} : it->second;
 }
@@ -265,13 +265,13 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
 }  // namespace
 
 ScenarioSeries load_series(const std::string& h5_path) {
-  const reference::TrajectoryFile f = reference::read_trajectory_contained(h5_path);
+  const trajectory::TrajectoryFile f = trajectory::read_trajectory_contained(h5_path);
   ScenarioSeries s;
   s.loaded = true;
-  s.loss = f.trajectory.column(engine::kLoss);
-  s.loss_scale = f.trajectory.column(engine::kLossScale);
+  s.loss = f.trajectory.column(trajectory::kLoss);
+  s.loss_scale = f.trajectory.column(trajectory::kLossScale);
   for (int64_t i = 0; i < f.trajectory.size(); ++i)
-    if (f.trajectory.rows[i][engine::kSkipped] > 0.5) s.skipped_steps.push_back(i);
+    if (f.trajectory.rows[i][trajectory::kSkipped] > 0.5) s.skipped_steps.push_back(i);
   s.smoothed_loss = series_or_empty(f, "smoothed_loss");
   s.reference_loss = series_or_empty(f, "reference_loss");
   s.reference_smoothed = series_or_empty(f, "reference_smoothed_loss");

@@ -110,6 +110,132 @@ struct RunSummary {
   int64_t failed() const;
 };
 
+// ---------------------------------------------------------------------------------------------------------------------
+// The record's one description: each field once, with its JSON name (docs/SUMMARY_SCHEMA.md). summary.json's writer
+// and reader, `ampcheck check --jobs`' exchange with its worker processes (a summary.json each) and the fuzz targets
+// derive from it (io/record_json.h: the kind from the C++ type; NaN <-> null). `required`: a reader's error when
+// absent; every other field keeps its default when absent (older versions); `optional`: written only when the flag
+// holds. The envelope — schema, version, passed, failed, scenarios — is summary.cpp's.
+
+template <class V>
+void visit_fields(WarningSummary& w, V& v) {
+  v.required("signal", w.signal);
+  v("message", w.message);
+}
+
+template <class V>
+void visit_fields(SignalSummary& g, V& v) {
+  v.required("name", g.name);
+  v("unit", g.unit);
+  v("judged", g.judged);
+  v("fired", g.fired);
+  v("decides", g.decides);
+  v("verdict", g.verdict);
+  v("first_step", g.first_step);
+  v("max_step", g.max_step);
+  v("max_margin", g.max_margin);
+  v("deviation", g.deviation);
+  v("allowed", g.allowed);
+  v("noise", g.noise);
+  v("run_value", g.run_value);
+  v("reference_value", g.reference_value);
+  v("message", g.message);
+}
+
+template <class V>
+void visit_fields(ScenarioSummary::EngineOption& o, V& v) {
+  v("option", o.option);
+  v("label", o.label);
+  v("applied", o.applied);
+  v("note", o.note);
+}
+
+template <class V>
+void visit_fields(ScenarioSummary::Validation& x, V& v) {
+  v("mode", x.mode);
+  v("golden", x.golden);
+  v("golden_class", x.golden_class);
+  v("stack_differences", x.stack_differences);
+  v("identical", x.identical);
+  v("first_step", x.first_step);
+  v("first_difference", x.first_difference);
+  v("replay", x.replay);
+  v("replay_message", x.replay_message);
+  v("reference_class", x.reference_class);
+  v("statistical_verdict", x.statistical_verdict);
+  v("plants", x.plants);
+}
+
+template <class V>
+void visit_fields(ScenarioSummary::Distributed& d, V& v) {
+  v("world_size", d.world_size);
+  v("backend", d.backend);
+  v("sharding", d.sharding);
+  v("reduce_dtype", d.reduce_dtype);
+  v("launch", d.launch);
+  v("rank_files", d.rank_files);
+  v("rank_median_step_ms", d.rank_median_step_ms);
+  v("rank_collective_share", d.rank_collective_share);
+  v("consistency_checks", d.consistency_checks);
+  v("diverged_step", d.diverged_step);
+  v("consistency", d.consistency);
+}
+
+template <class V>
+void visit_fields(ScenarioSummary& c, V& v) {
+  v.required("name", c.name);  // first: a later field's error names the scenario
+  v("strategy", c.strategy);
+  v("device_class", c.device_class);
+  v.required("expect", c.expect);
+  v.required("verdict", c.verdict);
+  v.required("pass", c.pass);
+  v("message", c.message);
+  v("steps", c.steps);
+  v("first_divergence_step", c.first_divergence_step);
+  v("max_deviation_bands", c.max_deviation_bands);
+  v("deciding_signal", c.deciding_signal);  // v3
+  v("max_signal", c.max_signal);            // v3
+  v("signals", c.signals);                  // v3
+  v("warnings", c.warnings);                // v4
+  v("final_loss_ratio", c.final_loss_ratio);
+  v("param_drift", c.param_drift);
+  v("skipped_steps", c.skipped_steps);
+  v("first_loss", c.first_loss);
+  v("final_loss", c.final_loss);
+  v("workload", c.workload);  // v2: the measurements
+  v("compute_dtype", c.compute_dtype);
+  v("timing_method", c.timing_method);
+  v("warmup_steps", c.warmup_steps);
+  v("median_step_ms", c.median_step_ms);
+  v("p10_step_ms", c.p10_step_ms);
+  v("p90_step_ms", c.p90_step_ms);
+  v("tokens_per_s", c.tokens_per_s);
+  v("samples_per_s", c.samples_per_s);
+  v("tflops", c.tflops);
+  v("peak_tflops", c.peak_tflops);
+  v("mfu", c.mfu);
+  v("peak_memory_bytes", c.peak_memory_bytes);
+  v("peak_reserved_bytes", c.peak_reserved_bytes);
+  v("trajectory_file", c.trajectory_file);
+  v("engine", c.engine);
+  v("engine_plan", c.engine_plan);                                         // v5
+  v.optional("validation", c.validation, !c.validation.mode.empty());      // v6: validate rows only
+  v.optional("distributed", c.distributed, c.distributed.world_size > 0);  // data-parallel rows only
+}
+
+template <class V>
+void visit_fields(RunSummary& s, V& v) {  // the run's header; its scenarios: summary.cpp
+  v("ampcheck_version", s.ampcheck_version);
+  v("libtorch_version", s.libtorch_version);
+  v("cuda_version", s.cuda_version);
+  v("device_name", s.device_name);
+  v("device_class", s.device_class);
+  v("date", s.date);
+  v("suite", s.suite);
+  v("git_commit", s.git_commit);
+  v("strict", s.strict);  // v4
+}
+
 void write_summary_json(const std::string& path, const RunSummary& s);
 RunSummary read_summary_json(const std::string& path);  // throws naming the file and field on bad input
 void write_junit(const std::string& path, const RunSummary& s);

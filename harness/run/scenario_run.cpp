@@ -1,6 +1,8 @@
 // run_scenario: the glue between a Scenario and the Trainer.
 #include "run/scenario_run.h"
 
+#include "inject/injection.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -8,7 +10,7 @@
 
 namespace ampcheck::run {
 
-StepTiming step_timing(const engine::Trajectory& t, const std::string& method) {
+StepTiming step_timing(const trajectory::Trajectory& t, const std::string& method) {
   StepTiming st;
   st.method = method;
   const int64_t n = t.size();
@@ -16,7 +18,7 @@ StepTiming step_timing(const engine::Trajectory& t, const std::string& method) {
   st.warmup_steps = std::min<int64_t>(n - 1, std::max<int64_t>(2, n / 10));
   std::vector<double> ms;
   for (int64_t i = st.warmup_steps; i < n; ++i)
-    if (std::isfinite(t.rows[i][engine::kStepTimeMs])) ms.push_back(t.rows[i][engine::kStepTimeMs]);
+    if (std::isfinite(t.rows[i][trajectory::kStepTimeMs])) ms.push_back(t.rows[i][trajectory::kStepTimeMs]);
   st.timed_steps = static_cast<int64_t>(ms.size());
   if (ms.empty()) return st;
   std::sort(ms.begin(), ms.end());
@@ -46,8 +48,9 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
   if (steps_override > 0) {
     cfg.loop.steps = steps_override;
     // the scenario's own steps were checked at parse time; a shorter run must not drop a planted event silently
-    for (size_t i = 0; i < cfg.injections.size(); ++i) {
-      const auto& inj = cfg.injections[i];
+    const auto& injections = inject::injections(cfg);
+    for (size_t i = 0; i < injections.size(); ++i) {
+      const auto& inj = injections[i];
       int64_t last = inj.from_step;
       for (int64_t st : inj.steps) last = std::max(last, st);
       if (last >= steps_override)
@@ -93,10 +96,10 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
   }
   const auto& rows = r.trajectory.rows;
   if (!rows.empty()) {
-    r.first_loss = rows.front()[engine::kLoss];
-    r.final_loss = rows.back()[engine::kLoss];
-    r.min_loss = rows.front()[engine::kLoss];
-    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[engine::kLoss]);
+    r.first_loss = rows.front()[trajectory::kLoss];
+    r.final_loss = rows.back()[trajectory::kLoss];
+    r.min_loss = rows.front()[trajectory::kLoss];
+    for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[trajectory::kLoss]);
     r.timing = step_timing(r.trajectory, timing_method);
   }
   // expectations decidable without a reference: the run's status alone (verdict/pass_rule.h)

@@ -16,7 +16,7 @@ struct StepTiming {
   int64_t warmup_steps = 0, timed_steps = 0;
   double median_ms = NAN, p10_ms = NAN, p90_ms = NAN;
 };
-StepTiming step_timing(const engine::Trajectory& t, const std::string& method);
+StepTiming step_timing(const trajectory::Trajectory& t, const std::string& method);
 
 // The dtype a strategy's matmuls run in (what its throughput should be compared with): autocast dtype, else the
 // parameter dtype, with fp32 reported as tf32 when TF32 is on.
@@ -38,7 +38,7 @@ struct ScenarioResult {
   std::string name;
   std::string device_class;
   engine::RunOutcome outcome;
-  engine::Trajectory trajectory;
+  trajectory::Trajectory trajectory;
   std::string model_description;
   double first_loss = NAN, final_loss = NAN, min_loss = NAN;
   std::string workload;       // what throughput is comparable across: "gpt nano, batch 8 x 64"

@@ -645,8 +645,10 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   if (top.has("distributed")) parse_distributed(top.map("distributed"), sc.run);
   else
     top.raw("distributed");
-  parse_injections(top, sc.run, sc.run.injections);
-  sc.tolerance = verdict::default_tolerance(sc.run.strategy);
+  std::vector<inject::InjectionConfig> injections;
+  parse_injections(top, sc.run, injections);
+  inject::set_injections(sc.run, std::move(injections));
+  sc.tolerance = verdict::default_tolerance();
   if (top.has("tolerance")) {
     Fields t = top.map("tolerance");
     sc.tolerance.k = t.num("k", sc.tolerance.k);

@@ -15,7 +15,7 @@ using namespace ampcheck;
 namespace {
 using ampcheck::testing::bitflip_injection;
 
-engine::Trajectory train(const engine::RunConfig& cfg) {  // (a flipped exponent may end the run non-finite)
+trajectory::Trajectory train(const engine::RunConfig& cfg) {  // (a flipped exponent may end the run non-finite)
   engine::Trainer t(cfg, at::kCPU);
   EXPECT_NE(t.run().status, engine::RunOutcome::Status::Error);
   return t.trajectory();
@@ -51,14 +51,14 @@ TEST(EngineBitFlip, FlipsTheNamedBitOfTheNamedElement) {
 // moment then damps it — on this run the final parameter norm moves by ~1e-6 relative. Not asserted here.)
 TEST(EngineBitFlip, ExponentBitChangesTheRunMantissaBitBarely) {
   const engine::RunConfig base = ampcheck::testing::micro_run("fp32", 12);
-  const engine::Trajectory clean = train(base);
+  const trajectory::Trajectory clean = train(base);
   auto drift = [&](int64_t bit) {
     engine::RunConfig cfg = base;
-    cfg.injections = {bitflip_injection(5, "h.0.mlp.c_fc.weight", 0, bit, /*param=*/true)};
-    const engine::Trajectory t = train(cfg);
+    ampcheck::inject::set_injections(cfg, {bitflip_injection(5, "h.0.mlp.c_fc.weight", 0, bit, /*param=*/true)});
+    const trajectory::Trajectory t = train(cfg);
     EXPECT_EQ(t.events.size(), 1u);
-    for (int64_t s = 0; s < 5; ++s) EXPECT_EQ(t.rows[s][engine::kLoss], clean.rows[s][engine::kLoss]) << s;
-    const double a = t.rows.back()[engine::kParamNorm], b = clean.rows.back()[engine::kParamNorm];
+    for (int64_t s = 0; s < 5; ++s) EXPECT_EQ(t.rows[s][trajectory::kLoss], clean.rows[s][trajectory::kLoss]) << s;
+    const double a = t.rows.back()[trajectory::kParamNorm], b = clean.rows.back()[trajectory::kParamNorm];
     return std::isfinite(a) ? std::abs(a - b) / b : INFINITY;
   };
   EXPECT_GT(drift(30), 1e-4);
@@ -69,8 +69,8 @@ TEST(ScenarioParse, BitflipInjectionParsesAndNamesBadFields) {
   const std::string base = "name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\nstrategy: fp32\ntrain: {steps: 10}\n";
   const auto sc = scenario::parse_scenario(
       base + "inject: [{kind: bitflip, steps: [4], target: param, params: wte, element: 7, bit: 30}]\n", "t.yaml");
-  ASSERT_EQ(sc.run.injections.size(), 1u);
-  const auto& c = sc.run.injections[0];
+  ASSERT_EQ(ampcheck::inject::injections(sc.run).size(), 1u);
+  const auto& c = ampcheck::inject::injections(sc.run)[0];
   EXPECT_EQ(c.kind, inject::InjectionKind::BitFlip);
   EXPECT_TRUE(c.flip_param);
   EXPECT_EQ(c.element, 7);

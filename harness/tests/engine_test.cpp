@@ -5,7 +5,7 @@
 
 #include "engine/checkpoint.h"
 #include "io/files.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include <ATen/core/grad_mode.h>
 
@@ -32,9 +32,9 @@ TEST(EngineCheckpoint, ResumeIsBitIdenticalToAnUninterruptedRun) {
 
   expect_params_equal(second.model().parameter_tensors(), straight.model().parameter_tensors(), "resumed vs straight");
   for (int64_t s = 0; s < 5; ++s)
-    for (int c : {engine::kLoss, engine::kGradNorm, engine::kLossScale, engine::kParamNorm})
+    for (int c : {trajectory::kLoss, trajectory::kGradNorm, trajectory::kLossScale, trajectory::kParamNorm})
       ASSERT_EQ(second.trajectory().rows[s][c], straight.trajectory().rows[s + 5][c])
-          << "step " << s + 5 << " column " << engine::column_name(c);
+          << "step " << s + 5 << " column " << trajectory::column_name(c);
   std::remove(ck.c_str());
 }
 
@@ -49,7 +49,7 @@ TEST(EngineCheckpoint, ResumeWithoutScalerStateRestartsTheScale) {
   second.load_checkpoint(ck, /*restore_scaler=*/false);
   second.run_until(7);
   EXPECT_EQ(first.scaler()->get_scale(), 65536.0 * 8);
-  EXPECT_EQ(second.trajectory().rows[0][engine::kLossScale], 65536.0)
+  EXPECT_EQ(second.trajectory().rows[0][trajectory::kLossScale], 65536.0)
       << "without the scaler state the resumed run must start again from init_scale";
   std::remove(ck.c_str());
 }
@@ -142,19 +142,19 @@ TEST(OptimAdamW, FirstStepMovesEachWeightByLrTimesSignOfGrad) {
 TEST(EngineTrajectoryFile, RoundTripsAndRefusesToOverwrite) {
   engine::Trainer t(micro_run("fp32", 3), at::Device(at::kCPU));
   t.run_until(3);
-  reference::TrajectoryFile f;
+  trajectory::TrajectoryFile f;
   f.attributes["scenario_name"] = "x";
   f.trajectory = t.trajectory();
   f.trajectory.events.push_back("step 1: something");
   const std::string path = temp_path("traj.h5");
   std::remove(path.c_str());
-  reference::write_trajectory(path, f, false);
-  auto back = reference::read_trajectory(path);
+  trajectory::write_trajectory(path, f, false);
+  auto back = trajectory::read_trajectory(path);
   EXPECT_EQ(back.attributes["scenario_name"], "x");
   EXPECT_EQ(back.trajectory.events, f.trajectory.events);
   expect_identical_trajectories(back.trajectory, f.trajectory);
   try {
-    reference::write_trajectory(path, f, false);
+    trajectory::write_trajectory(path, f, false);
     FAIL() << "an existing file was overwritten without force";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
@@ -172,9 +172,9 @@ TEST(EngineProbes, TrueGradNormIsIndependentOfTheLossScale) {
   engine::Trainer ta(a, at::Device(at::kCPU)), tb(b, at::Device(at::kCPU));
   ta.run_until(1);
   tb.run_until(1);
-  EXPECT_EQ(ta.trajectory().rows[0][engine::kGradNorm], tb.trajectory().rows[0][engine::kGradNorm]);
-  EXPECT_EQ(ta.trajectory().rows[0][engine::kLossScale], 65536.0);
-  EXPECT_EQ(tb.trajectory().rows[0][engine::kLossScale], 1024.0);
+  EXPECT_EQ(ta.trajectory().rows[0][trajectory::kGradNorm], tb.trajectory().rows[0][trajectory::kGradNorm]);
+  EXPECT_EQ(ta.trajectory().rows[0][trajectory::kLossScale], 65536.0);
+  EXPECT_EQ(tb.trajectory().rows[0][trajectory::kLossScale], 1024.0);
 }
 
 // The accumulation invariance: in FP32 an optimizer step over one batch of 8 and over 2 micro-batches of 4 (the loss
@@ -199,8 +199,8 @@ TEST(EngineAccumulation, OneBatchAndTwoMicroBatchesGiveTheSameUpdateInFp32) {
   for (int s = 0; s < 3; ++s) {
     const auto& ra = a.trajectory().rows[s];
     const auto& rb = b.trajectory().rows[s];
-    for (int c : {engine::kLoss, engine::kGradNorm, engine::kUpdateNorm, engine::kParamNorm})
-      EXPECT_NEAR(rb[c], ra[c], 1e-5 * std::abs(ra[c])) << "step " << s << ", " << engine::column_name(c);
+    for (int c : {trajectory::kLoss, trajectory::kGradNorm, trajectory::kUpdateNorm, trajectory::kParamNorm})
+      EXPECT_NEAR(rb[c], ra[c], 1e-5 * std::abs(ra[c])) << "step " << s << ", " << trajectory::column_name(c);
   }
   auto pa = a.model().parameter_tensors(), pb = b.model().parameter_tensors();
   ASSERT_EQ(pa.size(), pb.size());
@@ -208,8 +208,8 @@ TEST(EngineAccumulation, OneBatchAndTwoMicroBatchesGiveTheSameUpdateInFp32) {
     const double diff = (pa[i] - pb[i]).abs().max().item<double>(), scale = pa[i].abs().max().item<double>();
     EXPECT_LE(diff, 1e-5 * scale + 1e-7) << "parameter " << a.model().parameters()[i].name;
   }
-  EXPECT_NEAR(u.trajectory().rows[0][engine::kGradNorm], 2 * a.trajectory().rows[0][engine::kGradNorm],
-              1e-5 * a.trajectory().rows[0][engine::kGradNorm])
+  EXPECT_NEAR(u.trajectory().rows[0][trajectory::kGradNorm], 2 * a.trajectory().rows[0][trajectory::kGradNorm],
+              1e-5 * a.trajectory().rows[0][trajectory::kGradNorm])
       << "without dividing the loss the accumulated grads are the sum of the micro-batches'";
 }
 
@@ -229,20 +229,21 @@ TEST(EngineDropout, RunIsBitReproducibleWhateverTheGlobalGeneratorDid) {
   second.run_until(6);
   expect_params_equal(second.model().parameter_tensors(), first.model().parameter_tensors(), "dropout run twice");
   ASSERT_EQ(first.trajectory().digests.grads.size(), 6u);
-  const engine::Trajectory second_trajectory = second.trajectory();
+  const trajectory::Trajectory second_trajectory = second.trajectory();
   second_ptr.reset();  // the run ends
   EXPECT_TRUE(at::equal(before, at::detail::getDefaultCPUGenerator().get_state()))
       << "a run that has ended leaves the process's default generator as it found it";
   EXPECT_EQ(first.trajectory().digests.grads, second_trajectory.digests.grads) << "every gradient's digest, every step";
   EXPECT_EQ(first.trajectory().digests.params, second_trajectory.digests.params);
   for (int64_t s = 0; s < 6; ++s)
-    ASSERT_EQ(first.trajectory().rows[s][engine::kLoss], second_trajectory.rows[s][engine::kLoss]) << "step " << s;
+    ASSERT_EQ(first.trajectory().rows[s][trajectory::kLoss], second_trajectory.rows[s][trajectory::kLoss])
+        << "step " << s;
   // the masks do act: without dropout the loss differs
   auto off = cfg;
   off.model.dropout = 0.0;
   engine::Trainer plain(off, at::Device(at::kCPU));
   plain.run_until(1);
-  EXPECT_NE(plain.trajectory().rows[0][engine::kLoss], first.trajectory().rows[0][engine::kLoss]);
+  EXPECT_NE(plain.trajectory().rows[0][trajectory::kLoss], first.trajectory().rows[0][trajectory::kLoss]);
 }
 
 TEST(EngineDropout, ResumedRunDrawsTheMasksOfAnUninterruptedOne) {
@@ -277,7 +278,7 @@ TEST(CudaDropout, RunIsBitReproducibleOnTheGpu) {
   cfg.model.dropout = 0.1;
   cfg.loop.digests = true;
   const at::Device cuda(at::kCUDA, 0);
-  engine::Trajectory first;
+  trajectory::Trajectory first;
   {
     engine::Trainer t(cfg, cuda);
     t.run_until(6);

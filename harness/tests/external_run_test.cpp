@@ -39,9 +39,9 @@ TEST(ExternalRun, HdfWithOnlyTheLossReadsTheOtherColumnsAsNaN) {
                     "f['steps/loss'] = np.array([3.0, 2.5, 2.0])\nf['steps/grad_norm'] = np.array([1.0, 0.9, 0.8])");
   const auto f = reference::read_external_run(p);
   ASSERT_EQ(f.trajectory.size(), 3);
-  EXPECT_EQ(f.trajectory.rows[2][engine::kLoss], 2.0);
-  EXPECT_EQ(f.trajectory.rows[1][engine::kGradNorm], 0.9);
-  EXPECT_TRUE(std::isnan(f.trajectory.rows[0][engine::kUpdateNorm]));
+  EXPECT_EQ(f.trajectory.rows[2][trajectory::kLoss], 2.0);
+  EXPECT_EQ(f.trajectory.rows[1][trajectory::kGradNorm], 0.9);
+  EXPECT_TRUE(std::isnan(f.trajectory.rows[0][trajectory::kUpdateNorm]));
   EXPECT_EQ(f.columns_present, (std::vector<std::string>{"loss", "grad_norm"}));
 }
 
@@ -80,9 +80,9 @@ TEST(ExternalRun, JsonLinesWithAHeaderNullsAndSparseColumns) {
   ASSERT_EQ(f.trajectory.size(), 3);
   EXPECT_EQ(f.attributes.at("strategy"), "fp16-autocast");
   EXPECT_EQ(f.trajectory.skipped_steps(), 1);
-  EXPECT_TRUE(std::isnan(f.trajectory.rows[2][engine::kLoss]));
-  EXPECT_TRUE(std::isnan(f.trajectory.rows[0][engine::kFracZero]));
-  EXPECT_EQ(f.trajectory.rows[1][engine::kFracZero], 0.01);
+  EXPECT_TRUE(std::isnan(f.trajectory.rows[2][trajectory::kLoss]));
+  EXPECT_TRUE(std::isnan(f.trajectory.rows[0][trajectory::kFracZero]));
+  EXPECT_EQ(f.trajectory.rows[1][trajectory::kFracZero], 0.01);
   EXPECT_EQ(f.columns_present, (std::vector<std::string>{"loss", "loss_scale", "skipped", "frac_zero_grad"}));
 }
 
@@ -113,6 +113,6 @@ TEST(ExternalRun, JsonLinesErrorsNameTheFileTheLineAndWhatWasExpected) {
 TEST(ExternalRun, AmpcheckFilesStillNeedEveryColumn) {
   const std::string p = ampcheck::testing::temp_path("ampcheck_only_loss") + ".h5";
   h5py_write(p, std::string(kHeader) + "f['steps/loss'] = np.array([3.0])");
-  EXPECT_THROW(reference::read_trajectory(p), std::runtime_error);  // ampcheck's own files: all columns
+  EXPECT_THROW(trajectory::read_trajectory(p), std::runtime_error);  // ampcheck's own files: all columns
   EXPECT_NO_THROW(reference::read_external_run(p));
 }

@@ -7,7 +7,7 @@
 
 #include "engine/device.h"
 #include "engine/fp8.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "verdict/signals.h"
 
 #include <unistd.h>
@@ -35,7 +35,7 @@ engine::Fp8Matmuls one_site(engine::Fp8Scaling scaling, const at::Device& device
 // probes of the last step: (casts, 3) = saturated, flushed, scale
 std::vector<std::vector<double>> probes_of_step(engine::Fp8Matmuls& m) {
   m.end_step();
-  engine::Fp8Probes p;
+  trajectory::Fp8Probes p;
   m.flush_into(p);
   return {p.saturated.back(), p.flushed.back(), p.scale.back()};
 }
@@ -202,7 +202,7 @@ TEST(Fp8, TrainerRecordsProbesAndTrains) {
       EXPECT_TRUE(std::isfinite(t.fp8.flushed[s][c])) << s << " " << t.fp8.casts[c];
       EXPECT_GT(t.fp8.scale[s][c], 0) << s << " " << t.fp8.casts[c];
     }
-  EXPECT_LT(t.rows.back()[engine::kLoss], t.rows.front()[engine::kLoss]);
+  EXPECT_LT(t.rows.back()[trajectory::kLoss], t.rows.front()[trajectory::kLoss]);
 }
 
 // probe_every 3: fractions on steps 0, 3, 6, 9 only; the scale on every step.
@@ -228,7 +228,7 @@ TEST(Fp8, PlantedSpikeIsExactInFp32) {
   c.factor = 1024;
   c.block = 1;
   c.steps = {2, 5};
-  spiked.injections = {c};
+  ampcheck::inject::set_injections(spiked, {c});
   engine::Trainer a(plain, at::kCPU), b(spiked, at::kCPU);
   a.run();
   b.run();
@@ -246,7 +246,7 @@ TEST(Fp8, SpikeSaturatesOnlyADelayedScale) {
   c.steps = {6};
   for (auto scaling : {engine::Fp8Scaling::Delayed, engine::Fp8Scaling::Current}) {
     engine::RunConfig cfg = fp8_micro(scaling, 8);
-    cfg.injections = {c};
+    ampcheck::inject::set_injections(cfg, {c});
     engine::Trainer trainer(cfg, at::kCPU);
     ASSERT_EQ(trainer.run().status, engine::RunOutcome::Status::Completed);
     const auto& t = trainer.trajectory();
@@ -274,11 +274,11 @@ TEST(Fp8, DelayedScalingResumesBitIdentically) {
 TEST(Fp8, ProbesRoundTripThroughTheTrajectoryFile) {
   engine::Trainer trainer(fp8_micro(engine::Fp8Scaling::Current, 4), at::kCPU);
   trainer.run();
-  reference::TrajectoryFile f;
+  trajectory::TrajectoryFile f;
   f.trajectory = trainer.trajectory();
   const std::string path = "/tmp/ampcheck-fp8-test-" + std::to_string(::getpid()) + ".h5";
-  reference::write_trajectory(path, f, true);
-  const auto back = reference::read_trajectory(path);
+  trajectory::write_trajectory(path, f, true);
+  const auto back = trajectory::read_trajectory(path);
   std::remove(path.c_str());
   EXPECT_EQ(back.trajectory.fp8.casts, f.trajectory.fp8.casts);
   EXPECT_EQ(back.trajectory.fp8.saturated, f.trajectory.fp8.saturated);
@@ -288,7 +288,7 @@ TEST(Fp8, ProbesRoundTripThroughTheTrajectoryFile) {
 
 // The signals name the cast and the fraction; flushed is smoothed, saturated is not.
 TEST(Fp8, SignalsNameTheCastAndTheFraction) {
-  engine::Trajectory t;
+  trajectory::Trajectory t;
   t.rows.resize(20);
   t.fp8.casts = {"h.0.mlp.c_fc.x", "h.0.mlp.c_fc.grad"};
   for (int s = 0; s < 20; ++s) {
@@ -307,7 +307,7 @@ TEST(Fp8, SignalsNameTheCastAndTheFraction) {
   EXPECT_EQ(fl.verdict, "stalls");
   EXPECT_EQ(fl.first_step, 7);  // trailing mean of 10: (3 x 0.6 + 5 x 0.001) / 8 = 0.23 > 0.2 at step 7
   EXPECT_NE(fl.message.find("of h.0.mlp.c_fc.grad flushed to zero"), std::string::npos) << fl.message;
-  engine::Trajectory none;
+  trajectory::Trajectory none;
   none.rows.resize(3);
   EXPECT_FALSE(verdict::fp8_signal(true, none, tol).judged);
 }
@@ -333,7 +333,8 @@ TEST(CudaFp8, StrategyTrainsAndProbes) {
     engine::Trainer trainer(cfg, at::Device(at::kCUDA, 0));
     const auto out = trainer.run();
     ASSERT_EQ(out.status, engine::RunOutcome::Status::Completed) << out.error;
-    EXPECT_LT(trainer.trajectory().rows.back()[engine::kLoss], trainer.trajectory().rows.front()[engine::kLoss]);
+    EXPECT_LT(trainer.trajectory().rows.back()[trajectory::kLoss],
+              trainer.trajectory().rows.front()[trajectory::kLoss]);
     EXPECT_EQ(trainer.trajectory().fp8.saturated.size(), 12u);
   }
 }

@@ -98,7 +98,7 @@ TEST(GradCheck, TrainingRunWithTheOptionSkipsAndScalesAsWithout) {
   for (bool clip : {false, true}) {
     engine::RunConfig a = ampcheck::testing::micro_run("fp16-autocast", 10);
     a.optimizer.fused = true;
-    a.injections.push_back(ampcheck::testing::grad_injection(4, NAN, "wte", 3));
+    ampcheck::inject::add_injections(a, {ampcheck::testing::grad_injection(4, NAN, "wte", 3)});
     if (clip) a.loop.clip_max_norm = 1.0;
     engine::RunConfig b = a;
     b.loop.fused_grad_check = true;
@@ -108,8 +108,8 @@ TEST(GradCheck, TrainingRunWithTheOptionSkipsAndScalesAsWithout) {
     ASSERT_NO_FATAL_FAILURE(ampcheck::testing::expect_same_run_but_norms(ta.trajectory(), tb.trajectory(), 10, 1e-5,
                                                                          clip ? "clip" : "no clip"));
     const auto& ra = ta.trajectory().rows;
-    EXPECT_EQ(ra[4][engine::kSkipped], 1.0) << "the planted NaN must skip its step";
-    EXPECT_EQ(ra[5][engine::kLossScale], ra[4][engine::kLossScale] * 0.5);
+    EXPECT_EQ(ra[4][trajectory::kSkipped], 1.0) << "the planted NaN must skip its step";
+    EXPECT_EQ(ra[5][trajectory::kLossScale], ra[4][trajectory::kLossScale] * 0.5);
   }
 }
 

@@ -164,7 +164,7 @@ TEST(HeadLoss, TrainingRunTracksTheStockHead) {
     ASSERT_EQ(oa.status, engine::RunOutcome::Status::Completed) << oa.error;
     ASSERT_EQ(ob.status, engine::RunOutcome::Status::Completed) << head << ": " << ob.error;
     for (int64_t s = 0; s < 10; ++s) {
-      const double la = ta.trajectory().rows[s][engine::kLoss], lb = tb.trajectory().rows[s][engine::kLoss];
+      const double la = ta.trajectory().rows[s][trajectory::kLoss], lb = tb.trajectory().rows[s][trajectory::kLoss];
       EXPECT_NEAR(lb, la, 1e-5 * la) << head << " step " << s;
     }
   }
@@ -180,9 +180,10 @@ TEST(HeadLoss, Fp16ScaledTrainingRunTracksTheStockHead) {
   ASSERT_EQ(oa.status, engine::RunOutcome::Status::Completed) << oa.error;
   ASSERT_EQ(ob.status, engine::RunOutcome::Status::Completed) << ob.error;
   for (int64_t s = 0; s < 10; ++s) {
-    const double la = ta.trajectory().rows[s][engine::kLoss], lb = tb.trajectory().rows[s][engine::kLoss];
+    const double la = ta.trajectory().rows[s][trajectory::kLoss], lb = tb.trajectory().rows[s][trajectory::kLoss];
     EXPECT_NEAR(lb, la, 1e-2 * la) << "step " << s;
-    EXPECT_EQ(tb.trajectory().rows[s][engine::kSkipped], ta.trajectory().rows[s][engine::kSkipped]) << "step " << s;
+    EXPECT_EQ(tb.trajectory().rows[s][trajectory::kSkipped], ta.trajectory().rows[s][trajectory::kSkipped])
+        << "step " << s;
   }
 }
 
@@ -198,7 +199,7 @@ TEST(HeadLoss, TrainerHintsTheFusedHeadWithWhatBackwardBrings) {
   inject::InjectionConfig u = ampcheck::testing::underflow_injection(3, 1e-5);
   u.steps.clear();
   u.from_step = 3;
-  c.injections = {u};
+  ampcheck::inject::set_injections(c, {u});
   engine::Trainer t(c, at::kCPU);
   EXPECT_DOUBLE_EQ(t.loss_grad_scale(0).item<double>(), 65536.0 / 2);  // before the scale exists: the initial one
   t.run_until(3);

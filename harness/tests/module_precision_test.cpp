@@ -166,23 +166,23 @@ inject::InjectionConfig scale_weights(const std::string& module, double factor) 
 
 TEST(ModulePrecision, PlantedFaultOverflowsFp16AndIsNamedFirst) {
   engine::RunConfig fp16 = micro_run("fp16-autocast", 6);
-  fp16.injections = {scale_weights("h.1.attn.c_proj", kMicroFactor)};
+  inject::set_injections(fp16, {scale_weights("h.1.attn.c_proj", kMicroFactor)});
   engine::Trainer t(fp16, at::kCPU);
   const engine::RunOutcome out = t.run();
   int64_t skipped = 0;
-  for (const auto& row : t.trajectory().rows) skipped += row[engine::kSkipped] > 0 ? 1 : 0;
+  for (const auto& row : t.trajectory().rows) skipped += row[trajectory::kSkipped] > 0 ? 1 : 0;
   EXPECT_EQ(skipped, 6) << "every step skipped for the overflow";
   EXPECT_EQ(out.first_nonfinite_step, 0);
   EXPECT_EQ(out.first_nonfinite_module, "h.1.attn.c_proj");
   EXPECT_EQ(out.first_nonfinite_pass, "forward");
 
   engine::RunConfig fp32 = micro_run("fp32", 6);
-  fp32.injections = fp16.injections;
+  inject::set_injections(fp32, inject::injections(fp16));
   engine::Trainer f(fp32, at::kCPU);
   const engine::RunOutcome fine = f.run();
   EXPECT_EQ(fine.status, engine::RunOutcome::Status::Completed);
   EXPECT_EQ(fine.first_nonfinite_step, -1);
-  for (const auto& row : f.trajectory().rows) EXPECT_TRUE(std::isfinite(row[engine::kLoss]));
+  for (const auto& row : f.trajectory().rows) EXPECT_TRUE(std::isfinite(row[trajectory::kLoss]));
 }
 
 // A NaN planted into the grads after backward: the step is non-finite, but no module's output or input gradient held
@@ -190,7 +190,7 @@ TEST(ModulePrecision, PlantedFaultOverflowsFp16AndIsNamedFirst) {
 TEST(ModulePrecision, ValueNotFromAModuleNamesTheStepOnly) {
   engine::RunConfig cfg = micro_run("fp16-autocast", 4);
   cfg.strategy.scaler.init_scale = 1.0;  // no overflow of its own
-  cfg.injections = {testing::grad_injection(2, NAN, "wte", 1)};
+  inject::set_injections(cfg, {testing::grad_injection(2, NAN, "wte", 1)});
   engine::Trainer t(cfg, at::kCPU);
   const engine::RunOutcome out = t.run();
   EXPECT_EQ(out.first_nonfinite_step, 2);
@@ -240,8 +240,8 @@ TEST(ModulePrecision, UnknownModuleNamesInYamlAreRefused) {
                                    "inject: [{kind: scale_weights, module: h.1.attn.c_proj, factor: 3000}]\n",
                                "scenarios/t.yaml");
   EXPECT_EQ(ok.run.model.keep_fp32, (std::vector<std::string>{"h.1.attn.c_proj", "lm_head"}));
-  ASSERT_EQ(ok.run.injections.size(), 1u);
-  EXPECT_EQ(ok.run.injections[0].module, "h.1.attn.c_proj");
+  ASSERT_EQ(inject::injections(ok.run).size(), 1u);
+  EXPECT_EQ(inject::injections(ok.run)[0].module, "h.1.attn.c_proj");
   expect_scenario_error(
       base + "model: {kind: gpt, preset: micro, keep_fp32: [blocks.1.attn.proj]}\n",
       {"scenarios/t.yaml:", "model.keep_fp32[0]", "'blocks.1.attn.proj' is not a module", "h.0.attn.c_proj", "HINT"});

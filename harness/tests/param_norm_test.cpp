@@ -158,7 +158,8 @@ TEST(FusedParamNorm, TrainingRunWithTheOptionMatchesWithout) {
     engine::RunConfig a = ampcheck::testing::micro_run(strategy, 8);
     a.optimizer.fused = true;
     a.loop.fused_grad_check = true;
-    if (strategy == "fp16-autocast") a.injections.push_back(ampcheck::testing::grad_injection(4, NAN, "wte", 3));
+    if (strategy == "fp16-autocast")
+      ampcheck::inject::add_injections(a, {ampcheck::testing::grad_injection(4, NAN, "wte", 3)});
     engine::RunConfig b = a;
     b.loop.fused_param_norm = true;
     engine::Trainer ta(a, at::kCPU), tb(b, at::kCPU);
@@ -168,7 +169,8 @@ TEST(FusedParamNorm, TrainingRunWithTheOptionMatchesWithout) {
     ASSERT_NO_FATAL_FAILURE(
         ampcheck::testing::expect_same_run_but_norms(ta.trajectory(), tb.trajectory(), 8, 1e-5, strategy));
     const auto& ra = ta.trajectory().rows;
-    if (strategy == "fp16-autocast") EXPECT_EQ(ra[4][engine::kSkipped], 1.0) << "the planted NaN must skip its step";
+    if (strategy == "fp16-autocast")
+      EXPECT_EQ(ra[4][trajectory::kSkipped], 1.0) << "the planted NaN must skip its step";
     // where the option applies the norms did come from AdamW's pass: the parameters' sum always, the grads' only
     // without a GradScaler; with master weights it does not apply (the optimizer steps the fp32 copies)
     const bool applies = strategy != "fp16-master" && strategy != "bf16-pure";

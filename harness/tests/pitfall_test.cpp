@@ -6,7 +6,7 @@
 
 #include "run/scenario_run.h"
 #include "reference/reference_store.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "scenario/scenario.h"
 
 #include <ampcheck/amp/grad_scaler.h>
@@ -29,7 +29,7 @@ namespace {
 // leaves a factor of ~100 over fp32's rounding and is still 5 orders of magnitude below any pitfall's effect.
 constexpr double kFp32StateRel = 1e-5;
 
-engine::Trajectory run_steps(const engine::RunConfig& cfg, int64_t steps) {
+trajectory::Trajectory run_steps(const engine::RunConfig& cfg, int64_t steps) {
   engine::Trainer trainer(cfg, at::Device(at::kCPU));
   trainer.run_until(steps);
   return trainer.trajectory();
@@ -72,10 +72,10 @@ TEST(EnginePitfall, UndividedAccumulationMakesTheGradNormMicroBatchesTimesLarger
   auto wrong = right;
   wrong.loop.divide_loss_by_micro_batches = false;
   const auto a = run_steps(right, 1), b = run_steps(wrong, 1);
-  const double want = 3.0 * a.rows[0][engine::kGradNorm], got = b.rows[0][engine::kGradNorm];
+  const double want = 3.0 * a.rows[0][trajectory::kGradNorm], got = b.rows[0][trajectory::kGradNorm];
   EXPECT_NEAR(got, want, kFp32StateRel * want)
-      << "step 0, grad_norm: got " << got << ", want 3 x the divided run's " << a.rows[0][engine::kGradNorm];
-  EXPECT_EQ(b.rows[0][engine::kLoss], a.rows[0][engine::kLoss])
+      << "step 0, grad_norm: got " << got << ", want 3 x the divided run's " << a.rows[0][trajectory::kGradNorm];
+  EXPECT_EQ(b.rows[0][trajectory::kLoss], a.rows[0][trajectory::kLoss])
       << "step 0, loss: the recorded loss must stay the true mean over the micro-batches";
 }
 
@@ -130,12 +130,12 @@ TEST(EnginePitfall, DirectOptimizerStepWithoutUpdateAppliesTheScaledGradsSilentl
   ASSERT_EQ(out.status, engine::RunOutcome::Status::Completed) << out.error;
   const auto& b = trainer.trajectory();
   const auto a = run_steps(right, 1);
-  const double want = 65536.0 * a.rows[0][engine::kUpdateNorm], got = b.rows[0][engine::kUpdateNorm];
+  const double want = 65536.0 * a.rows[0][trajectory::kUpdateNorm], got = b.rows[0][trajectory::kUpdateNorm];
   EXPECT_NEAR(got, want, kFp32StateRel * want)
-      << "step 0, update_norm: got " << got << ", want the scale (65536) x " << a.rows[0][engine::kUpdateNorm];
+      << "step 0, update_norm: got " << got << ", want the scale (65536) x " << a.rows[0][trajectory::kUpdateNorm];
   for (int64_t s = 0; s < b.size(); ++s) {
-    EXPECT_EQ(b.rows[s][engine::kSkipped], 0.0) << "step " << s;
-    EXPECT_EQ(b.rows[s][engine::kLossScale], 65536.0) << "step " << s << ": no update() may change the scale";
+    EXPECT_EQ(b.rows[s][trajectory::kSkipped], 0.0) << "step " << s;
+    EXPECT_EQ(b.rows[s][trajectory::kLossScale], 65536.0) << "step " << s << ": no update() may change the scale";
   }
 }
 
@@ -143,12 +143,12 @@ TEST(EnginePitfall, DirectOptimizerStepDoesNotSkipAnInfStep) {
   auto cfg = fp32_with_scaler(2);
   cfg.loop.step_through_scaler = false;
   cfg.loop.call_update = false;
-  cfg.injections.push_back(grad_injection(0, INFINITY, "h.0.*", 1));
+  ampcheck::inject::add_injections(cfg, {grad_injection(0, INFINITY, "h.0.*", 1)});
   engine::Trainer trainer(cfg, at::Device(at::kCPU));
   const auto out = trainer.run();
   EXPECT_EQ(out.status, engine::RunOutcome::Status::NonFinite) << "the inf grad must reach the parameters";
   EXPECT_EQ(out.failed_step, 0);
-  EXPECT_EQ(trainer.trajectory().rows[0][engine::kSkipped], 0.0);
+  EXPECT_EQ(trainer.trajectory().rows[0][trajectory::kSkipped], 0.0);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -161,11 +161,11 @@ TEST(EnginePitfall, UnscaledBackwardLeavesGradsDividedByTheScale) {
   const auto a = run_steps(right, 1), b = run_steps(wrong, 1);
   // grad_norm = (norm of the grads backward produced) / scale: with the plain loss backpropagated that is the
   // effective gradient unscale_ leaves for the optimizer, 1/65536 of the true one.
-  const double want = a.rows[0][engine::kGradNorm] / 65536.0, got = b.rows[0][engine::kGradNorm];
+  const double want = a.rows[0][trajectory::kGradNorm] / 65536.0, got = b.rows[0][trajectory::kGradNorm];
   EXPECT_NEAR(got, want, kFp32StateRel * want)
-      << "step 0, grad_norm: got " << got << ", want the true " << a.rows[0][engine::kGradNorm] << " / 65536";
-  EXPECT_EQ(b.rows[0][engine::kLossScale], 65536.0) << "scaler.scale(loss) still ran: the scale exists";
-  EXPECT_EQ(b.rows[0][engine::kSkipped], 0.0);
+      << "step 0, grad_norm: got " << got << ", want the true " << a.rows[0][trajectory::kGradNorm] << " / 65536";
+  EXPECT_EQ(b.rows[0][trajectory::kLossScale], 65536.0) << "scaler.scale(loss) still ran: the scale exists";
+  EXPECT_EQ(b.rows[0][trajectory::kSkipped], 0.0);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -189,9 +189,9 @@ TEST(EnginePitfall, ForgottenZeroGradAddsTheLastStepsGradsToThisOnes) {
     EXPECT_LE(err, kFp32StateRel * mag) << "step 1, grad of " << names[i].name << ": max |got - (g0 + g1)| " << err
                                         << " against max |g0 + g1| " << mag;
   }
-  const double right_norm = a.trajectory().rows[1][engine::kGradNorm];
-  const double wrong_norm = b.trajectory().rows[1][engine::kGradNorm];
-  EXPECT_EQ(b.trajectory().rows[0][engine::kGradNorm], a.trajectory().rows[0][engine::kGradNorm]) << "step 0";
+  const double right_norm = a.trajectory().rows[1][trajectory::kGradNorm];
+  const double wrong_norm = b.trajectory().rows[1][trajectory::kGradNorm];
+  EXPECT_EQ(b.trajectory().rows[0][trajectory::kGradNorm], a.trajectory().rows[0][trajectory::kGradNorm]) << "step 0";
   EXPECT_GT(wrong_norm, 1.5 * right_norm) << "step 1, grad_norm: got " << wrong_norm << " with the grads summed, "
                                           << right_norm << " without (early grads point the same way)";
 }
@@ -226,7 +226,7 @@ TEST(EngineReferenceKey, CommittedReferencesStillMatchTheKeysOfTheScenariosThatR
     if (!dev.is_directory()) continue;
     for (const auto& f : std::filesystem::directory_iterator(dev.path())) {
       if (f.path().extension() != ".h5") continue;
-      const auto file = reference::read_trajectory(f.path().string());
+      const auto file = trajectory::read_trajectory(f.path().string());
       const auto& attrs = file.attributes;
       ASSERT_TRUE(attrs.count("scenario_text") && attrs.count("reference_canonical")) << f.path();
       const auto sc = scenario::parse_scenario(attrs.at("scenario_text"),

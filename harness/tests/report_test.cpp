@@ -252,10 +252,10 @@ TEST(ReportSummary, Version1FilesAreStillRead) {
 // measurement
 
 TEST(ReportTiming, WarmupExcludedAndQuantilesInterpolated) {
-  ampcheck::engine::Trajectory t;
+  ampcheck::trajectory::Trajectory t;
   for (int i = 0; i < 100; ++i) {
-    std::array<double, ampcheck::engine::kNumColumns> row{};
-    row[ampcheck::engine::kStepTimeMs] = i < 10 ? 1000.0 : static_cast<double>(i);  // slow warm-up steps
+    std::array<double, ampcheck::trajectory::kNumColumns> row{};
+    row[ampcheck::trajectory::kStepTimeMs] = i < 10 ? 1000.0 : static_cast<double>(i);  // slow warm-up steps
     t.rows.push_back(row);
   }
   const auto st = ampcheck::run::step_timing(t, "wall-clock");

@@ -2,6 +2,7 @@
 // path (unknown keys, wrong types, non-finite amounts, injection steps outside the run, parameter globs matching
 // nothing, names that are not plain file names); every scenario shipped under scenarios/ parses, and every suite
 // names existing files.
+#include "inject/injection.h"
 #include "models/gpt.h"
 #include "reference/reference_store.h"
 #include "scenario/scenario.h"
@@ -132,10 +133,10 @@ TEST(ScenarioParse, InjectionsParseWithTheirValues) {
                                   "inject:\n  - {kind: grad, steps: [3, 9], value: -inf, params: 'h.*'}\n"
                                   "  - {kind: underflow, steps: [1], factor: 1.0e-8}\n",
                               "t.yaml");
-  ASSERT_EQ(s.run.injections.size(), 2u);
-  EXPECT_EQ(s.run.injections[0].steps, (std::vector<int64_t>{3, 9}));
-  EXPECT_EQ(s.run.injections[0].value, -INFINITY);
-  EXPECT_EQ(s.run.injections[1].factor, 1e-8);
+  ASSERT_EQ(ampcheck::inject::injections(s.run).size(), 2u);
+  EXPECT_EQ(ampcheck::inject::injections(s.run)[0].steps, (std::vector<int64_t>{3, 9}));
+  EXPECT_EQ(ampcheck::inject::injections(s.run)[0].value, -INFINITY);
+  EXPECT_EQ(ampcheck::inject::injections(s.run)[1].factor, 1e-8);
   EXPECT_NE(error_of(std::string(kBase) + "inject:\n  - {kind: underflow, steps: [1]}\n").find("factor: required"),
             std::string::npos);
 }
@@ -276,10 +277,11 @@ TEST(ScenarioParse, NonFiniteNumbersAreRefusedWhereAnAmountIsMeant) {
 
 TEST(ScenarioParse, ActivationSiteParsesAndIsCheckedAgainstTheModel) {
   const std::string inj = std::string(kBase) + "inject:\n  - {kind: activation, steps: [1], factor: 1.0e5";
-  EXPECT_EQ(parse_scenario(inj + "}\n", "t").run.injections[0].at, ampcheck::models::ActivationSite::Residual);
+  EXPECT_EQ(ampcheck::inject::injections(parse_scenario(inj + "}\n", "t").run)[0].at,
+            ampcheck::models::ActivationSite::Residual);
   const Scenario s = parse_scenario(inj + ", at: mlp_input, block: 1}\n", "t");
-  EXPECT_EQ(s.run.injections[0].at, ampcheck::models::ActivationSite::MlpInput);
-  EXPECT_EQ(s.run.injections[0].block, 1);
+  EXPECT_EQ(ampcheck::inject::injections(s.run)[0].at, ampcheck::models::ActivationSite::MlpInput);
+  EXPECT_EQ(ampcheck::inject::injections(s.run)[0].block, 1);
   std::string e = error_of(inj + ", at: logits}\n");
   EXPECT_NE(e.find("inject[0].at: 'logits' is not one of: residual, mlp_input"), std::string::npos) << e;
   e = error_of(inj + ", block: 2}\n");

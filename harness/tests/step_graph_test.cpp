@@ -15,9 +15,10 @@ void expect_same_losses(const engine::Trainer& a, const engine::Trainer& b, doub
   ASSERT_EQ(a.trajectory().size(), b.trajectory().size()) << what;
   for (int64_t s = 0; s < a.trajectory().size(); ++s) {
     const auto &ra = a.trajectory().rows[s], &rb = b.trajectory().rows[s];
-    EXPECT_NEAR(rb[engine::kLoss], ra[engine::kLoss], rel_tol * std::abs(ra[engine::kLoss])) << what << " step " << s;
-    EXPECT_EQ(rb[engine::kSkipped], ra[engine::kSkipped]) << what << " step " << s;
-    EXPECT_EQ(rb[engine::kLossScale], ra[engine::kLossScale]) << what << " step " << s;
+    EXPECT_NEAR(rb[trajectory::kLoss], ra[trajectory::kLoss], rel_tol * std::abs(ra[trajectory::kLoss]))
+        << what << " step " << s;
+    EXPECT_EQ(rb[trajectory::kSkipped], ra[trajectory::kSkipped]) << what << " step " << s;
+    EXPECT_EQ(rb[trajectory::kLossScale], ra[trajectory::kLossScale]) << what << " step " << s;
   }
 }
 
@@ -41,7 +42,7 @@ TEST(StepGraphs, WhyNotNamesTheHostDecision) {
   EXPECT_TRUE(why.find("non-fused optimizer") != std::string::npos || why.find("this build") != std::string::npos)
       << why;
   c.optimizer.fused = true;
-  c.injections.push_back(ampcheck::testing::grad_injection(3, 1e30, "*", 1));
+  ampcheck::inject::add_injections(c, {ampcheck::testing::grad_injection(3, 1e30, "*", 1)});
   const std::string why2 = engine::StepGraphs::why_not(c, cuda, false);
   EXPECT_TRUE(why2.find("planted events") != std::string::npos || why2.find("this build") != std::string::npos) << why2;
   EXPECT_NE(engine::StepGraphs::why_not(ampcheck::testing::micro_run("bf16-autocast", 6), at::kCPU, false), "");
@@ -78,7 +79,8 @@ TEST(CudaGraphs, CapturedRunTracksTheUncapturedOne) {
           << what << ": " << tb.cuda_graphs_status();
       expect_same_losses(ta, tb, 1e-4, what);
       if (strategy == "fp16-autocast") EXPECT_GT(tb.trajectory().skipped_steps(), 0) << what << ": no step skipped";
-      EXPECT_LT(tb.trajectory().rows.back()[engine::kLoss], tb.trajectory().rows.front()[engine::kLoss]) << what;
+      EXPECT_LT(tb.trajectory().rows.back()[trajectory::kLoss], tb.trajectory().rows.front()[trajectory::kLoss])
+          << what;
     }
   }
 }
@@ -102,8 +104,9 @@ TEST(CudaGraphs, FastPathTracksTheStockEngine) {
     ASSERT_EQ(oa.status, engine::RunOutcome::Status::Completed) << oa.error;
     for (int64_t s = 0; s < ta.trajectory().size(); ++s) {
       const auto &ra = ta.trajectory().rows[s], &rb = tb.trajectory().rows[s];
-      EXPECT_NEAR(rb[engine::kLoss], ra[engine::kLoss], 0.02 * ra[engine::kLoss]) << strategy << " step " << s;
-      EXPECT_EQ(rb[engine::kSkipped], ra[engine::kSkipped]) << strategy << " step " << s;
+      EXPECT_NEAR(rb[trajectory::kLoss], ra[trajectory::kLoss], 0.02 * ra[trajectory::kLoss])
+          << strategy << " step " << s;
+      EXPECT_EQ(rb[trajectory::kSkipped], ra[trajectory::kSkipped]) << strategy << " step " << s;
     }
   }
 }

@@ -32,7 +32,7 @@ void expect_half_gradscaler_fails_at_first_step(const at::Device& device) {
 }
 
 // Runs `steps` and returns the trajectory; the outcome must be `completed`.
-engine::Trajectory train(engine::RunConfig cfg, const at::Device& device) {
+trajectory::Trajectory train(engine::RunConfig cfg, const at::Device& device) {
   engine::Trainer trainer(std::move(cfg), device);
   const auto out = trainer.run();
   EXPECT_EQ(out.status, engine::RunOutcome::Status::Completed) << out.error;
@@ -41,13 +41,13 @@ engine::Trajectory train(engine::RunConfig cfg, const at::Device& device) {
 
 // Loss must fall from about ln(V) towards the source's entropy rate: the first step's loss minus the mean of the
 // last 10 must exceed `drop` nats (a model that learns nothing stays within ~0.05 of ln V).
-void expect_loss_falls(const engine::Trajectory& t, double drop, const std::string& what) {
+void expect_loss_falls(const trajectory::Trajectory& t, double drop, const std::string& what) {
   ASSERT_GE(t.size(), 20);
   double tail = 0;
-  for (int64_t i = t.size() - 10; i < t.size(); ++i) tail += t.rows[i][engine::kLoss];
+  for (int64_t i = t.size() - 10; i < t.size(); ++i) tail += t.rows[i][trajectory::kLoss];
   tail /= 10;
-  EXPECT_GT(t.rows[0][engine::kLoss] - tail, drop)
-      << what << ": first loss " << t.rows[0][engine::kLoss] << ", mean of the last 10 " << tail;
+  EXPECT_GT(t.rows[0][trajectory::kLoss] - tail, drop)
+      << what << ": first loss " << t.rows[0][trajectory::kLoss] << ", mean of the last 10 " << tail;
 }
 
 }  // namespace
@@ -91,7 +91,7 @@ void expect_pure_strategies_run_finite(const at::Device& device) {
     SCOPED_TRACE(s);
     auto cfg = micro_run(s, 40);
     const auto t = train(cfg, device);
-    EXPECT_TRUE(std::isfinite(t.rows.back()[engine::kParamNorm])) << s;
+    EXPECT_TRUE(std::isfinite(t.rows.back()[trajectory::kParamNorm])) << s;
   }
 }
 
@@ -101,28 +101,28 @@ TEST(StrategyCpu, PureLowPrecisionParamsRunFinite) { expect_pure_strategies_run_
 
 TEST(StrategyCpu, OverflowInjectionSkipsTheStepAndBacksOffTheScale) {
   auto cfg = micro_run("fp16-autocast", 12);
-  cfg.injections.push_back(grad_injection(5, INFINITY, "h.0.*", 1));
+  ampcheck::inject::add_injections(cfg, {grad_injection(5, INFINITY, "h.0.*", 1)});
   const auto t = train(cfg, at::Device(at::kCPU));
-  for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][engine::kSkipped], s == 5 ? 1.0 : 0.0) << "step " << s;
+  for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][trajectory::kSkipped], s == 5 ? 1.0 : 0.0) << "step " << s;
   // GradScaler's rule: found inf -> scale *= backoff (0.5); growth_interval 2000 means no growth in 12 steps.
-  EXPECT_EQ(t.rows[6][engine::kLossScale], t.rows[5][engine::kLossScale] * 0.5);
-  EXPECT_EQ(t.rows[5][engine::kUpdateNorm], 0.0) << "a skipped step must leave every parameter untouched";
-  EXPECT_GT(t.rows[6][engine::kUpdateNorm], 0.0) << "training must resume after the skipped step";
-  EXPECT_TRUE(std::isfinite(t.rows.back()[engine::kParamNorm]));
+  EXPECT_EQ(t.rows[6][trajectory::kLossScale], t.rows[5][trajectory::kLossScale] * 0.5);
+  EXPECT_EQ(t.rows[5][trajectory::kUpdateNorm], 0.0) << "a skipped step must leave every parameter untouched";
+  EXPECT_GT(t.rows[6][trajectory::kUpdateNorm], 0.0) << "training must resume after the skipped step";
+  EXPECT_TRUE(std::isfinite(t.rows.back()[trajectory::kParamNorm]));
 }
 
 TEST(StrategyCpu, FusedAdamWTakesScaleAndFoundInfOnDeviceAndSkipsTheSameStep) {
   auto cfg = micro_run("fp16-autocast", 12);
   cfg.optimizer.fused = true;
-  cfg.injections.push_back(grad_injection(4, NAN, "wte", 3));
+  ampcheck::inject::add_injections(cfg, {grad_injection(4, NAN, "wte", 3)});
   const auto t = train(cfg, at::Device(at::kCPU));
-  for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][engine::kSkipped], s == 4 ? 1.0 : 0.0) << "step " << s;
-  EXPECT_EQ(t.rows[4][engine::kUpdateNorm], 0.0);
+  for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][trajectory::kSkipped], s == 4 ? 1.0 : 0.0) << "step " << s;
+  EXPECT_EQ(t.rows[4][trajectory::kUpdateNorm], 0.0);
 }
 
 TEST(StrategyCpu, InfIntoGradsWithoutScalerPoisonsTheParams) {
   auto cfg = micro_run("bf16-autocast", 12);
-  cfg.injections.push_back(grad_injection(3, INFINITY, "h.0.*", 1));
+  ampcheck::inject::add_injections(cfg, {grad_injection(3, INFINITY, "h.0.*", 1)});
   engine::Trainer trainer(cfg, at::Device(at::kCPU));
   const auto out = trainer.run();
   EXPECT_EQ(out.status, engine::RunOutcome::Status::NonFinite);
@@ -133,21 +133,21 @@ TEST(StrategyCpu, UnderflowFlushesFp16GradsToZeroWithoutAScaler) {
   // Loss x 1e-7 pushes every gradient below fp16's smallest subnormal (6e-8) in a .half() model: all grads are 0.
   // (What AdamW's fp16 state then does with zero grads is the scenarios' business; here only the flush matters.)
   auto cfg = micro_run("fp16-pure", 3);
-  cfg.injections.push_back(underflow_injection(2, 1e-7));
+  ampcheck::inject::add_injections(cfg, {underflow_injection(2, 1e-7)});
   engine::Trainer trainer(cfg, at::Device(at::kCPU));
   trainer.run_until(3);
   const auto& t = trainer.trajectory();
-  EXPECT_LT(t.rows[1][engine::kFracZero], 0.01);
-  EXPECT_GT(t.rows[2][engine::kFracZero], 0.99) << "grads should have flushed to zero at the underflow step";
-  EXPECT_EQ(t.rows[2][engine::kGradNorm], 0.0);
+  EXPECT_LT(t.rows[1][trajectory::kFracZero], 0.01);
+  EXPECT_GT(t.rows[2][trajectory::kFracZero], 0.99) << "grads should have flushed to zero at the underflow step";
+  EXPECT_EQ(t.rows[2][trajectory::kGradNorm], 0.0);
 }
 
 TEST(StrategyCpu, UnderflowDoesNotHurtBf16) {
   // The same loss x 1e-7 in bf16 autocast: bf16 has fp32's exponent range, so grads stay non-zero.
   auto cfg = micro_run("bf16-autocast", 4);
-  cfg.injections.push_back(underflow_injection(2, 1e-7));
+  ampcheck::inject::add_injections(cfg, {underflow_injection(2, 1e-7)});
   const auto t = train(cfg, at::Device(at::kCPU));
-  EXPECT_LT(t.rows[2][engine::kFracZero], 0.1);
+  EXPECT_LT(t.rows[2][trajectory::kFracZero], 0.1);
 }
 
 TEST(StrategyCpu, UpdateNeverCalledRaisesPyTorchsStepTwiceError) {
@@ -176,7 +176,7 @@ TEST(StrategyCpu, TwoOptimizersShareOneScalerAndSkipIndependently) {
   auto cfg = micro_run("fp16-autocast", 4);
   cfg.loop.two_optimizers = true;
   cfg.loop.aux_loss_weight = 1e-4;
-  cfg.injections.push_back(grad_injection(3, INFINITY, "wte", 1));
+  ampcheck::inject::add_injections(cfg, {grad_injection(3, INFINITY, "wte", 1)});
   engine::Trainer trainer(cfg, at::Device(at::kCPU));
   ASSERT_EQ(trainer.optimizers().size(), 2u);
   trainer.run_until(3);
@@ -191,7 +191,7 @@ TEST(StrategyCpu, TwoOptimizersShareOneScalerAndSkipIndependently) {
       EXPECT_FALSE(at::equal(p.tensor, before[p.name])) << p.name << " did not step";
   }
   EXPECT_EQ(trainer.scaler()->get_scale(), scale * 0.5);
-  EXPECT_EQ(trainer.trajectory().rows[3][engine::kSkipped], 1.0);
+  EXPECT_EQ(trainer.trajectory().rows[3][trajectory::kSkipped], 1.0);
 }
 
 namespace {
@@ -207,29 +207,30 @@ inject::InjectionConfig activation_injection(int64_t step, double factor, models
 
 // The injected step's forward overflows: loss non-finite, GradScaler skips it (update norm 0) and backs the scale
 // off by 0.5 (growth_interval 2000: no growth within the run); every other step is finite and steps.
-void expect_overflow_skipped_once(const engine::Trajectory& t, int64_t at_step) {
+void expect_overflow_skipped_once(const trajectory::Trajectory& t, int64_t at_step) {
   for (int64_t s = 0; s < t.size(); ++s) {
     const auto& row = t.rows[s];
-    EXPECT_EQ(row[engine::kSkipped], s == at_step ? 1.0 : 0.0) << "step " << s << ", skipped";
+    EXPECT_EQ(row[trajectory::kSkipped], s == at_step ? 1.0 : 0.0) << "step " << s << ", skipped";
     if (s == at_step) {
-      EXPECT_FALSE(std::isfinite(row[engine::kLoss]))
-          << "step " << s << ": the fp16 forward should overflow, loss " << row[engine::kLoss];
-      EXPECT_EQ(row[engine::kUpdateNorm], 0.0) << "step " << s << ": a skipped step leaves every parameter untouched";
+      EXPECT_FALSE(std::isfinite(row[trajectory::kLoss]))
+          << "step " << s << ": the fp16 forward should overflow, loss " << row[trajectory::kLoss];
+      EXPECT_EQ(row[trajectory::kUpdateNorm], 0.0)
+          << "step " << s << ": a skipped step leaves every parameter untouched";
     } else {
-      EXPECT_TRUE(std::isfinite(row[engine::kLoss])) << "step " << s << ", loss " << row[engine::kLoss];
-      EXPECT_GT(row[engine::kUpdateNorm], 0.0) << "step " << s << ", update_norm";
+      EXPECT_TRUE(std::isfinite(row[trajectory::kLoss])) << "step " << s << ", loss " << row[trajectory::kLoss];
+      EXPECT_GT(row[trajectory::kUpdateNorm], 0.0) << "step " << s << ", update_norm";
     }
   }
-  EXPECT_EQ(t.rows[at_step + 1][engine::kLossScale], 0.5 * t.rows[at_step][engine::kLossScale])
+  EXPECT_EQ(t.rows[at_step + 1][trajectory::kLossScale], 0.5 * t.rows[at_step][trajectory::kLossScale])
       << "scale after the skip";
-  EXPECT_TRUE(std::isfinite(t.rows.back()[engine::kParamNorm]));
+  EXPECT_TRUE(std::isfinite(t.rows.back()[trajectory::kParamNorm]));
 }
 }  // namespace
 
 TEST(StrategyCpu, ActivationScaledAtTheMlpInputOverflowsFp16AutocastAndTheStepIsSkipped) {
   // ln_2's output x 1e5 (|x| up to ~3e5 > 65504) feeds c_fc, which autocast runs in fp16: inf in the forward pass.
   auto cfg = micro_run("fp16-autocast", 8);
-  cfg.injections.push_back(activation_injection(3, 1e5, models::ActivationSite::MlpInput));
+  ampcheck::inject::add_injections(cfg, {activation_injection(3, 1e5, models::ActivationSite::MlpInput)});
   expect_overflow_skipped_once(train(cfg, at::Device(at::kCPU)), 3);
 }
 
@@ -237,7 +238,7 @@ TEST(StrategyCpu, ActivationScaledAtTheMlpInputOverflowsHalfParamsWithMasterWeig
   auto cfg = micro_run("fp16-master", 8);
   // 2^16 itself is past fp16's 65504: the default scale makes the fp16 loss's own gradient inf and skips step 0
   cfg.strategy.scaler.init_scale = 1024;
-  cfg.injections.push_back(activation_injection(3, 1e5, models::ActivationSite::MlpInput));
+  ampcheck::inject::add_injections(cfg, {activation_injection(3, 1e5, models::ActivationSite::MlpInput)});
   expect_overflow_skipped_once(train(cfg, at::Device(at::kCPU)), 3);
 }
 
@@ -245,11 +246,11 @@ TEST(StrategyCpu, ActivationScaledOnTheResidualStreamDoesNotOverflowFp16Autocast
   // The same factor on the residual stream: autocast keeps that add in fp32 and the next LayerNorm normalises it,
   // so no fp16 tensor ever holds the large values: nothing is skipped (why `at: mlp_input` exists).
   auto cfg = micro_run("fp16-autocast", 6);
-  cfg.injections.push_back(activation_injection(3, 1e5, models::ActivationSite::Residual));
+  ampcheck::inject::add_injections(cfg, {activation_injection(3, 1e5, models::ActivationSite::Residual)});
   const auto t = train(cfg, at::Device(at::kCPU));
   for (int64_t s = 0; s < t.size(); ++s) {
-    EXPECT_EQ(t.rows[s][engine::kSkipped], 0.0) << "step " << s;
-    EXPECT_TRUE(std::isfinite(t.rows[s][engine::kLoss])) << "step " << s;
+    EXPECT_EQ(t.rows[s][trajectory::kSkipped], 0.0) << "step " << s;
+    EXPECT_TRUE(std::isfinite(t.rows[s][trajectory::kLoss])) << "step " << s;
   }
 }
 
@@ -324,9 +325,9 @@ TEST(CudaStrategy, OverflowInjectionSkipsTheStepWithFusedAdamW) {
   REQUIRE_CUDA();
   auto cfg = micro_run("fp16-autocast", 12);
   cfg.optimizer.fused = true;
-  cfg.injections.push_back(grad_injection(5, INFINITY, "h.0.*", 1));
+  ampcheck::inject::add_injections(cfg, {grad_injection(5, INFINITY, "h.0.*", 1)});
   const auto t = train(cfg, at::Device(at::kCUDA, 0));
-  for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][engine::kSkipped], s == 5 ? 1.0 : 0.0) << "step " << s;
-  EXPECT_EQ(t.rows[6][engine::kLossScale], t.rows[5][engine::kLossScale] * 0.5);
-  EXPECT_EQ(t.rows[5][engine::kUpdateNorm], 0.0);
+  for (int64_t s = 0; s < t.size(); ++s) EXPECT_EQ(t.rows[s][trajectory::kSkipped], s == 5 ? 1.0 : 0.0) << "step " << s;
+  EXPECT_EQ(t.rows[6][trajectory::kLossScale], t.rows[5][trajectory::kLossScale] * 0.5);
+  EXPECT_EQ(t.rows[5][trajectory::kUpdateNorm], 0.0);
 }

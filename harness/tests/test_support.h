@@ -3,6 +3,7 @@
 
 #include "engine/run_config.h"
 #include "engine/trainer.h"
+#include "inject/injection.h"
 #include "scenario/scenario.h"
 
 #include <gtest/gtest.h>
@@ -36,7 +37,7 @@ inline std::vector<double> cpu_losses(const engine::RunConfig& cfg) {
   engine::Trainer t(cfg, at::kCPU);
   t.run();
   std::vector<double> out;
-  for (const auto& row : t.trajectory().rows) out.push_back(row[engine::kLoss]);
+  for (const auto& row : t.trajectory().rows) out.push_back(row[trajectory::kLoss]);
   return out;
 }
 
@@ -73,35 +74,37 @@ inline inject::InjectionConfig underflow_injection(int64_t step, double factor, 
 }
 
 // Every column of every row equal bit for bit (NaN == NaN), step time excluded.
-inline void expect_identical_trajectories(const engine::Trajectory& a, const engine::Trajectory& b) {
+inline void expect_identical_trajectories(const trajectory::Trajectory& a, const trajectory::Trajectory& b) {
   ASSERT_EQ(a.size(), b.size());
   for (int64_t s = 0; s < a.size(); ++s)
-    for (int c = 0; c < engine::kNumColumns; ++c) {
-      if (c == engine::kStepTimeMs) continue;
+    for (int c = 0; c < trajectory::kNumColumns; ++c) {
+      if (c == trajectory::kStepTimeMs) continue;
       const double x = a.rows[s][c], y = b.rows[s][c];
       if (std::isnan(x) && std::isnan(y)) continue;
-      ASSERT_EQ(x, y) << "step " << s << ", column " << engine::column_name(c) << ": got " << x << ", want " << y;
+      ASSERT_EQ(x, y) << "step " << s << ", column " << trajectory::column_name(c) << ": got " << x << ", want " << y;
     }
 }
 
 // Two runs that differ only in how their norms are summed (an engine option that moves a norm into another pass):
 // losses, skipped steps and loss scales bit for bit, parameter and gradient norms within `rel` relative (a
 // non-finite gradient norm in both). `what` names the case in failures.
-inline void expect_same_run_but_norms(const engine::Trajectory& want, const engine::Trajectory& got, size_t steps,
-                                      double rel, const std::string& what) {
+inline void expect_same_run_but_norms(const trajectory::Trajectory& want, const trajectory::Trajectory& got,
+                                      size_t steps, double rel, const std::string& what) {
   const auto &ra = want.rows, &rb = got.rows;
   ASSERT_EQ(ra.size(), steps) << what;
   ASSERT_EQ(rb.size(), steps) << what;
   for (size_t s = 0; s < steps; ++s) {
     const std::string at_step = what + ", step " + std::to_string(s);
-    EXPECT_EQ(rb[s][engine::kLoss], ra[s][engine::kLoss]) << at_step;
-    EXPECT_EQ(rb[s][engine::kSkipped], ra[s][engine::kSkipped]) << at_step;
-    EXPECT_EQ(rb[s][engine::kLossScale], ra[s][engine::kLossScale]) << at_step;
-    EXPECT_NEAR(rb[s][engine::kParamNorm], ra[s][engine::kParamNorm], rel * ra[s][engine::kParamNorm]) << at_step;
-    if (std::isfinite(ra[s][engine::kGradNorm]))
-      EXPECT_NEAR(rb[s][engine::kGradNorm], ra[s][engine::kGradNorm], rel * ra[s][engine::kGradNorm]) << at_step;
+    EXPECT_EQ(rb[s][trajectory::kLoss], ra[s][trajectory::kLoss]) << at_step;
+    EXPECT_EQ(rb[s][trajectory::kSkipped], ra[s][trajectory::kSkipped]) << at_step;
+    EXPECT_EQ(rb[s][trajectory::kLossScale], ra[s][trajectory::kLossScale]) << at_step;
+    EXPECT_NEAR(rb[s][trajectory::kParamNorm], ra[s][trajectory::kParamNorm], rel * ra[s][trajectory::kParamNorm])
+        << at_step;
+    if (std::isfinite(ra[s][trajectory::kGradNorm]))
+      EXPECT_NEAR(rb[s][trajectory::kGradNorm], ra[s][trajectory::kGradNorm], rel * ra[s][trajectory::kGradNorm])
+          << at_step;
     else
-      EXPECT_FALSE(std::isfinite(rb[s][engine::kGradNorm])) << at_step;
+      EXPECT_FALSE(std::isfinite(rb[s][trajectory::kGradNorm])) << at_step;
   }
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Untrusted HDF5 contained (issue "never crash on what users hand it"): trajectory files from a mutation fuzz of
 # `ampcheck judge` (scenarios/fuzz/judge_fuzz.py) on which Debian 12's libhdf5 1.10 crashes (SIGSEGV in its
-# variable-length attribute conversion) or loops; read in a forked child (reference::read_trajectory_contained), each
+# variable-length attribute conversion) or loops; read in a forked child (trajectory::read_trajectory_contained), each
 # must end `judge` and `reference` with exit 2 and a line naming the file — as a run and as the reference.
 # Usage: untrusted_hdf5.sh AMPCHECK SOURCE_DIR
 set -uo pipefail

@@ -5,7 +5,7 @@
 #include "engine/cpu_capability.h"
 #include "engine/device.h"
 #include "engine/trainer.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "test_support.h"
 #include "validate/golden.h"
 #include "validate/validate.h"
@@ -32,12 +32,12 @@ void expect_refused(F&& what, const std::vector<std::string>& words, const std::
   }
 }
 
-reference::TrajectoryFile sealed_golden(const engine::RunConfig& cfg) {
+trajectory::TrajectoryFile sealed_golden(const engine::RunConfig& cfg) {
   engine::RunConfig run = cfg;
   run.loop.digests = true;
   engine::Trainer t(run, at::kCPU);
   EXPECT_EQ(t.run().status, engine::RunOutcome::Status::Completed);
-  reference::TrajectoryFile f;
+  trajectory::TrajectoryFile f;
   f.trajectory = t.trajectory();
   f.attributes = {{"scenario_name", run.name}, {"golden_class", "cpu-test"}, {"stack_torch", "2.11.0"}};
   validate::seal_golden(f, run);
@@ -155,10 +155,10 @@ TEST(ValidateFingerprint, NumericsEnvironmentIsRecordedAndItsDriftNamed) {
 // BadGolden naming the file and the re-record HINT; an unsealed golden is refused with the seal HINT.
 TEST(ValidateGolden, TheSealCatchesCorruptionForeignStaleAndShortGoldens) {
   const engine::RunConfig run = ampcheck::testing::micro_run("fp32", 4);
-  const reference::TrajectoryFile golden = sealed_golden(run);
+  const trajectory::TrajectoryFile golden = sealed_golden(run);
   const std::string path = "/golden/test-fp32.h5";
   EXPECT_NO_THROW(validate::verify_golden(golden, path, run));
-  auto refused = [&](reference::TrajectoryFile f, const engine::RunConfig& r, const std::vector<std::string>& words,
+  auto refused = [&](trajectory::TrajectoryFile f, const engine::RunConfig& r, const std::vector<std::string>& words,
                      const std::string& label) {
     std::vector<std::string> all = words;
     all.push_back(path);
@@ -168,9 +168,9 @@ TEST(ValidateGolden, TheSealCatchesCorruptionForeignStaleAndShortGoldens) {
   {  // one bit of the loss at step 2
     auto f = golden;
     uint64_t bits;
-    std::memcpy(&bits, &f.trajectory.rows[2][engine::kLoss], 8);
+    std::memcpy(&bits, &f.trajectory.rows[2][trajectory::kLoss], 8);
     bits ^= 1;
-    std::memcpy(&f.trajectory.rows[2][engine::kLoss], &bits, 8);
+    std::memcpy(&f.trajectory.rows[2][trajectory::kLoss], &bits, 8);
     refused(f, run, {"checksum", "re-record the golden on a known-good machine"}, "a loss bit");
   }
   {  // one gradient digest, one attribute, one tensor name
@@ -206,7 +206,7 @@ TEST(ValidateGolden, TheSealCatchesCorruptionForeignStaleAndShortGoldens) {
   }
   // the seal survives the file: written and read back, the checksum still holds
   const std::string file = "/tmp/ampcheck-golden-test-" + std::to_string(::getpid()) + ".h5";
-  reference::write_trajectory(file, golden, true);
+  trajectory::write_trajectory(file, golden, true);
   EXPECT_NO_THROW(validate::read_golden(file, run));
   std::remove(file.c_str());
   expect_refused<validate::BadGolden>([&] { validate::read_golden(file, run); }, {file, "re-record"}, "missing file");
@@ -219,9 +219,9 @@ TEST(ValidateReplay, AColumnOnlyDifferenceIsReplayedByItsColumns) {
   base.loop.digests = true;
   engine::Trainer t(base, at::kCPU);
   ASSERT_EQ(t.run().status, engine::RunOutcome::Status::Completed);
-  const engine::Trajectory run = t.trajectory();
-  engine::Trajectory golden = run;
-  golden.rows[2][engine::kGradNorm] = std::nextafter(golden.rows[2][engine::kGradNorm], 1e300);
+  const trajectory::Trajectory run = t.trajectory();
+  trajectory::Trajectory golden = run;
+  golden.rows[2][trajectory::kGradNorm] = std::nextafter(golden.rows[2][trajectory::kGradNorm], 1e300);
   const auto cmp = validate::compare_bitwise(run, golden);
   ASSERT_EQ(cmp.step, 2) << cmp.message;
   EXPECT_EQ(cmp.tensors_differing, 0) << cmp.message;

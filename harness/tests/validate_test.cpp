@@ -4,7 +4,7 @@
 // references' `skip` noise run (LoopConfig::delay_steps).
 #include "engine/digest.h"
 #include "engine/trainer.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 #include "test_support.h"
 #include "validate/validate.h"
 
@@ -17,7 +17,7 @@
 using namespace ampcheck;
 
 namespace {
-engine::Trajectory train(engine::RunConfig cfg) {
+trajectory::Trajectory train(engine::RunConfig cfg) {
   cfg.loop.digests = true;
   engine::Trainer t(cfg, at::kCPU);
   EXPECT_EQ(t.run().status, engine::RunOutcome::Status::Completed);
@@ -54,7 +54,8 @@ TEST(ValidateBitwise, IdenticalRunsAndTheFirstFlippedTensorNamed) {
   EXPECT_EQ(same.step, -1);
 
   engine::RunConfig flipped = base;
-  flipped.injections = {ampcheck::testing::bitflip_injection(3, "h.0.mlp.c_fc.weight", 0, 0, /*param=*/true)};
+  ampcheck::inject::set_injections(
+      flipped, {ampcheck::testing::bitflip_injection(3, "h.0.mlp.c_fc.weight", 0, 0, /*param=*/true)});
   const auto c = train(flipped);
   const auto cmp = validate::compare_bitwise(c, a);
   EXPECT_FALSE(cmp.identical);
@@ -64,7 +65,7 @@ TEST(ValidateBitwise, IdenticalRunsAndTheFirstFlippedTensorNamed) {
 
   // a gradient flip at step 2 is named as the gradient (gradients are compared before parameters)
   engine::RunConfig grad_flip = base;
-  grad_flip.injections = {ampcheck::testing::bitflip_injection(2, "wpe", 1, 3, /*param=*/false)};
+  ampcheck::inject::set_injections(grad_flip, {ampcheck::testing::bitflip_injection(2, "wpe", 1, 3, /*param=*/false)});
   const auto g = validate::compare_bitwise(train(grad_flip), a);
   EXPECT_EQ(g.step, 2) << g.message;
   EXPECT_EQ(g.tensor, "gradient of wpe") << g.message;
@@ -117,8 +118,8 @@ TEST(ValidatePlant, ParsesFaultsAndNamesWhatIsExpected) {
   }
   // planted(): a transient plant is in the run, not in its replays
   const engine::RunConfig base = ampcheck::testing::micro_run("fp32", 2);
-  EXPECT_EQ(validate::planted(base, {p}, false).injections.size(), 1u);
-  EXPECT_EQ(validate::planted(base, {p}, true).injections.size(), 0u);
+  EXPECT_EQ(ampcheck::inject::injections(validate::planted(base, {p}, false)).size(), 1u);
+  EXPECT_EQ(ampcheck::inject::injections(validate::planted(base, {p}, true)).size(), 0u);
 }
 
 TEST(ValidateClasses, GoldenClassAndNearestClasses) {
@@ -161,16 +162,16 @@ TEST(ValidateFingerprint, DifferencesNamedAndWhichChangeBits) {
 TEST(ValidateDigest, DigestsRoundTripThroughTheFileAndBadShapesAreNamed) {
   const auto t = train(ampcheck::testing::micro_run("fp32", 3));
   const std::string dir = scratch(), path = dir + "/t.h5";
-  reference::TrajectoryFile f;
+  trajectory::TrajectoryFile f;
   f.trajectory = t;
-  reference::write_trajectory(path, f, true);
-  const auto back = reference::read_trajectory(path);
+  trajectory::write_trajectory(path, f, true);
+  const auto back = trajectory::read_trajectory(path);
   EXPECT_EQ(back.trajectory.digests.tensors, t.digests.tensors);
   EXPECT_EQ(back.trajectory.digests.params, t.digests.params);
   EXPECT_EQ(back.trajectory.digests.grads, t.digests.grads);
   EXPECT_TRUE(validate::compare_bitwise(back.trajectory, t).identical);
   f.trajectory.digests.tensors.pop_back();  // one name fewer than the rows have columns: ragged, refused to write
-  EXPECT_THROW(reference::write_trajectory(dir + "/bad.h5", f, true), std::runtime_error);
+  EXPECT_THROW(trajectory::write_trajectory(dir + "/bad.h5", f, true), std::runtime_error);
   std::system(("rm -rf " + dir).c_str());
 }
 
@@ -181,10 +182,10 @@ TEST(EngineDelay, DelayStepsSkipsTheFirstStep) {
   cfg.loop.delay_steps = 1;
   const auto t = train(cfg);
   const auto plain = train(ampcheck::testing::micro_run("fp32", 4));
-  EXPECT_EQ(t.rows[0][engine::kSkipped], 1.0);
-  EXPECT_EQ(t.rows[0][engine::kUpdateNorm], 0.0);
-  EXPECT_EQ(t.rows[1][engine::kSkipped], 0.0);
-  EXPECT_GT(t.rows[1][engine::kUpdateNorm], 0.0);
-  EXPECT_EQ(t.rows[0][engine::kLoss], plain.rows[0][engine::kLoss]);  // the same first forward
-  EXPECT_NE(t.rows[1][engine::kLoss], plain.rows[1][engine::kLoss]);  // then one step behind
+  EXPECT_EQ(t.rows[0][trajectory::kSkipped], 1.0);
+  EXPECT_EQ(t.rows[0][trajectory::kUpdateNorm], 0.0);
+  EXPECT_EQ(t.rows[1][trajectory::kSkipped], 0.0);
+  EXPECT_GT(t.rows[1][trajectory::kUpdateNorm], 0.0);
+  EXPECT_EQ(t.rows[0][trajectory::kLoss], plain.rows[0][trajectory::kLoss]);  // the same first forward
+  EXPECT_NE(t.rows[1][trajectory::kLoss], plain.rows[1][trajectory::kLoss]);  // then one step behind
 }

@@ -19,17 +19,17 @@ std::vector<double> falling(int n, double from, double to) {
   return x;
 }
 // A healthy trajectory: loss falling 5 -> 2 over n steps, grad norm 1, update norm 0.01, 0.1% zero grads.
-engine::Trajectory healthy(int n = 50, double loss_offset = 0.0) {
-  engine::Trajectory t;
+trajectory::Trajectory healthy(int n = 50, double loss_offset = 0.0) {
+  trajectory::Trajectory t;
   const auto loss = falling(n, 5, 2);
   for (int i = 0; i < n; ++i) {
-    std::array<double, engine::kNumColumns> row{};
-    row[engine::kLoss] = loss[i] + loss_offset;
-    row[engine::kGradNorm] = 1.0;
-    row[engine::kParamNorm] = 10;
-    row[engine::kUpdateNorm] = 0.01;
-    row[engine::kLossScale] = 1;
-    row[engine::kFracZero] = 0.001;
+    std::array<double, trajectory::kNumColumns> row{};
+    row[trajectory::kLoss] = loss[i] + loss_offset;
+    row[trajectory::kGradNorm] = 1.0;
+    row[trajectory::kParamNorm] = 10;
+    row[trajectory::kUpdateNorm] = 0.01;
+    row[trajectory::kLossScale] = 1;
+    row[trajectory::kFracZero] = 0.001;
     t.rows.push_back(row);
   }
   return t;
@@ -37,7 +37,7 @@ engine::Trajectory healthy(int n = 50, double loss_offset = 0.0) {
 // Noise runs whose loss lies `loss_noise` nats off the reference and whose norms are 2% off.
 std::vector<verdict::NoiseRun> noise(int n = 50, double loss_noise = 0.01) {
   auto a = healthy(n, loss_noise), b = healthy(n, -loss_noise);
-  for (auto& r : a.rows) r[engine::kGradNorm] *= 1.02, r[engine::kUpdateNorm] *= 1.02;
+  for (auto& r : a.rows) r[trajectory::kGradNorm] *= 1.02, r[trajectory::kUpdateNorm] *= 1.02;
   return {{"ulp+1", a}, {"seed", b}};
 }
 verdict::Tolerance tol() {
@@ -72,7 +72,7 @@ TEST(VerdictJudge, LossAllowanceIsKTimesTheNoiseRunsWhateverTheLossLevel) {
     auto ref = healthy(50, level);
     auto nz = noise();
     for (auto& n : nz)
-      for (auto& r : n.trajectory.rows) r[engine::kLoss] += level;
+      for (auto& r : n.trajectory.rows) r[trajectory::kLoss] += level;
     const auto in = verdict::judge("completed", "", healthy(50, level + 0.02), ref, nz, tol());
     EXPECT_EQ(in.verdict, "tracks") << in.message;
     EXPECT_NEAR(signal(in, "loss").allowed, 0.03, 1e-9);
@@ -87,7 +87,7 @@ TEST(VerdictJudge, ShedsOnlyPartOfTheLossStalls) {
   const auto ref = healthy();
   auto run = healthy();
   const auto slow = falling(50, 5, 3.8);  // sheds 1.2 of the reference's 3 nats
-  for (int i = 0; i < 50; ++i) run.rows[i][engine::kLoss] = slow[i];
+  for (int i = 0; i < 50; ++i) run.rows[i][trajectory::kLoss] = slow[i];
   const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_NE(v.message.find("sheds"), std::string::npos) << v.message;
@@ -97,7 +97,7 @@ TEST(VerdictJudge, ShedsOnlyPartOfTheLossStalls) {
 TEST(VerdictJudge, CollapsedUpdatesStallWhileTheLossStaysClose) {
   const auto ref = healthy();
   auto run = healthy();
-  for (int i = 12; i < 50; ++i) run.rows[i][engine::kUpdateNorm] = 0.0003;  // 0.03x
+  for (int i = 12; i < 50; ++i) run.rows[i][trajectory::kUpdateNorm] = 0.0003;  // 0.03x
   const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_EQ(v.deciding_signal, "update_norm");
@@ -111,7 +111,7 @@ TEST(VerdictJudge, CollapsedUpdatesStallWhileTheLossStaysClose) {
 TEST(VerdictJudge, UnderflowedGradsAloneWarnAndTheMessageGivesBothFractions) {
   const auto ref = healthy();
   auto run = healthy();
-  for (int i = 10; i < 50; ++i) run.rows[i][engine::kFracZero] = 0.62;
+  for (int i = 10; i < 50; ++i) run.rows[i][trajectory::kFracZero] = 0.62;
   const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "tracks") << v.message;
   EXPECT_EQ(v.deciding_signal, "");
@@ -121,7 +121,7 @@ TEST(VerdictJudge, UnderflowedGradsAloneWarnAndTheMessageGivesBothFractions) {
   EXPECT_NE(v.message.find("warning: 62% of grad elements zero"), std::string::npos) << v.message;
   // less than the 2-point floor above the reference is never flagged
   auto mild = healthy();
-  for (auto& r : mild.rows) r[engine::kFracZero] = 0.018;
+  for (auto& r : mild.rows) r[trajectory::kFracZero] = 0.018;
   const auto m = verdict::judge("completed", "", mild, ref, noise(), tol());
   EXPECT_EQ(m.verdict, "tracks");
   EXPECT_TRUE(m.warnings.empty()) << m.message;
@@ -130,7 +130,8 @@ TEST(VerdictJudge, UnderflowedGradsAloneWarnAndTheMessageGivesBothFractions) {
 TEST(VerdictJudge, ADiagnosticBesideAFailingOutcomeIsNamedAsTheLikelyCause) {
   const auto ref = healthy();
   auto run = healthy();
-  for (int i = 10; i < 50; ++i) run.rows[i][engine::kFracZero] = 0.62, run.rows[i][engine::kUpdateNorm] = 0.0003;
+  for (int i = 10; i < 50; ++i)
+    run.rows[i][trajectory::kFracZero] = 0.62, run.rows[i][trajectory::kUpdateNorm] = 0.0003;
   const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_EQ(v.deciding_signal, "update_norm");
@@ -144,10 +145,10 @@ TEST(VerdictJudge, ASkippedStepsGradsAreNoSample) {
   const auto ref = healthy();
   auto run = healthy();
   for (int i : {20, 35}) {
-    run.rows[i][engine::kSkipped] = 1;
-    run.rows[i][engine::kGradNorm] = 0;
-    run.rows[i][engine::kFracZero] = 0.976;
-    run.rows[i][engine::kUpdateNorm] = 0;
+    run.rows[i][trajectory::kSkipped] = 1;
+    run.rows[i][trajectory::kGradNorm] = 0;
+    run.rows[i][trajectory::kFracZero] = 0.976;
+    run.rows[i][trajectory::kUpdateNorm] = 0;
   }
   auto t = tol();
   t.fraction_floor = 0.02;
@@ -156,7 +157,7 @@ TEST(VerdictJudge, ASkippedStepsGradsAreNoSample) {
   EXPECT_TRUE(v.warnings.empty()) << v.message;
   EXPECT_EQ(signal(v, "zero_grads").max_margin, 0.0);
   // the same values on steps the optimizer took are samples: the grad norm and updates collapse there
-  for (int i : {20, 35}) run.rows[i][engine::kSkipped] = 0;
+  for (int i : {20, 35}) run.rows[i][trajectory::kSkipped] = 0;
   const auto w = verdict::judge("completed", "", run, ref, noise(), t);
   EXPECT_EQ(w.verdict, "stalls") << w.message;
 }
@@ -165,15 +166,15 @@ TEST(VerdictJudge, ASkippedStepsGradsAreNoSample) {
 // "sheds 402% of the loss the reference shed" under stalls.
 TEST(VerdictJudge, ALossThatEndsAboveButShedMoreDivergesAndOneThatShedLessStalls) {
   const auto ref = healthy();
-  engine::Trajectory high = healthy();
+  trajectory::Trajectory high = healthy();
   const auto from = falling(50, 20, 3);  // starts far above, sheds 17 nats vs the reference's 3, ends 1 above
-  for (int i = 0; i < 50; ++i) high.rows[i][engine::kLoss] = from[i];
+  for (int i = 0; i < 50; ++i) high.rows[i][trajectory::kLoss] = from[i];
   const auto v = verdict::judge("completed", "", high, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_EQ(v.message.find("sheds"), std::string::npos) << v.message;
-  engine::Trajectory slow = healthy();
+  trajectory::Trajectory slow = healthy();
   const auto less = falling(50, 5, 4);  // sheds 1 of the reference's 3 nats
-  for (int i = 0; i < 50; ++i) slow.rows[i][engine::kLoss] = less[i];
+  for (int i = 0; i < 50; ++i) slow.rows[i][trajectory::kLoss] = less[i];
   const auto s = verdict::judge("completed", "", slow, ref, noise(), tol());
   EXPECT_EQ(s.verdict, "stalls") << s.message;
   EXPECT_NE(s.message.find("sheds 3"), std::string::npos) << s.message;  // ~33%
@@ -183,8 +184,8 @@ TEST(VerdictJudge, ALossThatEndsAboveButShedMoreDivergesAndOneThatShedLessStalls
 TEST(VerdictJudge, ANonfiniteHeadlineNamesTheFirstStepTheSignalNames) {
   const auto ref = healthy();
   auto run = healthy(100);
-  run.rows[6][engine::kFracNonfinite] = 0.01;  // applied (not skipped) at step 6; the run stops at 99
-  for (int i = 7; i < 100; ++i) run.rows[i][engine::kLoss] = NAN;
+  run.rows[6][trajectory::kFracNonfinite] = 0.01;  // applied (not skipped) at step 6; the run stops at 99
+  for (int i = 7; i < 100; ++i) run.rows[i][trajectory::kLoss] = NAN;
   const auto v = verdict::judge("nonfinite", "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "nonfinite");
   EXPECT_EQ(v.first_divergence_step, 6);
@@ -200,18 +201,18 @@ TEST(VerdictPrecision, ALossWithinFp32RoundingWhileClaimingReducedPrecisionIsNam
   EXPECT_NE(verdict::precision_not_in_effect(true, ref, ref, noise(), "x").find("bit-identical"), std::string::npos);
   EXPECT_EQ(verdict::precision_not_in_effect(false, ref, ref, noise(), ""), "") << "fp32 claims nothing";
   auto near = ref;
-  near.rows[3][engine::kLoss] += std::ldexp(near.rows[3][engine::kLoss], -23);  // one float32 ulp
+  near.rows[3][trajectory::kLoss] += std::ldexp(near.rows[3][trajectory::kLoss], -23);  // one float32 ulp
   const auto m = verdict::precision_not_in_effect(true, near, ref, {}, "cause");
   EXPECT_NE(m.find("within FP32's own rounding noise"), std::string::npos) << m;
   EXPECT_NE(m.find("(cause)"), std::string::npos) << m;
   auto mixed = ref;
-  mixed.rows[1][engine::kLoss] += 1e-4;  // fp16 autocast's first steps differ by this much on the micro GPT
+  mixed.rows[1][trajectory::kLoss] += 1e-4;  // fp16 autocast's first steps differ by this much on the micro GPT
   EXPECT_EQ(verdict::precision_not_in_effect(true, mixed, ref, {}, ""), "");
 }
 
 TEST(VerdictPrecision, AColumnPresentButNeverMeasuredIsNamed) {
   auto run = healthy();
-  for (auto& r : run.rows) r[engine::kGradNorm] = NAN;
+  for (auto& r : run.rows) r[trajectory::kGradNorm] = NAN;
   const auto w = verdict::unjudged_columns(run, {"loss", "grad_norm", "update_norm"}, true);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].signal, "not_judged");
@@ -219,14 +220,14 @@ TEST(VerdictPrecision, AColumnPresentButNeverMeasuredIsNamed) {
             std::string::npos)
       << w[0].message;
   EXPECT_TRUE(verdict::unjudged_columns(run, {"loss"}, true).empty()) << "a column the run lacks is reported elsewhere";
-  for (auto& r : run.rows) r[engine::kSkipped] = 1;  // every step skipped: the skipped signal says it
+  for (auto& r : run.rows) r[trajectory::kSkipped] = 1;  // every step skipped: the skipped signal says it
   EXPECT_TRUE(verdict::unjudged_columns(run, {"loss", "grad_norm"}, true).empty());
 }
 
 TEST(VerdictJudge, GrownGradNormDiverges) {
   const auto ref = healthy();
   auto run = healthy();
-  for (auto& r : run.rows) r[engine::kGradNorm] = 4.0;  // e.g. accumulation over 4 micro-batches, loss not divided
+  for (auto& r : run.rows) r[trajectory::kGradNorm] = 4.0;  // e.g. accumulation over 4 micro-batches, loss not divided
   const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_EQ(v.deciding_signal, "grad_norm");
@@ -236,10 +237,10 @@ TEST(VerdictJudge, GrownGradNormDiverges) {
 TEST(VerdictJudge, RatioAllowanceFollowsTheNoiseAboveItsFloor) {
   const auto ref = healthy();
   auto run = healthy();
-  for (auto& r : run.rows) r[engine::kGradNorm] = 1.1;  // 10% off: outside 3 x 2% noise (6%), inside 3 x 4%
+  for (auto& r : run.rows) r[trajectory::kGradNorm] = 1.1;  // 10% off: outside 3 x 2% noise (6%), inside 3 x 4%
   EXPECT_EQ(verdict::judge("completed", "", run, ref, noise(), tol()).deciding_signal, "grad_norm");
   auto nz = noise();
-  for (auto& r : nz[0].trajectory.rows) r[engine::kGradNorm] = 1.04;
+  for (auto& r : nz[0].trajectory.rows) r[trajectory::kGradNorm] = 1.04;
   EXPECT_EQ(verdict::judge("completed", "", run, ref, nz, tol()).verdict, "tracks");
 }
 
@@ -251,14 +252,14 @@ TEST(VerdictJudge, SkippedStepsDelayTheComparisonAndTooManyStall) {
   for (int i = 0; i < 50; ++i) {
     const int j = i <= 3 ? i : std::max(3, i - 2);
     late.rows[i] = ref.rows[j];
-    late.rows[i][engine::kSkipped] = (i == 3 || i == 4) ? 1.0 : 0.0;
+    late.rows[i][trajectory::kSkipped] = (i == 3 || i == 4) ? 1.0 : 0.0;
   }
   auto v = verdict::judge("completed", "", late, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "tracks") << v.message;
   EXPECT_EQ(v.skipped_steps, 2);
   // every step skipped: the loss never moves; the skipped-steps signal says so
   auto frozen = healthy();
-  for (auto& r : frozen.rows) r = ref.rows[0], r[engine::kSkipped] = 1.0;
+  for (auto& r : frozen.rows) r = ref.rows[0], r[trajectory::kSkipped] = 1.0;
   v = verdict::judge("completed", "", frozen, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_NE(v.message.find("skipped 50 of 50 steps"), std::string::npos) << v.message;
@@ -267,10 +268,10 @@ TEST(VerdictJudge, SkippedStepsDelayTheComparisonAndTooManyStall) {
 TEST(VerdictJudge, NonfiniteGradsAppliedAreNonfiniteButSkippedOnesAreFine) {
   const auto ref = healthy();
   auto run = healthy();
-  run.rows[7][engine::kFracNonfinite] = 1e-4;
-  run.rows[7][engine::kSkipped] = 1.0;
+  run.rows[7][trajectory::kFracNonfinite] = 1e-4;
+  run.rows[7][trajectory::kSkipped] = 1.0;
   EXPECT_EQ(verdict::judge("completed", "", run, ref, noise(), tol()).verdict, "tracks");
-  run.rows[7][engine::kSkipped] = 0.0;
+  run.rows[7][trajectory::kSkipped] = 0.0;
   const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "nonfinite") << v.message;
   EXPECT_EQ(v.first_divergence_step, 7);
@@ -279,7 +280,7 @@ TEST(VerdictJudge, NonfiniteGradsAppliedAreNonfiniteButSkippedOnesAreFine) {
 TEST(VerdictJudge, UnmeasuredColumnsAreNotJudgedAndSaySo) {
   const auto ref = healthy();
   auto run = healthy();
-  for (auto& r : run.rows) r[engine::kUpdateNorm] = NAN, r[engine::kFracZero] = NAN;
+  for (auto& r : run.rows) r[trajectory::kUpdateNorm] = NAN, r[trajectory::kFracZero] = NAN;
   const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "tracks");
   EXPECT_FALSE(signal(v, "update_norm").judged);

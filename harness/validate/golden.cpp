@@ -1,6 +1,7 @@
 // Sealing and verifying golden trajectories (golden.h).
 #include "validate/golden.h"
 
+#include "inject/injection.h"
 #include "reference/reference_store.h"
 
 #include <cstdio>
@@ -40,7 +41,7 @@ std::string hex16(uint64_t v) {
   return buf;
 }
 
-const std::string& attribute(const reference::TrajectoryFile& f, const std::string& key) {
+const std::string& attribute(const trajectory::TrajectoryFile& f, const std::string& key) {
   static const std::string none;
   auto it = f.attributes.find(key);
   return it == f.attributes.end() ? none : it->second;
@@ -87,7 +88,7 @@ std::string golden_config_text(const engine::RunConfig& run) {
      << run.optimizer.fused << " pitfalls=" << run.loop.clip_unscale_first << run.loop.call_update
      << run.loop.unscale_each_micro_batch << run.loop.divide_loss_by_micro_batches << run.loop.step_through_scaler
      << run.loop.scale_loss << run.loop.zero_grad << " attention_query=" << run.model.attention_query_dtype
-     << " injections=" << run.injections.size();
+     << " injections=" << inject::injections(run).size();
   return os.str();
 }
 
@@ -98,7 +99,7 @@ std::string golden_config_hash(const engine::RunConfig& run) {
   return hex16(f.h);
 }
 
-std::string content_checksum(const reference::TrajectoryFile& file) {
+std::string content_checksum(const trajectory::TrajectoryFile& file) {
   static const std::set<std::string> left_out = {"golden_checksum", "format", "format_version", "events"};
   Fnv f;
   f.text("ampcheck-golden-v1");
@@ -109,8 +110,8 @@ std::string content_checksum(const reference::TrajectoryFile& file) {
     }
   const auto& t = file.trajectory;
   f.u64(static_cast<uint64_t>(t.size()));
-  for (int c = 0; c < engine::kNumColumns; ++c) {
-    f.text(engine::column_name(c));
+  for (int c = 0; c < trajectory::kNumColumns; ++c) {
+    f.text(trajectory::column_name(c));
     f.doubles(t.column(c));
   }
   const auto& d = t.digests;
@@ -130,14 +131,14 @@ std::string content_checksum(const reference::TrajectoryFile& file) {
   return "fnv1a64:" + hex16(f.h);
 }
 
-void seal_golden(reference::TrajectoryFile& file, const engine::RunConfig& run) {
+void seal_golden(trajectory::TrajectoryFile& file, const engine::RunConfig& run) {
   file.attributes["golden_config"] = golden_config_text(run);
   file.attributes["golden_config_hash"] = golden_config_hash(run);
   file.attributes["golden_steps"] = std::to_string(file.trajectory.size());
   file.attributes["golden_checksum"] = content_checksum(file);
 }
 
-void verify_golden(const reference::TrajectoryFile& file, const std::string& path, const engine::RunConfig& run) {
+void verify_golden(const trajectory::TrajectoryFile& file, const std::string& path, const engine::RunConfig& run) {
   const std::string& stored = attribute(file, "golden_checksum");
   if (stored.empty())
     throw BadGolden(path +
@@ -167,10 +168,10 @@ void verify_golden(const reference::TrajectoryFile& file, const std::string& pat
                     "): the scenario changed since it was recorded. " + re_record_hint());
 }
 
-reference::TrajectoryFile read_golden(const std::string& path, const engine::RunConfig& run) {
-  reference::TrajectoryFile file;
+trajectory::TrajectoryFile read_golden(const std::string& path, const engine::RunConfig& run) {
+  trajectory::TrajectoryFile file;
   try {
-    file = reference::read_trajectory_contained(path);
+    file = trajectory::read_trajectory_contained(path);
   } catch (const std::exception& e) {
     const std::string what = without_hint(e.what());
     throw BadGolden((what.rfind(path, 0) == 0 ? what : path + ": " + what) + " (unreadable golden). " +

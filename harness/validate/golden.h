@@ -14,7 +14,7 @@
 #pragma once
 
 #include "engine/run_config.h"
-#include "reference/trajectory_file.h"
+#include "trajectory/trajectory_file.h"
 
 #include <stdexcept>
 #include <string>
@@ -31,15 +31,15 @@ std::string golden_config_text(const engine::RunConfig& run);
 std::string golden_config_hash(const engine::RunConfig& run);
 // The content checksum of a trajectory file as read (or as about to be written: the writer adds only `format`,
 // `format_version` and `events`, which the checksum leaves out).
-std::string content_checksum(const reference::TrajectoryFile& file);
+std::string content_checksum(const trajectory::TrajectoryFile& file);
 // Adds golden_config, golden_config_hash, golden_steps (from `run` and the trajectory) and then golden_checksum.
-void seal_golden(reference::TrajectoryFile& file, const engine::RunConfig& run);
+void seal_golden(trajectory::TrajectoryFile& file, const engine::RunConfig& run);
 // Throws BadGolden unless `file` (read from `path`) carries a checksum that matches its content, was recorded for the
 // scenario `run.name`, holds run.loop.steps steps and has run's configuration hash.
-void verify_golden(const reference::TrajectoryFile& file, const std::string& path, const engine::RunConfig& run);
+void verify_golden(const trajectory::TrajectoryFile& file, const std::string& path, const engine::RunConfig& run);
 // Reads a golden (in a contained child: a corrupt file cannot crash the command) and verifies it; a file that cannot
 // be read is a BadGolden too.
-reference::TrajectoryFile read_golden(const std::string& path, const engine::RunConfig& run);
+trajectory::TrajectoryFile read_golden(const std::string& path, const engine::RunConfig& run);
 // The HINT every BadGolden ends with.
 std::string re_record_hint();
 

@@ -130,14 +130,14 @@ std::string describe(const std::vector<StackDifference>& diffs) {
   return os.str();
 }
 
-BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::Trajectory& golden) {
+BitwiseComparison compare_bitwise(const trajectory::Trajectory& run, const trajectory::Trajectory& golden) {
   BitwiseComparison c;
   const bool digests = !run.digests.empty() && !golden.digests.empty() && run.digests.tensors == golden.digests.tensors;
   const int64_t n = std::min(run.size(), golden.size());
   // the columns that a correct stack computes bit for bit the same (the step time never is)
   std::vector<int> columns;
-  for (int col = 0; col < engine::kNumColumns; ++col)
-    if (col != engine::kStepTimeMs) columns.push_back(col);
+  for (int col = 0; col < trajectory::kNumColumns; ++col)
+    if (col != trajectory::kStepTimeMs) columns.push_back(col);
   auto column_differs = [&](int64_t s, int col) { return !same_bits(run.rows[s][col], golden.rows[s][col]); };
   auto tensor_diffs = [&](int64_t s, std::string& first) {
     int64_t count = 0;
@@ -155,10 +155,10 @@ BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::T
     std::string first_tensor;
     const int64_t tensors = tensor_diffs(s, first_tensor);
     std::string first_column;
-    if (column_differs(s, engine::kLoss)) first_column = engine::column_name(engine::kLoss);
+    if (column_differs(s, trajectory::kLoss)) first_column = trajectory::column_name(trajectory::kLoss);
     for (int col : columns)
-      if (first_column.empty() && col != engine::kLoss && column_differs(s, col))
-        first_column = engine::column_name(col);
+      if (first_column.empty() && col != trajectory::kLoss && column_differs(s, col))
+        first_column = trajectory::column_name(col);
     if (tensors > 0 || !first_column.empty()) {
       c.step = s;
       c.column = first_column;
@@ -186,22 +186,23 @@ BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::T
   return c;
 }
 
-uint64_t step_digest(const engine::StepDigests& d, int64_t step) {
+uint64_t step_digest(const trajectory::StepDigests& d, int64_t step) {
   if (step < 0 || step >= static_cast<int64_t>(d.params.size())) return 0;
   return engine::combine_digests(d.params[step], engine::combine_digests(d.grads[step]));
 }
 
 namespace {
 // one step's columns as compared bitwise (the step time never is): equal only if every bit is
-bool same_row(const std::array<double, engine::kNumColumns>& a, const std::array<double, engine::kNumColumns>& b) {
-  for (int c = 0; c < engine::kNumColumns; ++c)
-    if (c != engine::kStepTimeMs && !same_bits(a[c], b[c])) return false;
+bool same_row(const std::array<double, trajectory::kNumColumns>& a,
+              const std::array<double, trajectory::kNumColumns>& b) {
+  for (int c = 0; c < trajectory::kNumColumns; ++c)
+    if (c != trajectory::kStepTimeMs && !same_bits(a[c], b[c])) return false;
   return true;
 }
 }  // namespace
 
-Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const engine::Trajectory& run,
-                   const engine::Trajectory& golden, int repeats, const std::string& scratch_dir) {
+Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const trajectory::Trajectory& run,
+                   const trajectory::Trajectory& golden, int repeats, const std::string& scratch_dir) {
   Replay r;
   r.step = step;
   r.run_digest = step_digest(run.digests, step);
@@ -209,7 +210,7 @@ Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step
   cfg.loop.digests = true;
   cfg.loop.log_every = 1;
   const std::string ckpt = scratch_dir + "/.replay-" + std::to_string(::getpid()) + ".ckpt";
-  std::vector<std::array<double, engine::kNumColumns>> rows;  // one per replay: the step's columns
+  std::vector<std::array<double, trajectory::kNumColumns>> rows;  // one per replay: the step's columns
   try {
     engine::Trainer trainer(cfg, device);
     trainer.run_until(step);
@@ -373,7 +374,7 @@ engine::RunConfig planted(engine::RunConfig cfg, const std::vector<Plant>& plant
     cfg.stack_fault.nondeterministic |= p.stack.nondeterministic;
     cfg.stack_fault.reduced_reduction |= p.stack.reduced_reduction;
     cfg.stack_fault.matmul_bf16 |= p.stack.matmul_bf16;
-    cfg.injections.insert(cfg.injections.end(), p.injections.begin(), p.injections.end());
+    inject::add_injections(cfg, p.injections);
   }
   return cfg;
 }

@@ -12,7 +12,8 @@
 #pragma once
 
 #include "engine/run_config.h"
-#include "engine/trajectory.h"
+#include "inject/injection.h"
+#include "trajectory/trajectory.h"
 
 #include <ATen/ATen.h>
 
@@ -69,7 +70,7 @@ struct BitwiseComparison {
 };
 // Compares the recorded columns bit for bit (a NaN equals a NaN with the same bits) and, where both have them, the
 // digests: per step, the loss (computed first), then the gradients, then the parameters, then the other columns.
-BitwiseComparison compare_bitwise(const engine::Trajectory& run, const engine::Trajectory& golden);
+BitwiseComparison compare_bitwise(const trajectory::Trajectory& run, const trajectory::Trajectory& golden);
 
 // ---- replay of a differing step
 
@@ -80,11 +81,11 @@ struct Replay {
   uint64_t run_digest = 0, golden_digest = 0;
   std::string message;
 };
-uint64_t step_digest(const engine::StepDigests& d, int64_t step);  // every parameter and gradient of one step
+uint64_t step_digest(const trajectory::StepDigests& d, int64_t step);  // every parameter and gradient of one step
 // Trains `cfg` (digests on) to `step`, checkpoints into `scratch_dir`, then runs `step` `repeats` times from the
 // checkpoint and compares each replay's digest with the run's and the golden's at that step.
-Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const engine::Trajectory& run,
-                   const engine::Trajectory& golden, int repeats, const std::string& scratch_dir);
+Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step, const trajectory::Trajectory& run,
+                   const trajectory::Trajectory& golden, int repeats, const std::string& scratch_dir);
 
 // ---- planted faults
 

@@ -92,7 +92,7 @@ void judge_series(SignalResult& r, const std::vector<double>& dev, const std::ve
 }
 
 std::vector<double> smoothed_noise(const std::vector<NoiseRun>& noise, size_t n, int64_t window,
-                                   const std::function<std::vector<double>(const engine::Trajectory&)>& metric) {
+                                   const std::function<std::vector<double>(const trajectory::Trajectory&)>& metric) {
   std::vector<std::vector<double>> per_run;
   for (const auto& nr : noise) {
     std::vector<double> d = metric(nr.trajectory);
@@ -108,7 +108,7 @@ struct Measured {
   std::vector<double> deviation, noise, allowed;
 };
 template <class Metric>
-Measured measure(const Metric& metric, const engine::Trajectory& run, const std::vector<NoiseRun>& noise, size_t n,
+Measured measure(const Metric& metric, const trajectory::Trajectory& run, const std::vector<NoiseRun>& noise, size_t n,
                  const Tolerance& tol, double floor);
 
 }  // namespace
@@ -126,24 +126,24 @@ std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window) 
   return out;
 }
 
-std::vector<int64_t> skipped_before(const engine::Trajectory& run) {
+std::vector<int64_t> skipped_before(const trajectory::Trajectory& run) {
   std::vector<int64_t> out(run.rows.size(), 0);
   int64_t k = 0;
   for (size_t s = 0; s < run.rows.size(); ++s) {
     out[s] = std::min<int64_t>(k, static_cast<int64_t>(s));
-    if (run.rows[s][engine::kSkipped] > 0.5) ++k;
+    if (run.rows[s][trajectory::kSkipped] > 0.5) ++k;
   }
   return out;
 }
 
 namespace {
 template <class Metric>
-Measured measure(const Metric& metric, const engine::Trajectory& run, const std::vector<NoiseRun>& noise, size_t n,
+Measured measure(const Metric& metric, const trajectory::Trajectory& run, const std::vector<NoiseRun>& noise, size_t n,
                  const Tolerance& tol, double floor) {
   Measured m;
   m.deviation = metric(run, skipped_before(run));
-  m.noise =
-      smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) { return metric(t, skipped_before(t)); });
+  m.noise = smoothed_noise(noise, n, tol.window,
+                           [&](const trajectory::Trajectory& t) { return metric(t, skipped_before(t)); });
   m.allowed.assign(n, kNaN);
   for (size_t s = 0; s < n; ++s) m.allowed[s] = std::max(std::isfinite(m.noise[s]) ? tol.k * m.noise[s] : 0.0, floor);
   return m;
@@ -153,19 +153,19 @@ Measured measure(const Metric& metric, const engine::Trajectory& run, const std:
 // ---------------------------------------------------------------------------------------------------------------
 // loss
 
-SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory& ref,
+SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                          const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   SignalResult r;
   r.name = "loss";
   r.unit = "nats";
   const size_t n = std::min(run.rows.size(), ref.rows.size());
-  const auto ref_sm = trailing_mean(ref.column(engine::kLoss), tol.window);
-  auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
-    const auto sm = trailing_mean(t.column(engine::kLoss), tol.window);
+  const auto ref_sm = trailing_mean(ref.column(trajectory::kLoss), tol.window);
+  auto metric = [&](const trajectory::Trajectory& t, const std::vector<int64_t>& skips) {
+    const auto sm = trailing_mean(t.column(trajectory::kLoss), tol.window);
     return aligned_deviation(std::min(n, sm.size()), skips, [&](size_t s, size_t j) { return sm[s] - ref_sm[j]; });
   };
-  const auto noise_s =
-      smoothed_noise(noise, n, tol.window, [&](const engine::Trajectory& t) { return metric(t, skipped_before(t)); });
+  const auto noise_s = smoothed_noise(noise, n, tol.window,
+                                      [&](const trajectory::Trajectory& t) { return metric(t, skipped_before(t)); });
   const auto dev = metric(run, skipped_before(run));
   std::vector<double> allowed(n);
   for (size_t s = 0; s < n; ++s) allowed[s] = std::isfinite(noise_s[s]) ? std::max(tol.k * noise_s[s], 1e-9) : kNaN;
@@ -174,7 +174,7 @@ SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory
     return r;
   }
   judge_series(r, dev, allowed, noise_s, [](double d) { return std::abs(d); });
-  const auto run_sm = trailing_mean(run.column(engine::kLoss), tol.window);
+  const auto run_sm = trailing_mean(run.column(trajectory::kLoss), tol.window);
   if (r.max_step >= 0) {
     r.run_value = run_sm[r.max_step];
     r.reference_value = r.run_value - r.deviation;
@@ -209,10 +209,10 @@ SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory
 // ---------------------------------------------------------------------------------------------------------------
 // grad norm, update norm: log ratios
 
-SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const engine::Trajectory& ref,
+SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                                const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   SignalResult r;
-  const bool updates = column == engine::kUpdateNorm;
+  const bool updates = column == trajectory::kUpdateNorm;
   r.name = updates ? "update_norm" : "grad_norm";
   r.unit = "log-ratio";
   const std::string what = updates ? "updates" : "true grad norm";
@@ -221,23 +221,23 @@ SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const 
   // at a later point of the lr schedule than the reference took its k-th.
   // (a run that did not record its lr is compared without this alignment, on both sides)
   bool run_has_lr = false;
-  for (const auto& row : run.rows) run_has_lr |= std::isfinite(row[engine::kLr]);
-  auto per_lr = [&](const engine::Trajectory& t) {
+  for (const auto& row : run.rows) run_has_lr |= std::isfinite(row[trajectory::kLr]);
+  auto per_lr = [&](const trajectory::Trajectory& t) {
     auto v = t.column(column);
     if (updates && run_has_lr)
       for (size_t s = 0; s < v.size(); ++s) {
-        const double lr = t.rows[s][engine::kLr];
+        const double lr = t.rows[s][trajectory::kLr];
         v[s] = std::isfinite(lr) && lr > 0 ? v[s] / lr : v[s];
       }
     return v;
   };
   const auto ref_v = per_lr(ref);
-  auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
+  auto metric = [&](const trajectory::Trajectory& t, const std::vector<int64_t>& skips) {
     const auto v = per_lr(t);
     const auto raw = aligned_deviation(std::min(n, v.size()), skips, [&](size_t s, size_t j) {
       // a skipped step moves nothing by design, and its grads (inf, or zeroed by a clip of inf) are no sample of
       // learning: the skipped signal alone judges it
-      if (t.rows[s][engine::kSkipped] > 0.5) return kNaN;
+      if (t.rows[s][trajectory::kSkipped] > 0.5) return kNaN;
       if (!std::isfinite(v[s]) || !(ref_v[j] > 0) || !std::isfinite(ref_v[j])) return kNaN;
       return std::log(std::max(v[s], ref_v[j] * 1e-12) / ref_v[j]);  // an exact 0 counts as 1e-12 x
     });
@@ -268,19 +268,19 @@ SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const 
 // ---------------------------------------------------------------------------------------------------------------
 // zero / subnormal grad elements: one-sided excess over the reference
 
-SignalResult fraction_signal(int column, const engine::Trajectory& run, const engine::Trajectory& ref,
+SignalResult fraction_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                              const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   SignalResult r;
-  const bool zero = column == engine::kFracZero;
+  const bool zero = column == trajectory::kFracZero;
   r.name = zero ? "zero_grads" : "subnormal_grads";
   r.unit = "fraction";
   const std::string what = zero ? "zero" : "subnormal";
   const size_t n = std::min(run.rows.size(), ref.rows.size());
   const auto ref_v = ref.column(column);
-  auto metric = [&](const engine::Trajectory& t, const std::vector<int64_t>& skips) {
+  auto metric = [&](const trajectory::Trajectory& t, const std::vector<int64_t>& skips) {
     const auto v = t.column(column);
     const auto raw = aligned_deviation(std::min(n, v.size()), skips, [&](size_t s, size_t j) {
-      if (t.rows[s][engine::kSkipped] > 0.5) return kNaN;  // a skipped step's grads are no sample of learning
+      if (t.rows[s][trajectory::kSkipped] > 0.5) return kNaN;  // a skipped step's grads are no sample of learning
       return std::isfinite(v[s]) && std::isfinite(ref_v[j]) ? v[s] - ref_v[j] : kNaN;
     });
     return trailing_mean(raw, tol.window);
@@ -311,7 +311,7 @@ SignalResult fraction_signal(int column, const engine::Trajectory& run, const en
 // ---------------------------------------------------------------------------------------------------------------
 // non-finite grads, skipped steps
 
-SignalResult nonfinite_signal(const engine::Trajectory& run) {
+SignalResult nonfinite_signal(const trajectory::Trajectory& run) {
   SignalResult r;
   r.name = "nonfinite_grads";
   r.unit = "steps";
@@ -320,9 +320,9 @@ SignalResult nonfinite_signal(const engine::Trajectory& run) {
   r.margin_series.assign(run.rows.size(), kNaN);
   r.allowed_series.assign(run.rows.size(), 0.0);
   for (size_t s = 0; s < run.rows.size(); ++s) {
-    const double f = run.rows[s][engine::kFracNonfinite];
+    const double f = run.rows[s][trajectory::kFracNonfinite];
     if (!std::isfinite(f)) continue;
-    const bool bad = f > 0, taken = run.rows[s][engine::kSkipped] < 0.5;
+    const bool bad = f > 0, taken = run.rows[s][trajectory::kSkipped] < 0.5;
     r.margin_series[s] = bad && taken ? INFINITY : 0.0;  // binary: any step taken with non-finite grads
     with += bad;
     if (bad && taken && applied++ == 0) r.first_step = static_cast<int64_t>(s);
@@ -347,7 +347,7 @@ SignalResult nonfinite_signal(const engine::Trajectory& run) {
   return r;
 }
 
-SignalResult skipped_signal(const engine::Trajectory& run, const Tolerance& tol) {
+SignalResult skipped_signal(const trajectory::Trajectory& run, const Tolerance& tol) {
   SignalResult r;
   r.name = "skipped";
   r.unit = "share";
@@ -358,7 +358,7 @@ SignalResult skipped_signal(const engine::Trajectory& run, const Tolerance& tol)
   r.margin_series.assign(run.rows.size(), kNaN);
   r.allowed_series.assign(run.rows.size(), tol.max_skipped_fraction);
   for (int64_t s = 0; s < n; ++s) {
-    k += run.rows[s][engine::kSkipped] > 0.5;
+    k += run.rows[s][trajectory::kSkipped] > 0.5;
     r.margin_series[s] = allowed_steps > 0 ? static_cast<double>(k) / allowed_steps : 0.0;
     if (static_cast<double>(k) > allowed_steps && r.first_step < 0) r.first_step = s;
   }
@@ -381,7 +381,7 @@ SignalResult skipped_signal(const engine::Trajectory& run, const Tolerance& tol)
 // ---------------------------------------------------------------------------------------------------------------
 // FP8 casts
 
-SignalResult fp8_signal(bool saturated, const engine::Trajectory& run, const Tolerance& tol) {
+SignalResult fp8_signal(bool saturated, const trajectory::Trajectory& run, const Tolerance& tol) {
   SignalResult r;
   r.name = saturated ? "fp8_saturated" : "fp8_flushed";
   r.unit = "fraction";
@@ -429,13 +429,13 @@ SignalResult fp8_signal(bool saturated, const engine::Trajectory& run, const Tol
   return r;
 }
 
-std::vector<SignalResult> all_signals(const engine::Trajectory& run, const engine::Trajectory& ref,
+std::vector<SignalResult> all_signals(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                                       const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   std::vector<SignalResult> out = {loss_signal(run, ref, noise, tol),
-                                   norm_ratio_signal(engine::kGradNorm, run, ref, noise, tol),
-                                   norm_ratio_signal(engine::kUpdateNorm, run, ref, noise, tol),
-                                   fraction_signal(engine::kFracZero, run, ref, noise, tol),
-                                   fraction_signal(engine::kFracSubnormal, run, ref, noise, tol),
+                                   norm_ratio_signal(trajectory::kGradNorm, run, ref, noise, tol),
+                                   norm_ratio_signal(trajectory::kUpdateNorm, run, ref, noise, tol),
+                                   fraction_signal(trajectory::kFracZero, run, ref, noise, tol),
+                                   fraction_signal(trajectory::kFracSubnormal, run, ref, noise, tol),
                                    nonfinite_signal(run),
                                    skipped_signal(run, tol)};
   if (!run.fp8.empty()) {  // FP8 runs only

@@ -32,7 +32,7 @@
 //                 recipes at two scales (docs/TOLERANCE.md).
 #pragma once
 
-#include "engine/trajectory.h"
+#include "trajectory/trajectory.h"
 
 #include <cstdint>
 #include <string>
@@ -51,7 +51,7 @@ struct Tolerance {
 };
 
 // One FP32 run that differs from the reference only by a perturbation (its noise), with the perturbation's name.
-using NoiseRun = engine::LabelledTrajectory;
+using NoiseRun = trajectory::LabelledTrajectory;
 
 struct SignalResult {
   std::string name;     // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
@@ -77,21 +77,21 @@ std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window);
 
 // The skip-aware comparison index range: for run step s, reference steps [s - K_s, s] with K_s the run's skipped
 // steps before s (capped at s).
-std::vector<int64_t> skipped_before(const engine::Trajectory& run);
+std::vector<int64_t> skipped_before(const trajectory::Trajectory& run);
 
-SignalResult loss_signal(const engine::Trajectory& run, const engine::Trajectory& ref,
+SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                          const std::vector<NoiseRun>& noise, const Tolerance& tol);
-SignalResult norm_ratio_signal(int column, const engine::Trajectory& run, const engine::Trajectory& ref,
+SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                                const std::vector<NoiseRun>& noise, const Tolerance& tol);
-SignalResult fraction_signal(int column, const engine::Trajectory& run, const engine::Trajectory& ref,
+SignalResult fraction_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                              const std::vector<NoiseRun>& noise, const Tolerance& tol);
-SignalResult nonfinite_signal(const engine::Trajectory& run);
-SignalResult skipped_signal(const engine::Trajectory& run, const Tolerance& tol);
+SignalResult nonfinite_signal(const trajectory::Trajectory& run);
+SignalResult skipped_signal(const trajectory::Trajectory& run, const Tolerance& tol);
 // fp8_saturated (saturated = true) or fp8_flushed; judged = false for a run without FP8 casts.
-SignalResult fp8_signal(bool saturated, const engine::Trajectory& run, const Tolerance& tol);
+SignalResult fp8_signal(bool saturated, const trajectory::Trajectory& run, const Tolerance& tol);
 
 // All of the above, in report order.
-std::vector<SignalResult> all_signals(const engine::Trajectory& run, const engine::Trajectory& ref,
+std::vector<SignalResult> all_signals(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                                       const std::vector<NoiseRun>& noise, const Tolerance& tol);
 
 }  // namespace ampcheck::verdict

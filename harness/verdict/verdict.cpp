@@ -7,7 +7,7 @@
 
 namespace ampcheck::verdict {
 
-Tolerance default_tolerance(const engine::Strategy&) { return Tolerance{}; }
+Tolerance default_tolerance() { return Tolerance{}; }
 
 namespace {
 double mean_finite(const std::vector<double>& x, const std::vector<double>& skipped) {
@@ -19,11 +19,11 @@ double mean_finite(const std::vector<double>& x, const std::vector<double>& skip
 }
 }  // namespace
 
-Verdict judge(const std::string& status, const std::string& error, const engine::Trajectory& run,
-              const engine::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol) {
+Verdict judge(const std::string& status, const std::string& error, const trajectory::Trajectory& run,
+              const trajectory::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   Verdict v;
   v.skipped_steps = run.skipped_steps();
-  v.reference_smoothed = trailing_mean(reference.column(engine::kLoss), tol.window);
+  v.reference_smoothed = trailing_mean(reference.column(trajectory::kLoss), tol.window);
   if (status != "completed")  // the loss allowance around the reference, for the report's chart (else: below)
     v.band = loss_signal(reference, reference, noise, tol).allowed_series;
   if (status == "error") {
@@ -38,7 +38,7 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
     const SignalResult nf = nonfinite_signal(run);
     int64_t first_bad_loss = -1;
     for (int64_t s = 0; s < run.size() && first_bad_loss < 0; ++s)
-      if (!std::isfinite(run.rows[s][engine::kLoss])) first_bad_loss = s;
+      if (!std::isfinite(run.rows[s][trajectory::kLoss])) first_bad_loss = s;
     const int64_t last = run.size() - 1;
     if (nf.fired)
       v.message = "non-finite grads applied by the optimizer from step " + std::to_string(nf.first_step) + " (" +
@@ -67,17 +67,17 @@ Verdict judge(const std::string& status, const std::string& error, const engine:
   }
   v.signals = all_signals(run, reference, noise, tol);
   const SignalResult& loss = v.signals.front();
-  v.run_smoothed = trailing_mean(run.column(engine::kLoss), tol.window);
+  v.run_smoothed = trailing_mean(run.column(trajectory::kLoss), tol.window);
   v.run_smoothed.resize(n);
   v.deviation_bands = loss.margin_series;
   v.band = loss.allowed_series;
 
   const size_t last = n - 1, w0 = std::min<size_t>(last, static_cast<size_t>(tol.window - 1));
   v.final_loss_ratio = v.run_smoothed[last] / v.reference_smoothed[last];
-  const double pn_run = run.rows[last][engine::kParamNorm], pn_ref = reference.rows[last][engine::kParamNorm];
+  const double pn_run = run.rows[last][trajectory::kParamNorm], pn_ref = reference.rows[last][trajectory::kParamNorm];
   v.param_drift = std::abs(pn_run - pn_ref) / pn_ref;
-  v.update_ratio = mean_finite(run.column(engine::kUpdateNorm), run.column(engine::kSkipped)) /
-                   mean_finite(reference.column(engine::kUpdateNorm), {});
+  v.update_ratio = mean_finite(run.column(trajectory::kUpdateNorm), run.column(trajectory::kSkipped)) /
+                   mean_finite(reference.column(trajectory::kUpdateNorm), {});
   v.progress_ratio =
       (v.run_smoothed[w0] - v.run_smoothed[last]) / (v.reference_smoothed[w0] - v.reference_smoothed[last]);
 
@@ -124,8 +124,8 @@ void add_warning(Verdict& v, const std::string& signal, const std::string& messa
   v.message += "; warning: " + message;
 }
 
-std::string precision_not_in_effect(bool claims_reduced, const engine::Trajectory& run,
-                                    const engine::Trajectory& reference, const std::vector<NoiseRun>& noise,
+std::string precision_not_in_effect(bool claims_reduced, const trajectory::Trajectory& run,
+                                    const trajectory::Trajectory& reference, const std::vector<NoiseRun>& noise,
                                     const std::string& cause) {
   if (!claims_reduced) return "";
   const size_t n = std::min(run.rows.size(), reference.rows.size());
@@ -141,13 +141,13 @@ std::string precision_not_in_effect(bool claims_reduced, const engine::Trajector
   for (const auto& nr : noise) {
     if (nr.label.rfind("ulp", 0) != 0) continue;
     for (size_t s = 0; s < n && s < nr.trajectory.rows.size(); ++s) {
-      const double d = std::abs(nr.trajectory.rows[s][engine::kLoss] - reference.rows[s][engine::kLoss]);
+      const double d = std::abs(nr.trajectory.rows[s][trajectory::kLoss] - reference.rows[s][trajectory::kLoss]);
       if (std::isfinite(d)) ulp[s] = std::max(ulp[s], d);
     }
   }
   bool identical = true;
   for (size_t s = 0; s < n; ++s) {
-    const double a = run.rows[s][engine::kLoss], b = reference.rows[s][engine::kLoss];
+    const double a = run.rows[s][trajectory::kLoss], b = reference.rows[s][trajectory::kLoss];
     if (!std::isfinite(a) || !std::isfinite(b)) return "";
     const double d = std::abs(a - b);
     if (d > 0) identical = false;
@@ -164,38 +164,31 @@ std::string precision_not_in_effect(bool claims_reduced, const engine::Trajector
   return m;
 }
 
-void add_engine_run_warnings(Verdict& v, const engine::Trajectory& run, const engine::Strategy& strategy, bool on_cuda,
-                             const engine::Trajectory& reference, const std::vector<NoiseRun>& noise) {
-  std::vector<std::string> columns;  // the engine records every column
-  for (int c = 0; c < engine::kNumColumns; ++c) columns.push_back(engine::column_name(c));
-  for (const auto& w : unjudged_columns(run, columns, false)) add_warning(v, w.signal, w.message);
-  const bool only_tf32 = strategy.tf32 && strategy.param_dtype == at::kFloat && !strategy.autocast && !strategy.fp8 &&
-                         !strategy.master_weights;
-  const std::string m = precision_not_in_effect(
-      strategy.reduces_precision(), run, reference, noise,
-      only_tf32 && !on_cuda ? "TF32 applies to CUDA matmuls only: on the CPU a tf32 run is FP32" : "");
-  if (!m.empty()) add_warning(v, "precision", m);
+const std::vector<int>& judged_columns() {
+  static const std::vector<int> columns = {
+      trajectory::kGradNorm,      trajectory::kUpdateNorm, trajectory::kFracZero, trajectory::kFracSubnormal,
+      trajectory::kFracNonfinite, trajectory::kSkipped,    trajectory::kLr};
+  return columns;
 }
 
-std::vector<Warning> unjudged_columns(const engine::Trajectory& run, const std::vector<std::string>& columns_present,
-                                      bool recorded) {
+std::vector<Warning> unjudged_columns(const trajectory::Trajectory& run,
+                                      const std::vector<std::string>& columns_present, bool recorded) {
   std::vector<Warning> out;
-  for (int c : {engine::kGradNorm, engine::kUpdateNorm, engine::kFracZero, engine::kFracSubnormal,
-                engine::kFracNonfinite, engine::kSkipped, engine::kLr}) {
-    const std::string name = engine::column_name(c);
+  for (int c : judged_columns()) {
+    const std::string name = trajectory::column_name(c);
     if (std::find(columns_present.begin(), columns_present.end(), name) == columns_present.end()) continue;
     // the steps that count: those the optimizer took (a skipped step's grads are not judged anyway)
     bool any = false, taken = false;
     for (const auto& row : run.rows) {
-      const bool skipped = c != engine::kSkipped && c != engine::kLr && row[engine::kSkipped] > 0.5;
+      const bool skipped = c != trajectory::kSkipped && c != trajectory::kLr && row[trajectory::kSkipped] > 0.5;
       if (skipped) continue;
       taken = true;
       any |= !std::isnan(row[c]);
     }
     if (any || !taken) continue;
     std::string m = name + " not judged: every value NaN";
-    if (recorded && (c == engine::kGradNorm || c == engine::kFracZero || c == engine::kFracSubnormal ||
-                     c == engine::kFracNonfinite))
+    if (recorded && (c == trajectory::kGradNorm || c == trajectory::kFracZero || c == trajectory::kFracSubnormal ||
+                     c == trajectory::kFracNonfinite))
       m += " — was step() called after zero_grad()?";
     out.push_back({"not_judged", m});
   }

@@ -14,8 +14,7 @@
 // message names every signal that fired, largest first. docs/TOLERANCE.md documents every constant and its calibration.
 #pragma once
 
-#include "engine/precision.h"
-#include "engine/trajectory.h"
+#include "trajectory/trajectory.h"
 #include "verdict/signals.h"
 
 #include <cstdint>
@@ -26,7 +25,7 @@ namespace ampcheck::verdict {
 
 // The default tolerance (one for every strategy: the allowed deviations come from measured FP32 noise, not from
 // the number format).
-Tolerance default_tolerance(const engine::Strategy& s);
+Tolerance default_tolerance();
 
 // A finding that does not change the verdict: a diagnostic signal beyond its allowance while the outcomes track,
 // a signal that could not be judged although its column is present, mixed precision that never took effect.
@@ -58,27 +57,26 @@ struct Verdict {
 std::string report_margin(double m);  // a margin as two significant digits
 
 // status: "completed" | "nonfinite" | "error"; error: the engine's message for "error".
-Verdict judge(const std::string& status, const std::string& error, const engine::Trajectory& run,
-              const engine::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol);
+Verdict judge(const std::string& status, const std::string& error, const trajectory::Trajectory& run,
+              const trajectory::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol);
 
 // Mixed precision that never took effect: a run that claims a reduced-precision strategy (claims_reduced) but whose
 // loss is bit-identical to the FP32 reference's at every step, or within the spread of the reference's ±1-ulp noise
 // runs (FP32's own rounding noise) at every step, computed in FP32. Returns the warning's message ("" if none).
 // `cause` names what the run's attributes say about it (empty: unknown) and is appended.
-std::string precision_not_in_effect(bool claims_reduced, const engine::Trajectory& run,
-                                    const engine::Trajectory& reference, const std::vector<NoiseRun>& noise,
+std::string precision_not_in_effect(bool claims_reduced, const trajectory::Trajectory& run,
+                                    const trajectory::Trajectory& reference, const std::vector<NoiseRun>& noise,
                                     const std::string& cause);
+
+// The columns the signals read, in the order they are named (param_norm, loss_scale, step_time_ms and eval_loss are
+// reported, not judged).
+const std::vector<int>& judged_columns();
 
 // A column the run holds but whose every value on the steps the optimizer took is NaN: nothing of it was judged.
 // One warning per such column among the judged ones (grad_norm, update_norm, frac_zero_grad, ...); for a run of a
 // user's loop (`recorded`) the grad columns name the likely cause (step() after zero_grad()).
-std::vector<Warning> unjudged_columns(const engine::Trajectory& run, const std::vector<std::string>& columns_present,
-                                      bool recorded);
-
-// The warnings of a completed run of ampcheck's own engine: every column not judged, and the strategy's reduced
-// precision not in effect (`on_cuda`: TF32 exists there; on the CPU a tf32 run is FP32 and the warning says why).
-void add_engine_run_warnings(Verdict& v, const engine::Trajectory& run, const engine::Strategy& strategy, bool on_cuda,
-                             const engine::Trajectory& reference, const std::vector<NoiseRun>& noise);
+std::vector<Warning> unjudged_columns(const trajectory::Trajectory& run,
+                                      const std::vector<std::string>& columns_present, bool recorded);
 
 // Adds a warning (and its clause to the message); the verdict itself is unchanged.
 void add_warning(Verdict& v, const std::string& signal, const std::string& message);

@@ -9,6 +9,12 @@ Warnings (warnings.warn, and returned):
   - mixed precision asked for but not in effect: a disabled GradScaler with fp16 asked for; fp16 asked for without a
     scaler over fp32 parameters (small gradients underflow in the fp16 backward); autocast not available for the
     parameters' device type;
+  - fp16 parameters (`model.half()`) under Adam / AdamW: eps 1e-8 is below fp16's smallest subnormal (6e-8) and rounds
+    to 0 in the fp16 update, so an element whose second moment is 0 (a zero grad, or one under 2.4e-4 whose square
+    underflows) divides 0 by 0 or m by 0: on a tiny GPT-2 (examples/sweep) nearly every parameter is inf/NaN
+    after the first step and the loss is NaN from the second (python/tests/test_preflight.py shows it);
+  - fp16 / bf16 asked for where the framework runs nothing in it (autocast_active=False: e.g. `fp16=True` on a CPU,
+    where accelerate makes no autocast and no GradScaler) — said so, with no fp16 underflow warning;
   - pure bf16 / fp16 parameters under Adam / AdamW with a learning rate below half an ulp of most weights: an Adam
     update is about lr per element, and an update under half an ulp rounds away (lost updates);
   - parameters that require grad but are in no optimizer param group (they never train).
@@ -26,7 +32,7 @@ import torch
 class PreflightFinding:
     severity: str  # "error" | "warning"
     check: str     # fp16_params_with_scaler | scaler_disabled | fp16_without_scaler | autocast_unavailable |
-                   # lost_updates | params_not_in_optimizer
+                   # mixed_not_in_effect | adam_eps_below_fp16 | lost_updates | params_not_in_optimizer
     message: str
 
 
@@ -48,8 +54,10 @@ def _unwrap(optimizer):
 
 
 def preflight(model: torch.nn.Module, optimizer=None, *, scaler=None, mixed_precision: Optional[str] = None,
-              raise_on_error: bool = True, warn: bool = True) -> List[PreflightFinding]:
-    """Checks the setup before training; mixed_precision: "fp16", "bf16" or None (what the run asks for)."""
+              raise_on_error: bool = True, warn: bool = True,
+              autocast_active: Optional[bool] = None) -> List[PreflightFinding]:
+    """Checks the setup before training; mixed_precision: "fp16", "bf16" or None (what the run asks for);
+    autocast_active: False where the framework will run no autocast for it (None: unknown, assumed on)."""
     if mixed_precision not in (None, "no", "fp32", "fp16", "bf16"):
         raise ValueError(f"mixed_precision {mixed_precision!r}: expected 'fp16', 'bf16' or None")
     findings: List[PreflightFinding] = []
@@ -73,6 +81,16 @@ def preflight(model: torch.nn.Module, optimizer=None, *, scaler=None, mixed_prec
             "fp16 mixed precision was asked for but the GradScaler is disabled (enabled=False, or made for a device "
             "type it does not support): scale(), step() and update() pass the loss and grads through unchanged — "
             "no loss scaling, no skipped overflow steps. A run 'in fp16' that is plain FP32 is likely."))
+    if mixed_precision in ("fp16", "bf16") and autocast_active is False and not scaler_on:
+        device_type = trainable[0].device.type if trainable else "cpu"
+        findings.append(PreflightFinding(
+            "warning", "mixed_not_in_effect",
+            f"{mixed_precision} mixed precision was asked for, but nothing will run in {mixed_precision}: the "
+            f"framework makes no autocast (and no GradScaler) on '{device_type}' for it, so this run trains in the "
+            f"parameters' dtype ({str(trainable[0].dtype).replace('torch.', '') if trainable else 'float32'}). "
+            f"Under the HF Trainer on a CPU, `ampcheck sweep`'s fp16 run supplies a CPU GradScaler and fp16 "
+            f"autocast (docs/USING.md)."))
+        mixed_precision = None  # nothing runs in it: the checks below do not apply
     if mixed_precision == "fp16" and scaler is None and trainable and not fp16:
         findings.append(PreflightFinding(
             "warning", "fp16_without_scaler",
@@ -86,6 +104,19 @@ def preflight(model: torch.nn.Module, optimizer=None, *, scaler=None, mixed_prec
                 "warning", "autocast_unavailable",
                 f"{mixed_precision} mixed precision asked for, but autocast is not available for device type "
                 f"'{device_type}': the forward runs in the parameters' dtype."))
+    if opt is not None and isinstance(opt, (torch.optim.Adam, torch.optim.AdamW)) and fp16:
+        in_fp16 = {id(p) for p in fp16}
+        for group in opt.param_groups:
+            eps = float(group.get("eps", 1e-8))
+            if any(id(p) in in_fp16 for p in group["params"]) and float(torch.tensor(eps, dtype=torch.float16)) == 0:
+                findings.append(PreflightFinding(
+                    "warning", "adam_eps_below_fp16",
+                    f"{type(opt).__name__} over fp16 parameters (model.half()?): eps {eps:g} is below fp16's smallest "
+                    f"subnormal (6e-8) and rounds to 0 in the fp16 update, so every element whose second moment is 0 "
+                    f"(a zero grad, or one under 2.4e-4 whose square underflows) becomes NaN or inf — on a tiny GPT-2 "
+                    f"the loss is NaN from the second step. Keep fp32 parameters and train under "
+                    f"torch.autocast(dtype=torch.float16) with a GradScaler (or bf16 autocast)."))
+                break
     if opt is not None and isinstance(opt, (torch.optim.Adam, torch.optim.AdamW)):
         for group in opt.param_groups:
             lr = float(group.get("lr", 0.0))

@@ -87,6 +87,17 @@ Root attributes the recorder adds (besides provenance):
                          optimizer.step() not taken, as a GradScaler skips an overflowing step — the recorder marks
                          that step skipped); written only when given
 nudge_ulp(model, +1 / -1) moves every floating parameter one ulp, for `ulp` runs.
+skip_first_step=True makes the `skip` noise run itself: the optimizer's first step() is not taken (perturbation `skip`).
+
+Under `ampcheck sweep` (AMPCHECK_PLAN set; docs/USING.md, "The sweep's environment contract") the Recorder records at
+the plan's `record` path (not the one given), with the attributes plan_run, plan_strategy, plan_applied, perturbation,
+workload, modules and device, and tracks the first non-finite module / step / pass (nonfinite.py; also with
+track_nonfinite=True outside a plan). Made with no integration's `under_plan`, it applies the plan to this model and
+optimizer itself by hooks (under_plan.py, plan_hooks.py: parameter dtype, autocast around the model's forward, a
+GradScaler applied in the backward and the optimizer's step, the skipped first step, keep_fp32 modules, TF32, the seed
+offset) — a plain loop opts in with nothing but the Recorder — and once the plan's max_steps steps are recorded it
+writes the file (complete) and ends the process with SystemExit(0). A plan it cannot apply is written as the error run
+(plan_applied `refused: <why>`) and the process ends (SystemExit with that message).
 
 The file is always whole: it is written atomically (a temporary file in the same directory, then a rename) — every
 snapshot_every recorded steps (default: flush_every, 50) with every step so far and status `running`, so a run killed
@@ -114,6 +125,11 @@ import weakref
 from datetime import datetime, timezone
 
 import torch
+
+from ampcheck.nonfinite import NonfiniteTracker
+from ampcheck.plan import current_plan, module_table
+from ampcheck.plan_hooks import StepWrapper
+from ampcheck.under_plan import PlanRefused, apply_to_loop
 
 FORMAT = "ampcheck-trajectory"
 FORMAT_VERSION = "1"
@@ -200,8 +216,23 @@ def _install_sigterm():
 
 class Recorder:
     def __init__(self, path, model=None, optimizer=None, scaler=None, *, attributes=None, probe_every=1,
-                 flush_every=50, overwrite=False, perturbation=None, snapshot_every=None):
+                 flush_every=50, overwrite=False, perturbation=None, snapshot_every=None, skip_first_step=False,
+                 track_nonfinite=None, under_plan=None):
         self.path = os.fspath(path)
+        # a sweep plan (AMPCHECK_PLAN): the plan's path, and its precision applied here when no integration did
+        plan = under_plan.plan if under_plan is not None else current_plan()
+        if plan is not None:
+            self.path = plan.record
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            if under_plan is None:
+                under_plan, scaler = apply_to_loop(plan, model, optimizer, scaler, skip_first=skip_first_step)
+        elif skip_first_step:
+            if optimizer is None:
+                raise ValueError("skip_first_step=True needs the optimizer (Recorder(..., optimizer=...))")
+            if perturbation not in (None, "skip"):
+                raise ValueError(f"skip_first_step=True records perturbation 'skip', not {perturbation!r}")
+            perturbation = "skip"
+        self._under_plan = under_plan
         if not (self.path.endswith(".h5") or self.path.endswith(".hdf5") or self.path.endswith(".jsonl")):
             raise ValueError(f"{self.path}: the trajectory file must end in .h5, .hdf5 (HDF5) or .jsonl (JSON lines)")
         if self._hdf5():
@@ -220,6 +251,13 @@ class Recorder:
         self._snapshot_rows = 0  # rows in the last snapshot written
         wrapped = optimizer
         optimizer = unwrap_optimizer(optimizer) if optimizer is not None else None
+        self._skipper = None
+        if skip_first_step and plan is None:  # the first optimizer step not taken: the `skip` noise run
+            self._skipper = StepWrapper(optimizer, skip_first=True, scaler=None)
+        if under_plan is not None:  # the plan's attributes win over the script's
+            attributes = dict(attributes or {})
+            attributes.update(under_plan.plan.attributes(under_plan.applied))
+            perturbation = None
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
         self.probe_every, self.flush_every = probe_every, flush_every
         self.attributes = {k: str(v) for k, v in (attributes or {}).items()}
@@ -275,13 +313,13 @@ class Recorder:
         if model is not None:
             self._measured.add("param_norm")
             self._params()
-            # on the first submodule with parameters: it runs inside the model's forward, where a framework's autocast
-            # wrapper of model.forward (accelerate's prepare_model) is in effect — a hook on the model itself runs
-            # before that wrapper and would see autocast off
-            first = next((m for m in model.modules() if m is not model and any(True for _ in m.parameters(False))),
-                         model)
-            self._forward_hook = first.register_forward_pre_hook(self._on_forward)
-            self._hooks.append(self._forward_hook)
+            # on the submodules with parameters of their own: they run inside the model's forward, where a framework's
+            # autocast wrapper of model.forward (accelerate's prepare_model) is in effect — a hook on the model itself
+            # runs before that wrapper and would see autocast off. All of them, as the first one need not run (T5's
+            # `shared` embedding: the encoder calls its own embed_tokens); the first to run decides, then all go.
+            owners = [m for m in model.modules() if m is not model and any(True for _ in m.parameters(False))]
+            self._forward_hook = [m.register_forward_pre_hook(self._on_forward) for m in owners or [model]]
+            self._hooks.extend(self._forward_hook)
             if probe_every:
                 self._measured.update(_GRAD_COLUMNS)
                 if optimizer is not None:
@@ -291,12 +329,22 @@ class Recorder:
                         self._hooks.append(p.register_post_accumulate_grad_hook(functools.partial(self._on_grad, i)))
         if self._scaler_on():
             self._measured.add("loss_scale")
+        self._grads_unscaled = bool(getattr(scaler, "grads_unscaled_in_backward", False))
+        self._nonfinite = None
+        if model is not None and (track_nonfinite or (track_nonfinite is None and under_plan is not None)):
+            self._nonfinite = NonfiniteTracker(model)
+            self._hooks.extend(self._nonfinite.handles)
+        if under_plan is not None and model is not None:
+            self.attributes["modules"] = module_table(model)
         _install_sigterm()
         global _atexit_registered
         if not _atexit_registered:
             atexit.register(_close_open_recorders)
             _atexit_registered = True
         _open_recorders.add(self)
+        if under_plan is not None and under_plan.refused:  # the error run, then the process ends
+            self._finish(PlanRefused(f"plan {plan.run} ({plan.strategy}): {under_plan.applied}"))
+            raise SystemExit(f"ampcheck: {self.path}: plan {plan.run} ({plan.strategy}) {under_plan.applied}")
 
     # -- the loop's calls -----------------------------------------------------------------------------------------
 
@@ -350,6 +398,9 @@ class Recorder:
                         host["update_norm"] = 0.0
                 cols.append("param_norm")
                 vals.append(_norm(params).to(dev))
+        if self._nonfinite is not None:
+            cols.extend(("_nonfinite_forward", "_nonfinite_backward"))
+            vals.extend(self._nonfinite.collect(dev))
         if eval_loss is not None:
             self._measured.add("eval_loss")
         self._pending.append((cols, torch.stack(vals), host, self._mark()))
@@ -365,6 +416,11 @@ class Recorder:
             self.flush()
         if snapshot_due:
             self._snapshot_if_due()
+        plan = self._under_plan.plan if self._under_plan is not None else None
+        if plan is not None and plan.max_steps and self._step >= plan.max_steps:
+            self._finish(None, note=f"stopped at the plan's max_steps ({plan.max_steps})")
+            if self._under_plan.exit_at_max_steps:
+                raise SystemExit(0)  # a plain loop: the run is recorded and complete; the script ends here
 
     def flush(self):
         """Copy the pending steps to the host (one device->host copy; the only sync the recorder makes)."""
@@ -376,6 +432,8 @@ class Recorder:
             r = dict(host)
             r.update(zip(cols, values[i:i + len(cols)]))
             i += len(cols)
+            if "_nonfinite_forward" in r:
+                self._nonfinite.seen(len(self.rows), r.pop("_nonfinite_forward"), r.pop("_nonfinite_backward"))
             r["step_time_ms"] = self._elapsed_ms(self._last_mark, mark)
             self._last_mark = mark
             self.rows.append(r)
@@ -402,6 +460,11 @@ class Recorder:
 
     def _probe_step(self):
         return self.probe_every > 0 and self._step % self.probe_every == 0
+
+    def _model_device(self):
+        """The device of the model's first parameter now (a Trainer may have moved it after the Recorder was made)."""
+        p = next(self.model.parameters(), None) if self.model is not None else None
+        return p.device if p is not None else torch.device("cpu")
 
     def _params(self):
         if self._param_list is None:  # the Parameter objects stay the same through .to() / .half()
@@ -454,8 +517,9 @@ class Recorder:
         if self._autocast is None or (training and not self._autocast[1]):
             dev = self._param_list[0].device.type if self._param_list else "cpu"
             self._autocast = (_autocast_dtype(dev), training)
-        if training or self._forwards >= _FORWARDS_LOOKED_AT:
-            self._forward_hook.remove()
+        if training or self._forwards >= _FORWARDS_LOOKED_AT * len(self._forward_hook):  # (calls of every hooked module)
+            for h in self._forward_hook:
+                h.remove()
 
     def _step_grad_stats(self, dev):
         """The step's grad columns as 0-d float64 tensors on dev, or None (no gradient to read: warned, counted)."""
@@ -507,6 +571,8 @@ class Recorder:
         sumsq = torch.zeros((), dtype=torch.float64, device=dev)
         counts = torch.zeros(3, dtype=torch.float64, device=dev)
         n = 0
+        if self._grads_unscaled:  # a BackwardHookScaler unscaled each grad before it was accumulated
+            parts = [(entries, None) for entries, _ in parts]
         for entries, scale in parts:  # (the hooks' entries, divided by the scale; those read at step(), not)
             by_device = {}
             for e in entries:
@@ -586,7 +652,9 @@ class Recorder:
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "torch_version": torch.__version__.split("+")[0],
         }
-        attrs.update(_device_attributes(self._cuda))
+        attrs.update(_device_attributes(self._cuda if self._cuda is not None else self._model_device().type == "cuda"))
+        if self.model is not None:
+            attrs["device"] = str(self._model_device())
         if self.model is not None:
             attrs["model"] = type(self.model).__name__
             attrs["model_parameters"] = str(sum(p.numel() for p in self.model.parameters()))
@@ -605,6 +673,10 @@ class Recorder:
                 order = sorted(self._grad_probes, key=lambda k: (-self._grad_probes[k], GRAD_PROBES.index(k)))
                 attrs["grad_probe"] = ",".join(order) or "none"
                 attrs["steps_without_grads"] = str(self._steps_without_grads)
+        if self._nonfinite is not None:
+            attrs.update(self._nonfinite.attributes())
+        if attrs.get("device_class", "").startswith("cuda"):  # the process's peak, for the sweep's memory column
+            attrs["peak_memory_bytes"] = str(torch.cuda.max_memory_allocated())
         if note:
             attrs["note"] = note
         return attrs

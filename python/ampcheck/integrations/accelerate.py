@@ -11,18 +11,71 @@ accelerator's mixed precision (fp16 parameters with a GradScaler: the error run 
             accelerator.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step(); scheduler.step(); optimizer.zero_grad()
             rec.step(loss)
+
+perturbation="skip" (or skip_first_step=True): the first optimizer step is not taken, recorded as skipped.
+
+Under `ampcheck sweep` (AMPCHECK_PLAN set): the Accelerator was made (and prepare() ran) before this call, so the plan
+is applied by hooks on the unwrapped model (plan_hooks.py: parameter dtype, an autocast nested inside accelerate's —
+the plan's wins inside the model —, keep_fp32 modules, the skipped first step), TF32 and the seed offset set; the
+GradScaler: accelerate's own where it made one and the strategy wants one, a BackwardHookScaler where it made none, and
+where the strategy wants none accelerate's is replaced by a disabled one (accelerator.scaler and the optimizer's), so
+accelerator.backward / clip_grad_norm_ / step pass the grads through. A plain-loop Recorder ends the process
+(SystemExit(0)) once the plan's max_steps are recorded.
 """
 from __future__ import annotations
 
 from typing import Dict, Optional
 
+import torch
+
 from ampcheck.integrations._session import RecordingSession
-from ampcheck.recorder import Recorder
+from ampcheck.plan import reseed, set_tf32
+from ampcheck.plan_hooks import BackwardHookScaler, PlanHooks
+from ampcheck.recorder import Recorder, unwrap_optimizer
+from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
 
 
 def ampcheck_recorder(accelerator, path: str, model, optimizer, *, attributes: Optional[Dict[str, str]] = None,
-                      run_preflight: bool = True, **recorder_kwargs) -> Recorder:
+                      run_preflight: bool = True, perturbation: Optional[str] = None, skip_first_step: bool = False,
+                      **recorder_kwargs) -> Recorder:
     mixed = str(accelerator.mixed_precision)
-    session = RecordingSession(path, attributes=attributes, run_preflight=run_preflight, **recorder_kwargs)
-    return session.start(accelerator.unwrap_model(model), optimizer, getattr(accelerator, "scaler", None),
-                         mixed if mixed in ("fp16", "bf16") else None, f"accelerate {mixed}")
+    session = RecordingSession(path, attributes=attributes, run_preflight=run_preflight, perturbation=perturbation,
+                               skip_first_step=skip_first_step, **recorder_kwargs)
+    inner = accelerator.unwrap_model(model)
+    scaler = getattr(accelerator, "scaler", None)
+    if session.plan is not None:
+        scaler, mixed = _apply_plan(session, accelerator, inner, optimizer, scaler)
+    recorder = session.start(inner, optimizer, scaler, mixed if mixed in ("fp16", "bf16") else None,
+                             f"accelerate {mixed}")
+    if session.under_plan is not None:
+        session.under_plan.exit_at_max_steps = True  # a plain loop: the Recorder ends it at max_steps
+    return recorder
+
+
+def _apply_plan(session: RecordingSession, accelerator, model, optimizer, scaler):
+    """The plan applied by hooks (module docstring); returns (the scaler to record, the mixed precision in effect)."""
+    plan = session.plan
+    why = check(plan, model, "an Accelerate loop")
+    if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
+        session.under_plan = UnderPlan(plan, f"refused: {why}")
+        session.start(model, None, None, None, "accelerate")
+    prec = plan.precision
+    set_tf32(prec.tf32)
+    if plan.seed_offset:
+        reseed(torch.initial_seed(), plan)
+    hook_scaler = None
+    if prec.grad_scaler and (scaler is None or not scaler.is_enabled()):
+        hook_scaler = scaler = BackwardHookScaler(model_device(model))
+    elif not prec.grad_scaler and scaler is not None:
+        disabled = torch.amp.GradScaler(model_device(model).type, enabled=False)
+        accelerator.scaler = disabled
+        if hasattr(optimizer, "scaler"):
+            optimizer.scaler = disabled
+        scaler = None
+    if plan.strategy == "fp8":
+        fp8_convert(model)
+    session.under_plan = UnderPlan(plan, "yes", PlanHooks(
+        plan, model, unwrap_optimizer(optimizer), autocast=True, param_dtype=True, scaler=hook_scaler,
+        skip_first=plan.perturbation == "skip"))
+    mixed = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(prec.autocast_dtype, "no")
+    return scaler, mixed

@@ -12,6 +12,18 @@ every training forward of the step, averaged over the micro-batches), probes the
 `found_inf` included), warns when the LR scheduler advanced on a step the optimizer skipped, runs `ampcheck.preflight`
 at `on_train_begin` (fp16 parameters with a GradScaler: the error PyTorch will raise, recorded as the error run and
 raised before training), and closes the file at `on_train_end`.
+
+perturbation="skip" (or skip_first_step=True): the callback does not take the first optimizer step (the FP32 `skip`
+noise run), recorded as skipped with no scheduler warning. `fp16=True` on a CPU: accelerate runs nothing in fp16
+there (no autocast, no GradScaler); preflight says so.
+
+Under `ampcheck sweep` (AMPCHECK_PLAN set), `cb.train(trainer)` applies the plan before training, the Trainer's own way:
+its TrainingArguments' fp16 / bf16 / mixed_precision set to the strategy and its accelerator re-created from them
+(`create_accelerator_and_postprocess`, as the Trainer's hyperparameter search does after resetting accelerate's state),
+a CPU GradScaler handed to accelerate where it makes none (fp16 on a CPU), the model cast for pure-bf16, keep_fp32
+modules hooked (plan_hooks.py), TF32 set, seed and data_seed offset (and the RNGs reseeded), the first step skipped for
+`skip`; the run stops after the plan's max_steps (control.should_training_stop) and is recorded at the plan's path. A
+plan the Trainer cannot train (fp8 without torchao, fp16-master-weights) is recorded as refused and the process ends.
 """
 from __future__ import annotations
 
@@ -22,13 +34,21 @@ import torch
 from transformers import TrainerCallback
 
 from ampcheck.integrations._session import RecordingSession
+from ampcheck.plan import reseed, set_tf32
+from ampcheck.plan_hooks import PlanHooks, StepWrapper
+from ampcheck.recorder import unwrap_optimizer
+from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
+
+_MIXED = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "no"}
 
 
 class AmpcheckCallback(TrainerCallback, RecordingSession):
     def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
-                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None):
+                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None,
+                 perturbation: Optional[str] = None, skip_first_step: bool = False):
         RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
-                                  run_preflight=run_preflight, snapshot_every=snapshot_every)
+                                  run_preflight=run_preflight, snapshot_every=snapshot_every,
+                                  perturbation=perturbation, skip_first_step=skip_first_step)
         self._losses = []
         self._tokens = 0
         self._hook = None
@@ -41,9 +61,17 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
         self._accelerated = optimizer
         mixed = "fp16" if args.fp16 else "bf16" if args.bf16 else None
+        scaler = getattr(optimizer, "scaler", None)  # accelerate's optimizer holds the GradScaler it made
+        # accelerate runs fp16 only where it made a GradScaler (on a CPU it makes none, and no autocast)
+        active = None if mixed != "fp16" else scaler is not None
+        if self.plan is not None and self.under_plan is None:
+            self.under_plan = UnderPlan(self.plan, "refused: the plan is applied by AmpcheckCallback.train(trainer); "
+                                                   "call it in place of trainer.train()")
+        elif self.under_plan is not None and self.skip_first() and optimizer is not None:
+            self.under_plan.hooks.step_wrapper = StepWrapper(unwrap_optimizer(optimizer), skip_first=True, scaler=None)
         self._hook = model.register_forward_hook(self._on_forward, with_kwargs=True)
-        try:  # accelerate's optimizer holds the GradScaler it made
-            self.start(model, optimizer, getattr(optimizer, "scaler", None), mixed, f"hf-trainer {mixed or 'fp32'}")
+        try:
+            self.start(model, optimizer, scaler, mixed, f"hf-trainer {mixed or 'fp32'}", autocast_active=active)
         except Exception:
             self._remove_hook()
             raise
@@ -56,7 +84,8 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         # host (its step pre-hook did not run); a fused one's found_inf is a device tensor, read with the others in one
         # transfer when the recorder flushes (no sync per step)
         accelerate_skipped = bool(getattr(self._accelerated, "step_was_skipped", False))
-        if lr_scheduler is not None and not accelerate_skipped and not self._warned_scheduler:
+        planned_skip = (state.global_step - 1) in self.planned_skips()  # ours (skip run): no warning
+        if lr_scheduler is not None and not accelerate_skipped and not self._warned_scheduler and not planned_skip:
             if not rec._stepped:
                 self._warn_scheduler(state.global_step - 1)
             elif rec._found_inf is not None:
@@ -69,6 +98,8 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
             self.recorder.attributes["tokens_per_step"] = str(self._tokens)
             self._tokens = 0
         rec.step(loss)
+        if self.reached_max_steps(state.global_step):
+            control.should_training_stop = True  # the plan's max_steps: the recording closed itself, complete
 
     def on_train_end(self, args, state, control, **kwargs):
         self._check_found_infs()
@@ -95,7 +126,9 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
 
     def train(self, trainer, *args, **kwargs):
         """trainer.train(...), and an exception that ends it recorded as the error run (the Trainer has no event for
-        it), then raised."""
+        it), then raised. Under a sweep plan, the plan is applied to the Trainer first (module docstring)."""
+        if self.plan is not None and self.under_plan is None:
+            self._apply_plan(trainer)
         try:
             return trainer.train(*args, **kwargs)
         except BaseException as e:
@@ -103,6 +136,34 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
             if self.open():
                 self.recorder._finish(e)
             raise
+
+    def _apply_plan(self, trainer):
+        plan, model, args = self.plan, trainer.model, trainer.args
+        why = check(plan, model, "the Hugging Face Trainer")
+        if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
+            self.under_plan = UnderPlan(plan, f"refused: {why}")
+            self.start(model, None, None, None, "hf-trainer")
+        prec = plan.precision
+        set_tf32(prec.tf32)
+        mixed = _MIXED[prec.autocast_dtype]
+        args.fp16, args.bf16, args.mixed_precision = mixed == "fp16", mixed == "bf16", mixed
+        if plan.seed_offset:
+            args.seed += plan.seed_offset
+            if args.data_seed is not None:
+                args.data_seed += plan.seed_offset
+        if trainer.accelerator.mixed_precision != mixed or plan.seed_offset:
+            from accelerate.state import AcceleratorState
+            AcceleratorState._reset_state()  # as Trainer's hyperparameter search does before re-creating it
+            trainer.create_accelerator_and_postprocess()
+        if plan.seed_offset:
+            reseed(args.seed - plan.seed_offset, plan)  # data order and dropout from the offset seed
+        if mixed == "fp16" and trainer.accelerator.scaler is None:  # a CPU: accelerate makes none (docs/USING.md)
+            trainer.accelerator.scaler = torch.amp.GradScaler(model_device(model).type)
+            trainer.accelerator.native_amp = True
+        if plan.strategy == "fp8":
+            fp8_convert(model)
+        hooks = PlanHooks(plan, model, None, autocast=False, param_dtype=True)
+        self.under_plan = UnderPlan(plan, "yes", hooks)
 
     def _on_forward(self, module, args, kwargs, output):
         if module.training and torch.is_grad_enabled():

@@ -10,15 +10,31 @@ per-step loss (the losses passed to backward — divided back by the GradScaler'
 by `accumulate_grad_batches`, summed over the step's micro-batches: their mean), grads as backward produced them (the Recorder's hooks: before the plugin
 unscales them for `on_before_optimizer_step`), skipped steps (the optimizer step the GradScaler did not take), an
 exception that ends `fit` (`on_exception`) as the error run, and closes the file at `on_train_end`.
+
+perturbation="skip" (or skip_first_step=True): the first optimizer step is not taken (its closure — forward and
+backward — still runs), recorded as skipped.
+
+Under `ampcheck sweep` (AMPCHECK_PLAN set) the callback applies the plan in `setup` (before Lightning converts the
+module and makes the optimizers), the Trainer's own way: the strategy's precision plugin set to the strategy's —
+Precision() (fp32, tf32), MixedPrecision("bf16-mixed"), MixedPrecision("16-mixed", scaler=GradScaler(device)) (also on
+a CPU, where precision="16-mixed" alone becomes bf16), HalfPrecision("bf16-true") (pure-bf16) —, TF32 set and the global
+RNGs reseeded with PL_GLOBAL_SEED + seed_offset; at `on_train_start` keep_fp32 modules hooked and the first step skipped
+for `skip`; `trainer.should_stop` once the plan's max_steps are recorded, at the plan's path.
 """
 from __future__ import annotations
 
 from typing import Dict, Optional
 
+import os
+
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.plugins.precision import HalfPrecision, MixedPrecision, Precision
 
 from ampcheck.integrations._session import RecordingSession
+from ampcheck.plan import reseed, set_tf32
+from ampcheck.plan_hooks import PlanHooks
+from ampcheck.under_plan import UnderPlan, check, fp8_convert
 
 
 def _mixed(precision: str) -> Optional[str]:
@@ -28,15 +44,47 @@ def _mixed(precision: str) -> Optional[str]:
 
 class AmpcheckLightningCallback(Callback, RecordingSession):
     def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None, probe_every: int = 1,
-                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None):
+                 overwrite: bool = False, run_preflight: bool = True, snapshot_every: Optional[int] = None,
+                 perturbation: Optional[str] = None, skip_first_step: bool = False):
         RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
-                                  run_preflight=run_preflight, snapshot_every=snapshot_every)
+                                  run_preflight=run_preflight, snapshot_every=snapshot_every,
+                                  perturbation=perturbation, skip_first_step=skip_first_step)
         self._losses = []
         self._global_step = 0
+
+    def setup(self, trainer, pl_module, stage):
+        plan = self.plan
+        if stage != "fit" or plan is None or self.under_plan is not None:
+            return
+        why = check(plan, pl_module, "Lightning")
+        if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
+            self.under_plan = UnderPlan(plan, f"refused: {why}")
+            self.start(pl_module, None, None, None, "lightning")
+        prec = plan.precision
+        set_tf32(prec.tf32)
+        if plan.seed_offset:
+            reseed(int(os.environ.get("PL_GLOBAL_SEED", torch.initial_seed())), plan)
+        device = trainer.strategy.root_device.type
+        if plan.strategy == "bf16-autocast":
+            plugin = MixedPrecision("bf16-mixed", device)
+        elif plan.strategy == "fp16-autocast-scaler":
+            plugin = MixedPrecision("16-mixed", device, scaler=torch.amp.GradScaler(device))
+        elif plan.strategy == "pure-bf16":
+            plugin = HalfPrecision("bf16-true")
+        else:
+            plugin = Precision()
+        trainer.strategy.precision_plugin = plugin
+        if plan.strategy == "fp8":
+            fp8_convert(pl_module)
+        self.under_plan = UnderPlan(plan, "yes")
 
     def on_train_start(self, trainer, pl_module):
         plugin = getattr(trainer, "precision_plugin", None) or getattr(trainer.strategy, "precision_plugin", None)
         self._global_step = trainer.global_step
+        if self.under_plan is not None and not self.under_plan.refused and self.under_plan.hooks is None:
+            # after Lightning converted the module (bf16-true) and made the optimizers
+            self.under_plan.hooks = PlanHooks(self.plan, pl_module, trainer.optimizers[0] if trainer.optimizers else None,
+                                              autocast=False, param_dtype=False, skip_first=self.skip_first())
         self.start(pl_module, trainer.optimizers[0] if trainer.optimizers else None, getattr(plugin, "scaler", None),
                    _mixed(trainer.precision), f"lightning {trainer.precision}")
 
@@ -54,6 +102,8 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         loss = torch.stack(self._losses).sum() if self._losses else torch.tensor(float("nan"))
         self._losses = []
         self.recorder.step(loss)
+        if self.reached_max_steps(trainer.global_step):
+            trainer.should_stop = True  # the plan's max_steps: the recording closed itself, complete
 
     def on_exception(self, trainer, pl_module, exception):
         if self.open():

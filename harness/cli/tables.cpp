@@ -1,0 +1,72 @@
+// The result table of check, validate and judge (commands.h).
+#include "cli/commands.h"
+
+#include "io/text.h"
+#include "report/format.h"
+
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+namespace ampcheck::cli {
+
+namespace {
+std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
+}  // namespace
+
+void print_result_table(const report::RunSummary& summary) {
+  std::ostringstream table;  // printed printable (io/text.h): names, messages and warnings may quote a file's text
+  table << "\n"
+        << std::left << std::setw(38) << "scenario" << std::setw(11) << "device" << std::setw(10) << "expect"
+        << std::setw(10) << "verdict" << std::setw(17) << "loss first>last" << std::setw(8) << "from" << std::setw(16)
+        << "signal" << std::setw(9) << "margin" << std::setw(9) << "ratio" << std::setw(9) << "drift" << std::setw(8)
+        << "skipped"
+        << "result\n";
+  for (const auto& r : summary.scenarios) {
+    table << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
+          << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
+          << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
+          << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal) << std::setw(9)
+          << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4) << std::setw(9)
+          << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps << (r.pass ? "PASS" : "FAIL") << "\n";
+  }
+  // findings that did not set a verdict, one line each (signals not judged, diagnostics, precision not in effect)
+  for (const auto& r : summary.scenarios)
+    for (const auto& w : r.warnings) table << "WARN " << r.name << " (" << w.signal << "): " << w.message << "\n";
+  // the engine path each run took where engine options were requested: applied, and refused with the reason
+  for (const auto& r : summary.scenarios)
+    if (!r.engine.empty() && r.engine != "stock") table << "ENGINE " << r.name << ": " << r.engine << "\n";
+  std::cout << io::printable_text(table.str());
+}
+
+void print_sweep_table(const usecases::SweepResult& r) {
+  std::ostringstream t;
+  auto mib = [](double b) { return b > 0 ? fmt(b / 1048576.0, 4) : std::string("-"); };
+  t << "\n"
+    << std::left << std::setw(22) << "strategy" << std::setw(11) << "verdict" << std::setw(16) << "signal"
+    << std::setw(9) << "margin" << std::setw(9) << "skipped" << std::setw(10) << "ms/step" << std::setw(11)
+    << "tokens/s" << std::setw(10) << "peak MiB" << std::setw(9) << "vs fp32"
+    << "result\n";
+  t << std::left << std::setw(22) << "fp32 (reference)" << std::setw(11) << "-" << std::setw(16) << "-" << std::setw(9)
+    << "-" << std::setw(9) << r.fp32.skipped_steps << std::setw(10) << fmt(r.fp32.median_step_ms, 3) << std::setw(11)
+    << fmt(r.fp32.tokens_per_s, 4) << std::setw(10) << mib(r.fp32.peak_memory_bytes) << std::setw(9) << "1"
+    << "\n";
+  for (const auto& row : r.rows) {
+    const auto& j = row.judged;
+    t << std::left << std::setw(22) << row.strategy << std::setw(11)
+      << (row.outcome == "judged" ? j.verdict : row.outcome) << std::setw(16)
+      << (j.deciding_signal.empty() ? j.max_signal : j.deciding_signal) << std::setw(9) << fmt(j.max_deviation_bands, 3)
+      << std::setw(9) << j.skipped_steps << std::setw(10) << fmt(j.median_step_ms, 3) << std::setw(11)
+      << fmt(j.tokens_per_s, 4) << std::setw(10) << mib(j.peak_memory_bytes) << std::setw(9) << fmt(row.speedup, 3)
+      << (row.outcome == "refused" ? "n/a"
+          : j.pass                 ? "PASS"
+                                   : "FAIL")
+      << "\n";
+  }
+  for (const auto& row : r.rows)
+    if (!row.judged.pass || row.outcome != "judged") t << row.strategy << ": " << row.judged.message << "\n";
+  t << "RECOMMENDATION: " << r.recommendation << "\n";
+  std::cout << io::printable_text(t.str());
+}
+
+}  // namespace ampcheck::cli

@@ -1,0 +1,90 @@
+// Localization's bisection (usecases/localize.h) on synthetic module trees whose failing cause is planted: a probe
+// "tracks" exactly when the kept set covers the planted culprits. Checks what is named and the probe budget the issue
+// sets (≤ 2·log2(modules) + 2 probes).
+#include "usecases/localize.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+using ampcheck::usecases::candidate_leaves;
+using ampcheck::usecases::common_parent;
+using ampcheck::usecases::localize;
+using ampcheck::usecases::ModuleInfo;
+using ampcheck::usecases::ProbeOutcome;
+
+namespace {
+
+// A GPT-like tree: wte, wpe, h.<i>.{ln_1, attn.{c_attn, c_proj}, ln_2, mlp.{c_fc, c_proj}}, ln_f, lm_head.
+std::vector<ModuleInfo> gpt_tree(int layers) {
+  std::vector<ModuleInfo> t = {
+      {"", 100}, {"transformer", 90}, {"transformer.wte", 10}, {"transformer.wpe", 5}, {"transformer.h", 70}};
+  for (int i = 0; i < layers; ++i) {
+    const std::string b = "transformer.h." + std::to_string(i);
+    for (const char* m : {"", ".ln_1", ".attn", ".attn.c_attn", ".attn.c_proj", ".attn.attn_dropout", ".ln_2", ".mlp",
+                          ".mlp.c_fc", ".mlp.c_proj", ".mlp.act"})
+      t.push_back({b + m, std::string(m).find("dropout") != std::string::npos || std::string(m) == ".mlp.act" ? 0 : 3});
+  }
+  t.push_back({"transformer.ln_f", 1});
+  t.push_back({"lm_head", 10});
+  return t;
+}
+
+ampcheck::usecases::Probe covering(std::set<std::string> culprits) {
+  return [culprits](const std::vector<std::string>& keep) {
+    ProbeOutcome o;
+    o.tracks = std::all_of(culprits.begin(), culprits.end(),
+                           [&](const std::string& c) { return std::find(keep.begin(), keep.end(), c) != keep.end(); });
+    o.verdict = o.tracks ? "tracks" : "nonfinite";
+    return o;
+  };
+}
+
+}  // namespace
+
+TEST(Localize, CandidatesAreParameterisedLeaves) {
+  const auto leaves = candidate_leaves(gpt_tree(2));
+  EXPECT_EQ(leaves.size(), 2u + 2 * 6 + 2);  // wte, wpe, 6 per block, ln_f, lm_head (no dropout / act: no params)
+  EXPECT_EQ(leaves.front(), "transformer.wte");
+  EXPECT_EQ(common_parent({"transformer.h.1.attn.c_proj"}), "transformer.h.1.attn");
+  EXPECT_EQ(common_parent({"transformer.h.1.attn.c_proj", "transformer.h.1.mlp.c_fc"}), "transformer.h.1");
+  EXPECT_EQ(common_parent({"transformer.wte", "lm_head"}), "");
+}
+
+TEST(Localize, NamesEveryPlantedModuleWithinTheProbeBudget) {
+  for (int layers : {1, 2, 4, 12}) {
+    const auto tree = gpt_tree(layers);
+    const double budget = 2 * std::log2(static_cast<double>(tree.size())) + 2;
+    for (const auto& culprit : candidate_leaves(tree)) {
+      const auto L = localize(tree, covering({culprit}));
+      ASSERT_TRUE(L.found) << culprit;
+      EXPECT_EQ(L.modules, std::vector<std::string>{culprit});
+      EXPECT_LE(static_cast<double>(L.probes.size()), budget) << culprit << " with " << layers << " layers";
+    }
+  }
+}
+
+TEST(Localize, TwoNeighboursAreNamedTogether) {
+  const auto tree = gpt_tree(2);
+  const auto L = localize(tree, covering({"transformer.h.1.attn.c_proj", "transformer.h.1.ln_2"}));
+  ASSERT_TRUE(L.found) << L.message;
+  EXPECT_NE(std::find(L.modules.begin(), L.modules.end(), "transformer.h.1.attn.c_proj"), L.modules.end());
+  EXPECT_NE(std::find(L.modules.begin(), L.modules.end(), "transformer.h.1.ln_2"), L.modules.end());
+  EXPECT_LE(L.modules.size(), ampcheck::usecases::kSmallSet);
+}
+
+TEST(Localize, SaysWhenNoSmallSetOrNoModuleExplainsIt) {
+  const auto tree = gpt_tree(2);
+  // lost updates in every parameter: only keeping everything tracks
+  const auto leaves = candidate_leaves(tree);
+  const auto spread = localize(tree, covering({leaves.begin(), leaves.end()}));
+  EXPECT_FALSE(spread.found);
+  EXPECT_NE(spread.message.find("no small set"), std::string::npos) << spread.message;
+  // nothing helps (the cause lies outside the modules)
+  const auto none = localize(tree, [](const std::vector<std::string>&) { return ProbeOutcome{}; });
+  EXPECT_FALSE(none.found);
+  EXPECT_EQ(none.probes.size(), 1u);
+  EXPECT_NE(none.message.find("does not make it track"), std::string::npos) << none.message;
+}

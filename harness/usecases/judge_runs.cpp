@@ -1,0 +1,260 @@
+// judge: runs of other training loops (docs/TRAJECTORY_FORMAT.md) judged against a reference built from the user's
+// FP32 runs (make_reference.cpp), signal by signal through judge_run, exactly as check judges ampcheck's own runs,
+// with what a recording adds (columns never measured, steps without grads, mixed precision not in effect, a partial
+// run), and the same reports.
+#include "usecases/judge_run.h"
+#include "usecases/result_rows.h"
+#include "usecases/run_directory.h"
+#include "usecases/scenario_files.h"
+#include "usecases/recordings.h"
+#include "usecases/usecases.h"
+
+#include "io/text.h"
+#include "reference/external_run.h"
+#include "run/provenance.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <ostream>
+#include <stdexcept>
+
+namespace ampcheck::usecases {
+
+namespace {
+
+std::string attr(const trajectory::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "") {
+  return attribute(f, key, otherwise);
+}
+
+// Does a strategy's name claim reduced precision? (fp16 / bf16 / half / fp8 / amp / mixed; not fp32 or tf32)
+bool claims_reduced_precision(std::string strategy) {
+  for (auto& c : strategy) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* k : {"fp16", "bf16", "float16", "half", "fp8", "float8", "amp", "mixed"})
+    if (strategy.find(k) != std::string::npos) return true;
+  return false;
+}
+
+// What `judge` adds to an external run's verdict: columns present but never measured, steps the recorder saw no
+// grads at, and mixed precision that never took effect (from the recorder's attributes, else from the trajectory).
+void add_recorder_warnings(verdict::Verdict& v, const trajectory::TrajectoryFile& run, const std::string& strategy,
+                           const trajectory::TrajectoryFile& ref) {
+  for (const auto& w : verdict::unjudged_columns(run.trajectory, run.columns_present, true))
+    verdict::add_warning(v, w.signal, w.message);
+  const std::string without = attr(run, "steps_without_grads", "0");
+  if (without != "0")
+    verdict::add_warning(v, "not_judged",
+                         "the recorder saw no grads at " + without +
+                             " step(s): grad_norm and the grad fractions were not judged there — was step() called "
+                             "after zero_grad()?");
+  const bool claims = claims_reduced_precision(strategy);
+  const std::string autocast = attr(run, "autocast_dtype"), params = attr(run, "param_dtype");
+  if (claims && autocast == "none" && params == "float32") {
+    verdict::add_warning(v, "precision",
+                         "mixed precision not in effect: the strategy says " + strategy +
+                             " but the recorder saw float32 parameters and no autocast at the forward" +
+                             (attr(run, "grad_scaler") == "enabled" ? "" : ", and no enabled GradScaler") +
+                             " — e.g. the HF Trainer's fp16=True on a CPU trains in FP32 silently");
+    return;
+  }
+  std::string cause;
+  if (!autocast.empty() || !params.empty())
+    cause = "the recorder saw parameters " + (params.empty() ? std::string("?") : params) + ", autocast " +
+            (autocast.empty() ? std::string("?") : autocast);
+  const std::string m = verdict::precision_not_in_effect(claims, run.trajectory, ref.trajectory, ref.noise_runs, cause);
+  if (!m.empty()) verdict::add_warning(v, "precision", m);
+}
+
+// From a catch handler: rethrows the exception being handled, with `path` in front where its message does not name
+// the file already (an error from the verdict's arithmetic on a hostile run, say): every error names its file.
+[[noreturn]] void rethrow_naming(const std::string& path, const std::exception& e) {
+  if (std::string(e.what()).find(path) != std::string::npos) throw;
+  throw std::runtime_error(path + ": " + e.what());
+}
+
+std::string steps_text(int64_t n) { return std::to_string(n); }
+
+// One external run, read and checked against the reference before anything is written.
+struct Input {
+  std::string path, status;
+  trajectory::TrajectoryFile file;
+  std::string partial;  // "" or why the run has fewer steps than the reference
+};
+
+Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref, const std::string& reference_path) {
+  Input in{path, "", reference::read_external_run(path), ""};
+  const int64_t steps = in.file.trajectory.size(), ref_steps = ref.trajectory.size();
+  in.status = attr(in.file, "status", "completed");
+  if (in.status != "completed" && in.status != "nonfinite" && in.status != "error" && in.status != "running" &&
+      in.status != "interrupted")
+    throw std::runtime_error(path + ": attribute 'status' is '" + in.status +
+                             "', expected completed, nonfinite, error, running or interrupted");
+  // a partial run: the recorder's last snapshot of a run that was killed (running) or stopped by SIGTERM
+  // (interrupted) — judged on the steps it has, against the reference's first as many, and said so
+  if (in.status == "running" || in.status == "interrupted") {
+    in.partial = in.status == "running" ? "the run's last snapshot (status running: killed, or still going)"
+                                        : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
+    if (steps > ref_steps)
+      throw std::runtime_error(path + ": " + steps_text(steps) + " steps, more than the " + steps_text(ref_steps) +
+                               " of the reference " + reference_path);
+    in.status = "completed";
+  }
+  if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
+      !std::isfinite(in.file.trajectory.rows.back()[trajectory::kLoss]))
+    in.status = "nonfinite";
+  reference::check_same_training(in.file, path, ref, reference_path);
+  if (in.status == "completed" && in.partial.empty() && steps != ref_steps)
+    throw std::runtime_error(path + ": " + steps_text(steps) + " steps, the reference " + reference_path + " has " +
+                             steps_text(ref_steps) +
+                             ". HINT: judge runs against a reference of the same training (steps, model, data)");
+  if (in.status != "completed" && steps > ref_steps)
+    throw std::runtime_error(path + ": " + steps_text(steps) + " steps, more than the " + steps_text(ref_steps) +
+                             " of the reference " + reference_path);
+  return in;
+}
+
+std::vector<Input> read_inputs(const JudgeInputs& j, const trajectory::TrajectoryFile& ref) {
+  std::vector<Input> inputs;
+  for (const auto& path : j.runs) try {
+      Input in = read_input(path, ref, j.reference);
+      for (const auto& other : inputs)
+        if (file_stem(other.path) == file_stem(path))
+          throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
+                                   file_stem(path) + ".h5 in the output directory");
+      inputs.push_back(std::move(in));
+    } catch (const std::exception& e) {
+      rethrow_naming(path, e);
+    }
+  return inputs;
+}
+
+// The summary's header: the versions the runs recorded (the Python recorder's torch_version / cuda_version), else
+// the reference's.
+report::RunSummary summary_header(const std::vector<Input>& inputs, const trajectory::TrajectoryFile& ref) {
+  report::RunSummary summary;
+  summary.suite = "judge";
+  for (const auto& in : inputs)
+    if (summary.libtorch_version.empty())
+      summary.libtorch_version = attr(in.file, "torch_version", attr(ref, "torch_version"));
+  if (summary.libtorch_version.empty()) summary.libtorch_version = attr(ref, "libtorch_version", "-");
+  for (const auto& in : inputs)
+    if (summary.cuda_version.empty()) summary.cuda_version = attr(in.file, "cuda_version");
+  summary.device_name = attr(ref, "device_name", "external");
+  summary.device_class = attr(ref, "device_class", "external");
+  summary.date = run::utc_now();
+  return summary;
+}
+
+// " (not recorded, not judged: grad_norm, ...)": the judged columns a completed, whole run did not record.
+std::string not_recorded(const Input& in) {
+  std::string m;
+  for (int c : verdict::judged_columns()) {
+    const std::string name = trajectory::column_name(c);
+    if (std::find(in.file.columns_present.begin(), in.file.columns_present.end(), name) ==
+        in.file.columns_present.end())
+      m += (m.empty() ? "" : ", ") + name;
+  }
+  return m.empty() || in.status != "completed" || !in.partial.empty() ? "" : " (not recorded, not judged: " + m + ")";
+}
+
+// One run judged (judge_run): its row, and its annotated trajectory file in the staging directory.
+report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const trajectory::TrajectoryFile& ref,
+                                  const std::string& default_device_class, const std::string& staging, bool strict) {
+  const trajectory::TrajectoryFile& run = in.file;
+  report::ScenarioSummary row;
+  row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
+  row.strategy = !j.strategy.empty() ? j.strategy : attr(run, "strategy", "-");
+  row.device_class = attr(run, "device_class", default_device_class);
+  row.expect = !j.expect.empty() ? j.expect : attr(run, "expect", "tracks");
+  // a partial run against the reference's first as many steps (its noise runs cut the same way)
+  trajectory::Trajectory ref_t = ref.trajectory;
+  std::vector<trajectory::LabelledTrajectory> noise = ref.noise_runs;
+  if (!in.partial.empty()) {
+    const size_t n = run.trajectory.rows.size();
+    ref_t.rows.resize(std::min(ref_t.rows.size(), n));
+    for (auto& nr : noise) nr.trajectory.rows.resize(std::min(nr.trajectory.rows.size(), n));
+  }
+  verdict::Expectation expected;  // --expect alone: any error message, no bounds on the skipped steps, no warnings
+  expected.verdict = row.expect;
+  const Judged judged =
+      judge_run({in.status, attr(run, "error"), run.trajectory}, {ref_t, noise}, expected, j.tolerance, strict,
+                [&](verdict::Verdict& v) {
+                  if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
+                  // a loss-only recording: what could not be checked, said where it is read (the terminal)
+                  if (const std::string missing = not_recorded(in); !missing.empty())
+                    verdict::add_warning(v, "not_recorded",
+                                         "not recorded, not judged: " + missing +
+                                             " — bugs whose effect on the loss is small (lost updates, a skipped "
+                                             "clip, a wrong loss scale) go unseen without them; record them with "
+                                             "ampcheck.Recorder(path, model, optimizer) or an integration");
+                  if (!in.partial.empty())
+                    verdict::add_warning(v, "partial",
+                                         "partial run: " + steps_text(run.trajectory.size()) + " of the " +
+                                             steps_text(ref.trajectory.size()) + " steps, " + in.partial +
+                                             "; judged on the steps recorded");
+                });
+  fill_result(row, judged);
+  if (const std::string missing = not_recorded(in); !missing.empty())
+    row.message += " (not recorded, not judged: " + missing + ")";
+  row.steps = run.trajectory.size();
+  row.skipped_steps = run.trajectory.skipped_steps();
+  fill_recorded_measurements(row, run);
+  if (!run.trajectory.rows.empty()) {
+    row.first_loss = run.trajectory.rows.front()[trajectory::kLoss];
+    row.final_loss = run.trajectory.rows.back()[trajectory::kLoss];
+  }
+  row.trajectory_file = row.name + ".h5";
+  trajectory::TrajectoryFile tf = run;
+  tf.attributes["status"] = in.status;
+  tf.attributes["verdict"] = judged.verdict.verdict;
+  tf.attributes["verdict_message"] = judged.verdict.message;
+  tf.attributes["reference"] = j.reference;
+  tf.noise_runs.clear();
+  const auto spread_it = ref.series.find("loss_spread");
+  std::vector<double> spread =
+      spread_it != ref.series.end() ? spread_it->second : std::vector<double>(ref.trajectory.rows.size(), 0.0);
+  spread.resize(std::min(spread.size(), ref_t.rows.size()));
+  add_verdict_series(tf, judged.verdict, ref_t, spread);
+  trajectory::write_trajectory(staging + "/" + row.trajectory_file, tf, true);
+  return row;
+}
+
+}  // namespace
+
+report::ScenarioSummary judge_recording(const std::string& path, const trajectory::TrajectoryFile& ref,
+                                        const std::string& reference_path, const JudgeInputs& j,
+                                        const std::string& out_dir, bool strict) {
+  try {
+    const Input in = read_input(path, ref, reference_path);
+    return judge_one(in, j, ref, attr(ref, "device_class", "external"), out_dir, strict);
+  } catch (const std::exception& e) {
+    rethrow_naming(path, e);
+  }
+}
+
+SuiteResult judge_runs(const JudgeInputs& j, const RunOptions& opts, std::ostream& log) {
+  // 1. read and check every input before anything is written: a file that does not follow the format, a run of
+  //    another training (provenance, step count) or existing reports without --force end the command here.
+  const trajectory::TrajectoryFile ref = trajectory::read_trajectory_contained(j.reference);
+  if (ref.noise_runs.empty())
+    throw std::runtime_error(j.reference +
+                             ": the reference has no noise runs. HINT: build it with `ampcheck "
+                             "reference FP32_RUN --spread RUN...` (or `ampcheck record` for ampcheck's own scenarios)");
+  const std::vector<Input> inputs = read_inputs(j, ref);
+  check_run_directory_replaceable(opts);  // before anything is judged or written
+  // 2. judge each run and write its annotated trajectory, then the reports
+  RunDirectory out(opts);  // written whole: the run directory appears complete or not at all
+  SuiteResult result;
+  result.summary = summary_header(inputs, ref);
+  for (const auto& in : inputs) try {
+      const auto row = judge_one(in, j, ref, result.summary.device_class, out.staging(), opts.strict);
+      if (!row.pass) log << "  FAIL " << io::printable_text(row.name + ": " + row.message) << "\n";
+      result.summary.scenarios.push_back(row);
+    } catch (const std::exception& e) {
+      rethrow_naming(in.path, e);
+    }
+  publish_reports(out, result);
+  return result;
+}
+
+}  // namespace ampcheck::usecases

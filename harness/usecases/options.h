@@ -1,0 +1,63 @@
+// What the use cases take: the options of the commands that run scenarios (run, record, check, validate, judge), as
+// the command line parsed them. harness/cli parses into these; harness/usecases reads them.
+#pragma once
+
+#include "verdict/verdict.h"  // verdict::Tolerance
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampcheck::usecases {
+
+struct RunOptions {
+  std::vector<std::string> scenarios;
+  std::string suite;
+  std::string device;  // empty = the scenario's own (default auto)
+  std::string out_dir = "reports/latest";
+  std::string references;  // empty = references_dir()
+  int64_t steps = 0;
+  bool force = false;
+  int64_t jobs = 0;  // check: scenarios run at once in separate processes (0 = one per core on the CPU, 1 on a GPU)
+  // run / check: "stock" (each scenario's own engine options) or "fast": the engine's fastest path on every scenario
+  // where it applies (engine::request_fast_engine: CUDA graphs, the fused LM head, the fused residual add + LayerNorm,
+  // the fused bias gradients / GELU backward, the GEMM epilogues), each applied or refused with its reason.
+  std::string engine = "stock";
+  std::vector<std::string> tolerance;  // judge: KEY=VALUE overrides of verdict::Tolerance (k, window, ratio_floor, ...)
+  bool more_noise = false;             // record: also a second seed and a second data order (6 noise runs)
+  bool strict = false;  // check / judge: a warning (a diagnostic beyond its allowance while the outcomes track, a
+                        // column never measured, mixed precision not in effect) fails its scenario
+};
+
+// `ampcheck validate`'s own options.
+struct ValidateOptions {
+  std::vector<std::string> plants;  // --plant: planted faults (validate/validate.h parse_plant)
+  int64_t replays = 3;              // replays of a differing step
+  bool record = false;              // write this stack's goldens instead of comparing
+  std::vector<std::string> seal;    // --seal: add the seal (validate/golden.h) to these goldens, from their content
+};
+
+// `ampcheck doctor`'s all-reduce check.
+struct DoctorOptions {
+  int64_t allreduce_ranks = -1;  // the all-reduce check's ranks: -1 every GPU (CUDA) or 2 (CPU), 0 none
+  double allreduce_mb = 0;       // its buffer, MiB (0: 256 on a GPU, 4 on the CPU)
+};
+
+// `ampcheck judge`'s inputs: external runs (docs/TRAJECTORY_FORMAT.md) and the reference they are judged against.
+struct JudgeInputs {
+  std::vector<std::string> runs;
+  std::string reference;
+  std::string expect;            // --expect: every run's expected verdict ("" = each file's own `expect`, else tracks)
+  std::string strategy;          // --strategy: the strategy every run claims ("" = each file's own)
+  verdict::Tolerance tolerance;  // with --tolerance's overrides applied
+};
+
+// `ampcheck reference`'s inputs: the user's FP32 run and the runs that measure FP32's own spread.
+struct ReferenceInputs {
+  std::string fp32_run;
+  std::vector<std::string> spread;  // [KIND:]FILE, KIND seed | order | skip | ulp
+  std::string out;
+  bool force = false;
+};
+
+}  // namespace ampcheck::usecases

@@ -1,0 +1,104 @@
+// Where scenarios and references are, which files a command names, and one scenario run as the options say
+// (scenario_files.h).
+#include "usecases/scenario_files.h"
+
+#include "distributed/launcher.h"
+#include "distributed/process_group.h"
+#include "engine/device.h"
+#include "engine/engine_plan.h"
+#include "io/files.h"
+
+#include <ATen/Context.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <sys/stat.h>
+
+namespace ampcheck::usecases {
+
+std::string scenarios_dir() {
+  if (const char* env = std::getenv("AMPCHECK_SCENARIOS")) return env;
+  return std::string(AMPCHECK_SOURCE_DIR) + "/scenarios";
+}
+
+std::string references_dir() {
+  if (const char* env = std::getenv("AMPCHECK_REFERENCES")) return env;
+  return std::string(AMPCHECK_SOURCE_DIR) + "/references";
+}
+
+std::string reference_root(const RunOptions& opts) {
+  return opts.references.empty() ? references_dir() : opts.references;
+}
+
+std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
+  std::vector<std::string> files = opts.scenarios;
+  if (!opts.suite.empty()) {
+    auto suite = scenario::load_suite(scenarios_dir(), opts.suite);
+    files.insert(files.end(), suite.begin(), suite.end());
+  }
+  if (files.empty()) throw std::runtime_error("no scenarios given. HINT: name scenario files or --suite ci");
+  return files;
+}
+
+namespace {
+std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions& opts) {
+  if (distributed::in_distributed_environment()) return "";  // a torchrun / srun job brings its own GPUs
+  const int64_t gpus = engine::cuda_device_count();
+  std::string first;
+  for (const auto& f : files) {
+    const auto sc = scenario::load_scenario(f);
+    const std::string dev = opts.device.empty() ? sc.device : opts.device;
+    const int64_t world = sc.run.distributed.enabled ? sc.run.distributed.world_size : 1;
+    const bool cuda = dev == "cuda" || (dev == "auto" && gpus > 0);
+    if (!cuda || world <= 1 || world <= gpus) return "";
+    if (first.empty())
+      first = sc.run.name + " needs " + std::to_string(world) + " GPUs (one per rank), this machine has " +
+              std::to_string(gpus);
+  }
+  return first + (files.size() > 1 ? " (and so does every other scenario named)" : "");
+}
+}  // namespace
+
+std::string why_skipped(const std::vector<std::string>& files, const RunOptions& opts) {
+  if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA())
+    return "--device " + opts.device + " but no CUDA device is available here";
+  return too_few_gpus(files, opts);
+}
+
+scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts) {
+  scenario::Scenario sc = scenario::load_scenario(file);
+  if (opts.engine == "fast") {
+    engine::request_fast_engine(sc.run);
+  } else if (opts.engine != "stock") {
+    throw std::invalid_argument("--engine: expected stock or fast, got '" + opts.engine + "'");
+  }
+  return sc;
+}
+
+at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts) {
+  return engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
+}
+
+run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
+                                     engine::Trainer::ProgressFn progress) {
+  if (writes_results) *writes_results = true;
+  if (sc.run.distributed.enabled)
+    return distributed::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
+  return run::run_scenario(sc, opts.device, opts.steps, std::move(progress));
+}
+
+void make_dirs(const std::string& path) { io::make_dirs(path); }
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string file_stem(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const size_t dot = name.find_last_of('.');
+  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+}
+
+}  // namespace ampcheck::usecases

@@ -1,0 +1,55 @@
+// Where scenarios, suites and references are, which scenario files a command names, and how one is run as the options
+// say: the pieces every use case that trains scenarios shares.
+#pragma once
+
+#include "usecases/options.h"
+
+#include "engine/trainer.h"
+#include "report/summary.h"
+#include "run/scenario_run.h"
+#include "scenario/scenario.h"
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace ampcheck::usecases {
+
+std::string scenarios_dir();   // $AMPCHECK_SCENARIOS, else <source>/scenarios
+std::string references_dir();  // $AMPCHECK_REFERENCES, else <source>/references
+// --references, else references_dir()
+std::string reference_root(const RunOptions& opts);
+
+// The scenario files named (files, then --suite's); throws if none.
+std::vector<std::string> resolve_scenario_files(const RunOptions& opts);
+// Why run and check skip these scenarios here ("" if they do not): --device cuda without a CUDA device, or every
+// scenario named data-parallel on CUDA with more ranks than this machine has GPUs. The command prints
+// "SKIPPED: <why>" and exits 77 (CTest's skip code).
+std::string why_skipped(const std::vector<std::string>& files, const RunOptions& opts);
+
+// A scenario as `opts` runs it: the file, with --engine fast's options applied.
+scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts);
+// The device it runs on: --device, else the scenario's own.
+at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts);
+
+// Runs one scenario: in this process, or (distributed:) over its ranks (harness/distributed/launcher.h). writes_results
+// is false on a joined rank other than 0, which must not write the run directory.
+run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
+                                     engine::Trainer::ProgressFn progress);
+
+// check's parallel path (parallel_check.cpp): each scenario in its own `ampcheck check` process, at most `jobs` at
+// once, each with cores / jobs intra-op threads; their summaries merged in the files' order, their trajectories
+// moved into opts.out_dir.
+struct ParallelResult {
+  std::vector<report::ScenarioSummary> rows;
+  report::RunSummary header;  // provenance fields from the first scenario that ran
+};
+ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs,
+                                  std::ostream& log);
+int64_t default_jobs(const std::string& device);
+
+std::string file_stem(const std::string& path);  // "dir/run.h5" -> "run"
+void make_dirs(const std::string& path);         // mkdir -p
+bool file_exists(const std::string& path);
+
+}  // namespace ampcheck::usecases

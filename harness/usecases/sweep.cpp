@@ -1,0 +1,307 @@
+// sweep: the user's training command once per run, judged strategy by strategy against its own FP32 runs (sweep.h).
+#include "usecases/sweep.h"
+
+#include "usecases/recordings.h"
+#include "usecases/result_rows.h"
+#include "usecases/run_directory.h"
+#include "usecases/scenario_files.h"
+#include "usecases/sweep_runs.h"
+
+#include "io/files.h"
+#include "reference/external_run.h"
+#include "report/format.h"
+#include "report/html.h"
+#include "run/provenance.h"
+
+#include <ATen/Context.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <climits>
+#include <ostream>
+#include <sstream>
+#include <unistd.h>
+
+namespace ampcheck::usecases {
+
+std::vector<std::string> sweep_strategies(const std::string& device) {
+  if (device == "cuda")
+    return {"tf32", "bf16-autocast", "fp16-autocast-scaler", "pure-bf16", "fp16-master-weights", "fp8"};
+  return {"bf16-autocast", "fp16-autocast-scaler", "pure-bf16"};
+}
+
+namespace {
+
+std::string hex64(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// The FP32 runs' cache key: the command, the directory it runs in, --steps (FNV-1a 64).
+std::string cache_key(const SweepOptions& o) {
+  std::string text;
+  for (const auto& a : o.command) text += a + '\0';
+  char cwd[4096];
+  text += std::string(::getcwd(cwd, sizeof cwd) ? cwd : "?") + '\0' + std::to_string(o.steps);
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return hex64(h).substr(0, 12);
+}
+
+SweepPaths prepare_paths(const SweepOptions& o) {
+  SweepPaths p;
+  p.dir = o.out_dir;
+  open_run_directory_in_place(p.dir);  // new, empty, or an earlier sweep's: never a user's directory
+  // absolute paths (the plan's contract): the user's command may change its working directory
+  if (char* real = ::realpath(p.dir.c_str(), nullptr)) {
+    p.dir = real;
+    std::free(real);
+  }
+  p.key = cache_key(o);
+  p.workload = "sweep-" + p.key;
+  p.runs = p.dir + "/runs/" + p.key;
+  p.plans = p.dir + "/plans/" + p.key;
+  p.logs = p.dir + "/logs/" + p.key;
+  for (const auto& d : {p.runs, p.plans, p.logs}) make_dirs(d);
+  return p;
+}
+
+// The three FP32 runs, checked: each must complete, following its plan.
+trajectory::TrajectoryFile fp32_reference(const std::vector<ExecutedRun>& fp32, const std::string& path) {
+  for (const auto& e : fp32) {
+    const auto c = check_recording(e);
+    if (c.outcome != "judged" || attribute(c.file, "status", "completed") != "completed")
+      throw std::runtime_error(
+          "the FP32 run '" + e.plan.run + "' did not complete (" +
+          (c.outcome == "judged" ? "status " + attribute(c.file, "status") : c.outcome) + "): " + c.message +
+          (c.message.empty() ? "the end of its log (" + e.log + "):\n" + log_tail(e.log) : std::string()) +
+          "\nHINT: the sweep judges every strategy against the command's own FP32 training: make "
+          "it run in FP32 first");
+  }
+  ReferenceInputs in{fp32[0].recording, {"seed:" + fp32[1].recording, "skip:" + fp32[2].recording}, path, true};
+  auto ref = build_reference(in);
+  trajectory::write_trajectory(path, ref, /*overwrite=*/true);  // the sweep directory's own file
+  return ref;
+}
+
+std::string probe_note(const trajectory::TrajectoryFile& f) {
+  const std::string module = attribute(f, "first_nonfinite_module");
+  if (module.empty()) return "";
+  return "; first non-finite: module " + module + " (" + attribute(f, "first_nonfinite_pass", "forward") +
+         ") at step " + attribute(f, "first_nonfinite_step", "?");
+}
+
+// Why a pure low-precision strategy fails when its updates are lost (the fix is not a module).
+bool lost_updates(const SweepRow& r) {
+  return r.strategy.rfind("pure-", 0) == 0 &&
+         (r.judged.verdict == "stalls" || r.judged.deciding_signal == "update_norm");
+}
+const char* kMasterWeightsFix =
+    "fix: fp32 master weights — keep the parameters in FP32 and compute in low precision (bf16-autocast), or an "
+    "optimizer that keeps fp32 master copies; a bf16 weight cannot take an update smaller than 2^-8 of its value";
+
+SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& ref, const std::string& ref_path,
+                        const SweepOptions& o, const std::string& dir, double fp32_ms) {
+  SweepRow row;
+  row.strategy = e.plan.strategy;
+  row.speedup = NAN;
+  const RecordingCheck c = check_recording(e);
+  row.outcome = c.outcome;
+  if (c.outcome != "judged" && c.outcome != "partial") {
+    row.judged.name = e.plan.strategy;
+    row.judged.strategy = e.plan.strategy;
+    row.judged.verdict = c.outcome == "refused" ? "refused" : "-";
+    row.judged.pass = c.outcome == "refused";  // a strategy the framework cannot apply here is not a failure
+    row.judged.message = c.message;
+    return row;
+  }
+  JudgeInputs j{{}, ref_path, "tracks", e.plan.strategy, {}};
+  row.judged = judge_recording(e.recording, ref, ref_path, j, dir, o.strict);
+  row.judged.name = e.plan.strategy;
+  row.judged.message += probe_note(c.file);
+  if (c.outcome == "partial") row.judged.message += "; stopped at the time limit (" + e.process.describe() + ")";
+  if (lost_updates(row)) row.judged.message += "; lost updates: " + std::string(kMasterWeightsFix);
+  row.speedup = fp32_ms / row.judged.median_step_ms;
+  return row;
+}
+
+// The failing run's probes: short runs with modules kept in FP32, judged against the reference's first steps.
+void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const trajectory::TrajectoryFile& ref,
+                  const std::string& ref_path, const SweepPaths& paths, const SweepOptions& o, std::ostream& log,
+                  int& trainings) {
+  // a probe as long as needed to show the failure: the whole run when it is short (≤ 100 steps) or fails only as a
+  // whole (skipped fraction, stalls), else up to its first divergence and a quarter more — never shorter than 100
+  // steps, so a loss scaler's first calibration skips weigh as little as in the run itself
+  const int64_t total = ref.trajectory.size();
+  const int64_t fail_at = row.judged.first_divergence_step;
+  int64_t steps = o.probe_steps > 0             ? o.probe_steps
+                  : total <= 100 || fail_at < 0 ? total
+                                                : std::max<int64_t>(100, fail_at + fail_at / 4 + 1);
+  steps = std::min(steps, total);
+  const auto cut = first_steps(ref, steps);
+  int n = 0;
+  log << "localizing " << row.strategy << " (probes of " << steps << " steps)\n";
+  const Probe probe = [&](const std::vector<std::string>& keep) {
+    PlannedRun p{"probe-" + row.strategy + "-" + std::to_string(++n), row.strategy, "", 0, keep, steps};
+    const ExecutedRun e = execute_run(p, paths, o, log);
+    trainings += !e.reused;
+    ProbeOutcome out;
+    const RecordingCheck c = check_recording(e);
+    if (c.outcome != "judged") {
+      out.verdict = c.outcome;
+      out.message = c.message;
+      return out;
+    }
+    JudgeInputs j{{}, ref_path, "tracks", row.strategy, {}};
+    const auto judged = judge_recording(e.recording, cut, ref_path, j, paths.runs, o.strict);
+    out.tracks = judged.verdict == "tracks";
+    out.verdict = judged.verdict;
+    out.message = judged.message;
+    out.ms_per_step = judged.median_step_ms;
+    return out;
+  };
+  row.localization = localize(tree, probe);
+  row.localized = true;
+  if (!row.localization.found && row.strategy.rfind("pure-", 0) == 0)
+    row.localization.message += "; " + std::string(kMasterWeightsFix);
+  row.judged.message += "; localized: " + row.localization.message;
+}
+
+std::vector<ModuleInfo> module_tree(const trajectory::TrajectoryFile& f) {
+  std::vector<ModuleInfo> tree;
+  const std::string text = attribute(f, "modules");
+  if (text.empty()) return tree;
+  try {
+    for (const auto& m : nlohmann::json::parse(text))
+      tree.push_back({m.at(0).get<std::string>(), m.at(1).get<int64_t>()});
+  } catch (const std::exception& e) {
+    throw std::runtime_error("attribute 'modules' of the FP32 recording: expected a JSON list of [name, parameters], " +
+                             std::string(e.what()));
+  }
+  return tree;
+}
+
+std::string recommend(const SweepResult& r) {
+  const SweepRow* best = nullptr;
+  for (const auto& row : r.rows)
+    if (row.outcome == "judged" && row.judged.verdict == "tracks" && row.judged.pass && std::isfinite(row.speedup) &&
+        (!best || row.speedup > best->speedup))
+      best = &row;
+  if (!best)
+    return "none of the strategies tracks FP32 here: train in FP32" +
+           std::string(r.rows.empty() ? "" : " (--localize names the modules to keep in FP32)");
+  const std::string signal =
+      best->judged.deciding_signal.empty() ? best->judged.max_signal : best->judged.deciding_signal;
+  std::ostringstream s;
+  if (best->speedup < 1) s << "fp32: every strategy that tracks is slower than FP32 on this device; the fastest, ";
+  s << best->strategy << ": tracks FP32 (largest deviation: " << signal << ", margin "
+    << report::format_number(best->judged.max_deviation_bands, 3) << "), " << report::format_number(best->speedup, 3)
+    << "x FP32's speed (" << report::format_number(best->judged.median_step_ms, 3) << " vs "
+    << report::format_number(r.fp32.median_step_ms, 3) << " ms/step)";
+  if (std::isfinite(r.timing_spread) && r.timing_spread > 1.05 &&
+      std::max(best->speedup, 1 / best->speedup) < r.timing_spread)
+    s << " — within the timing noise: the three FP32 runs' ms/step differ by "
+      << report::format_number((r.timing_spread - 1) * 100, 2)
+      << "%, so this speed ranking is not decisive; sweep again on a quiet machine";
+  if (best->judged.peak_memory_bytes > 0 && r.fp32.peak_memory_bytes > 0)
+    s << ", peak memory " << report::format_number(best->judged.peak_memory_bytes / 1048576.0, 4) << " MiB (FP32 "
+      << report::format_number(r.fp32.peak_memory_bytes / 1048576.0, 4) << " MiB)";
+  return s.str();
+}
+
+void write_sweep_reports(SweepResult& r) {
+  r.summary.suite = "sweep";
+  r.summary.device_class = r.fp32.device_class;
+  r.summary.date = run::utc_now();
+  for (const auto& row : r.rows) r.summary.scenarios.push_back(row.judged);
+  report::write_run_reports(r.dir, r.summary);
+  report::write_html_report(r.dir, r.summary);
+  nlohmann::ordered_json j;
+  j["key"] = r.key;
+  j["device"] = r.device;
+  j["recommendation"] = r.recommendation;
+  j["trainings"] = r.trainings;
+  j["reused"] = r.reused;
+  j["seconds"] = r.seconds;
+  j["fp32_ms_per_step"] = r.fp32.median_step_ms;
+  j["fp32_timing_spread"] = std::isfinite(r.timing_spread) ? nlohmann::json(r.timing_spread) : nlohmann::json(nullptr);
+  for (const auto& row : r.rows) {
+    nlohmann::ordered_json s;
+    s["strategy"] = row.strategy;
+    s["outcome"] = row.outcome;
+    s["verdict"] = row.judged.verdict;
+    s["pass"] = row.judged.pass;
+    s["message"] = row.judged.message;
+    s["speedup"] = std::isfinite(row.speedup) ? nlohmann::json(row.speedup) : nlohmann::json(nullptr);
+    if (row.localized) {
+      s["localization"]["found"] = row.localization.found;
+      s["localization"]["modules"] = row.localization.modules;
+      s["localization"]["parent"] = row.localization.parent;
+      s["localization"]["probes"] = row.localization.probes.size();
+      s["localization"]["message"] = row.localization.message;
+    }
+    j["strategies"].push_back(s);
+  }
+  io::write_file_atomically(r.dir + "/sweep.json", j.dump(2) + "\n");
+}
+
+}  // namespace
+
+SweepResult sweep(const SweepOptions& o, std::ostream& log) {
+  if (o.command.empty())
+    throw std::invalid_argument("sweep: no training command. HINT: ampcheck sweep [options] -- python train.py ...");
+  const auto t0 = std::chrono::steady_clock::now();
+  SweepResult r;
+  r.device = o.device == "auto" ? (at::hasCUDA() ? "cuda" : "cpu") : o.device;
+  if (r.device != "cpu" && r.device != "cuda") throw std::invalid_argument("--device: expected auto, cpu or cuda");
+  const std::vector<std::string> strategies = o.strategies.empty() ? sweep_strategies(r.device) : o.strategies;
+  const SweepPaths paths = prepare_paths(o);
+  r.dir = paths.dir;
+  r.key = paths.key;
+  log << "sweep " << r.key << " (" << r.device << "): 3 FP32 runs + " << strategies.size() << " strategies\n";
+  auto run = [&](const PlannedRun& p) {
+    ExecutedRun e = execute_run(p, paths, o, log);
+    (e.reused ? r.reused : r.trainings) += 1;
+    return e;
+  };
+  const std::vector<ExecutedRun> fp32 = {run({"fp32", "fp32", "", 0, {}, o.steps}),
+                                         run({"fp32-seed", "fp32", "seed", 1, {}, o.steps}),
+                                         run({"fp32-skip", "fp32", "skip", 0, {}, o.steps})};
+  const std::string ref_path = r.dir + "/reference.h5";
+  const auto ref = fp32_reference(fp32, ref_path);
+  const auto fp32_file = reference::read_external_run(fp32[0].recording);
+  fill_recorded_measurements(r.fp32, fp32_file);
+  double fastest = r.fp32.median_step_ms, slowest = r.fp32.median_step_ms;
+  for (size_t i = 1; i < fp32.size(); ++i) {
+    report::ScenarioSummary other;
+    fill_recorded_measurements(other, reference::read_external_run(fp32[i].recording));
+    fastest = std::min(fastest, other.median_step_ms);
+    slowest = std::max(slowest, other.median_step_ms);
+  }
+  r.timing_spread = slowest / fastest;
+  r.fp32.device_class = attribute(fp32_file, "device_class", r.device);
+  r.summary.libtorch_version = attribute(fp32_file, "torch_version", "-");
+  r.summary.cuda_version = attribute(fp32_file, "cuda_version");
+  r.summary.device_name = attribute(fp32_file, "device_name", r.fp32.device_class);
+  for (const auto& s : strategies) {
+    const ExecutedRun e = run({s, s, "", 0, {}, o.steps});
+    r.rows.push_back(judge_strategy(e, ref, ref_path, o, r.dir, r.fp32.median_step_ms));
+  }
+  if (o.localize) {
+    const auto tree = module_tree(fp32_file);
+    for (auto& row : r.rows)
+      if ((row.outcome == "judged" || row.outcome == "partial") && row.judged.verdict != "tracks" &&
+          row.judged.verdict != "error")
+        localize_row(row, tree, ref, ref_path, paths, o, log, r.trainings);
+  }
+  r.recommendation = recommend(r);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_sweep_reports(r);
+  return r;
+}
+
+}  // namespace ampcheck::usecases

@@ -1,0 +1,62 @@
+// sweep: which precision strategy is safe and fastest for the user's own model, on this machine. The user's unchanged
+// training command runs once per run as a separate process, told through the environment which run it is
+// (AMPCHECK_PLAN: docs/USING.md "The sweep's environment contract"); the recorder / integrations apply the plan and
+// record. Three FP32 runs (the reference, another seed, the first optimizer step skipped) give the reference and its
+// noise; every candidate strategy is judged against it as `judge` judges; --localize bisects the module tree of a
+// failing strategy (localize.h). The sweep directory is written in place and resumable: finished runs are reused
+// (their plan unchanged), --force redoes them.
+#pragma once
+
+#include "usecases/localize.h"
+
+#include "report/summary.h"
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace ampcheck::usecases {
+
+struct SweepOptions {
+  std::vector<std::string> command;     // the user's training command (argv)
+  std::string out_dir = "sweep";        // the sweep directory
+  int64_t steps = 0;                    // every run's step limit (0: the script's own length)
+  bool force = false;                   // redo every run, the FP32 runs included
+  bool localize = false;                // bisect the modules of every failing strategy
+  int64_t probe_steps = 0;              // a localization probe's length (0: the run's, or to the failure + 25%)
+  std::vector<std::string> strategies;  // the candidates (empty: every one the device supports)
+  std::string device = "auto";          // which strategies the device supports: auto (CUDA when present), cpu, cuda
+  double timeout_s = 0;                 // per run, seconds (0: none)
+  bool strict = false;
+};
+
+// The strategies a sweep offers on a device ("cpu" | "cuda").
+std::vector<std::string> sweep_strategies(const std::string& device);
+
+struct SweepRow {
+  std::string strategy;
+  std::string outcome;  // judged | error | refused | not-opted-in | ignored-plan | recorded-nothing | partial
+  report::ScenarioSummary judged;  // the verdict, its signals, measurements (verdict "-" where not judged)
+  double speedup = 0;              // FP32's ms/step over this run's (NaN where unmeasured)
+  bool localized = false;
+  Localization localization;
+};
+
+struct SweepResult {
+  std::string dir, key;          // the sweep directory; the FP32 runs' cache key (the command, its directory, --steps)
+  std::string device;            // cpu | cuda
+  report::ScenarioSummary fp32;  // the FP32 run's row (measurements)
+  // the timing noise: the largest over the smallest ms/step of the three FP32 runs (the same training, so any spread
+  // is the machine's); a speed-up within it is not decisive (NaN where unmeasured)
+  double timing_spread = 0;
+  std::vector<SweepRow> rows;
+  std::string recommendation;     // the fastest strategy that tracks, with what it costs and saves
+  int trainings = 0, reused = 0;  // runs trained by this sweep, runs reused from an earlier one
+  double seconds = 0;
+  report::RunSummary summary;  // what summary.json / report.html hold
+};
+
+SweepResult sweep(const SweepOptions& o, std::ostream& log);
+
+}  // namespace ampcheck::usecases

@@ -1,0 +1,153 @@
+// The runs of a sweep: plan files, the user's command run per plan, recordings checked against their plans
+// (sweep_runs.h).
+#include "usecases/sweep_runs.h"
+
+#include "usecases/result_rows.h"
+#include "usecases/scenario_files.h"
+
+#include "io/files.h"
+#include "reference/external_run.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace ampcheck::usecases {
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// What the recorder must have seen for a strategy: autocast dtype and parameter dtype ("" = not checked).
+std::pair<std::string, std::string> expected_precision(const std::string& strategy) {
+  if (strategy == "fp32" || strategy == "tf32") return {"none", "float32"};
+  if (strategy == "bf16-autocast") return {"bfloat16", "float32"};
+  if (strategy == "fp16-autocast-scaler") return {"float16", "float32"};
+  if (strategy == "pure-bf16") return {"", "bfloat16"};
+  return {"", ""};
+}
+
+}  // namespace
+
+std::string plan_text(const PlannedRun& p, const std::string& recording, const std::string& workload) {
+  nlohmann::ordered_json j;
+  j["version"] = 1;
+  j["run"] = p.run;
+  j["strategy"] = p.strategy;
+  j["record"] = recording;
+  j["max_steps"] = p.max_steps;
+  j["seed_offset"] = p.seed_offset;
+  j["perturbation"] = p.perturbation;
+  j["keep_fp32"] = p.keep_fp32;
+  j["workload"] = workload;
+  return j.dump(2) + "\n";
+}
+
+std::string log_tail(const std::string& path, size_t max_chars) {
+  const std::string s = read_text(path);
+  return s.size() > max_chars ? "..." + s.substr(s.size() - max_chars) : s;
+}
+
+ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const SweepOptions& o, std::ostream& log) {
+  ExecutedRun e{p, paths.runs + "/" + p.run + ".h5", paths.logs + "/" + p.run + ".log", {}, false};
+  const std::string plan_path = paths.plans + "/" + p.run + ".json";
+  const std::string plan = plan_text(p, e.recording, paths.workload);
+  if (!o.force && file_exists(e.recording) && file_exists(plan_path) && read_text(plan_path) == plan) {
+    try {
+      const auto f = reference::read_external_run(e.recording);
+      const std::string status = attribute(f, "status", "completed");
+      if (status == "completed" || status == "nonfinite" || status == "error") {
+        e.reused = true;
+        e.process.exit_code = 0;
+        log << "  " << p.run << ": reused " << e.recording << "\n";
+        return e;
+      }
+    } catch (const std::exception&) {  // an unreadable or unfinished recording is run again
+    }
+  }
+  // this sweep's own files (the directory is marked as ampcheck's): the old recording and log go
+  std::remove(e.recording.c_str());
+  std::remove(e.log.c_str());
+  io::write_file_atomically(plan_path, plan);
+  log << "  " << p.run << " (" << p.strategy
+      << (p.keep_fp32.empty() ? "" : ", " + std::to_string(p.keep_fp32.size()) + " module(s) kept in FP32") << ") ..."
+      << std::flush;
+  e.process = io::run_process(o.command, {{"AMPCHECK_PLAN", plan_path}}, e.log, o.timeout_s);
+  log << " " << e.process.describe() << ", " << static_cast<int64_t>(e.process.seconds + 0.5) << " s\n" << std::flush;
+  return e;
+}
+
+RecordingCheck check_recording(const ExecutedRun& e) {
+  RecordingCheck c;
+  const std::string& run = e.plan.run;
+  if (!file_exists(e.recording)) {
+    if (e.process.started && e.process.exit_code == 0 && !e.process.timed_out) {
+      c.outcome = "not-opted-in";
+      c.message = "the command finished (exit 0) but recorded nothing at " + e.recording +
+                  ": it does not opt in. HINT: record with ampcheck.Recorder or the HF / Lightning / Accelerate "
+                  "callback, which read AMPCHECK_PLAN (docs/USING.md, \"The sweep's environment contract\")";
+    } else {
+      c.outcome = "error";
+      c.message = "the command " + e.process.describe() + " before recording anything; the end of its log (" + e.log +
+                  "):\n" + log_tail(e.log);
+    }
+    return c;
+  }
+  try {
+    c.file = reference::read_external_run(e.recording);
+  } catch (const std::exception& ex) {
+    c.outcome = "error";
+    c.message = std::string("its recording cannot be read: ") + ex.what();
+    return c;
+  }
+  const std::string recorded_run = attribute(c.file, "plan_run");
+  if (recorded_run.empty()) {
+    c.outcome = "ignored-plan";
+    c.message = e.recording +
+                " carries no plan_run attribute: the script records, but never read AMPCHECK_PLAN. HINT: use "
+                "ampcheck's Recorder or callbacks of this version, or apply the plan yourself (docs/USING.md)";
+    return c;
+  }
+  if (recorded_run != run || attribute(c.file, "plan_strategy") != e.plan.strategy) {
+    c.outcome = "ignored-plan";
+    c.message = e.recording + " was recorded for run '" + recorded_run + "' (" + attribute(c.file, "plan_strategy") +
+                "), not for this plan's '" + run + "' (" + e.plan.strategy + ")";
+    return c;
+  }
+  const std::string applied = attribute(c.file, "plan_applied", "yes");
+  if (applied.rfind("refused", 0) == 0) {
+    c.outcome = "refused";
+    c.message = applied;
+    return c;
+  }
+  const auto [autocast, params] = expected_precision(e.plan.strategy);
+  const std::string got_autocast = attribute(c.file, "autocast_dtype"), got_params = attribute(c.file, "param_dtype");
+  const bool autocast_off = (!autocast.empty() && !got_autocast.empty() && got_autocast != autocast);
+  const bool params_off = (!params.empty() && !got_params.empty() && got_params != params);
+  const std::string status = attribute(c.file, "status", "completed");
+  // (a probe keeps modules in FP32: what the recorder sees at the forward may be FP32 by design)
+  if ((autocast_off || params_off) && status != "error" && e.plan.keep_fp32.empty()) {
+    c.outcome = "ignored-plan";
+    c.message = "the run trained with autocast " + got_autocast + " and " + got_params + " parameters; the plan (" +
+                e.plan.strategy + ") says autocast " + (autocast.empty() ? "any" : autocast) + " and " +
+                (params.empty() ? "any" : params) +
+                " parameters: the script overrides the plan (e.g. a hard-coded fp16=True, bf16=True or .half())";
+    return c;
+  }
+  if (c.file.trajectory.rows.empty() && status != "error") {
+    c.outcome = "recorded-nothing";
+    c.message = e.recording + " holds no steps (status " + status + ")";
+    return c;
+  }
+  c.outcome = status == "running" || status == "interrupted" ? "partial" : "judged";
+  return c;
+}
+
+}  // namespace ampcheck::usecases
