@@ -22,7 +22,7 @@ for case in kill hang; do
   out=$work/$case
   "$ampcheck" run "$work/dist-long.yaml" --device cpu --steps 3000 --out "$out" > "$work/$case.log" 2>&1 &
   launcher=$!
-  # while it runs, the run directory is the staging directory beside --out (cli/output_dir.h)
+  # while it runs, the run directory is the staging directory beside --out (usecases/run_directory.h)
   pids=$work/.$case.partial-$launcher/dist-long.ranks/pids
   wait_for_pids "$pids"
   sleep 2

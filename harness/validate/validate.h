@@ -1,5 +1,5 @@
 // `ampcheck validate`: does this GPU / driver / library stack compute what a known-good one computed? The pieces
-// the command (cli/validate_command.cpp) puts together, each testable on its own:
+// the command (usecases/validate_stack.cpp) puts together, each testable on its own:
 //   - golden trajectories: a validation scenario's own run (not its FP32 reference) with per-step digests of every
 //     parameter and gradient, kept per *golden class* — the device class, and for CPUs the ATen kernel capability
 //     (the CPU's FP32 bits change with it): references/validate/<golden class>/<scenario>.h5;
