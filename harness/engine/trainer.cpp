@@ -394,8 +394,9 @@ void Trainer::raised(RunOutcome& out, const std::string& error) {
 RunOutcome Trainer::run() {
   RunOutcome out;
   const int64_t flush_every = std::max<int64_t>(1, cfg_.loop.log_every);
+  const int64_t end = cfg_.loop.stop_after > 0 ? std::min(cfg_.loop.stop_after, cfg_.loop.steps) : cfg_.loop.steps;
   try {
-    while (next_step_ < cfg_.loop.steps) {
+    while (next_step_ < end) {
       if (cfg_.loop.resume_at > 0 && next_step_ == cfg_.loop.resume_at) {
         flush();
         bool restore = cfg_.loop.resume_restore_scaler;
@@ -405,7 +406,7 @@ RunOutcome Trainer::run() {
         restart_from_checkpoint(restore);
       }
       train_step(next_step_);
-      if (next_step_ % flush_every == 0 || next_step_ == cfg_.loop.steps) {
+      if (next_step_ % flush_every == 0 || next_step_ == end) {
         flush();
         const auto& last = trajectory_.rows.back();
         if (!std::isfinite(last[trajectory::kParamNorm])) {  // params poisoned: nothing further can recover

@@ -56,7 +56,8 @@ class Trainer {
   Trainer(RunConfig cfg, at::Device device, GradientSync* sync = nullptr);
   ~Trainer();
 
-  // Runs steps [start_step(), cfg.loop.steps). Exceptions from the step (e.g. GradScaler's) end the run as Error.
+  // Runs steps [start_step(), cfg.loop.steps) (the first loop.stop_after where set). Exceptions from the step (e.g.
+  // GradScaler's) end the run as Error.
   RunOutcome run();
   // Runs until step `until` (exclusive); exceptions propagate.
   void run_until(int64_t until);
