@@ -72,7 +72,8 @@ d = sys.argv[1]
 row = json.load(open(f"{d}/summary.json"))["scenarios"][0]
 want = "first non-finite: module head (forward) at step 0"
 assert want in row["message"], row["message"]
-assert want in h5py.File(f"{d}/mlp-head-overflow.h5", "r").attrs["verdict_message"]
+attr = h5py.File(f"{d}/mlp-head-overflow.h5", "r").attrs["verdict_message"]
+assert want in (attr.decode() if isinstance(attr, bytes) else str(attr)), attr
 print("check:", row["message"])
 PY
 "$ampcheck" judge "$work/c/mlp-head-overflow.h5" --reference "$(ls "$src"/references/cpu/mlp-small-*.h5 | head -1)" \

@@ -204,7 +204,7 @@ std::string localize_json(const LocalizeResult& r) {
       e["candidates"] = s.candidates;
       e["probe_bound"] = s.probe_bound;
       e["probe_steps"] = s.probe_steps;
-      e["message"] = s.localization.message;
+      e["localization"] = s.localization.message;
       if (!s.fix.empty()) e["fix"] = s.fix;
       if (s.localization.found)
         e["cost"] = {{"kept_ms_per_step", number_or_null(s.kept_ms_per_step)},
