@@ -146,7 +146,7 @@ at::Tensor Gpt::linear(int site, const at::Tensor& x, const at::Tensor& w, const
   if (cfg_.gemm_epilogues && b.defined() && kernels::gemm_epilogues_apply(xi, w))
     return s.out(kernels::linear_epilogues(xi, w, b, kernels::Impl::Auto, wc, bc));
   if (cfg_.fused_bias_gelu && b.defined()) return s.out(kernels::linear_bias_gelu(xi, w, b, /*gelu=*/false));
-  return s.out(at::linear(xi, w, b));
+  return s.out(at::linear(xi, s.param(w), b));  // (param: a tied weight kept fp32 by its owner, cast to the model's)
 }
 
 at::Tensor Gpt::embedding(int site, const at::Tensor& w, const at::Tensor& indices) {

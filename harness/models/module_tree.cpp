@@ -152,7 +152,11 @@ at::Tensor ModuleScope::in(const at::Tensor& x) {
 }
 
 at::Tensor ModuleScope::param(const at::Tensor& w) const {
-  return kept_ && w.scalar_type() != at::kFloat ? w.to(at::kFloat) : w;
+  if (kept_) return w.scalar_type() != at::kFloat ? w.to(at::kFloat) : w;
+  // a parameter kept fp32 by the module that owns it, used here where it is not kept (the tied lm_head's weight of a
+  // kept wte) in a model cast whole: in the model's dtype, as an untied copy would be
+  if (policy_.model_dtype != at::kFloat && w.scalar_type() == at::kFloat) return w.to(policy_.model_dtype);
+  return w;
 }
 
 at::Tensor ModuleScope::out(const at::Tensor& y) {

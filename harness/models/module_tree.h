@@ -87,7 +87,8 @@ class ModuleScope {
   ModuleScope(const ModuleScope&) = delete;
   ModuleScope& operator=(const ModuleScope&) = delete;
   at::Tensor in(const at::Tensor& x);
-  at::Tensor param(const at::Tensor& w) const;  // a parameter used inside: fp32 where kept (a tied weight)
+  at::Tensor param(
+      const at::Tensor& w) const;  // a parameter used inside: fp32 where kept (a tied weight), else the model dtype
   at::Tensor out(const at::Tensor& y);
   bool kept() const { return kept_; }
 
