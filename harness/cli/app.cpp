@@ -33,8 +33,9 @@ struct CommandLine::State {
   CLI::App app{"ampcheck: mixed-precision training correctness harness"};
   CLI::App *list = nullptr, *run = nullptr, *record = nullptr, *check = nullptr, *validate = nullptr,
            *compare = nullptr, *report = nullptr, *doctor = nullptr, *judge = nullptr, *ref_cmd = nullptr,
-           *rank_cmd = nullptr, *allreduce_cmd = nullptr, *sweep = nullptr;
+           *rank_cmd = nullptr, *allreduce_cmd = nullptr, *sweep = nullptr, *localize = nullptr;
   usecases::SweepOptions sweep_opts;
+  usecases::LocalizeOptions localize_opts;
   std::string sweep_strategies;
   std::string list_suite;
   ValidateOptions validate_opts;
@@ -283,6 +284,22 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.sweep->add_flag("--force", s.sweep_opts.force, "train every run again, the cached FP32 runs included");
   s.sweep->add_flag("--strict", s.sweep_opts.strict, "warnings fail (as for check)");
 
+  s.localize = app.add_subcommand(
+      "localize",
+      "for a scenario whose strategy fails against its FP32 reference: which modules to keep in FP32 for it to track "
+      "(sweep --localize's bisection, each probe the scenario with model.keep_fp32 set)");
+  s.localize->add_option("scenarios", s.localize_opts.run.scenarios, "scenario YAML files")->required();
+  s.localize->add_option("--device", s.localize_opts.run.device, "auto | cpu | cuda (default: the scenario's)");
+  s.localize->add_option("--out", s.localize_opts.run.out_dir, "run directory")->default_val("reports/latest");
+  s.localize->add_flag("--force", s.localize_opts.run.force, "overwrite existing result files");
+  s.localize->add_option("--references", s.localize_opts.run.references,
+                         "reference root (default: <source>/references)");
+  s.number(s.localize, "--probe-steps", s.localize_opts.probe_steps,
+           "a probe's steps (default: the run's own; for a run over 100 steps that diverges, up to the first "
+           "divergence + 25%, at least 100); the learning-rate schedule stays the run's",
+           1, kMaxSteps);
+  s.localize->add_flag("--strict", s.localize_opts.run.strict, "warnings fail a probe (as for check)");
+
   // one rank of a data-parallel run started by ampcheck itself (harness/distributed/launcher.h); not for users
   s.rank_cmd = app.add_subcommand("_rank", "")->group("");
   s.rank_cmd->add_option("SCENARIO", s.rank_scenario)->required();
@@ -339,6 +356,7 @@ int CommandLine::run(std::ostream& err) {
       for (std::string name; std::getline(list, name, ',');) s.sweep_opts.strategies.push_back(name);
       return cmd_sweep(s.sweep_opts);
     }
+    if (*s.localize) return cmd_localize(s.localize_opts);
     if (*s.ref_cmd) return cmd_reference({s.ref_run, s.ref_spread, s.ref_out, s.ref_force});
     return cmd_default(run_opts_);
   } catch (const std::exception& e) {

@@ -131,4 +131,16 @@ int cmd_sweep(const usecases::SweepOptions& o) {
   return 0;
 }
 
+int cmd_localize(const usecases::LocalizeOptions& o) {
+  const auto r = usecases::localize_scenarios(o, std::cout);
+  if (!r.skipped.empty()) {
+    std::cout << "SKIPPED: " << r.skipped << "\n";
+    return r.exit_code();
+  }
+  print_localize_table(r);
+  std::cout << "reports: " << r.reports_dir << "/{summary.json,junit.xml,summary.md,report.html,localize.json}\n"
+            << r.summary.passed() << " passed, " << r.summary.failed() << " failed\n";
+  return r.exit_code();
+}
+
 }  // namespace ampcheck::cli

@@ -69,4 +69,29 @@ void print_sweep_table(const usecases::SweepResult& r) {
   std::cout << io::printable_text(t.str());
 }
 
+void print_localize_table(const usecases::LocalizeResult& r) {
+  std::ostringstream t;
+  auto mib = [](int64_t b) { return b > 0 ? fmt(b / 1048576.0, 4) : std::string("-"); };
+  t << "\n"
+    << std::left << std::setw(30) << "scenario" << std::setw(22) << "strategy" << std::setw(11) << "verdict"
+    << std::setw(32) << "keep in FP32" << std::setw(9) << "probes" << std::setw(17) << "ms/step kept/run"
+    << std::setw(20) << "peak MiB kept/run"
+    << "result\n";
+  for (const auto& s : r.scenarios) {
+    const auto& L = s.localization;
+    std::string keep = !s.localized ? "-" : L.found ? "" : "no small set";
+    for (const auto& m : L.found ? L.modules : std::vector<std::string>{}) keep += (keep.empty() ? "" : ",") + m;
+    const std::string probes =
+        s.localized ? std::to_string(L.probes.size()) + "/" + std::to_string(static_cast<int64_t>(s.probe_bound)) : "-";
+    const bool cost = s.localized && L.found;
+    t << std::left << std::setw(30) << s.scenario << std::setw(22) << s.strategy << std::setw(11) << s.row.verdict
+      << std::setw(32) << keep << std::setw(9) << probes << std::setw(17)
+      << (cost ? fmt(s.kept_ms_per_step, 3) + "/" + fmt(s.failing_ms_per_step, 3) : "-") << std::setw(20)
+      << (cost ? mib(s.kept_peak_memory_bytes) + "/" + mib(s.failing_peak_memory_bytes) : "-")
+      << (s.row.pass ? "PASS" : "FAIL") << "\n";
+  }
+  for (const auto& s : r.scenarios) t << s.scenario << ": " << s.row.message << "\n";
+  std::cout << io::printable_text(t.str());
+}
+
 }  // namespace ampcheck::cli

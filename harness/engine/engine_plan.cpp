@@ -23,6 +23,34 @@ std::string reference_note(const at::Device& device) {
 // FP8 matmuls replace the block Linears (every fp8 layers setting includes the blocks)
 bool fp8_blocks(const RunConfig& cfg) { return cfg.strategy.fp8.has_value(); }
 
+// model.keep_fp32 expanded: every module of the tree that is kept or inside a kept one, in tree order
+std::vector<std::string> kept_modules(const models::ModelConfig& req) {
+  std::vector<std::string> out;
+  if (req.keep_fp32.empty()) return out;
+  for (const auto& m : models::module_tree(models::resolve_preset(req)))
+    for (const auto& k : req.keep_fp32)
+      if (models::parameter_in_module(m.name, k)) {
+        out.push_back(m.name);
+        break;
+      }
+  return out;
+}
+bool is_block_linear(const std::string& m) {
+  for (const char* leaf : {".attn.c_attn", ".attn.c_proj", ".mlp.c_fc", ".mlp.c_proj"}) {
+    const std::string l = leaf;
+    if (m.size() > l.size() && m.compare(m.size() - l.size(), l.size(), l) == 0) return true;
+  }
+  return false;
+}
+std::string first_kept(const std::vector<std::string>& kept, bool (*covered)(const std::string&)) {
+  for (const auto& m : kept)
+    if (covered(m)) return m;
+  return "";
+}
+std::string keeps(const std::string& module) {
+  return "model.keep_fp32 keeps " + module + " in FP32: the ATen path runs it";
+}
+
 bool activation_events(const RunConfig& cfg) { return cfg.faults && cfg.faults->scales_activations(); }
 
 struct Decide {
@@ -59,6 +87,11 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
   const bool gpt = req.kind == "gpt", llama = req.kind == "llama";
   const std::string not_gpt = llama ? "" : "only the GPT model has it (the model is " + req.kind + ")";
   const std::string ref = reference_note(device);
+  const std::vector<std::string> kept = kept_modules(req);
+  // the fused head spans the tied lm_head and (its tied path) wte; the fused LayerNorm every block and ln_f
+  const std::string kept_head = first_kept(kept, [](const std::string& m) { return m == "lm_head" || m == "wte"; });
+  const std::string kept_block =
+      first_kept(kept, [](const std::string& m) { return m.rfind("h.", 0) == 0 || m == "ln_f"; });
 
   if (req.head_loss != models::HeadLoss::Stock) {
     const bool fused = req.head_loss == models::HeadLoss::Fused;
@@ -68,7 +101,8 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
                       : (llama && !req.logits_fp32)
                           ? "the logits-dtype pitfall (model.logits_fp32: false) takes the cross-entropy on the logits "
                             "as they are; the fused head computes it in fp32"
-                          : "";
+                      : !kept_head.empty() ? keeps(kept_head)
+                                           : "";
     if (decide("model.head_loss", std::string(models::head_loss_name(req.head_loss)) + " head", why, fused ? ref : ""))
       m.head_loss = req.head_loss;
   }
@@ -80,6 +114,7 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
         : cfg.strategy.param_dtype != at::kFloat
             ? "the residual stream is " + dtype_str(cfg.strategy.param_dtype) + " (the kernel takes fp32 parameters)"
         : !req.attention_query_dtype.empty() ? "the attention-dtype pitfall changes the block's ops"
+        : !kept_block.empty()                ? keeps(kept_block) + " (the fused path spans every block)"
                                              : "";
     std::string note = ref;
     if (activation_events(cfg))
@@ -92,6 +127,9 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
                       : fp8_blocks(cfg) ? "FP8 matmuls compute the block Linears"
                                         : "";
     if (decide("model.fused_bias_gelu", "fused bias grads + GELU", why, ref)) m.fused_bias_gelu = true;
+    for (const auto& k : kept)  // the option stays on for the other Linears
+      if (m.fused_bias_gelu && is_block_linear(k))
+        decide("model.fused_bias_gelu", "fused bias grads for " + k, keeps(k));
   }
   if (req.gemm_epilogues) {
     // the block Linears' GEMMs take the epilogues in the dtype they compute in — autocast's, or the parameters' for a
@@ -113,6 +151,16 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
                            : "per Linear whose dimensions are multiples of 8; stock ops on the steps of a "
                              "planted MLP spike";
     if (decide("model.gemm_epilogues", "GEMM epilogues", why, note)) m.gemm_epilogues = true;
+    for (const auto& k : kept)  // (a kept c_fc or c_proj takes its MLP's pair off the fused GELU GEMMs)
+      if (m.gemm_epilogues && is_block_linear(k)) decide("model.gemm_epilogues", "GEMM epilogues for " + k, keeps(k));
+  }
+  if (cfg.strategy.fp8) {  // FP8 matmuls: the sites of the fp8 layers setting, each kept one left to the ATen path
+    const std::string& layers = cfg.strategy.fp8->layers;
+    for (const auto& k : kept) {
+      const bool site = is_block_linear(k) || (k == "lm_head" && layers != "blocks") ||
+                        ((k == "wte" || k == "wpe") && layers == "all");
+      if (site) decide("strategy.fp8", "FP8 matmul for " + k, keeps(k));
+    }
   }
   const LoopConfig& loop = cfg.loop;
   if (loop.fused_grad_check) {

@@ -28,6 +28,12 @@ class FaultHooks {
   virtual std::shared_ptr<const FaultHooks> for_rank(int64_t rank) const = 0;
   // Whether an event scales activations inside the forward (engine options that replace the forward's ops decline).
   virtual bool scales_activations() const = 0;
+  // Once, on the freshly built fp32 model (before it is cast or moved): faults that are part of the model.
+  virtual void at_init(std::vector<models::NamedParameter>& params, std::vector<std::string>& events) const = 0;
+  // What of these faults an FP32 reference of the run keeps (those that are part of the model; null: none), and their
+  // text in the reference key ("" if none).
+  virtual std::shared_ptr<const FaultHooks> kept_in_reference() const = 0;
+  virtual std::string reference_key_text() const = 0;
 
   virtual models::ForwardOptions forward_options(int64_t step, std::vector<std::string>& events) const = 0;
   virtual double loss_factor(int64_t step) const = 0;

@@ -50,6 +50,10 @@ struct LoopConfig {
   // stepped, the step counted as skipped): only the references' `skip` noise run sets it, to measure how far a one-step
   // delay moves this workload's FP32 training (reference/reference_store.h). Not a scenario field.
   int64_t delay_steps = 0;
+  // Train only the first `stop_after` of the `steps` steps (0: all): the learning-rate schedule stays `steps` long, so
+  // the steps run are those of the whole run — a short localization probe of a long scenario (usecases/localize.h),
+  // judged against its reference's first steps. Not a scenario field.
+  int64_t stop_after = 0;
   // Per-step digests of every parameter and gradient into the trajectory (Trajectory::digests; a host copy of each
   // per step): `ampcheck validate` sets it for its bitwise comparison. Not a scenario field.
   bool digests = false;

@@ -97,6 +97,7 @@ void Trainer::train_step(int64_t step) {
   host.fill(kNaN);
   host[trajectory::kLr] = lr;
   pending_host_.push_back(host);
+  pending_watch_.push_back(model_->take_nonfinite_watch());
   next_step_ = step + 1;
   timer_.stop();
   if (cfg_.loop.digests) record_digests();
@@ -329,12 +330,29 @@ void Trainer::flush() {
     auto host = pending_host_[i];
     for (int c = 0; c < trajectory::kNumDeviceColumns; ++c) host[c] = acc[i][c];
     host[trajectory::kStepTimeMs] = i < ms.size() ? ms[i] : kNaN;
+    note_first_nonfinite(static_cast<int64_t>(trajectory_.rows.size()), host, i);
     trajectory_.rows.push_back(host);
   }
   pending_rows_.clear();
   pending_host_.clear();
+  pending_watch_.clear();
   if (precision_) precision_->flush_into(trajectory_);
   if (progress_) progress_(trajectory_.size() - 1, trajectory_);
+}
+
+// The first non-finite step's first non-finite module, from the model's watch of that step: read (a SYNC POINT) only
+// for a step already known non-finite from its row, once per run.
+void Trainer::note_first_nonfinite(int64_t step, const std::array<double, trajectory::kNumColumns>& row,
+                                   size_t pending) {
+  if (first_nonfinite_.first_nonfinite_step >= 0) return;
+  const bool skipped =
+      scaler_ && row[trajectory::kSkipped] > 0 && step >= cfg_.loop.delay_steps;  // (a delayed step is no skip)
+  if (std::isfinite(row[trajectory::kLoss]) && std::isfinite(row[trajectory::kParamNorm]) && !skipped) return;
+  first_nonfinite_.first_nonfinite_step = step;
+  if (pending >= pending_watch_.size()) return;
+  const models::FirstNonfinite f = models::first_nonfinite(pending_watch_[pending], model_->module_tree());
+  first_nonfinite_.first_nonfinite_module = f.module;
+  first_nonfinite_.first_nonfinite_pass = f.pass;
 }
 
 double Trainer::evaluate() {
@@ -348,6 +366,7 @@ double Trainer::evaluate() {
     eval.training = false;
     sum += model_->loss(b.inputs, b.targets, eval).to(at::kDouble);
   }
+  model_->take_nonfinite_watch();  // evaluation is no training step: its watch is dropped
   return sum.item<double>() / static_cast<double>(cfg_.loop.eval_batches);  // SYNC POINT
 }
 
@@ -366,6 +385,8 @@ void Trainer::raised(RunOutcome& out, const std::string& error) {
   out.failed_step = next_step_;
   pending_rows_.clear();
   pending_host_.clear();
+  pending_watch_.clear();
+  model_->take_nonfinite_watch();
   if (precision_) precision_->discard();
   timer_.discard();
 }
@@ -373,8 +394,9 @@ void Trainer::raised(RunOutcome& out, const std::string& error) {
 RunOutcome Trainer::run() {
   RunOutcome out;
   const int64_t flush_every = std::max<int64_t>(1, cfg_.loop.log_every);
+  const int64_t end = cfg_.loop.stop_after > 0 ? std::min(cfg_.loop.stop_after, cfg_.loop.steps) : cfg_.loop.steps;
   try {
-    while (next_step_ < cfg_.loop.steps) {
+    while (next_step_ < end) {
       if (cfg_.loop.resume_at > 0 && next_step_ == cfg_.loop.resume_at) {
         flush();
         bool restore = cfg_.loop.resume_restore_scaler;
@@ -384,7 +406,7 @@ RunOutcome Trainer::run() {
         restart_from_checkpoint(restore);
       }
       train_step(next_step_);
-      if (next_step_ % flush_every == 0 || next_step_ == cfg_.loop.steps) {
+      if (next_step_ % flush_every == 0 || next_step_ == end) {
         flush();
         const auto& last = trajectory_.rows.back();
         if (!std::isfinite(last[trajectory::kParamNorm])) {  // params poisoned: nothing further can recover
@@ -401,6 +423,9 @@ RunOutcome Trainer::run() {
   }
   flush();
   out.steps_run = trajectory_.size();
+  out.first_nonfinite_step = first_nonfinite_.first_nonfinite_step;
+  out.first_nonfinite_module = first_nonfinite_.first_nonfinite_module;
+  out.first_nonfinite_pass = first_nonfinite_.first_nonfinite_pass;
   if (out.status == RunOutcome::Status::Completed && !trajectory_.rows.empty() &&
       !std::isfinite(trajectory_.rows.back()[trajectory::kLoss])) {
     out.status = RunOutcome::Status::NonFinite;

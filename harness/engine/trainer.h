@@ -40,6 +40,13 @@ struct RunOutcome {
   std::string error;         // the exception text for Error ("Attempting to unscale FP16 gradients.")
   int64_t failed_step = -1;  // step of the error / first non-finite loss or params
   int64_t steps_run = 0;
+  // The first step that went non-finite (a non-finite loss or parameters, or a step the GradScaler skipped for inf /
+  // NaN grads; -1: none) and the first module whose output (pass "forward", in forward order) or input gradient
+  // ("backward", in backward order) held an inf / NaN on it, as models::module_tree names it ("" when none did, e.g.
+  // a value planted into the grads after backward, or a step replayed from a CUDA graph).
+  int64_t first_nonfinite_step = -1;
+  std::string first_nonfinite_module;
+  std::string first_nonfinite_pass;
 };
 const char* status_name(RunOutcome::Status s);
 
@@ -49,7 +56,8 @@ class Trainer {
   Trainer(RunConfig cfg, at::Device device, GradientSync* sync = nullptr);
   ~Trainer();
 
-  // Runs steps [start_step(), cfg.loop.steps). Exceptions from the step (e.g. GradScaler's) end the run as Error.
+  // Runs steps [start_step(), cfg.loop.steps) (the first loop.stop_after where set). Exceptions from the step (e.g.
+  // GradScaler's) end the run as Error.
   RunOutcome run();
   // Runs until step `until` (exclusive); exceptions propagate.
   void run_until(int64_t until);
@@ -134,6 +142,9 @@ class Trainer {
   trajectory::Trajectory trajectory_;
   std::vector<at::Tensor> pending_rows_;  // (kNumDeviceColumns,) fp64 per step, on device
   std::vector<std::array<double, trajectory::kNumColumns>> pending_host_;
+  std::vector<models::NonfiniteWatch> pending_watch_;  // the model's non-finite watch of each pending step
+  RunOutcome first_nonfinite_;                         // its first_nonfinite_* fields, once a step went non-finite
+  void note_first_nonfinite(int64_t step, const std::array<double, trajectory::kNumColumns>& row, size_t pending);
   StepTimer timer_;                          // per-step time (CUDA events / wall clock)
   std::unique_ptr<StepGraphs> graphs_;       // train.cuda_graphs where the plan applies it, else null
   std::vector<data::Batch> static_batches_;  // the captured step's inputs (graphs only)

@@ -2,6 +2,9 @@
 // loss scaler. The step and the run are trainer.cpp's.
 #include "engine/trainer.h"
 
+#include <cstdlib>
+#include <string>
+
 namespace ampcheck::engine {
 
 // The model: built in fp32 on the CPU from the seed with the plan's engine fields, then cast / moved (the strategy's
@@ -10,7 +13,12 @@ void Trainer::build_model() {
   models::ModelConfig mc = plan_.model;
   mc.seed = cfg_.seed;
   model_ = models::make_model(mc);
+  if (faults_) faults_->at_init(model_->parameters(), trajectory_.events);  // planted module faults (scale_weights)
   model_->to(device_, cfg_.strategy.param_dtype);
+  // the first non-finite module (RunOutcome): a captured step replays without the host, so it watches nothing.
+  // AMPCHECK_NONFINITE_WATCH=0 turns it off (to measure what it costs: docs/PERFORMANCE.md).
+  const char* watch = std::getenv("AMPCHECK_NONFINITE_WATCH");
+  model_->set_nonfinite_watch(!plan_.cuda_graphs && !(watch && std::string(watch) == "0"));
   precision_ = make_precision_runtime(cfg_.strategy, *model_, device_);
 }
 

@@ -38,6 +38,22 @@ std::string num(double v) {
 }
 }  // namespace
 
+void Injector::at_init(std::vector<models::NamedParameter>& params, std::vector<std::string>& events) const {
+  at::NoGradGuard no_grad;
+  for (const auto& c : cfgs_) {
+    if (c.kind != InjectionKind::ScaleWeights) continue;
+    int hits = 0;
+    for (auto& p : params) {
+      const bool bias = p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+      if (bias || !models::parameter_in_module(p.name, c.module)) continue;
+      p.tensor.mul_(c.factor);
+      ++hits;
+    }
+    events.push_back("init: the weights of " + c.module + " (" + std::to_string(hits) + " tensor(s)) scaled by " +
+                     num(c.factor));
+  }
+}
+
 std::shared_ptr<const engine::FaultHooks> Injector::for_rank(int64_t rank) const {
   std::vector<InjectionConfig> mine;
   for (const auto& c : cfgs_)
@@ -49,6 +65,21 @@ bool Injector::scales_activations() const {
   for (const auto& c : cfgs_)
     if (c.kind == InjectionKind::ActivationScale) return true;
   return false;
+}
+
+std::shared_ptr<const engine::FaultHooks> Injector::kept_in_reference() const {
+  std::vector<InjectionConfig> model_faults;
+  for (const auto& c : cfgs_)
+    if (c.kind == InjectionKind::ScaleWeights) model_faults.push_back(c);
+  return model_faults.empty() ? nullptr : std::make_shared<Injector>(std::move(model_faults));
+}
+
+std::string Injector::reference_key_text() const {
+  std::ostringstream os;
+  os.precision(17);  // as the reference key's own numbers (reference_store.cpp)
+  for (const auto& c : cfgs_)
+    if (c.kind == InjectionKind::ScaleWeights) os << " scale_weights=" << c.module << "x" << c.factor;
+  return os.str();
 }
 
 models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::string>& events) const {

@@ -15,6 +15,10 @@
 //             is (almost) unchanged; nan_loss: the loss becomes NaN
 //   grads     overflow: inf, -inf, nan or a huge finite value written into chosen parameters' grads, after backward
 //             (and after the data-parallel all-reduce point), before unscale
+//   init      scale_weights: one module's weights (every parameter of it and its children but the biases) multiplied
+//             by a factor once, at initialisation, before the strategy casts the model: a planted module fault whose
+//             activations outgrow fp16's range while FP32 and bf16 (8 exponent bits) hold them; it is part of the
+//             model, so the FP32 reference keeps it (kept_in_reference)
 // Every application is recorded as an event in the trajectory. The Injector is the engine's FaultHooks
 // (engine/fault_hooks.h): a run carries it in RunConfig::faults (set_injections), and the trainer calls it at the
 // points above without knowing what is planted.
@@ -34,7 +38,7 @@ namespace ampcheck::inject {
 
 // BitFlip: one bit of one element of a parameter or a gradient flipped in place (a silent data corruption of the kind
 // a faulty GPU or memory produces), after backward and before the step.
-enum class InjectionKind { GradValue, ActivationScale, LossScale, NanLoss, BitFlip };
+enum class InjectionKind { GradValue, ActivationScale, LossScale, NanLoss, BitFlip, ScaleWeights };
 
 struct InjectionConfig {
   InjectionKind kind = InjectionKind::GradValue;
@@ -43,7 +47,8 @@ struct InjectionConfig {
   double value = INFINITY;     // GradValue: the value written (inf, -inf, nan or finite)
   std::string params = "*";    // GradValue: parameter-name glob ("*", "h.0.*", "wte")
   int64_t count = 1;           // GradValue: elements written per matching grad
-  double factor = 1.0;         // ActivationScale / LossScale: the multiplier
+  double factor = 1.0;         // ActivationScale / LossScale / ScaleWeights: the multiplier
+  std::string module;          // ScaleWeights: a module name of models::module_tree ("h.1.attn.c_proj", "fc.0")
   int64_t block = 0;           // ActivationScale: which block
   models::ActivationSite at =
       models::ActivationSite::Residual;  // ActivationScale: residual | mlp_input | mlp_input_spike
@@ -66,6 +71,10 @@ class Injector final : public engine::FaultHooks {
   // The events without a `rank` or with this one.
   std::shared_ptr<const engine::FaultHooks> for_rank(int64_t rank) const override;
   bool scales_activations() const override;  // an ActivationScale event
+  // ScaleWeights, once on the freshly built fp32 model (before it is cast or moved)
+  void at_init(std::vector<models::NamedParameter>& params, std::vector<std::string>& events) const override;
+  std::shared_ptr<const engine::FaultHooks> kept_in_reference() const override;  // the ScaleWeights events
+  std::string reference_key_text() const override;  // " scale_weights=<module>x<factor>" per ScaleWeights event
   models::ForwardOptions forward_options(int64_t step, std::vector<std::string>& events) const override;
   // The product of the loss-scale factors on_loss applies at this step (1 if none): what the fused LM head must know
   // in its forward to form its gradient at the scale backward will bring.

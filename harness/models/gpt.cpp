@@ -88,6 +88,15 @@ Gpt::Gpt(const ModelConfig& cfg) : cfg_(cfg) {
   }
   lnf_w_ = add("ln_f.weight", at::ones({C}, opts), false);
   lnf_b_ = add("ln_f.bias", at::zeros({C}, opts), false);
+  configure_modules(cfg);
+}
+
+int Gpt::site_module(int site) const {
+  const int blocks = static_cast<int>(blocks_.size());
+  constexpr int kSiteModule[4] = {3, 4, 7, 8};  // attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj
+  if (site < 4 * blocks) return block_module(static_cast<size_t>(site / 4), kSiteModule[site % 4]);
+  const int tail = site - 4 * blocks;  // 0 lm_head, 1 wte, 2 wpe
+  return tail == 0 ? 3 + 9 * blocks : tail == 1 ? 0 : 1;
 }
 
 std::vector<std::string> Gpt::parameter_names(const ModelConfig& resolved) {
@@ -126,20 +135,26 @@ std::vector<std::string> Gpt::matmul_sites() const {
   return sites;
 }
 
+// One Linear module: a kept one (model.keep_fp32) always takes the ATen path, in fp32
 at::Tensor Gpt::linear(int site, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& wc,
                        const at::Tensor& bc) {
+  ModuleScope s(policy(), site_module(site), device_type());
+  if (s.kept()) return s.out(at::linear(s.in(x), s.param(w), b.defined() ? s.param(b) : b));
+  const at::Tensor xi = s.in(x);
   if (MatmulOverride* o = matmul_override())
-    if (at::Tensor y = o->linear(site, x, w, b); y.defined()) return y;
-  if (cfg_.gemm_epilogues && b.defined() && kernels::gemm_epilogues_apply(x, w))
-    return kernels::linear_epilogues(x, w, b, kernels::Impl::Auto, wc, bc);
-  if (cfg_.fused_bias_gelu && b.defined()) return kernels::linear_bias_gelu(x, w, b, /*gelu=*/false);
-  return at::linear(x, w, b);
+    if (at::Tensor y = o->linear(site, xi, w, b); y.defined()) return s.out(y);
+  if (cfg_.gemm_epilogues && b.defined() && kernels::gemm_epilogues_apply(xi, w))
+    return s.out(kernels::linear_epilogues(xi, w, b, kernels::Impl::Auto, wc, bc));
+  if (cfg_.fused_bias_gelu && b.defined()) return s.out(kernels::linear_bias_gelu(xi, w, b, /*gelu=*/false));
+  return s.out(at::linear(xi, s.param(w), b));  // (param: a tied weight kept fp32 by its owner, cast to the model's)
 }
 
 at::Tensor Gpt::embedding(int site, const at::Tensor& w, const at::Tensor& indices) {
-  if (MatmulOverride* o = matmul_override())
-    if (at::Tensor y = o->embedding(site, w, indices); y.defined()) return y;
-  return at::embedding(w, indices);
+  ModuleScope s(policy(), site_module(site), device_type());
+  if (!s.kept())
+    if (MatmulOverride* o = matmul_override())
+      if (at::Tensor y = o->embedding(site, w, indices); y.defined()) return s.out(y);
+  return s.out(at::embedding(s.param(w), indices));
 }
 
 void Gpt::cast_weights(const at::Tensor& like) {
@@ -181,7 +196,8 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h, at::Tensor* proj
   const int site = static_cast<int>(4 * l);
   const int64_t B = h.size(0), T = h.size(1), C = cfg_.n_embd, H = cfg_.n_head, D = C / H;
   const bool train_dropout = dropout_ > 0.0;
-  at::Tensor qkv = linear(site + 0, h, p(b.attn_w), p(b.attn_b), pc(b.attn_w), pc(b.attn_b));  // (B, T, 3C)
+  ModuleScope s(policy(), block_module(l, 2), device_type());
+  at::Tensor qkv = linear(site + 0, s.in(h), p(b.attn_w), p(b.attn_b), pc(b.attn_w), pc(b.attn_b));  // (B, T, 3C)
   auto parts = qkv.split(C, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
   at::Tensor q = heads(parts[0]);
@@ -194,43 +210,54 @@ at::Tensor Gpt::attention_branch(size_t l, const at::Tensor& h, at::Tensor* proj
   y = linear(site + 1, y, p(b.attn_proj_w), proj_bias_for(b.attn_proj_b, proj_bias), pc(b.attn_proj_w),
              pc(b.attn_proj_b));
   if (train_dropout) y = at::dropout(y, dropout_, true);
-  return y;
+  return s.out(y);
 }
 
 // MLP branch: proj(gelu(fc(m))) for the normalised input m
 at::Tensor Gpt::mlp_branch(size_t l, at::Tensor m, double mlp_spike, at::Tensor* proj_bias) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(4 * l);
-  if (mlp_spike == 1.0 && cfg_.gemm_epilogues && matmul_override() == nullptr &&
+  ModuleScope s(policy(), block_module(l, 6), device_type());
+  m = s.in(m);
+  // a kept c_fc or c_proj (model.keep_fp32) runs as its own ATen Linear
+  const bool kept = policy().kept(block_module(l, 7)) || policy().kept(block_module(l, 8));
+  if (mlp_spike == 1.0 && cfg_.gemm_epilogues && matmul_override() == nullptr && !kept &&
       kernels::gemm_epilogues_apply(m, p(b.fc_w))) {  // engine option: GELU and its backward in the GEMMs
     std::vector<at::Tensor> casts;
     if (!casts_.empty()) casts = {pc(b.fc_w), pc(b.fc_b), pc(b.fc_proj_w), pc(b.fc_proj_b)};
     m = kernels::mlp_gelu_epilogues(m, p(b.fc_w), p(b.fc_b), p(b.fc_proj_w), proj_bias_for(b.fc_proj_b, proj_bias),
                                     kernels::Impl::Auto, casts);
     if (dropout_ > 0.0) m = at::dropout(m, dropout_, true);
-    return m;
+    return s.out(m);
   }
   if (mlp_spike != 1.0) {  // planted spike: (K m) W^T + K b, divided by K — exact for a power of two
     m = at::gelu(linear(site + 2, m * mlp_spike, p(b.fc_w), p(b.fc_b) * mlp_spike) / mlp_spike, "tanh");
-  } else if (cfg_.fused_bias_gelu && matmul_override() == nullptr) {  // engine option: GELU's backward fused
-    m = kernels::linear_bias_gelu(m, p(b.fc_w), p(b.fc_b), /*gelu=*/true);
+  } else if (cfg_.fused_bias_gelu && matmul_override() == nullptr && !kept) {  // engine option: GELU's backward fused
+    ModuleScope fc(policy(), block_module(l, 7), device_type());
+    m = fc.out(kernels::linear_bias_gelu(fc.in(m), p(b.fc_w), p(b.fc_b), /*gelu=*/true));
   } else {
     m = at::gelu(linear(site + 2, m, p(b.fc_w), p(b.fc_b)), "tanh");
   }
   m = linear(site + 3, m, p(b.fc_proj_w), proj_bias_for(b.fc_proj_b, proj_bias));
   if (dropout_ > 0.0) m = at::dropout(m, dropout_, true);
-  return m;
+  return s.out(m);
 }
 
 at::Tensor Gpt::block_forward(size_t l, const at::Tensor& x, double mlp_input_scale, double mlp_spike) {
   const Block& b = blocks_[l];
-  const int64_t C = cfg_.n_embd;
+  ModuleScope s(policy(), block_module(l, 0), device_type());
+  const at::Tensor x0 = s.in(x);
   // attention: x + proj(attn(ln_1(x)))
-  at::Tensor x1 = x + attention_branch(l, at::layer_norm(x, {C}, p(b.ln1_w), p(b.ln1_b)));
+  at::Tensor x1 = x0 + attention_branch(l, layer_norm(block_module(l, 1), x0, b.ln1_w, b.ln1_b));
   // MLP: x + proj(gelu(fc(ln_2(x))))
-  at::Tensor m = at::layer_norm(x1, {C}, p(b.ln2_w), p(b.ln2_b));
+  at::Tensor m = layer_norm(block_module(l, 5), x1, b.ln2_w, b.ln2_b);
   if (mlp_input_scale != 1.0) m = m * mlp_input_scale;  // planted event: overflows the fp16 c_fc matmul
-  return x1 + mlp_branch(l, m, mlp_spike);
+  return s.out(x1 + mlp_branch(l, m, mlp_spike));
+}
+
+at::Tensor Gpt::layer_norm(int module, const at::Tensor& x, size_t weight, size_t bias) {
+  ModuleScope s(policy(), module, device_type());
+  return s.out(at::layer_norm(s.in(x), {cfg_.n_embd}, s.param(p(weight)), s.param(p(bias))));
 }
 
 // Engine option fused_layernorm: the same forward with every residual add fused into the LayerNorm after it
@@ -268,7 +295,13 @@ at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts, Tie
   TORCH_CHECK(T <= cfg_.block_size, "gpt: sequence length ", T, " exceeds block_size ", cfg_.block_size);
   at::Tensor pos = at::arange(T, inputs.options());
   const int head = lm_head_site();
-  at::Tensor tok = tied ? tied_embedding(p(wte_), inputs, tied) : embedding(head + 1, p(wte_), inputs);
+  at::Tensor tok;
+  if (tied) {  // (the engine plan applies the fused head only where wte and lm_head are not kept in fp32)
+    ModuleScope s(policy(), site_module(head + 1), device_type());
+    tok = s.out(tied_embedding(p(wte_), inputs, tied));
+  } else {
+    tok = embedding(head + 1, p(wte_), inputs);
+  }
   at::Tensor x = tok + embedding(head + 2, p(wpe_), pos);  // (B, T, C)
   cast_weights(x);
   if (fused_layernorm_applies(x, opts)) return hidden_fused(x);
@@ -279,7 +312,7 @@ at::Tensor Gpt::hidden(const at::Tensor& inputs, const ForwardOptions& opts, Tie
     x = block_forward(l, x, at_mlp_input ? opts.hidden_scale : 1.0, spike ? opts.hidden_scale : 1.0);
     if (scaled_here && opts.hidden_scale_at == ActivationSite::Residual) x = x * opts.hidden_scale;
   }
-  return at::layer_norm(x, {cfg_.n_embd}, p(lnf_w_), p(lnf_b_));
+  return layer_norm(site_module(head) - 1, x, lnf_w_, lnf_b_);  // ln_f: the module before lm_head
 }
 
 at::Tensor Gpt::logits(const at::Tensor& inputs, const ForwardOptions& opts) {

@@ -47,7 +47,10 @@ class Gpt final : public Model {
   // c_proj's bias as the branch passes it: detached where the add_layer_norm after the branch takes its gradient
   at::Tensor proj_bias_for(size_t bias, at::Tensor* proj_bias);
   bool fused_layernorm_applies(const at::Tensor& x, const ForwardOptions& opts) const;
-  at::Tensor hidden_fused(at::Tensor x);  // hidden() with the residual adds fused into the LayerNorms
+  at::Tensor hidden_fused(at::Tensor x);
+  // the stock LayerNorm of module `module` (ln_1, ln_2, ln_f) over the last dimension, parameters by index
+  at::Tensor layer_norm(int module, const at::Tensor& x, size_t weight,
+                        size_t bias);  // hidden() with the residual adds fused into the LayerNorms
   // hidden() whose token lookup is tied_embedding(…, tied) where `tied` is given (the fused head's tied path)
   at::Tensor hidden(const at::Tensor& inputs, const ForwardOptions& opts, TiedGradient* tied);
   // wc / bc: w and b precast to the compute dtype (cast_weights), for the GEMM-epilogue path
@@ -60,6 +63,11 @@ class Gpt final : public Model {
   const at::Tensor& pc(size_t i) const;
   at::Tensor embedding(int site, const at::Tensor& w, const at::Tensor& indices);
   int lm_head_site() const { return static_cast<int>(4 * blocks_.size()); }
+  // module indices (module_tree's order): block l's k-th module (0 h.l, 1 ln_1, 2 attn, 3 attn.c_attn, 4 attn.c_proj,
+  // 5 ln_2, 6 mlp, 7 mlp.c_fc, 8 mlp.c_proj); the module a matmul site computes
+  int block_module(size_t l, int k) const { return static_cast<int>(2 + 9 * l) + k; }
+  int site_module(int site) const;
+  c10::DeviceType device_type() const { return device().type(); }
 
   ModelConfig cfg_;
   size_t wte_, wpe_, lnf_w_, lnf_b_;

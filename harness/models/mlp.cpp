@@ -53,6 +53,7 @@ Mlp::Mlp(const ModelConfig& cfg) : cfg_(cfg) {
   }
   add_parameter("head.weight", normal({cfg.vocab_size, fan_in}, 1.0 / std::sqrt(double(fan_in))), true);
   add_parameter("head.bias", at::zeros({cfg.vocab_size}, opts), false);
+  configure_modules(cfg);
 }
 
 double Mlp::training_flops_per_token(int64_t) const {
@@ -69,13 +70,21 @@ std::string Mlp::describe() const {
 
 at::Tensor Mlp::loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts) {
   const auto& ps = parameters();
-  at::Tensor x = at::embedding(ps[0].tensor, inputs);  // (B, T, C)
+  const c10::DeviceType dev = device().type();
+  // modules (module_tree): 0 embed, 1 + l fc.<l> (its Linear and GELU), 1 + depth head
+  at::Tensor x;
+  {
+    ModuleScope s(policy(), 0, dev);
+    x = s.out(at::embedding(s.param(ps[0].tensor), inputs));  // (B, T, C)
+  }
   size_t i = 1;
   for (int64_t l = 0; l < cfg_.n_layer; ++l, i += 2) {
-    x = at::gelu(at::linear(x, ps[i].tensor, ps[i + 1].tensor));  // (B, T, hidden)
+    ModuleScope s(policy(), static_cast<int>(1 + l), dev);
+    x = s.out(at::gelu(at::linear(s.in(x), s.param(ps[i].tensor), s.param(ps[i + 1].tensor))));  // (B, T, hidden)
     if (opts.hidden_scale != 1.0 && l == opts.hidden_scale_block) x = x * opts.hidden_scale;
   }
-  at::Tensor logits = at::linear(x, ps[i].tensor, ps[i + 1].tensor);  // (B, T, V)
+  ModuleScope s(policy(), static_cast<int>(1 + cfg_.n_layer), dev);
+  const at::Tensor logits = s.out(at::linear(s.in(x), s.param(ps[i].tensor), s.param(ps[i + 1].tensor)));  // (B, T, V)
   return at::cross_entropy_loss(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 

@@ -37,9 +37,15 @@ std::string Model::describe() const {
 void Model::to(at::Device device, at::ScalarType dtype) {
   at::NoGradGuard no_grad;
   for (auto& p : params_) {
-    at::Tensor moved = p.tensor.detach().to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    const at::ScalarType dt = policy_.parameter_kept(p.name) ? at::kFloat : dtype;  // model.keep_fp32
+    at::Tensor moved = p.tensor.detach().to(device, dt, /*non_blocking=*/false, /*copy=*/true);
     p.tensor = moved.requires_grad_(true);
   }
+  policy_.model_dtype = dtype;
+}
+
+void Model::configure_modules(const ModelConfig& resolved) {
+  policy_.configure(models::module_tree(resolved), resolved.keep_fp32);
 }
 
 at::Tensor& Model::add_parameter(std::string name, at::Tensor init_fp32_cpu, bool decay) {

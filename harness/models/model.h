@@ -3,6 +3,8 @@
 // engine/precision, never here. Letters: B batch, T time (sequence), C channels, V vocab, H heads, D head size.
 #pragma once
 
+#include "models/module_tree.h"
+
 #include <ATen/ATen.h>
 
 #include <cstdint>
@@ -11,6 +13,8 @@
 #include <vector>
 
 namespace ampcheck::models {
+
+struct ModelConfig;  // below
 
 struct NamedParameter {
   std::string name;
@@ -72,7 +76,14 @@ class Model {
   std::vector<at::Tensor> parameter_tensors() const;
   int64_t parameter_count() const;
   at::Device device() const { return params_.front().tensor.device(); }
-  at::ScalarType dtype() const { return params_.front().tensor.scalar_type(); }
+  // what to() cast the parameters to (model.keep_fp32's modules keep theirs in fp32)
+  at::ScalarType dtype() const { return policy_.model_dtype; }
+
+  // The modules, as PyTorch's named_modules() (models::module_tree of the model's config), in forward pre-order.
+  const std::vector<ModuleInfo>& module_tree() const { return policy_.tree(); }
+  // The non-finite watch (module_tree.h): off by default; take_nonfinite_watch() hands over one step's record.
+  void set_nonfinite_watch(bool on) { policy_.set_watch(on); }
+  NonfiniteWatch take_nonfinite_watch() { return policy_.take(); }
 
   // The model's matmul and lookup sites, by index (see MatmulOverride); empty when it has none to override.
   virtual std::vector<std::string> matmul_sites() const { return {}; }
@@ -80,10 +91,14 @@ class Model {
   void set_matmul_override(MatmulOverride* o) { matmul_override_ = o; }
 
   // Moves / casts every parameter in place (what Python's model.to(device, dtype) / model.half() do): the new
-  // tensors are fresh leaves that require grad. Existing grads are dropped.
+  // tensors are fresh leaves that require grad. Existing grads are dropped. model.keep_fp32's modules' parameters
+  // stay fp32.
   void to(at::Device device, at::ScalarType dtype);
 
  protected:
+  // the module tree and model.keep_fp32 (throws std::invalid_argument for a name not in the tree)
+  void configure_modules(const ModelConfig& resolved);
+  ModulePolicy& policy() { return policy_; }
   // Registers a parameter initialised on the CPU in fp32 (so CPU and GPU runs start from identical weights).
   at::Tensor& add_parameter(std::string name, at::Tensor init_fp32_cpu, bool decay);
   MatmulOverride* matmul_override() const { return matmul_override_; }
@@ -91,6 +106,7 @@ class Model {
  private:
   MatmulOverride* matmul_override_ = nullptr;
   std::vector<NamedParameter> params_;
+  ModulePolicy policy_;
 };
 
 // ENGINE OPTION (gpt) model.head_loss: how the tied output projection and the cross-entropy are computed (below).
@@ -155,6 +171,12 @@ struct ModelConfig {
   // autocast dtype, else the parameters'), which the fused ops write their outputs in as at::linear would. The model
   // reads it instead of the thread-local autocast state.
   at::ScalarType compute_dtype = at::kFloat;
+  // PRECISION POLICY per module: these modules (names of module_tree(): "h.1.attn.c_proj", "h.2", "lm_head") and
+  // their children compute in FP32 — autocast off inside them, their floating inputs cast to fp32; where the
+  // strategy casts the model whole (bf16 / fp16 parameters) their parameters stay fp32 and their outputs are cast back
+  // to the model's dtype. A fast path that covers a kept module (fused head, fused LayerNorm, GEMM epilogues, FP8
+  // matmuls) leaves it to the ATen path (the engine plan says so). Empty: none.
+  std::vector<std::string> keep_fp32;
 };
 
 // Whether a parameter or matmul site belongs to a transformer block (gpt "h.<l>.*", llama "model.layers.<l>.*"):
@@ -162,6 +184,8 @@ struct ModelConfig {
 bool in_block(const std::string& name);
 // Whether a matmul site is an embedding lookup (gpt "wte", "wpe"; llama "model.embed_tokens").
 bool is_lookup_site(const std::string& site);
+// The module tree of a resolved config without building the model (module_tree.h's ModuleInfo).
+std::vector<ModuleInfo> module_tree(const ModelConfig& resolved);
 
 // Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.
 std::unique_ptr<Model> make_model(const ModelConfig& cfg);

@@ -26,7 +26,9 @@ uint64_t fnv1a(const std::string& s) {
 engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   engine::RunConfig r = run;
   r.strategy = engine::strategy_preset("fp32");
-  r.faults = nullptr;  // no planted events
+  // planted events are what a reference has none of; a planted module fault (scale_weights) is part of the model
+  r.faults = run.faults ? run.faults->kept_in_reference() : nullptr;
+  r.model.keep_fp32.clear();  // (an FP32 run keeps everything in FP32 anyway)
   r.loop.clip_unscale_first = true;
   r.loop.call_update = true;
   r.loop.unscale_each_micro_batch = false;
@@ -74,6 +76,7 @@ ReferenceKey reference_key(const engine::RunConfig& run) {
     os << " kv=" << m.n_kv_head << " theta=" << m.rope_theta << " tied=" << m.tie_embeddings
        << " eps=" << m.rms_norm_eps << " attn=" << (m.sdpa ? "sdpa" : "eager") << " outliers=" << m.outlier_channels
        << "x" << m.outlier_scale;
+  if (r.faults) os << r.faults->reference_key_text();  // planted module faults (absent from older keys)
   ReferenceKey k;
   k.canonical = os.str();
   std::ostringstream hex;

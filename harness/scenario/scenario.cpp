@@ -179,6 +179,19 @@ void parse_llama_fields(Fields& f, models::ModelConfig& m) {
   only_llama("logits_fp32", !m.logits_fp32);
 }
 
+// "gpt nano has 40 modules: wte, wpe, h.0, h.0.ln_1, ...": where the names come from, and a HINT
+std::string some_modules(const models::ModelConfig& m, const std::vector<models::ModuleInfo>& tree) {
+  std::string out = m.kind + " " + m.preset + " has " + std::to_string(tree.size()) + " modules:";
+  for (size_t i = 0; i < tree.size(); ++i) {
+    if (i == 12 && tree.size() > 14) {
+      out += " ...,";
+      i = tree.size() - 2;
+    }
+    out += " " + tree[i].name + (i + 1 < tree.size() ? "," : "");
+  }
+  return out + "; HINT: a module's name is its parameters' prefix: h.1.attn.c_proj owns h.1.attn.c_proj.weight";
+}
+
 void parse_model(Fields f, models::ModelConfig& m) {
   m.kind = f.choice("kind", m.kind, {"gpt", "mlp", "llama"});
   m.preset = f.str("preset", m.kind == "mlp" ? "small" : m.kind == "llama" ? "llama-micro" : "nano");
@@ -204,11 +217,27 @@ void parse_model(Fields f, models::ModelConfig& m) {
     f.fail_key("head_loss", "only for kind gpt or llama");
   if (m.head_chunk_rows < 0) f.fail_key("head_chunk_rows", "must be >= 0 (0 = automatic)");
   if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");
+  YAML::Node keep = f.raw("keep_fp32");
+  if (keep.IsDefined() && !keep.IsNull() && !keep.IsSequence())
+    f.fail(keep, "model.keep_fp32: expected a list of module names ([h.1.attn.c_proj, lm_head])");
+  if (keep.IsDefined() && !keep.IsNull() && m.kind == "llama")  // module_tree() knows gpt and mlp only
+    f.fail(keep, "model.keep_fp32: not available for kind llama yet (the per-module policy covers gpt and mlp)");
   f.done();
+  models::ModelConfig resolved;
   try {
-    models::resolve_preset(m);
+    resolved = models::resolve_preset(m);
   } catch (const std::invalid_argument& e) {
     f.fail_key("preset", e.what());
+  }
+  if (!keep.IsDefined() || keep.IsNull()) return;
+  const std::vector<models::ModuleInfo> tree = models::module_tree(resolved);
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const std::string field = "keep_fp32[" + std::to_string(i) + "]";
+    if (!keep[i].IsScalar()) f.fail_at(keep[i], field, "expected a module name, got " + Fields::describe(keep[i]));
+    const std::string name = io::printable_text(keep[i].Scalar());
+    if (models::module_index(tree, name) < 0)
+      f.fail_at(keep[i], field, "'" + name + "' is not a module of the model (" + some_modules(resolved, tree) + ")");
+    m.keep_fp32.push_back(name);
   }
 }
 
@@ -444,12 +473,29 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
       return glob;
     };
     inject::InjectionConfig c;
-    const std::string kind = f.choice("kind", "", {"grad", "activation", "underflow", "nan_loss", "bitflip"});
-    c.kind = kind == "grad"         ? inject::InjectionKind::GradValue
-             : kind == "activation" ? inject::InjectionKind::ActivationScale
-             : kind == "underflow"  ? inject::InjectionKind::LossScale
-             : kind == "bitflip"    ? inject::InjectionKind::BitFlip
-                                    : inject::InjectionKind::NanLoss;
+    const std::string kind =
+        f.choice("kind", "", {"grad", "activation", "underflow", "nan_loss", "bitflip", "scale_weights"});
+    c.kind = kind == "grad"            ? inject::InjectionKind::GradValue
+             : kind == "activation"    ? inject::InjectionKind::ActivationScale
+             : kind == "underflow"     ? inject::InjectionKind::LossScale
+             : kind == "bitflip"       ? inject::InjectionKind::BitFlip
+             : kind == "scale_weights" ? inject::InjectionKind::ScaleWeights
+                                       : inject::InjectionKind::NanLoss;
+    if (c.kind == inject::InjectionKind::ScaleWeights) {  // at initialisation: no steps
+      const models::ModelConfig m = models::resolve_preset(run.model);
+      if (m.kind == "llama") f.fail_key("kind", "scale_weights is not available for kind llama yet (gpt and mlp)");
+      const std::vector<models::ModuleInfo> tree = models::module_tree(m);
+      if (!f.has("module")) f.fail(list[i], "module: required for kind scale_weights (" + some_modules(m, tree) + ")");
+      c.module = f.str("module", "");
+      if (models::module_index(tree, c.module) < 0)
+        f.fail_key("module", "'" + c.module + "' is not a module of the model (" + some_modules(m, tree) + ")");
+      if (!f.has("factor")) f.fail(list[i], "factor: required for kind scale_weights");
+      c.factor = f.num("factor", 1.0);
+      if (c.factor == 0) f.fail_key("factor", "must be finite and non-zero");
+      f.done();
+      out.push_back(c);
+      continue;
+    }
     YAML::Node steps_node = f.raw("steps");
     if (f.has("from")) {
       c.from_step = f.integer("from", -1);

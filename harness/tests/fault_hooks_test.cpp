@@ -25,6 +25,11 @@ class RecordingHooks final : public engine::FaultHooks {
     return std::make_shared<RecordingHooks>(calls_);
   }
   bool scales_activations() const override { return false; }
+  void at_init(std::vector<models::NamedParameter>&, std::vector<std::string>&) const override {
+    calls_->push_back("init");
+  }
+  std::shared_ptr<const engine::FaultHooks> kept_in_reference() const override { return nullptr; }
+  std::string reference_key_text() const override { return ""; }
   models::ForwardOptions forward_options(int64_t step, std::vector<std::string>& events) const override {
     calls_->push_back("forward@" + std::to_string(step));
     if (step == 1) events.push_back("step 1: recorded");
@@ -57,8 +62,9 @@ TEST(EngineFaultHooks, TheTrainerCallsEachHookInTheStepsOrderAndKeepsTheEvents) 
   engine::Trainer t(cfg, at::kCPU);
   ASSERT_EQ(t.run().status, engine::RunOutcome::Status::Completed);
   // per step: forward and loss per micro-batch, then after_backward once, then the grads once
-  const std::vector<std::string> want = {"forward@0", "loss@0", "forward@0", "loss@0", "backward@0", "grads@0",
-                                         "forward@1", "loss@1", "forward@1", "loss@1", "backward@1", "grads@1"};
+  const std::vector<std::string> want = {"init",       "forward@0",  "loss@0",    "forward@0", "loss@0",
+                                         "backward@0", "grads@0",    "forward@1", "loss@1",    "forward@1",
+                                         "loss@1",     "backward@1", "grads@1"};
   EXPECT_EQ(*calls, want);
   // the first micro-batch's events are the trajectory's (the second's would repeat them)
   EXPECT_EQ(t.trajectory().events, std::vector<std::string>{"step 1: recorded"});

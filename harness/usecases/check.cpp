@@ -38,14 +38,18 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
     const auto r = run_any_scenario(sc, opts, &writes, run::terminal_progress(run.loop.steps));
     if (!writes) return std::nullopt;
     const bool completed = r.outcome.status == engine::RunOutcome::Status::Completed;
-    const Judged j = judge_run(
-        {engine::status_name(r.outcome.status), r.outcome.error, r.trajectory}, {ref.file.trajectory, ref.noise},
-        scenario::expectation(sc.expect), sc.tolerance, opts.strict, [&](verdict::Verdict& v) {
-          verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
-          if (completed)  // columns not judged, precision not in effect
-            run::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory,
-                                         ref.noise);
-        });
+    const std::string nonfinite =
+        first_nonfinite_note(std::to_string(r.outcome.first_nonfinite_step), r.outcome.first_nonfinite_module,
+                             r.outcome.first_nonfinite_pass);
+    const Judged j =
+        judge_run({engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, nonfinite},
+                  {ref.file.trajectory, ref.noise}, scenario::expectation(sc.expect), sc.tolerance, opts.strict,
+                  [&](verdict::Verdict& v) {
+                    verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
+                    if (completed)  // columns not judged, precision not in effect
+                      run::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory,
+                                                   ref.noise);
+                  });
     fill_result(row, j);
     fill_distributed(row, r);
     fill_measurements(row, r, device, peak_tflops);

@@ -11,8 +11,19 @@ Judged judge_run(const RunToJudge& run, const ReferenceToJudge& reference, const
   j.verdict = verdict::judge(run.status, run.error, run.trajectory, reference.trajectory, reference.noise, tolerance);
   if (add_warnings) add_warnings(j.verdict);
   j.decision = verdict::decide(expected, verdict::observe(j.verdict, run.error), strict);
+  if (!run.first_nonfinite.empty()) {  // said always, whatever was expected: where to look
+    j.decision.verdict_message += "; " + run.first_nonfinite;
+    j.decision.message += "; " + run.first_nonfinite;
+  }
   j.verdict.message = j.decision.verdict_message;
   return j;
+}
+
+std::string first_nonfinite_note(const std::string& step, const std::string& module, const std::string& pass) {
+  if (step.empty() || step[0] == '-') return "";
+  if (module.empty())
+    return "first non-finite at step " + step + " (no module's output or input gradient held an inf/NaN)";
+  return "first non-finite: module " + module + " (" + (pass.empty() ? "forward" : pass) + ") at step " + step;
 }
 
 void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v) {

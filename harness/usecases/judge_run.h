@@ -19,7 +19,15 @@ struct RunToJudge {
   std::string status;  // completed | nonfinite | error
   std::string error;   // the run's error message (status error)
   const trajectory::Trajectory& trajectory;
+  // where the run first went non-finite (first_nonfinite_note; "" if it never did): appended to the verdict's message
+  std::string first_nonfinite = {};
 };
+
+// Where a run first went non-finite, for its verdict message: "first non-finite: module h.3.mlp.c_proj (forward) at
+// step 0", or "first non-finite at step 2 (no module's output or input gradient held an inf/NaN)"; "" when step is
+// empty or negative (the run never went non-finite). From an engine run (engine::RunOutcome::first_nonfinite_*) or a
+// recording's attributes first_nonfinite_step / _module / _pass (the Python recorder's nonfinite.py).
+std::string first_nonfinite_note(const std::string& step, const std::string& module, const std::string& pass);
 
 struct ReferenceToJudge {
   const trajectory::Trajectory& trajectory;

@@ -200,8 +200,10 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
   verdict::Expectation expected;  // --expect alone: any error message, no bounds on the skipped steps, no warnings
   expected.verdict = row.expect;
   const Judged judged =
-      judge_run({in.status, attr(run, "error"), run.trajectory}, {ref_t, noise}, expected, j.tolerance, strict,
-                [&](verdict::Verdict& v) {
+      judge_run({in.status, attr(run, "error"), run.trajectory,
+                 first_nonfinite_note(attr(run, "first_nonfinite_step"), attr(run, "first_nonfinite_module"),
+                                      attr(run, "first_nonfinite_pass"))},
+                {ref_t, noise}, expected, j.tolerance, strict, [&](verdict::Verdict& v) {
                   if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
                   // a loss-only recording: what could not be checked, said where it is read (the terminal)
                   if (const std::string missing = not_recorded(in); !missing.empty())

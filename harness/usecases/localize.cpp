@@ -124,4 +124,18 @@ Localization localize(const std::vector<ModuleInfo>& tree, const Probe& probe) {
   return L;
 }
 
+int64_t probe_length(int64_t run_steps, int64_t first_divergence_step, int64_t requested) {
+  const int64_t steps = requested > 0 ? requested
+                        : run_steps <= 100 || first_divergence_step < 0
+                            ? run_steps
+                            : std::max<int64_t>(100, first_divergence_step + first_divergence_step / 4 + 1);
+  return std::min(steps, run_steps);
+}
+
+std::string fix_without_modules(const std::string& strategy) {
+  if (strategy.find("pure") == std::string::npos) return "";
+  return "fix: fp32 master weights — keep the parameters in FP32 and compute in low precision (bf16-autocast), or an "
+         "optimizer that keeps fp32 master copies; a bf16 weight cannot take an update smaller than 2^-8 of its value";
+}
+
 }  // namespace ampcheck::usecases

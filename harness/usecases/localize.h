@@ -31,7 +31,8 @@ struct ProbeOutcome {
   bool tracks = false;
   std::string verdict;  // the judged verdict (tracks, diverges, stalls, nonfinite, error)
   std::string message;
-  double ms_per_step = 0;  // NaN where unmeasured
+  double ms_per_step = 0;         // NaN where unmeasured
+  int64_t peak_memory_bytes = 0;  // the probe's peak memory (0 where unmeasured)
 };
 
 // Runs one probe: keep these modules in FP32 (names from the tree), train briefly, judge.
@@ -58,5 +59,16 @@ std::vector<std::string> candidate_leaves(const std::vector<ModuleInfo>& tree);
 std::string common_parent(const std::vector<std::string>& names);
 
 Localization localize(const std::vector<ModuleInfo>& tree, const Probe& probe);
+
+// A probe's length: `requested` where > 0; else as long as needed to show the failure — the whole run when it is short
+// (≤ 100 steps) or fails only as a whole (no first divergence: skipped fraction, stalls), else up to its first
+// divergence and a quarter more, never shorter than 100 steps (so a loss scaler's first calibration skips weigh as
+// little as in the run itself); never longer than the run.
+int64_t probe_length(int64_t run_steps, int64_t first_divergence_step, int64_t requested);
+
+// The fix where no set of modules can be named and the cause is known from the strategy: a pure low-precision strategy
+// (its name holds "pure": pure-bf16, bf16-pure, fp16-pure) loses updates on its low-precision weights — fp32 master
+// weights. "" otherwise.
+std::string fix_without_modules(const std::string& strategy);
 
 }  // namespace ampcheck::usecases

@@ -29,6 +29,12 @@ struct RunOptions {
                         // column never measured, mixed precision not in effect) fails its scenario
 };
 
+// `ampcheck localize`'s options: the scenarios, --device, --out / --force and --references as check takes them.
+struct LocalizeOptions {
+  RunOptions run;
+  int64_t probe_steps = 0;  // a probe's steps (0: localize.h probe_length's default)
+};
+
 // `ampcheck validate`'s own options.
 struct ValidateOptions {
   std::vector<std::string> plants;  // --plant: planted faults (validate/validate.h parse_plant)

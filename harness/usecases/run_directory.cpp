@@ -340,6 +340,11 @@ trajectory::TrajectoryFile result_file(const scenario::Scenario& sc, const at::D
   tf.attributes["status"] = engine::status_name(r.outcome.status);
   tf.attributes["error"] = r.outcome.error;
   tf.attributes["engine"] = r.engine;
+  if (r.outcome.first_nonfinite_step >= 0) {  // the first step that went non-finite and where (engine::RunOutcome)
+    tf.attributes["first_nonfinite_step"] = std::to_string(r.outcome.first_nonfinite_step);
+    tf.attributes["first_nonfinite_module"] = r.outcome.first_nonfinite_module;
+    tf.attributes["first_nonfinite_pass"] = r.outcome.first_nonfinite_pass;
+  }
   tf.trajectory = r.trajectory;
   return tf;
 }

@@ -91,21 +91,11 @@ trajectory::TrajectoryFile fp32_reference(const std::vector<ExecutedRun>& fp32, 
   return ref;
 }
 
-std::string probe_note(const trajectory::TrajectoryFile& f) {
-  const std::string module = attribute(f, "first_nonfinite_module");
-  if (module.empty()) return "";
-  return "; first non-finite: module " + module + " (" + attribute(f, "first_nonfinite_pass", "forward") +
-         ") at step " + attribute(f, "first_nonfinite_step", "?");
-}
-
 // Why a pure low-precision strategy fails when its updates are lost (the fix is not a module).
 bool lost_updates(const SweepRow& r) {
-  return r.strategy.rfind("pure-", 0) == 0 &&
+  return !fix_without_modules(r.strategy).empty() &&
          (r.judged.verdict == "stalls" || r.judged.deciding_signal == "update_norm");
 }
-const char* kMasterWeightsFix =
-    "fix: fp32 master weights — keep the parameters in FP32 and compute in low precision (bf16-autocast), or an "
-    "optimizer that keeps fp32 master copies; a bf16 weight cannot take an update smaller than 2^-8 of its value";
 
 SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& ref, const std::string& ref_path,
                         const SweepOptions& o, const std::string& dir, double fp32_ms) {
@@ -125,9 +115,9 @@ SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& 
   JudgeInputs j{{}, ref_path, "tracks", e.plan.strategy, {}};
   row.judged = judge_recording(e.recording, ref, ref_path, j, dir, o.strict);
   row.judged.name = e.plan.strategy;
-  row.judged.message += probe_note(c.file);
+  // (the first non-finite module, where the recording names one, is in judge's message: judge_run)
   if (c.outcome == "partial") row.judged.message += "; stopped at the time limit (" + e.process.describe() + ")";
-  if (lost_updates(row)) row.judged.message += "; lost updates: " + std::string(kMasterWeightsFix);
+  if (lost_updates(row)) row.judged.message += "; lost updates: " + fix_without_modules(row.strategy);
   row.speedup = fp32_ms / row.judged.median_step_ms;
   return row;
 }
@@ -136,15 +126,8 @@ SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& 
 void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const trajectory::TrajectoryFile& ref,
                   const std::string& ref_path, const SweepPaths& paths, const SweepOptions& o, std::ostream& log,
                   int& trainings) {
-  // a probe as long as needed to show the failure: the whole run when it is short (≤ 100 steps) or fails only as a
-  // whole (skipped fraction, stalls), else up to its first divergence and a quarter more — never shorter than 100
-  // steps, so a loss scaler's first calibration skips weigh as little as in the run itself
-  const int64_t total = ref.trajectory.size();
-  const int64_t fail_at = row.judged.first_divergence_step;
-  int64_t steps = o.probe_steps > 0             ? o.probe_steps
-                  : total <= 100 || fail_at < 0 ? total
-                                                : std::max<int64_t>(100, fail_at + fail_at / 4 + 1);
-  steps = std::min(steps, total);
+  // a probe as long as needed to show the failure (localize.h probe_length)
+  const int64_t steps = probe_length(ref.trajectory.size(), row.judged.first_divergence_step, o.probe_steps);
   const auto cut = first_steps(ref, steps);
   int n = 0;
   log << "localizing " << row.strategy << " (probes of " << steps << " steps)\n";
@@ -165,12 +148,13 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
     out.verdict = judged.verdict;
     out.message = judged.message;
     out.ms_per_step = judged.median_step_ms;
+    out.peak_memory_bytes = judged.peak_memory_bytes;
     return out;
   };
   row.localization = localize(tree, probe);
   row.localized = true;
-  if (!row.localization.found && row.strategy.rfind("pure-", 0) == 0)
-    row.localization.message += "; " + std::string(kMasterWeightsFix);
+  if (!row.localization.found && !fix_without_modules(row.strategy).empty())
+    row.localization.message += "; " + fix_without_modules(row.strategy);
   row.judged.message += "; localized: " + row.localization.message;
 }
 
