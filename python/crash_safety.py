@@ -5,6 +5,8 @@ checked against the steps the loop had recorded when it was killed. Prints a mar
 
     python3 python/crash_safety.py --kills 25 --snapshot 10 > reports/python/crash-safety.md
 """
+from __future__ import annotations
+
 import argparse
 import os
 import random
@@ -21,14 +23,14 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def one(path, sig, delay, snapshot):
+def one(path: str, sig: signal.Signals, delay: float, snapshot: int) -> tuple[int, str, int, bool, str]:
     env = dict(os.environ, CRASH_LOOP_PROGRESS="1")
     p = subprocess.Popen([sys.executable, os.path.join(HERE, "tests", "crash_loop.py"), path, "100000", str(snapshot),
                           "0", "0.005"], stdout=subprocess.PIPE, text=True, env=env)
     assert p.stdout.readline().strip() == "ready"
     last = [0]
 
-    def read():
+    def read() -> None:
         for line in p.stdout:
             last[0] = int(line)
     t = threading.Thread(target=read, daemon=True)
@@ -48,7 +50,7 @@ def one(path, sig, delay, snapshot):
         return done, "unreadable", 0, False, str(e)
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=25)
     ap.add_argument("--snapshot", type=int, default=10)

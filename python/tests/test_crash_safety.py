@@ -105,6 +105,7 @@ def test_an_object_that_is_no_optimizer_is_named(tmp_path):
 
     import pytest
     import torch
+
     from ampcheck import Recorder
     m = torch.nn.Linear(2, 1)
 

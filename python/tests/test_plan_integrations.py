@@ -16,6 +16,7 @@ import plan_util
 def hf_script(out, plant=None):
     """A Trainer script as a user writes it (fp32, its own max_steps 40), recorded by AmpcheckCallback."""
     from transformers import Trainer, TrainingArguments
+
     from ampcheck.integrations.hf import AmpcheckCallback
     model = hf_util.model(1337)
     if plant:
@@ -30,6 +31,7 @@ def hf_script(out, plant=None):
 
 def lightning_script(out):
     import lightning.pytorch as pl
+
     from ampcheck.integrations.lightning import AmpcheckLightningCallback
 
     class LM(pl.LightningModule):
@@ -54,6 +56,7 @@ def lightning_script(out):
 def accelerate_script(out):
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState, GradientState
+
     from ampcheck.integrations.accelerate import ampcheck_recorder
     AcceleratorState._reset_state(True)  # one Accelerator per run in one process (tests only)
     GradientState._reset_state()
@@ -116,6 +119,7 @@ def test_hf_keep_fp32_and_a_planted_overflow(tmp_path, monkeypatch):
 
 def test_hf_outside_a_plan_skip_first_step_has_no_false_warning(tmp_path):
     from transformers import Trainer, TrainingArguments
+
     from ampcheck.integrations.hf import AmpcheckCallback
     args = TrainingArguments(output_dir=str(tmp_path / "t"), max_steps=4, per_device_train_batch_size=8,
                              report_to=[], use_cpu=True, save_strategy="no", disable_tqdm=True)

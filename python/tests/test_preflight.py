@@ -38,6 +38,7 @@ def test_half_model_under_adamw_without_a_scaler_is_flagged_and_goes_nan():
 
 def test_hf_fp16_on_a_cpu_is_not_in_effect_and_warns_no_underflow(tmp_path):
     from transformers import Trainer, TrainingArguments
+
     from ampcheck.integrations.hf import AmpcheckCallback
     args = TrainingArguments(output_dir=str(tmp_path / "t"), max_steps=2, per_device_train_batch_size=8, fp16=True,
                              report_to=[], use_cpu=True, save_strategy="no", disable_tqdm=True)

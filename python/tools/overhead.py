@@ -95,6 +95,7 @@ def nanogpt_loop(size, device, dtype, steps, warm, probe_every, path):
 
 def hf_loop(size, device, dtype, steps, warm, probe_every, path):
     from transformers import Trainer, TrainerCallback, TrainingArguments
+
     from ampcheck.integrations.hf import AmpcheckCallback
     model = gpt2(size, device)
     data = batches(size, "cpu", 8)

@@ -15,9 +15,21 @@ Under `ampcheck sweep` (AMPCHECK_PLAN set) the Recorder and the integrations app
 (`ampcheck.current_plan()`; docs/USING.md, "The sweep's environment contract").
 """
 from ampcheck._version import __version__
-from ampcheck.api import (VERDICTS, AmpcheckError, Judgement, JudgementWarning, Reference, ReferenceInfo,
-                          SignalComparison, SuiteResult, judge, load_reference, make_reference, native_available,
-                          validate)
+from ampcheck.api import (
+                          VERDICTS,
+                          AmpcheckError,
+                          Judgement,
+                          JudgementWarning,
+                          Reference,
+                          ReferenceInfo,
+                          SignalComparison,
+                          SuiteResult,
+                          judge,
+                          load_reference,
+                          make_reference,
+                          native_available,
+                          validate,
+)
 from ampcheck.guard import GuardJudgement, GuardStop
 from ampcheck.noise import nudge_ulps, seed_everything
 from ampcheck.plan import Plan, PlanError, current_plan

@@ -14,15 +14,14 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import List, Optional
 
 from ampcheck._errors import AmpcheckError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_native: Optional[ModuleType] = None
+_native: ModuleType | None = None
 
 
-def checkout_build_dir() -> Optional[str]:
+def checkout_build_dir() -> str | None:
     """<source>/build (or $BUILD_DIR) when this package is imported from a source checkout (<source>/python/src/
     ampcheck, beside <source>/CMakeLists.txt), else None (an installed package)."""
     source = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
@@ -31,7 +30,7 @@ def checkout_build_dir() -> Optional[str]:
     return os.path.join(source, os.environ.get("BUILD_DIR", "build"))
 
 
-def _checkout_candidates() -> List[str]:
+def _checkout_candidates() -> list[str]:
     build = checkout_build_dir()
     if build is None:
         return []
@@ -40,7 +39,7 @@ def _checkout_candidates() -> List[str]:
                   for p in glob.glob(os.path.join(d, "_native" + suffix)))
 
 
-def places_looked() -> List[str]:
+def places_looked() -> list[str]:
     """Where the native core was looked for, in words (for an error that says so)."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     out = [f"in the installed package: {os.path.join(_HERE, '_native' + suffix)}"]
@@ -56,7 +55,7 @@ def native() -> ModuleType:
     if _native is not None:
         return _native
     import torch  # noqa: F401  (loads LibTorch's libraries, which the extension links, the way torch loads them)
-    errors: List[str] = []
+    errors: list[str] = []
     try:
         _native = importlib.import_module("ampcheck._native")
         return _native

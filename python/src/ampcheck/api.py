@@ -22,7 +22,8 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Callable, Union
 
 from ampcheck._errors import AmpcheckError
 from ampcheck._loader import native, native_available
@@ -60,7 +61,7 @@ class SignalComparison:
     message: str
 
     @staticmethod
-    def from_row(s: Dict[str, Any]) -> "SignalComparison":
+    def from_row(s: dict[str, Any]) -> SignalComparison:
         return SignalComparison(
             name=s["name"], unit=s.get("unit", ""), judged=bool(s.get("judged")), fired=bool(s.get("fired")),
             decides=bool(s.get("decides", True)), verdict=s.get("verdict", ""), first_step=int(s.get("first_step", -1)),
@@ -95,15 +96,15 @@ class Judgement:
     skipped_steps: int
     partial: bool             # judged as a partial run (steps=, or a snapshot of a run still going / killed)
     strategy: str
-    signals: Tuple[SignalComparison, ...]
-    warnings: Tuple[JudgementWarning, ...]
+    signals: tuple[SignalComparison, ...]
+    warnings: tuple[JudgementWarning, ...]
     final_loss_ratio: float
     first_loss: float
     final_loss: float
-    row: Dict[str, Any] = dataclasses.field(repr=False, compare=False)  # the whole summary.json row
+    row: dict[str, Any] = dataclasses.field(repr=False, compare=False)  # the whole summary.json row
 
     @staticmethod
-    def from_row(run: str, r: Dict[str, Any]) -> "Judgement":
+    def from_row(run: str, r: dict[str, Any]) -> Judgement:
         warnings = tuple(JudgementWarning(w["signal"], w.get("message", "")) for w in r.get("warnings", []))
         return Judgement(
             run=run, name=r["name"], verdict=r["verdict"], expect=r["expect"], passed=bool(r["pass"]),
@@ -121,7 +122,7 @@ class ReferenceInfo:
     """What make_reference wrote: the file, its steps and its noise runs' labels (seed, order, skip, ulp+1, ...)."""
     path: str
     steps: int
-    noise_labels: Tuple[str, ...]
+    noise_labels: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,11 +132,11 @@ class SuiteResult:
     skipped: str              # non-empty: nothing ran, and why (the command's exit 77)
     written: bool
     reports_dir: str
-    notes: Tuple[str, ...]
+    notes: tuple[str, ...]
     passed: int
     failed: int
     exit_code: int            # the command's: 0 all passed, 1 a failure, 77 skipped
-    rows: Tuple[Dict[str, Any], ...]
+    rows: tuple[dict[str, Any], ...]
 
 
 class Reference:
@@ -154,7 +155,7 @@ class Reference:
         return int(self._handle.steps)
 
     @property
-    def noise_labels(self) -> Tuple[str, ...]:
+    def noise_labels(self) -> tuple[str, ...]:
         return tuple(self._handle.noise_labels)
 
     def __repr__(self) -> str:
@@ -166,8 +167,8 @@ def load_reference(path: PathLike) -> Reference:
     return Reference(native().load_reference(os.fspath(path)))
 
 
-def judge(run: PathLike, reference: Union[PathLike, Reference], *, expect: Optional[str] = None,
-          strategy: Optional[str] = None, steps: Optional[int] = None, strict: bool = False) -> Judgement:
+def judge(run: PathLike, reference: PathLike | Reference, *, expect: str | None = None,
+          strategy: str | None = None, steps: int | None = None, strict: bool = False) -> Judgement:
     """Judges one recorded run against a reference, as `ampcheck judge RUN --reference REF` does — the same verdict,
     margin and message — writing nothing.
 
@@ -200,10 +201,10 @@ def _print_line(line: str) -> None:
     print(line, file=sys.stdout, flush=True)
 
 
-def validate(out: PathLike = "reports/latest", *, scenarios: Optional[Sequence[str]] = None,
-             suite: Optional[str] = None, device: Optional[str] = None, references: Optional[PathLike] = None,
-             steps: Optional[int] = None, plants: Sequence[str] = (), replays: int = 3, force: bool = False,
-             log: Optional[Callable[[str], None]] = _print_line) -> SuiteResult:
+def validate(out: PathLike = "reports/latest", *, scenarios: Sequence[str] | None = None,
+             suite: str | None = None, device: str | None = None, references: PathLike | None = None,
+             steps: int | None = None, plants: Sequence[str] = (), replays: int = 3, force: bool = False,
+             log: Callable[[str], None] | None = _print_line) -> SuiteResult:
     """Validates this machine's numerics, as `ampcheck validate` does: the validation suite (or `scenarios`) trained
     and compared with its goldens — bit for bit where the stack matches, statistically elsewhere — with faults
     planted on request (`plants`, `--plant`). Writes the run directory `out` (an existing one only with force=True);

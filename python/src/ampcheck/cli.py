@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional, Tuple
 
 from ampcheck._loader import checkout_build_dir
 
@@ -31,9 +30,9 @@ def _runnable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK) and not _is_this_script(path)
 
 
-def places() -> List[Tuple[str, Optional[str]]]:
+def places() -> list[tuple[str, str | None]]:
     """Where the tool is looked for, in order: (what the place is, in words; the path there, or None)."""
-    out: List[Tuple[str, Optional[str]]] = [
+    out: list[tuple[str, str | None]] = [
         ("$AMPCHECK_BIN", os.environ.get("AMPCHECK_BIN") or None),
         ("the tool installed with this package", os.path.join(_HERE, "bin", "ampcheck"))]
     build = checkout_build_dir()
@@ -49,11 +48,11 @@ def places() -> List[Tuple[str, Optional[str]]]:
     return out
 
 
-def candidates() -> List[str]:
+def candidates() -> list[str]:
     return [p for _, p in places() if p]
 
 
-def find_binary() -> Optional[str]:
+def find_binary() -> str | None:
     for p in candidates():
         if _runnable(p):
             return p
@@ -77,7 +76,7 @@ def not_found_message() -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     binary = find_binary()
     if binary is None:

@@ -30,8 +30,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable
 
 VERDICTS_THAT_STOP = ("nonfinite", "diverges", "stalls", "error")  # the judge's failing verdicts (`tracks` passes)
 
@@ -68,19 +69,19 @@ class Guard:
     function (run path, reference path) -> GuardJudgement, by default the native judge (or the `ampcheck` command)."""
 
     def __init__(self, reference: str, judge_every: int, stop_on: Iterable[str] = (),
-                 judge: Optional[JudgeFunction] = None) -> None:
+                 judge: JudgeFunction | None = None) -> None:
         self.reference, self.judge_every, self.stop_on = check_arguments(reference, judge_every, stop_on)
         self._judge = judge or default_judge()
-        self.judgements: List[GuardJudgement] = []      # every judgement so far, in order
-        self.stopped: Optional[GuardJudgement] = None   # the judgement that stopped the run
-        self.final: Optional[GuardJudgement] = None     # the judgement of the file written when it stopped
-        self._logged: Set[str] = set()
+        self.judgements: list[GuardJudgement] = []      # every judgement so far, in order
+        self.stopped: GuardJudgement | None = None   # the judgement that stopped the run
+        self.final: GuardJudgement | None = None     # the judgement of the file written when it stopped
+        self._logged: set[str] = set()
 
     def due(self, steps: int) -> bool:
         """Whether the guard judges after this many recorded steps."""
         return steps > 0 and steps % self.judge_every == 0
 
-    def judge(self, path: str) -> Optional[GuardJudgement]:
+    def judge(self, path: str) -> GuardJudgement | None:
         """Judge the file at `path` now; a failure logged once per verdict; a verdict in stop_on remembered. A judge
         that fails (a reference of another training, a missing tool) is logged once and never stops the training."""
         try:
@@ -106,7 +107,7 @@ class Guard:
         return self.final
 
 
-def check_arguments(reference: Any, judge_every: Any, stop_on: Iterable[str]) -> Tuple[str, int, Tuple[str, ...]]:
+def check_arguments(reference: Any, judge_every: Any, stop_on: Iterable[str]) -> tuple[str, int, tuple[str, ...]]:
     """The guard's arguments checked (an error naming the argument and what was expected), before any training."""
     path = os.fspath(reference)
     if not os.path.isfile(path):
@@ -114,7 +115,7 @@ def check_arguments(reference: Any, judge_every: Any, stop_on: Iterable[str]) ->
                                 f"`ampcheck reference FP32_RUN --spread ...` before training")
     if isinstance(judge_every, bool) or not isinstance(judge_every, int) or judge_every < 1:
         raise ValueError(f"judge_every={judge_every!r}: must be an integer >= 1 (judge every N steps)")
-    stop: Tuple[str, ...] = (stop_on,) if isinstance(stop_on, str) else tuple(stop_on)
+    stop: tuple[str, ...] = (stop_on,) if isinstance(stop_on, str) else tuple(stop_on)
     for verdict in stop:
         if verdict not in VERDICTS_THAT_STOP:
             raise ValueError(f"stop_on={stop!r}: {verdict!r} is not a failing verdict; expected some of "
@@ -129,12 +130,12 @@ def default_judge() -> JudgeFunction:
     available = getattr(ampcheck, "native_available", None)
     if available is None or not available():
         return command_judge
-    loaded: Dict[str, Any] = {}
+    loaded: dict[str, Any] = {}
 
     def native(run: str, reference: str) -> GuardJudgement:
         if reference not in loaded:
-            loaded[reference] = ampcheck.load_reference(reference)  # type: ignore[attr-defined]
-        j = ampcheck.judge(run, loaded[reference])  # type: ignore[attr-defined]
+            loaded[reference] = ampcheck.load_reference(reference)
+        j = ampcheck.judge(run, loaded[reference])
         return GuardJudgement(verdict=str(j.verdict), passed=str(j.verdict) == "tracks", message=str(j.message),
                               steps=int(j.steps))
     return native

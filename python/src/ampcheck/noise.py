@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Iterable, Union
+from collections.abc import Iterable
 
 import torch
 
 from ampcheck.recorder import nudge_ulp
 
 
-def nudge_ulps(model: Union[torch.nn.Module, Iterable[torch.Tensor]], k: int) -> None:
+def nudge_ulps(model: torch.nn.Module | Iterable[torch.Tensor], k: int) -> None:
     """Move every floating parameter of `model` |k| ulps up (k > 0) or down (k < 0), in place, without grad (torch.nextafter
     |k| times). For `ulp` noise runs (record them with perturbation="ulp")."""
     if not isinstance(k, int) or k == 0:

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 import random
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 
@@ -29,12 +29,12 @@ PERTURBATIONS = ("", "seed", "order", "skip")
 class Precision:
     """What a strategy trains with."""
     param_dtype: torch.dtype            # the parameters' dtype
-    autocast_dtype: Optional[torch.dtype]  # autocast's dtype, None: no autocast
+    autocast_dtype: torch.dtype | None  # autocast's dtype, None: no autocast
     grad_scaler: bool                   # a dynamic GradScaler scales the loss
     tf32: bool                          # TF32 matmuls / convolutions on CUDA
 
 
-STRATEGIES: Dict[str, Precision] = {
+STRATEGIES: dict[str, Precision] = {
     "fp32": Precision(torch.float32, None, False, False),
     "tf32": Precision(torch.float32, None, False, True),
     "bf16-autocast": Precision(torch.float32, torch.bfloat16, False, False),
@@ -59,7 +59,7 @@ class Plan:
     max_steps: int            # stop after this many optimizer steps (0: the script's own length)
     seed_offset: int          # added to the seed(s) the integration controls
     perturbation: str         # "" | "seed" | "order" | "skip"
-    keep_fp32: List[str]      # model.named_modules() names that run in FP32
+    keep_fp32: list[str]      # model.named_modules() names that run in FP32
     workload: str             # recorded as the 'workload' attribute
 
     @property
@@ -71,13 +71,13 @@ class Plan:
         """The recording's 'perturbation' attribute: 'none' for a run that is not a noise run."""
         return self.perturbation or "none"
 
-    def attributes(self, applied: str) -> Dict[str, str]:
+    def attributes(self, applied: str) -> dict[str, str]:
         """The attributes every recording made under this plan carries (besides the measured ones)."""
         return {"plan_run": self.run, "plan_strategy": self.strategy, "plan_applied": applied,
                 "perturbation": self.recorded_perturbation, "workload": self.workload}
 
 
-def _error(path: str, field: str, expected: str, got) -> PlanError:
+def _error(path: str, field: str, expected: str, got: object) -> PlanError:
     return PlanError(f"{path}: field '{field}': expected {expected}, got {got!r}. HINT: the plan is written by "
                      f"`ampcheck sweep`; run the script through it again, or unset {ENV} to run it on its own")
 
@@ -133,10 +133,10 @@ def load_plan(path: str) -> Plan:
                 list(keep), workload)
 
 
-_cache: Dict[str, Plan] = {}
+_cache: dict[str, Plan] = {}
 
 
-def current_plan() -> Optional[Plan]:
+def current_plan() -> Plan | None:
     """The plan named by AMPCHECK_PLAN, or None when it is unset or empty (the script runs on its own). A bad plan
     raises PlanError (the sweep reports the run's output)."""
     path = os.environ.get(ENV, "")
@@ -149,7 +149,7 @@ def current_plan() -> Optional[Plan]:
 
 # ---- refusals ---------------------------------------------------------------------------------------------------
 
-def fp8_refusal(device: torch.device) -> Optional[str]:
+def fp8_refusal(device: torch.device) -> str | None:
     """Why torchao float8 training cannot run here, or None."""
     try:
         import torchao.float8  # noqa: F401
@@ -163,7 +163,7 @@ def fp8_refusal(device: torch.device) -> Optional[str]:
     return None
 
 
-def refusal(plan: Plan, device: torch.device, framework: str) -> Optional[str]:
+def refusal(plan: Plan, device: torch.device, framework: str) -> str | None:
     """Why `framework` cannot train `plan.strategy` on `device` (the recording's plan_applied says 'refused: <why>'),
     or None."""
     if plan.strategy == "fp16-master-weights":
@@ -214,6 +214,6 @@ def module_table(model: torch.nn.Module) -> str:
                       separators=(",", ":"))
 
 
-def unknown_modules(model: torch.nn.Module, names: List[str]) -> List[str]:
+def unknown_modules(model: torch.nn.Module, names: list[str]) -> list[str]:
     known = {n for n, _ in model.named_modules()}
     return [n for n in names if n not in known]

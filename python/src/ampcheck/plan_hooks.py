@@ -20,7 +20,7 @@ Everything here is undone by `PlanHooks.remove()` except the parameters' dtype, 
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable
 
 import torch
 
@@ -44,7 +44,7 @@ def cast_floating(obj: Any, dtype: torch.dtype) -> Any:
     return obj
 
 
-def _floating_tensors(obj) -> List[torch.Tensor]:
+def _floating_tensors(obj: Any) -> list[torch.Tensor]:
     if torch.is_tensor(obj):
         return [obj] if obj.is_floating_point() else []
     if isinstance(obj, (tuple, list)):
@@ -107,15 +107,15 @@ class StepWrapper:
     to skip the first step (skip_first) and/or a step whose grads a BackwardHookScaler found non-finite."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, *, skip_first: bool,
-                 scaler: Optional[BackwardHookScaler]) -> None:
+                 scaler: BackwardHookScaler | None) -> None:
         self.optimizer, self.skip_first, self.scaler = optimizer, skip_first, scaler
         self.calls = 0
-        self.planned_skips: List[int] = []  # step calls not taken because the plan / skip_first_step said so
+        self.planned_skips: list[int] = []  # step calls not taken because the plan / skip_first_step said so
         self._inner = optimizer.__dict__.get("step")  # an instance wrapper already there (an LR scheduler's)
         self._original = optimizer.step
-        optimizer.step = self._step
+        setattr(optimizer, "step", self._step)  # noqa: B010 (an instance attribute over the method: mypy forbids the plain assignment)
 
-    def _step(self, closure: Optional[Callable[[], Any]] = None, **kwargs: Any) -> Any:
+    def _step(self, closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
         call = self.calls
         self.calls += 1
         result = None
@@ -137,19 +137,19 @@ class StepWrapper:
             if self._inner is None:
                 del self.optimizer.step
             else:
-                self.optimizer.step = self._inner
+                setattr(self.optimizer, "step", self._inner)  # noqa: B010 (as in __init__)
 
 
 class PlanHooks:
     """The plan applied to `model` (and `optimizer`) by hooks. autocast=False where a framework applies the autocast
     itself (the keep_fp32 hooks still go on); scaler: a BackwardHookScaler to install, or None."""
 
-    def __init__(self, plan: Plan, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
-                 autocast: bool = True, param_dtype: bool = True, scaler: Optional[BackwardHookScaler] = None,
+    def __init__(self, plan: Plan, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None, *,
+                 autocast: bool = True, param_dtype: bool = True, scaler: BackwardHookScaler | None = None,
                  skip_first: bool = False) -> None:
         self.plan, self.model, self.scaler = plan, model, scaler
-        self.handles: List[Any] = []
-        self.step_wrapper: Optional[StepWrapper] = None
+        self.handles: list[Any] = []
+        self.step_wrapper: StepWrapper | None = None
         prec = plan.precision
         self.model_dtype = prec.param_dtype if param_dtype else next(
             (p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
@@ -159,13 +159,13 @@ class PlanHooks:
         for m in keep:
             m.float()
         if autocast or scaler is not None:
-            self._autocast_stack = []
+            self._autocast_stack: list[torch.autocast] = []
             self.handles.append(model.register_forward_pre_hook(self._enter_model, with_kwargs=True))
             self.handles.append(model.register_forward_hook(
                 lambda mod, args, out: self._leave_model(out, autocast), always_call=True))
             self._autocast = autocast
         for m in keep:
-            stack = []
+            stack: list[torch.autocast] = []
             self.handles.append(m.register_forward_pre_hook(
                 lambda mod, args, kwargs, stack=stack: self._enter_fp32(mod, args, kwargs, stack), with_kwargs=True))
             self.handles.append(m.register_forward_hook(
@@ -203,13 +203,13 @@ class PlanHooks:
 
     # -- keep_fp32 modules --------------------------------------------------------------------------------------------
 
-    def _enter_fp32(self, module: torch.nn.Module, args: Any, kwargs: Any, stack: List[Any]) -> Any:
+    def _enter_fp32(self, module: torch.nn.Module, args: Any, kwargs: Any, stack: list[Any]) -> Any:
         ctx = torch.autocast(_device_type(module), enabled=False)
         ctx.__enter__()
         stack.append(ctx)
         return cast_floating(args, torch.float32), cast_floating(kwargs, torch.float32)
 
-    def _leave_fp32(self, out: Any, stack: List[Any]) -> Any:
+    def _leave_fp32(self, out: Any, stack: list[Any]) -> Any:
         if stack:
             stack.pop().__exit__(None, None, None)
         if self.model_dtype != torch.float32:

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, List, Optional
+from typing import Any
 
 import torch
+from torch.amp.grad_scaler import GradScaler
+
+from ampcheck.plan_hooks import BackwardHookScaler
 
 
 @dataclasses.dataclass
@@ -39,7 +42,7 @@ class PreflightFinding:
 class PreflightError(ValueError):
     """A setup that PyTorch will refuse; the message starts with PyTorch's own error text."""
 
-    def __init__(self, findings: List[PreflightFinding]) -> None:
+    def __init__(self, findings: list[PreflightFinding]) -> None:
         self.findings = findings
         super().__init__("\n".join(f.message for f in findings if f.severity == "error"))
 
@@ -53,15 +56,15 @@ def _unwrap(optimizer: Any) -> Any:
     return unwrap_optimizer(optimizer) if optimizer is not None else None
 
 
-def preflight(model: torch.nn.Module, optimizer: Any = None, *, scaler: Optional[torch.amp.GradScaler] = None,
-              mixed_precision: Optional[str] = None,
+def preflight(model: torch.nn.Module, optimizer: Any = None, *, scaler: GradScaler | BackwardHookScaler | None = None,
+              mixed_precision: str | None = None,
               raise_on_error: bool = True, warn: bool = True,
-              autocast_active: Optional[bool] = None) -> List[PreflightFinding]:
+              autocast_active: bool | None = None) -> list[PreflightFinding]:
     """Checks the setup before training; mixed_precision: "fp16", "bf16" or None (what the run asks for);
     autocast_active: False where the framework will run no autocast for it (None: unknown, assumed on)."""
     if mixed_precision not in (None, "no", "fp32", "fp16", "bf16"):
         raise ValueError(f"mixed_precision {mixed_precision!r}: expected 'fp16', 'bf16' or None")
-    findings: List[PreflightFinding] = []
+    findings: list[PreflightFinding] = []
     params = [p for p in model.parameters()]
     trainable = [p for p in params if p.requires_grad]
     names = {id(p): n for n, p in model.named_parameters()}
@@ -96,7 +99,7 @@ def preflight(model: torch.nn.Module, optimizer: Any = None, *, scaler: Optional
         findings.append(PreflightFinding(
             "warning", "fp16_without_scaler",
             "fp16 mixed precision over fp32 parameters without a GradScaler: gradients under fp16's smallest "
-            "subnormal (6e-8) flush to zero in the fp16 backward. Use torch.amp.GradScaler, or bf16."))
+            "subnormal (6e-8) flush to zero in the fp16 backward. Use GradScaler, or bf16."))
     if mixed_precision in ("fp16", "bf16") and trainable:
         device_type = trainable[0].device.type
         available = getattr(torch.amp.autocast_mode, "is_autocast_available", lambda d: True)(device_type)

@@ -7,9 +7,9 @@ Recorder an `UnderPlan`; a Recorder made with none while AMPCHECK_PLAN is set ca
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Tuple
 
 import torch
+from torch.amp.grad_scaler import GradScaler
 
 from ampcheck.plan import Plan, refusal, reseed, set_tf32, unknown_modules
 from ampcheck.plan_hooks import BackwardHookScaler, PlanHooks
@@ -19,7 +19,7 @@ from ampcheck.plan_hooks import BackwardHookScaler, PlanHooks
 class UnderPlan:
     plan: Plan
     applied: str = "yes"                 # "yes" | "refused: <why>"
-    hooks: Optional[PlanHooks] = None
+    hooks: PlanHooks | None = None
     exit_at_max_steps: bool = True       # a plain loop ends (SystemExit(0)) once max_steps are recorded;
                                          # a framework's callback stops its trainer instead
 
@@ -27,7 +27,7 @@ class UnderPlan:
     def refused(self) -> bool:
         return self.applied != "yes"
 
-    def planned_skips(self) -> List[int]:
+    def planned_skips(self) -> list[int]:
         w = self.hooks.step_wrapper if self.hooks is not None else None
         return w.planned_skips if w is not None else []
 
@@ -36,12 +36,12 @@ class PlanRefused(RuntimeError):
     """The run cannot train as planned; recorded as the error run (plan_applied 'refused: <why>')."""
 
 
-def model_device(model) -> torch.device:
+def model_device(model: torch.nn.Module | None) -> torch.device:
     p = next(model.parameters(), None) if model is not None else None
     return p.device if p is not None else torch.device("cpu")
 
 
-def check(plan: Plan, model, framework: str) -> Optional[str]:
+def check(plan: Plan, model: torch.nn.Module | None, framework: str) -> str | None:
     """Why `framework` cannot apply the plan to this model (refusal text), or None."""
     why = refusal(plan, model_device(model), framework)
     if why is None and model is not None:
@@ -54,13 +54,14 @@ def check(plan: Plan, model, framework: str) -> Optional[str]:
     return why
 
 
-def fp8_convert(model) -> None:
+def fp8_convert(model: torch.nn.Module) -> None:
     """torchao float8 training: nn.Linear layers converted in place (fp8_refusal said torchao and an FP8 GPU exist)."""
     from torchao.float8 import convert_to_float8_training
     convert_to_float8_training(model)
 
 
-def apply_to_loop(plan: Plan, model, optimizer, scaler, *, skip_first: bool) -> Tuple[UnderPlan, object]:
+def apply_to_loop(plan: Plan, model: torch.nn.Module | None, optimizer: torch.optim.Optimizer | None,
+                  scaler: GradScaler | BackwardHookScaler | None, *, skip_first: bool) -> tuple[UnderPlan, GradScaler | BackwardHookScaler | None]:
     """The plan applied to a plain loop by hooks (plan_hooks.py). Returns (what was applied, the scaler the Recorder
     records: the script's own GradScaler when the strategy wants one and it is enabled, else a BackwardHookScaler, or
     None)."""
@@ -73,6 +74,7 @@ def apply_to_loop(plan: Plan, model, optimizer, scaler, *, skip_first: bool) -> 
         why = "the strategy / skip needs the optimizer (Recorder(..., optimizer=...))"
     if why is not None:
         return UnderPlan(plan, f"refused: {why}"), scaler
+    assert model is not None  # (check() refuses a plan without the model)
     set_tf32(prec.tf32)
     if plan.seed_offset:
         reseed(torch.initial_seed(), plan)
@@ -80,7 +82,7 @@ def apply_to_loop(plan: Plan, model, optimizer, scaler, *, skip_first: bool) -> 
     if prec.grad_scaler and scaler is None:
         hook_scaler = BackwardHookScaler(model_device(model))
     elif not prec.grad_scaler and scaler is not None and scaler.is_enabled():
-        scaler._enabled = False  # the script's GradScaler passes through (GradScaler has no public switch)
+        setattr(scaler, "_enabled", False)  # noqa: B010 the script's GradScaler passes through (no public switch)
     if plan.strategy == "fp8":
         fp8_convert(model)
     hooks = PlanHooks(plan, model, optimizer, autocast=True, param_dtype=True, scaler=hook_scaler,
