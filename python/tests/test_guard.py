@@ -3,6 +3,7 @@ the real HF Trainer (hf_util's tiny GPT-2) with a planted fp16 blow-up are stopp
 file written (status interrupted) and judged nonfinite / diverges by `ampcheck judge`; the same runs without the
 blow-up are judged at every judged step and never stopped. (The 1,000-step HF run and the 20 seeds:
 python/tools/guard_check.py, reports/python/guard.md.)"""
+
 import h5py
 import pytest
 

@@ -18,6 +18,7 @@ reports/python/guard.md.
     AMPCHECK_BIN=build/ampcheck python3 python/tools/guard_check.py --parts stop
     AMPCHECK_BIN=build/ampcheck python3 python/tools/guard_check.py --parts seeds cost --seeds-loop mlp --seeds 20
 """
+
 import argparse
 import contextlib
 import os
@@ -58,8 +59,10 @@ def main():
     warnings.simplefilter("ignore")
     d = tempfile.mkdtemp()
     t0 = time.time()
-    print(f"Command: `python3 python/tools/guard_check.py {' '.join(sys.argv[1:])}`; guard: judge_every="
-          f"{a.judge_every}, stop_on={STOP_ON}; judge: {default_judge().__name__}; torch {torch.__version__}.\n")
+    print(
+        f"Command: `python3 python/tools/guard_check.py {' '.join(sys.argv[1:])}`; guard: judge_every="
+        f"{a.judge_every}, stop_on={STOP_ON}; judge: {default_judge().__name__}; torch {torch.__version__}.\n"
+    )
     ref = f"{d}/reference.h5"
     guard = dict(reference=ref, judge_every=a.judge_every, stop_on=STOP_ON)
     if "stop" in a.parts or a.seeds_loop == "hf":
@@ -76,51 +79,75 @@ def main():
 
 def stop_part(d, guard):
     """1. the planted blow-up"""
-    cb, _ = quiet(hf_util.run, d, "blow", steps=1000, fp16=True, cpu_scaler=True, blow_at=120, guard=guard,
-                  probe_every=DEFAULT_PROBE_EVERY)
+    cb, _ = quiet(
+        hf_util.run,
+        d,
+        "blow",
+        steps=1000,
+        fp16=True,
+        cpu_scaler=True,
+        blow_at=120,
+        guard=guard,
+        probe_every=DEFAULT_PROBE_EVERY,
+    )
     g = cb.recorder.guard
     final = g.final
     r, row = hf_util.judge(d, "blow")
     print("## 1. fp16 blow-up planted at step 120 of 1,000\n")
     print("| stopped after step | judgements (steps: verdict) | file status | `ampcheck judge` on the file |")
     print("| --- | --- | --- | --- |")
-    print(f"| {final.steps if final else 'not stopped'} | "
-          f"{', '.join(f'{j.steps}: {j.verdict}' for j in g.judgements)} | "
-          f"{'interrupted' if final else 'completed'} | {row['verdict']} |\n")
+    print(
+        f"| {final.steps if final else 'not stopped'} | "
+        f"{', '.join(f'{j.steps}: {j.verdict}' for j in g.judgements)} | "
+        f"{'interrupted' if final else 'completed'} | {row['verdict']} |\n"
+    )
     print(f"Message: {final.message if final else '-'}\n")
 
 
 def seeds_part(a, d, guard):
     """2. correct runs"""
     if a.seeds_loop == "mlp":
-        print(f"Plain loop (tests/guard_util.py's MLP), per seed s: its own reference (FP32 run with seed s, data seed "
-              f"s; a seed and a data-order noise run), then the fp16 autocast + GradScaler run of the same training "
-              f"with the guard; {a.steps} steps.\n")
+        print(
+            f"Plain loop (tests/guard_util.py's MLP), per seed s: its own reference (FP32 run with seed s, data seed "
+            f"s; a seed and a data-order noise run), then the fp16 autocast + GradScaler run of the same training "
+            f"with the guard; {a.steps} steps.\n"
+        )
     rows, stopped, not_tracks, judgements = [], 0, 0, 0
     for i in range(a.seeds):
         if a.seeds_loop == "hf":
             strategy = dict(fp16=True, cpu_scaler=True) if i % 2 == 0 else dict(bf16=True)
-            cb, _ = quiet(hf_util.run, d, f"ok{i}", steps=a.steps, seed=2000 + i, data_seed=3000 + i, guard=guard,
-                          probe_every=DEFAULT_PROBE_EVERY, **strategy)
+            cb, _ = quiet(
+                hf_util.run,
+                d,
+                f"ok{i}",
+                steps=a.steps,
+                seed=2000 + i,
+                data_seed=3000 + i,
+                guard=guard,
+                probe_every=DEFAULT_PROBE_EVERY,
+                **strategy,
+            )
             g = cb.recorder.guard
             name = "fp16 + GradScaler" if i % 2 == 0 else "bf16"
         else:
             ref = guard_util.make_reference(d, a.steps, seed=2000 + i, data_seed=3000 + i, name=f"ref{i}")
-            g = guard_util.train(f"{d}/ok{i}.h5", a.steps, seed=2000 + i, data_seed=3000 + i, fp16=True,
-                                 **dict(guard, reference=ref)).guard
+            g = guard_util.train(
+                f"{d}/ok{i}.h5", a.steps, seed=2000 + i, data_seed=3000 + i, fp16=True, **dict(guard, reference=ref)
+            ).guard
             name = "fp16 + GradScaler"
         judgements += len(g.judgements)
         bad = [j for j in g.judgements if j.verdict != "tracks"]
         not_tracks += len(bad)
         stopped += g.stopped is not None
-        rows.append(f"| {2000 + i} | {name} | {len(g.judgements)} | "
-                    f"{'; '.join(f'{j.steps}: {j.verdict}' for j in bad) or 'all tracks'} | "
-                    f"{'STOPPED' if g.stopped else 'no'} |")
+        rows.append(
+            f"| {2000 + i} | {name} | {len(g.judgements)} | "
+            f"{'; '.join(f'{j.steps}: {j.verdict}' for j in bad) or 'all tracks'} | "
+            f"{'STOPPED' if g.stopped else 'no'} |"
+        )
     print(f"## 2. {a.seeds} correct runs ({a.seeds_loop}, {a.steps} steps each)\n")
     print(f"Stopped: {stopped} of {a.seeds}; judgements other than tracks: {not_tracks} of {judgements}.\n")
     print("| seed | strategy | judgements | not tracks | stopped |\n| --- | --- | --- | --- | --- |")
     print("\n".join(rows) + "\n")
-
 
 
 def cost_part(a, d):
@@ -135,9 +162,11 @@ def cost_part(a, d):
         times.append((time.perf_counter() - t) * 1e3)
     per_call = statistics.median(times)
     print("## 3. Cost\n")
-    print(f"One judgement ({judge.__name__}, {runs[0]}): median {per_call:.1f} ms wall over 10 calls (min "
-          f"{min(times):.1f}, max {max(times):.1f}). At judge_every=50 that is {per_call / 50:.2f} ms per step on "
-          f"average, whatever the model; the steps not judged run no guard code (no sync, no work).\n")
+    print(
+        f"One judgement ({judge.__name__}, {runs[0]}): median {per_call:.1f} ms wall over 10 calls (min "
+        f"{min(times):.1f}, max {max(times):.1f}). At judge_every=50 that is {per_call / 50:.2f} ms per step on "
+        f"average, whatever the model; the steps not judged run no guard code (no sync, no work).\n"
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ once, on the first in-process call (ampcheck.judge, ...) — `import ampcheck` n
   2. the build of the source checkout this package is imported from (<source>/$BUILD_DIR or build, python/ampcheck/:
      `bash ci/build.sh` builds it there; PYTHONPATH=<source>/python/src).
 """
+
 from __future__ import annotations
 
 import glob
@@ -35,8 +36,9 @@ def _checkout_candidates() -> list[str]:
     if build is None:
         return []
     d = os.path.join(build, "python", "ampcheck")
-    return sorted(p for suffix in importlib.machinery.EXTENSION_SUFFIXES
-                  for p in glob.glob(os.path.join(d, "_native" + suffix)))
+    return sorted(
+        p for suffix in importlib.machinery.EXTENSION_SUFFIXES for p in glob.glob(os.path.join(d, "_native" + suffix))
+    )
 
 
 def places_looked() -> list[str]:
@@ -55,6 +57,7 @@ def native() -> ModuleType:
     if _native is not None:
         return _native
     import torch  # noqa: F401  (loads LibTorch's libraries, which the extension links, the way torch loads them)
+
     errors: list[str] = []
     try:
         _native = importlib.import_module("ampcheck._native")
@@ -77,10 +80,14 @@ def native() -> ModuleType:
             errors.append(f"{path}: {e}")
     raise AmpcheckError(
         "ampcheck's native core (the extension module ampcheck._native, which judges in this process) was not found. "
-        "Looked " + "; ".join(places_looked()) + "." + (" It failed to load: " + "; ".join(errors) if errors else "")
+        "Looked "
+        + "; ".join(places_looked())
+        + "."
+        + (" It failed to load: " + "; ".join(errors) if errors else "")
         + " HINT: install the package so that it compiles its native core — `pip install --no-build-isolation "
         "./python` in the ampcheck checkout (needs CMake, a C++17 compiler and the libraries ci/setup.sh installs) — "
-        "or, in a checkout, build it with `bash ci/build.sh`")
+        "or, in a checkout, build it with `bash ci/build.sh`"
+    )
 
 
 def native_available() -> bool:

@@ -7,6 +7,7 @@ check, validate, sweep, ...), which it finds as, in order,
      PYTHONPATH=<source>/python/src);
   4. another `ampcheck` executable on PATH (not this script).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,8 @@ def places() -> list[tuple[str, str | None]]:
     """Where the tool is looked for, in order: (what the place is, in words; the path there, or None)."""
     out: list[tuple[str, str | None]] = [
         ("$AMPCHECK_BIN", os.environ.get("AMPCHECK_BIN") or None),
-        ("the tool installed with this package", os.path.join(_HERE, "bin", "ampcheck"))]
+        ("the tool installed with this package", os.path.join(_HERE, "bin", "ampcheck")),
+    ]
     build = checkout_build_dir()
     if build:
         out.append(("the build of the source checkout", os.path.join(build, "ampcheck")))
@@ -69,10 +71,12 @@ def not_found_message() -> str:
         else:
             state = f"{path} — not there"
         lines.append(f"  {i}. {what}: {state}")
-    lines.append("HINT: this package was installed without its native core. Reinstall it from the ampcheck checkout "
-                 "with `pip install --no-build-isolation ./python` (it compiles the tool; needs CMake, a C++17 "
-                 "compiler and the libraries ci/setup.sh installs), or build the checkout with `bash ci/build.sh`, "
-                 "or point AMPCHECK_BIN at an ampcheck executable.")
+    lines.append(
+        "HINT: this package was installed without its native core. Reinstall it from the ampcheck checkout "
+        "with `pip install --no-build-isolation ./python` (it compiles the tool; needs CMake, a C++17 "
+        "compiler and the libraries ci/setup.sh installs), or build the checkout with `bash ci/build.sh`, "
+        "or point AMPCHECK_BIN at an ampcheck executable."
+    )
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ model loaded with `from_pretrained` there is no init seed to vary — use anothe
 another dropout seed instead of `seed`, and ulp nudges only beside them (alone they are refused: they measure
 rounding chaos, not an equally valid training).
 """
+
 from __future__ import annotations
 
 import os
@@ -33,6 +34,7 @@ def seed_everything(seed: int, *, deterministic: bool = False) -> None:
     random.seed(seed)
     try:
         import numpy as np
+
         np.random.seed(seed % 2**32)
     except ImportError:
         pass

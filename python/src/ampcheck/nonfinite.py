@@ -11,6 +11,7 @@ forward's first flagged module is the innermost one that produced the value. Bac
 backward order) whose parameter gradients were non-finite; under a GradScaler an overflow the scaler then skips counts
 too (it is a non-finite value seen).
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,11 +35,12 @@ class NonfiniteTracker:
                 owner.setdefault(id(p), idx)
         for p in model.parameters():
             if p.requires_grad and id(p) in owner:
-                self.handles.append(p.register_post_accumulate_grad_hook(
-                    functools.partial(self._on_grad, owner[id(p)])))
-        self._forward: list[tuple[int, torch.Tensor]] = []   # (module index, device bool flag) in the order run
+                self.handles.append(
+                    p.register_post_accumulate_grad_hook(functools.partial(self._on_grad, owner[id(p)]))
+                )
+        self._forward: list[tuple[int, torch.Tensor]] = []  # (module index, device bool flag) in the order run
         self._backward: list[tuple[int, torch.Tensor]] = []
-        self.first: tuple[str, int, str] | None = None    # (module, step, pass), once seen on the host
+        self.first: tuple[str, int, str] | None = None  # (module, step, pass), once seen on the host
 
     def _on_forward(self, idx: int, module: torch.nn.Module, args: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
@@ -81,8 +83,11 @@ class NonfiniteTracker:
         if self.first is None:
             return {}
         module, step, pass_ = self.first
-        return {"first_nonfinite_module": module or "(the model)", "first_nonfinite_step": str(step),
-                "first_nonfinite_pass": pass_}
+        return {
+            "first_nonfinite_module": module or "(the model)",
+            "first_nonfinite_step": str(step),
+            "first_nonfinite_pass": pass_,
+        }
 
     def remove(self) -> None:
         for h in self.handles:

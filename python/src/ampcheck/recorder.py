@@ -148,10 +148,31 @@ from ampcheck.under_plan import PlanRefused, UnderPlan, apply_to_loop
 
 FORMAT = "ampcheck-trajectory"
 FORMAT_VERSION = "1"
-COLUMNS = ("loss", "grad_norm", "param_norm", "update_norm", "loss_scale", "skipped", "frac_zero_grad",
-           "frac_subnormal_grad", "frac_nonfinite_grad", "lr", "step_time_ms", "eval_loss")
-_DEVICE_COLUMNS = ("loss", "grad_norm", "param_norm", "update_norm", "loss_scale", "skipped", "frac_zero_grad",
-                   "frac_subnormal_grad", "frac_nonfinite_grad")
+COLUMNS = (
+    "loss",
+    "grad_norm",
+    "param_norm",
+    "update_norm",
+    "loss_scale",
+    "skipped",
+    "frac_zero_grad",
+    "frac_subnormal_grad",
+    "frac_nonfinite_grad",
+    "lr",
+    "step_time_ms",
+    "eval_loss",
+)
+_DEVICE_COLUMNS = (
+    "loss",
+    "grad_norm",
+    "param_norm",
+    "update_norm",
+    "loss_scale",
+    "skipped",
+    "frac_zero_grad",
+    "frac_subnormal_grad",
+    "frac_nonfinite_grad",
+)
 _GRAD_COLUMNS = ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")
 GRAD_PROBES = ("backward-hooks", "after_backward", "at_step")  # the values of the attribute grad_probe (and `none`)
 PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the attribute perturbation
@@ -163,7 +184,9 @@ _uncaught: list[BaseException] = []
 _atexit_registered = False
 
 
-def _excepthook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:  # remember an uncaught exception for the recorders still open at exit
+def _excepthook(
+    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+) -> None:  # remember an uncaught exception for the recorders still open at exit
     _uncaught.append(exc)
     _previous_excepthook(exc_type, exc, tb)
 
@@ -190,8 +213,12 @@ def _close_open_recorders() -> None:  # registered on the first Recorder, after 
         exc = _uncaught[-1] if _uncaught else None
         # no exception: the loop ended without close() — a completed run if its last step was recorded (step() ran
         # after the last optimizer step), said in the note
-        rec._finish(exc, note=None if exc is not None else
-                    f"closed at interpreter exit: Recorder.close() was not called; {rec._step} step(s) recorded")
+        rec._finish(
+            exc,
+            note=None
+            if exc is not None
+            else f"closed at interpreter exit: Recorder.close() was not called; {rec._step} step(s) recorded",
+        )
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -215,7 +242,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 _previous_sigterm: list[Any] = [None]
-_writing = [0]            # files being written now (a signal arriving then is handled after the write)
+_writing = [0]  # files being written now (a signal arriving then is handled after the write)
 _deferred_signal: list[int | None] = [None]
 
 
@@ -231,15 +258,29 @@ def _install_sigterm() -> None:
 
 
 class Recorder:
-    def __init__(self, path: str | os.PathLike[str], model: torch.nn.Module | None = None,
-                 optimizer: Any = None, scaler: GradScaler | BackwardHookScaler | None = None, *,
-                 attributes: Mapping[str, object] | None = None, probe_every: int = DEFAULT_PROBE_EVERY,
-                 flush_every: int = 50, overwrite: bool = False, perturbation: str | None = None,
-                 snapshot_every: int | None = None, skip_first_step: bool = False,
-                 track_nonfinite: bool | None = None, under_plan: UnderPlan | None = None,
-                 reference: str | os.PathLike[str] | None = None, judge_every: int = 50,
-                 stop_on: Sequence[str] = (), judge: JudgeFunction | None = None, stop_raises: bool = True,
-                 per_rank: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        model: torch.nn.Module | None = None,
+        optimizer: Any = None,
+        scaler: GradScaler | BackwardHookScaler | None = None,
+        *,
+        attributes: Mapping[str, object] | None = None,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+        flush_every: int = 50,
+        overwrite: bool = False,
+        perturbation: str | None = None,
+        snapshot_every: int | None = None,
+        skip_first_step: bool = False,
+        track_nonfinite: bool | None = None,
+        under_plan: UnderPlan | None = None,
+        reference: str | os.PathLike[str] | None = None,
+        judge_every: int = 50,
+        stop_on: Sequence[str] = (),
+        judge: JudgeFunction | None = None,
+        stop_raises: bool = True,
+        per_rank: bool = False,
+    ) -> None:
         self.path = os.fspath(path)
         # under torch.distributed (DDP, torchrun, accelerate launch): rank 0 records, or each rank its own file
         rank, world = rank_and_world()
@@ -304,19 +345,23 @@ class Recorder:
             self.attributes.setdefault("optimizer_wrapper", type(wrapped).__name__)
         for given in (self.attributes.get("perturbation"), perturbation):
             if given is not None and str(given) not in PERTURBATIONS:
-                raise ValueError(f"perturbation {str(given)!r}: must be one of 'none' (the FP32 reference run "
-                                 f"itself), 'ulp', 'seed', 'order', 'skip' (a noise run of that kind)")
+                raise ValueError(
+                    f"perturbation {str(given)!r}: must be one of 'none' (the FP32 reference run "
+                    f"itself), 'ulp', 'seed', 'order', 'skip' (a noise run of that kind)"
+                )
         if perturbation is not None:
             if self.attributes.get("perturbation", str(perturbation)) != str(perturbation):
-                raise ValueError(f"perturbation={perturbation!r} and attributes['perturbation']="
-                                 f"{self.attributes['perturbation']!r} disagree")
+                raise ValueError(
+                    f"perturbation={perturbation!r} and attributes['perturbation']="
+                    f"{self.attributes['perturbation']!r} disagree"
+                )
             self.attributes["perturbation"] = str(perturbation)
         self._measured = {"loss", "step_time_ms"}
         self._step = 0
         self._closed = False
-        self._cuda: bool | None = None       # decided on the first step() by the loss's device
+        self._cuda: bool | None = None  # decided on the first step() by the loss's device
         self._last_mark = self._mark_cpu()
-        self._ab_stats: _GradStats | None = None   # after_backward()'s _GradStats of every .grad
+        self._ab_stats: _GradStats | None = None  # after_backward()'s _GradStats of every .grad
         self._scale_used: torch.Tensor | None = None
         self._next_scale = self._current_scale()  # the scale the next step's backward uses (update() ran before)
         self._stepped = False
@@ -325,25 +370,36 @@ class Recorder:
         self._lr = math.nan
         self._hooks: list[Any] = []
         self._param_list: list[torch.nn.Parameter] = []  # the model's, filled once by _params()
-        self._buffers: list[torch.Tensor] | None = None    # the parameter snapshot, reused from probe to probe
-        self._hooked: _GradStats | None = None     # _GradStats of every .grad at the end of the step's last measured backward (probe step)
-        self._deferred: list[tuple[int, weakref.ref[torch.Tensor], int]] | None = None   # [(parameter index, weakref to its grad, the grad's version)] at a backward not measured
-        self._passes = 0        # backward passes through the model since the last step()
+        self._buffers: list[torch.Tensor] | None = None  # the parameter snapshot, reused from probe to probe
+        self._hooked: _GradStats | None = (
+            None  # _GradStats of every .grad at the end of the step's last measured backward (probe step)
+        )
+        self._deferred: list[tuple[int, weakref.ref[torch.Tensor], int]] | None = (
+            None  # [(parameter index, weakref to its grad, the grad's version)] at a backward not measured
+        )
+        self._passes = 0  # backward passes through the model since the last step()
         self._expected_passes = 1  # the previous step's: from which pass on the end of a backward measures
         self._in_backward = False  # a grad hook of the running backward fired (its end-of-backward callback is queued)
         self._backward_seen = False  # a grad hook fired since the last step()
-        self._hook_scale: torch.Tensor | None = None      # the loss scale at the step's first grad hook (the step's backward's)
+        self._hook_scale: torch.Tensor | None = (
+            None  # the loss scale at the step's first grad hook (the step's backward's)
+        )
         self._grad_probes: dict[str, int] = {}  # grad_probe value -> probe steps read that way
         self._steps_without_grads = 0
         self._warned_lost = self._warned_no_grads = False
-        self._param_dtype: str | None = None     # decided on the first step()
-        self._autocast: tuple[str, bool] | None = None        # (autocast dtype name, from a forward with grad enabled) from the pre-hook
+        self._param_dtype: str | None = None  # decided on the first step()
+        self._autocast: tuple[str, bool] | None = (
+            None  # (autocast dtype name, from a forward with grad enabled) from the pre-hook
+        )
         self._forwards = 0
         self._forward_hook: list[RemovableHandle] = []
         if optimizer is not None and not hasattr(optimizer, "register_step_pre_hook"):
-            warnings.warn(f"ampcheck_recorder: {type(wrapped).__name__} is not a torch.optim.Optimizer and holds none "
-                          f"(no .optimizer / ._optimizer): the recorder cannot see its steps — lr, skipped and "
-                          f"update_norm are not recorded (pass the torch optimizer inside it)", stacklevel=2)
+            warnings.warn(
+                f"ampcheck_recorder: {type(wrapped).__name__} is not a torch.optim.Optimizer and holds none "
+                f"(no .optimizer / ._optimizer): the recorder cannot see its steps — lr, skipped and "
+                f"update_norm are not recorded (pass the torch optimizer inside it)",
+                stacklevel=2,
+            )
             self.optimizer = optimizer = None
         if optimizer is not None:
             self._hooks.append(optimizer.register_step_pre_hook(self._pre_step))
@@ -414,7 +470,9 @@ class Recorder:
         dev = loss_t.device
         if self._cuda is None:
             self._cuda = dev.type == "cuda"
-        lr = self._lr if self._stepped else (float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else math.nan)
+        lr = (
+            self._lr if self._stepped else (float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else math.nan)
+        )
         host = dict.fromkeys(_DEVICE_COLUMNS, math.nan)  # host values; device values are listed in `cols`/`vals`
         host.update(lr=lr, eval_loss=float(eval_loss) if eval_loss is not None else math.nan)
         cols, vals = ["loss"], [loss_t.to(torch.float64)]
@@ -479,8 +537,12 @@ class Recorder:
         assert self.guard is not None  # called only with a guard
         self.flush()
         if self._snapshot_rows != len(self.rows):
-            _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured],
-                              self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"))
+            _write_atomically(
+                self.path,
+                self.rows,
+                [c for c in COLUMNS if c in self._measured],
+                self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"),
+            )
             self._snapshot_rows = len(self.rows)
         self.guard.judge(self.path)
         self._agree_on_stop()
@@ -492,6 +554,7 @@ class Recorder:
         stopped = self.guard.stopped
         if self.world_size > 1:
             import torch.distributed as dist
+
             gathered = [None] * self.world_size
             dist.all_gather_object(gathered, stopped)
             stopped = next((j for j in gathered if j is not None), None)
@@ -500,8 +563,11 @@ class Recorder:
         if stopped is None:
             return
         if self.recording and not self._closed:
-            self._finish(None, status="interrupted",
-                         note=f"stopped by the live guard after {len(self.rows)} step(s): judged {stopped.verdict}")
+            self._finish(
+                None,
+                status="interrupted",
+                note=f"stopped by the live guard after {len(self.rows)} step(s): judged {stopped.verdict}",
+            )
             self.guard.judge_final(self.path)  # the file as written, judged
         if self.stop_raises:
             raise GuardStop(self.path, getattr(self.guard, "final", None) or stopped)
@@ -514,7 +580,7 @@ class Recorder:
         i = 0
         for cols, _, host, mark in self._pending:
             r = dict(host)
-            r.update(zip(cols, values[i:i + len(cols)]))
+            r.update(zip(cols, values[i : i + len(cols)]))
             i += len(cols)
             if "_nonfinite_forward" in r:
                 assert self._nonfinite is not None  # (the tracker's columns)
@@ -531,8 +597,9 @@ class Recorder:
     def __enter__(self) -> Recorder:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         self._finish(exc)
         return False  # an exception goes on up: the recorder only records it
 
@@ -553,7 +620,9 @@ class Recorder:
         return p.device if p is not None else torch.device("cpu")
 
     def _params(self) -> list[torch.Tensor]:
-        if not self._param_list and self.model is not None:  # the Parameter objects stay the same through .to() / .half()
+        if (
+            not self._param_list and self.model is not None
+        ):  # the Parameter objects stay the same through .to() / .half()
             self._param_list = list(self.model.parameters())
         return [p.detach() for p in self._param_list]
 
@@ -561,12 +630,18 @@ class Recorder:
         if not self._scaler_on():
             return torch.ones((), dtype=torch.float64)
         assert self.scaler is not None  # (_scaler_on)
-        s: torch.Tensor | None = getattr(self.scaler, "_scale", None)  # the device tensor GradScaler keeps (created on first scale())
+        s: torch.Tensor | None = getattr(
+            self.scaler, "_scale", None
+        )  # the device tensor GradScaler keeps (created on first scale())
         if s is None:
-            return torch.tensor(float(getattr(self.scaler, "_init_scale", self.scaler.get_scale())), dtype=torch.float64)
+            return torch.tensor(
+                float(getattr(self.scaler, "_init_scale", self.scaler.get_scale())), dtype=torch.float64
+            )
         return s.detach().clone().reshape(())
 
-    def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:  # optimizer step pre-hook: the step is taken (not skipped)
+    def _pre_step(
+        self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any
+    ) -> None:  # optimizer step pre-hook: the step is taken (not skipped)
         self._stepped = True
         self._lr = float(optimizer.param_groups[0]["lr"])
         found_inf = getattr(optimizer, "found_inf", None)  # GradScaler.step sets it for a fused optimizer
@@ -575,14 +650,18 @@ class Recorder:
         if self.model is not None and self._probe_step():
             with torch.no_grad():
                 params = self._params()
-                if self._buffers is None or any(b.shape != p.shape or b.dtype != p.dtype or b.device != p.device
-                                                for b, p in zip(self._buffers, params)):
+                if self._buffers is None or any(
+                    b.shape != p.shape or b.dtype != p.dtype or b.device != p.device
+                    for b, p in zip(self._buffers, params)
+                ):
                     self._buffers = [p.clone() for p in params]
                 else:
                     torch._foreach_copy_(self._buffers, params)
                 self._snapshot = self._buffers
 
-    def _on_grad(self, param: torch.Tensor) -> None:  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
+    def _on_grad(
+        self, param: torch.Tensor
+    ) -> None:  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
         if self._in_backward:  # (every parameter's hook after the backward's first: nothing to do)
             return
         self._in_backward = True
@@ -613,13 +692,17 @@ class Recorder:
             self._deferred = [(i, weakref.ref(g), g._version) for i, g in grads]
             self._hooked = None
 
-    def _on_forward(self, module: torch.nn.Module, args: Any) -> None:  # forward pre-hook: the autocast state of the first (training) forward
+    def _on_forward(
+        self, module: torch.nn.Module, args: Any
+    ) -> None:  # forward pre-hook: the autocast state of the first (training) forward
         self._forwards += 1
         training = torch.is_grad_enabled()
         if self._autocast is None or (training and not self._autocast[1]):
             dev = self._param_list[0].device.type if self._param_list else "cpu"
             self._autocast = (_autocast_dtype(dev), training)
-        if training or self._forwards >= _FORWARDS_LOOKED_AT * len(self._forward_hook):  # (calls of every hooked module)
+        if training or self._forwards >= _FORWARDS_LOOKED_AT * len(
+            self._forward_hook
+        ):  # (calls of every hooked module)
             for h in self._forward_hook:
                 h.remove()
 
@@ -634,8 +717,10 @@ class Recorder:
         elif self._hooked is not None:
             stats, scale, probe = self._hooked, self._hook_scale, "backward-hooks"
         elif self._deferred is not None:  # fewer backward passes than the previous step: read now if unchanged
-            lost = any((g := ref()) is None or g is not self._param_list[i].grad or g._version != version
-                       for i, ref, version in self._deferred)
+            lost = any(
+                (g := ref()) is None or g is not self._param_list[i].grad or g._version != version
+                for i, ref, version in self._deferred
+            )
             stats = None if lost else _grad_stats([g for _, ref, _ in self._deferred if (g := ref()) is not None])
             scale, probe = self._hook_scale, None if lost else "backward-hooks"
         else:  # no backward through the model: grads set without one are read as they are now
@@ -651,7 +736,9 @@ class Recorder:
                     f"step(): the recorder measures at the end of the previous step's number of backward passes, so this "
                     f"step's grad_norm and grad fractions are NaN (attribute steps_without_grads counts such steps). "
                     f"Call after_backward() after the last backward of each step where the number of micro-batches "
-                    f"varies", stacklevel=3)
+                    f"varies",
+                    stacklevel=3,
+                )
             elif not lost and not self._warned_no_grads:
                 self._warned_no_grads = True
                 warnings.warn(
@@ -661,7 +748,8 @@ class Recorder:
                     f"without backward must call after_backward() or step() before "
                     f"optimizer.zero_grad(set_to_none=True). grad_norm and the grad fractions will be NaN and "
                     f"`ampcheck judge` will not judge them (attribute steps_without_grads counts such steps)",
-                    stacklevel=3)
+                    stacklevel=3,
+                )
             return None
         assert stats is not None  # (a probe was read)
         self._grad_probes[probe] = self._grad_probes.get(probe, 0) + 1
@@ -700,8 +788,12 @@ class Recorder:
         a rename) with every step so far and status `running` — so a run killed outright (SIGKILL, the OOM killer)
         leaves a readable file up to its last snapshot, which `ampcheck judge` judges as a partial run."""
         if self.snapshot_every and len(self.rows) - self._snapshot_rows >= self.snapshot_every:
-            _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured],
-                              self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"))
+            _write_atomically(
+                self.path,
+                self.rows,
+                [c for c in COLUMNS if c in self._measured],
+                self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"),
+            )
             self._snapshot_rows = len(self.rows)
 
     def _finish(self, exc: BaseException | None, status: str | None = None, note: str | None = None) -> None:
@@ -732,7 +824,9 @@ class Recorder:
 
     def _attributes(self, status: str, exc: BaseException | None, note: str | None) -> dict[str, str]:
         attrs = {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "recorder": "ampcheck_recorder 1",
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "recorder": "ampcheck_recorder 1",
             "status": status,
             "error": _error_text(exc) if exc is not None else "",
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -747,8 +841,9 @@ class Recorder:
         if self.optimizer is not None:
             attrs["optimizer"] = type(self.optimizer).__name__
         if self.scaler is not None and self._scaler_on():
-            attrs["scaler"] = (f"GradScaler(init_scale={self.scaler._init_scale}, growth_interval="
-                               f"{self.scaler._growth_interval})")
+            attrs["scaler"] = (
+                f"GradScaler(init_scale={self.scaler._init_scale}, growth_interval={self.scaler._growth_interval})"
+            )
         attrs.update(self.attributes)
         # measured, after the caller's attributes: what was in effect, whatever the caller's attributes say
         attrs["grad_scaler"] = "none" if self.scaler is None else "enabled" if self._scaler_on() else "disabled"
@@ -787,7 +882,7 @@ def nudge_ulp(model: torch.nn.Module | Iterable[torch.Tensor], direction: int = 
 
 _FINFO: dict[torch.dtype, torch.finfo] = {}
 _CONCAT_BELOW = {"cuda": 1 << 24}  # grads smaller than this (elements) are concatenated and counted together; CPU:
-_CONCAT_BELOW_OTHER = 1 << 16      # copying large grads costs more than the per-tensor ops it saves (a GPU: the launches)
+_CONCAT_BELOW_OTHER = 1 << 16  # copying large grads costs more than the per-tensor ops it saves (a GPU: the launches)
 
 
 class _GradStats:
@@ -795,6 +890,7 @@ class _GradStats:
     2-norms, each norm in fp32 for 16-bit grads), counts (float64 (3,): non-zero elements, elements with |g| < tiny
     (zeros included), elements with |g| <= max (finite)) and numel (int, on the host). NaN is non-zero and fails both
     comparisons."""
+
     __slots__ = ("sumsq", "counts", "numel")
 
     def __init__(self, sumsq: torch.Tensor, counts: torch.Tensor, numel: int) -> None:
@@ -827,11 +923,18 @@ def _grad_stats(grads: Sequence[torch.Tensor]) -> _GradStats:
         small = [g.reshape(-1) for g in gs if g.numel() < below]
         flats = [g.reshape(-1) for g in gs if g.numel() >= below]
         for i in range(0, len(small), 512):  # torch.cat of this many at once
-            flats.append(torch.cat(small[i:i + 512]) if len(small) > i + 1 else small[i])
+            flats.append(torch.cat(small[i : i + 512]) if len(small) > i + 1 else small[i])
         for flat in flats:
             mag = flat.abs()
-            counts.append(torch.stack([torch.count_nonzero(flat), torch.count_nonzero(mag < info.tiny),
-                                       torch.count_nonzero(mag <= info.max)]).to(dev, torch.float64))
+            counts.append(
+                torch.stack(
+                    [
+                        torch.count_nonzero(flat),
+                        torch.count_nonzero(mag < info.tiny),
+                        torch.count_nonzero(mag <= info.max),
+                    ]
+                ).to(dev, torch.float64)
+            )
             numel += flat.numel()
     if not norms:
         zero = torch.zeros((), dtype=torch.float64, device=dev)
@@ -862,7 +965,7 @@ def rank_path(path: str, rank: int) -> str:
     """`runs/fp16.h5` -> `runs/fp16.rank1.h5`: a per-rank file's name."""
     for ext in (".hdf5", ".h5", ".jsonl"):
         if path.endswith(ext):
-            return f"{path[:-len(ext)]}.rank{rank}{ext}"
+            return f"{path[: -len(ext)]}.rank{rank}{ext}"
     return f"{path}.rank{rank}"
 
 
@@ -880,7 +983,9 @@ def _autocast_dtype(device_type: str) -> str:
 
 
 def _norm(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    norm: torch.Tensor = torch.linalg.vector_norm(torch.stack(torch._foreach_norm([t.float() for t in tensors])).double())
+    norm: torch.Tensor = torch.linalg.vector_norm(
+        torch.stack(torch._foreach_norm([t.float() for t in tensors])).double()
+    )
     return norm
 
 
@@ -894,8 +999,11 @@ def _error_text(exc: BaseException) -> str:
 def _device_attributes(cuda: bool) -> dict[str, str]:
     if cuda:
         major, minor = torch.cuda.get_device_capability()
-        return {"device_name": torch.cuda.get_device_name(), "device_class": f"cuda-sm{major}{minor}",
-                "cuda_version": str(torch.version.cuda)}
+        return {
+            "device_name": torch.cuda.get_device_name(),
+            "device_class": f"cuda-sm{major}{minor}",
+            "cuda_version": str(torch.version.cuda),
+        }
     return {"device_name": platform.processor() or platform.machine(), "device_class": "cpu"}
 
 
@@ -910,15 +1018,21 @@ def _write_atomically(path: str, rows: list[dict[str, float]], columns: list[str
         _on_sigterm(signum, None)
 
 
-def _write_atomically_now(path: str, rows: list[dict[str, float]], columns: list[str],
-                          attrs: dict[str, str]) -> None:
+def _write_atomically_now(path: str, rows: list[dict[str, float]], columns: list[str], attrs: dict[str, str]) -> None:
     tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp-{os.getpid()}")
     try:
         if path.endswith(".jsonl"):
             with open(tmp, "w") as f:
-                f.write(json.dumps({"format": FORMAT, "format_version": int(FORMAT_VERSION),
-                                    "attributes": {k: v for k, v in attrs.items()
-                                                   if k not in ("format", "format_version")}}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "format": FORMAT,
+                            "format_version": int(FORMAT_VERSION),
+                            "attributes": {k: v for k, v in attrs.items() if k not in ("format", "format_version")},
+                        }
+                    )
+                    + "\n"
+                )
                 for s, r in enumerate(rows):
                     obj: dict[str, float | None] = {"step": s}
                     obj.update({c: (r[c] if math.isfinite(r[c]) else None) for c in columns})
@@ -928,6 +1042,7 @@ def _write_atomically_now(path: str, rows: list[dict[str, float]], columns: list
         else:
             import h5py
             import numpy as np
+
             with h5py.File(tmp, "w") as f:
                 for k, v in attrs.items():
                     f.attrs[k] = v

@@ -4,6 +4,7 @@ plan applied to a plain PyTorch loop (the Recorder's own model / optimizer / sca
 The integrations (integrations/hf.py, lightning.py, accelerate.py) apply the plan through their framework and hand the
 Recorder an `UnderPlan`; a Recorder made with none while AMPCHECK_PLAN is set calls `apply_to_loop` itself.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,10 +19,10 @@ from ampcheck.plan_hooks import BackwardHookScaler, PlanHooks
 @dataclasses.dataclass
 class UnderPlan:
     plan: Plan
-    applied: str = "yes"                 # "yes" | "refused: <why>"
+    applied: str = "yes"  # "yes" | "refused: <why>"
     hooks: PlanHooks | None = None
-    exit_at_max_steps: bool = True       # a plain loop ends (SystemExit(0)) once max_steps are recorded;
-                                         # a framework's callback stops its trainer instead
+    exit_at_max_steps: bool = True  # a plain loop ends (SystemExit(0)) once max_steps are recorded;
+    # a framework's callback stops its trainer instead
 
     @property
     def refused(self) -> bool:
@@ -47,8 +48,10 @@ def check(plan: Plan, model: torch.nn.Module | None, framework: str) -> str | No
     if why is None and model is not None:
         unknown = unknown_modules(model, plan.keep_fp32)
         if unknown:
-            why = (f"keep_fp32 names {', '.join(map(repr, unknown))}, not a module of the recorded "
-                   f"{type(model).__name__} (its model.named_modules() names are in the 'modules' attribute)")
+            why = (
+                f"keep_fp32 names {', '.join(map(repr, unknown))}, not a module of the recorded "
+                f"{type(model).__name__} (its model.named_modules() names are in the 'modules' attribute)"
+            )
     elif why is None and plan.keep_fp32:
         why = "keep_fp32 needs the model (Recorder(..., model=...))"
     return why
@@ -57,16 +60,26 @@ def check(plan: Plan, model: torch.nn.Module | None, framework: str) -> str | No
 def fp8_convert(model: torch.nn.Module) -> None:
     """torchao float8 training: nn.Linear layers converted in place (fp8_refusal said torchao and an FP8 GPU exist)."""
     from torchao.float8 import convert_to_float8_training
+
     convert_to_float8_training(model)
 
 
-def apply_to_loop(plan: Plan, model: torch.nn.Module | None, optimizer: torch.optim.Optimizer | None,
-                  scaler: GradScaler | BackwardHookScaler | None, *, skip_first: bool) -> tuple[UnderPlan, GradScaler | BackwardHookScaler | None]:
+def apply_to_loop(
+    plan: Plan,
+    model: torch.nn.Module | None,
+    optimizer: torch.optim.Optimizer | None,
+    scaler: GradScaler | BackwardHookScaler | None,
+    *,
+    skip_first: bool,
+) -> tuple[UnderPlan, GradScaler | BackwardHookScaler | None]:
     """The plan applied to a plain loop by hooks (plan_hooks.py). Returns (what was applied, the scaler the Recorder
     records: the script's own GradScaler when the strategy wants one and it is enabled, else a BackwardHookScaler, or
     None)."""
-    why = check(plan, model, "a plain PyTorch loop") if model is not None else \
-        "the plan needs the model (Recorder(..., model=..., optimizer=...)) to apply its precision"
+    why = (
+        check(plan, model, "a plain PyTorch loop")
+        if model is not None
+        else "the plan needs the model (Recorder(..., model=..., optimizer=...)) to apply its precision"
+    )
     prec = plan.precision
     if why is None and prec.grad_scaler and scaler is not None and not scaler.is_enabled():
         why = "the script's GradScaler was made disabled (enabled=False); the strategy needs an enabled one"
@@ -85,7 +98,14 @@ def apply_to_loop(plan: Plan, model: torch.nn.Module | None, optimizer: torch.op
         setattr(scaler, "_enabled", False)  # noqa: B010 the script's GradScaler passes through (no public switch)
     if plan.strategy == "fp8":
         fp8_convert(model)
-    hooks = PlanHooks(plan, model, optimizer, autocast=True, param_dtype=True, scaler=hook_scaler,
-                      skip_first=skip_first or plan.perturbation == "skip")
+    hooks = PlanHooks(
+        plan,
+        model,
+        optimizer,
+        autocast=True,
+        param_dtype=True,
+        scaler=hook_scaler,
+        skip_first=skip_first or plan.perturbation == "skip",
+    )
     recorded = hook_scaler if hook_scaler is not None else scaler
     return UnderPlan(plan, "yes", hooks), recorded

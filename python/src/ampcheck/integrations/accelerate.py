@@ -22,6 +22,7 @@ where the strategy wants none accelerate's is replaced by a disabled one (accele
 accelerator.backward / clip_grad_norm_ / step pass the grads through. A plain-loop Recorder ends the process
 (SystemExit(0)) once the plan's max_steps are recorded.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,27 +38,47 @@ from ampcheck.recorder import Recorder, unwrap_optimizer
 from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
 
 
-def ampcheck_recorder(accelerator: Accelerator, path: str, model: torch.nn.Module, optimizer: Any, *,
-                      attributes: dict[str, str] | None = None,
-                      run_preflight: bool = True, perturbation: str | None = None, skip_first_step: bool = False,
-                      **recorder_kwargs: Any) -> Recorder:
+def ampcheck_recorder(
+    accelerator: Accelerator,
+    path: str,
+    model: torch.nn.Module,
+    optimizer: Any,
+    *,
+    attributes: dict[str, str] | None = None,
+    run_preflight: bool = True,
+    perturbation: str | None = None,
+    skip_first_step: bool = False,
+    **recorder_kwargs: Any,
+) -> Recorder:
     mixed = str(accelerator.mixed_precision)
     recorder_kwargs.setdefault("stop_raises", True)  # a plain loop: the live guard's stop is GuardStop from step()
-    session = RecordingSession(path, attributes=attributes, run_preflight=run_preflight, perturbation=perturbation,
-                               skip_first_step=skip_first_step, **recorder_kwargs)
+    session = RecordingSession(
+        path,
+        attributes=attributes,
+        run_preflight=run_preflight,
+        perturbation=perturbation,
+        skip_first_step=skip_first_step,
+        **recorder_kwargs,
+    )
     inner = accelerator.unwrap_model(model)
     scaler = getattr(accelerator, "scaler", None)
     if session.plan is not None:
         scaler, mixed = _apply_plan(session, accelerator, inner, optimizer, scaler)
-    recorder = session.start(inner, optimizer, scaler, mixed if mixed in ("fp16", "bf16") else None,
-                             f"accelerate {mixed}")
+    recorder = session.start(
+        inner, optimizer, scaler, mixed if mixed in ("fp16", "bf16") else None, f"accelerate {mixed}"
+    )
     if session.under_plan is not None:
         session.under_plan.exit_at_max_steps = True  # a plain loop: the Recorder ends it at max_steps
     return recorder
 
 
-def _apply_plan(session: RecordingSession, accelerator: Accelerator, model: torch.nn.Module, optimizer: Any,
-                scaler: GradScaler | None) -> tuple[GradScaler | BackwardHookScaler | None, str]:
+def _apply_plan(
+    session: RecordingSession,
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: Any,
+    scaler: GradScaler | None,
+) -> tuple[GradScaler | BackwardHookScaler | None, str]:
     """The plan applied by hooks (module docstring); returns (the scaler to record, the mixed precision in effect)."""
     plan = session.plan
     assert plan is not None  # called only under a plan
@@ -81,9 +102,23 @@ def _apply_plan(session: RecordingSession, accelerator: Accelerator, model: torc
         recorded = None
     if plan.strategy == "fp8":
         fp8_convert(model)
-    session.under_plan = UnderPlan(plan, "yes", PlanHooks(
-        plan, model, unwrap_optimizer(optimizer), autocast=True, param_dtype=True, scaler=hook_scaler,
-        skip_first=plan.perturbation == "skip"))
+    session.under_plan = UnderPlan(
+        plan,
+        "yes",
+        PlanHooks(
+            plan,
+            model,
+            unwrap_optimizer(optimizer),
+            autocast=True,
+            param_dtype=True,
+            scaler=hook_scaler,
+            skip_first=plan.perturbation == "skip",
+        ),
+    )
     autocast_dtype = prec.autocast_dtype
-    mixed = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(autocast_dtype, "no") if autocast_dtype is not None else "no"
+    mixed = (
+        {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(autocast_dtype, "no")
+        if autocast_dtype is not None
+        else "no"
+    )
     return recorded, mixed

@@ -25,6 +25,7 @@ modules hooked (plan_hooks.py), TF32 set, seed and data_seed offset (and the RNG
 `skip`; the run stops after the plan's max_steps (control.should_training_stop) and is recorded at the plan's path. A
 plan the Trainer cannot train (fp8 without torchao, fp16-master-weights) is recorded as refused and the process ends.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -46,26 +47,57 @@ _MIXED = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "no"}
 
 
 class AmpcheckCallback(TrainerCallback, RecordingSession):
-    def __init__(self, path: str, *, attributes: dict[str, str] | None = None,
-                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
-                 snapshot_every: int | None = None, perturbation: str | None = None,
-                 skip_first_step: bool = False, reference: str | None = None, judge_every: int = 50,
-                 stop_on: Sequence[str] = (), per_rank: bool = False) -> None:
-        RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
-                                  run_preflight=run_preflight, snapshot_every=snapshot_every,
-                                  perturbation=perturbation, skip_first_step=skip_first_step, reference=reference,
-                                  judge_every=judge_every, stop_on=stop_on, per_rank=per_rank)
+    def __init__(
+        self,
+        path: str,
+        *,
+        attributes: dict[str, str] | None = None,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+        overwrite: bool = False,
+        run_preflight: bool = True,
+        snapshot_every: int | None = None,
+        perturbation: str | None = None,
+        skip_first_step: bool = False,
+        reference: str | None = None,
+        judge_every: int = 50,
+        stop_on: Sequence[str] = (),
+        per_rank: bool = False,
+    ) -> None:
+        RecordingSession.__init__(
+            self,
+            path,
+            attributes=attributes,
+            probe_every=probe_every,
+            overwrite=overwrite,
+            run_preflight=run_preflight,
+            snapshot_every=snapshot_every,
+            perturbation=perturbation,
+            skip_first_step=skip_first_step,
+            reference=reference,
+            judge_every=judge_every,
+            stop_on=stop_on,
+            per_rank=per_rank,
+        )
         self._losses: list[torch.Tensor] = []
         self._tokens = 0
         self._hook: RemovableHandle | None = None
         self._accelerated: Any = None  # accelerate's AcceleratedOptimizer
         self._warned_scheduler = False
-        self._found_infs: list[tuple[int, torch.Tensor]] = []  # (step, found_inf device tensor) of fused steps accelerate counted as taken
+        self._found_infs: list[
+            tuple[int, torch.Tensor]
+        ] = []  # (step, found_inf device tensor) of fused steps accelerate counted as taken
 
     # -- Trainer events ---------------------------------------------------------------------------------------------
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                       model: torch.nn.Module | None = None, optimizer: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        optimizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
         assert model is not None  # the Trainer passes its model to every event
         self._accelerated = optimizer
         mixed = "fp16" if args.fp16 else "bf16" if args.bf16 else None
@@ -73,8 +105,10 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         # accelerate runs fp16 only where it made a GradScaler (on a CPU it makes none, and no autocast)
         active = None if mixed != "fp16" else scaler is not None
         if self.plan is not None and self.under_plan is None:
-            self.under_plan = UnderPlan(self.plan, "refused: the plan is applied by AmpcheckCallback.train(trainer); "
-                                                   "call it in place of trainer.train()")
+            self.under_plan = UnderPlan(
+                self.plan,
+                "refused: the plan is applied by AmpcheckCallback.train(trainer); call it in place of trainer.train()",
+            )
         elif self.under_plan is not None and self.skip_first() and optimizer is not None:
             assert self.under_plan.hooks is not None  # an applied plan has its hooks (a refused one ended the process)
             self.under_plan.hooks.step_wrapper = StepWrapper(unwrap_optimizer(optimizer), skip_first=True, scaler=None)
@@ -85,8 +119,15 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
             self._remove_hook()
             raise
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    optimizer: Any = None, lr_scheduler: Any = None, **kwargs: Any) -> None:
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        optimizer: Any = None,
+        lr_scheduler: Any = None,
+        **kwargs: Any,
+    ) -> None:
         rec = self.recorder
         if self.recorder is not None and not self.recorder.recording:  # another rank's: counts the step (the guard)
             self.recorder.step(0.0)
@@ -117,8 +158,9 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         if self.guard_stopped():
             control.should_training_stop = True  # the live guard: the file is written (interrupted) and judged
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                     **kwargs: Any) -> None:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self._check_found_infs()
         self._remove_hook()
         if self.recorder is not None:
@@ -137,9 +179,12 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
 
     def _warn_scheduler(self, step: int) -> None:
         self._warned_scheduler = True
-        warnings.warn(f"ampcheck: step {step} was skipped by the optimizer (inf/NaN grads) but accelerate reports it "
-                      f"taken, so the LR scheduler advanced on it (a fused optimizer's found_inf is invisible to "
-                      f"accelerate's step_was_skipped)", stacklevel=3)
+        warnings.warn(
+            f"ampcheck: step {step} was skipped by the optimizer (inf/NaN grads) but accelerate reports it "
+            f"taken, so the LR scheduler advanced on it (a fused optimizer's found_inf is invisible to "
+            f"accelerate's step_was_skipped)",
+            stacklevel=3,
+        )
 
     def train(self, trainer: Trainer, *args: Any, **kwargs: Any) -> Any:
         """trainer.train(...), and an exception that ends it recorded as the error run (the Trainer has no event for
@@ -171,6 +216,7 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
                 args.data_seed += plan.seed_offset
         if trainer.accelerator.mixed_precision != mixed or plan.seed_offset:
             from accelerate.state import AcceleratorState
+
             AcceleratorState._reset_state()  # as Trainer's hyperparameter search does before re-creating it
             trainer.create_accelerator_and_postprocess()
         if plan.seed_offset:

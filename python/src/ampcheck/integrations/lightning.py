@@ -21,6 +21,7 @@ a CPU, where precision="16-mixed" alone becomes bf16), HalfPrecision("bf16-true"
 RNGs reseeded with PL_GLOBAL_SEED + seed_offset; at `on_train_start` keep_fp32 modules hooked and the first step skipped
 for `skip`; `trainer.should_stop` once the plan's max_steps are recorded, at the plan's path.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,15 +47,37 @@ def _mixed(precision: str) -> str | None:
 
 
 class AmpcheckLightningCallback(Callback, RecordingSession):
-    def __init__(self, path: str, *, attributes: dict[str, str] | None = None,
-                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
-                 snapshot_every: int | None = None, perturbation: str | None = None,
-                 skip_first_step: bool = False, reference: str | None = None, judge_every: int = 50,
-                 stop_on: Sequence[str] = (), per_rank: bool = False) -> None:
-        RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
-                                  run_preflight=run_preflight, snapshot_every=snapshot_every,
-                                  perturbation=perturbation, skip_first_step=skip_first_step, reference=reference,
-                                  judge_every=judge_every, stop_on=stop_on, per_rank=per_rank)
+    def __init__(
+        self,
+        path: str,
+        *,
+        attributes: dict[str, str] | None = None,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+        overwrite: bool = False,
+        run_preflight: bool = True,
+        snapshot_every: int | None = None,
+        perturbation: str | None = None,
+        skip_first_step: bool = False,
+        reference: str | None = None,
+        judge_every: int = 50,
+        stop_on: Sequence[str] = (),
+        per_rank: bool = False,
+    ) -> None:
+        RecordingSession.__init__(
+            self,
+            path,
+            attributes=attributes,
+            probe_every=probe_every,
+            overwrite=overwrite,
+            run_preflight=run_preflight,
+            snapshot_every=snapshot_every,
+            perturbation=perturbation,
+            skip_first_step=skip_first_step,
+            reference=reference,
+            judge_every=judge_every,
+            stop_on=stop_on,
+            per_rank=per_rank,
+        )
         self._losses: list[torch.Tensor] = []
         self._global_step = 0
 
@@ -91,10 +114,21 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         if self.under_plan is not None and not self.under_plan.refused and self.under_plan.hooks is None:
             # after Lightning converted the module (bf16-true) and made the optimizers
             assert self.plan is not None  # an UnderPlan is made only under a plan
-            self.under_plan.hooks = PlanHooks(self.plan, pl_module, trainer.optimizers[0] if trainer.optimizers else None,
-                                              autocast=False, param_dtype=False, skip_first=self.skip_first())
-        self.start(pl_module, trainer.optimizers[0] if trainer.optimizers else None, getattr(plugin, "scaler", None),
-                   _mixed(trainer.precision), f"lightning {trainer.precision}")
+            self.under_plan.hooks = PlanHooks(
+                self.plan,
+                pl_module,
+                trainer.optimizers[0] if trainer.optimizers else None,
+                autocast=False,
+                param_dtype=False,
+                skip_first=self.skip_first(),
+            )
+        self.start(
+            pl_module,
+            trainer.optimizers[0] if trainer.optimizers else None,
+            getattr(plugin, "scaler", None),
+            _mixed(trainer.precision),
+            f"lightning {trainer.precision}",
+        )
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
         # under the GradScaler the plugin hands the hooks the scaled loss: the scale (a device tensor) divides it back
@@ -103,8 +137,9 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         loss = loss.detach().float()
         self._losses.append(loss / scale.to(loss.device).reshape(()) if torch.is_tensor(scale) else loss)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if not self.stepping() or trainer.global_step == self._global_step:
             return  # not an optimizer step's last micro-batch
         self._global_step = trainer.global_step
