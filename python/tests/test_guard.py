@@ -6,12 +6,24 @@ python/tools/guard_check.py, reports/python/guard.md.)"""
 
 import h5py
 import pytest
+import torch
 
 import ampcheck
 import guard_util
 import hf_util
 
 STOP_ON = ("nonfinite", "diverges")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Every run of this module on one intra-op thread, as python/tools/guard_check.py and the DDP workers: the tiny
+    models' steps are dominated by thread hand-offs otherwise (the HF step ~200 ms with 2 threads on a busy 2-core
+    machine, ~15 ms with one). The reference and the runs judged against it are made in this same setting."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
