@@ -5,6 +5,9 @@ checked against the steps the loop had recorded when it was killed. Prints a mar
 
     python3 python/crash_safety.py --kills 25 --snapshot 10 > reports/python/crash-safety.md
 """
+
+from __future__ import annotations
+
 import argparse
 import os
 import random
@@ -21,16 +24,21 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def one(path, sig, delay, snapshot):
+def one(path: str, sig: signal.Signals, delay: float, snapshot: int) -> tuple[int, str, int, bool, str]:
     env = dict(os.environ, CRASH_LOOP_PROGRESS="1")
-    p = subprocess.Popen([sys.executable, os.path.join(HERE, "tests", "crash_loop.py"), path, "100000", str(snapshot),
-                          "0", "0.005"], stdout=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "tests", "crash_loop.py"), path, "100000", str(snapshot), "0", "0.005"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert p.stdout.readline().strip() == "ready"
     last = [0]
 
-    def read():
+    def read() -> None:
         for line in p.stdout:
             last[0] = int(line)
+
     t = threading.Thread(target=read, daemon=True)
     t.start()
     time.sleep(delay)
@@ -48,7 +56,7 @@ def one(path, sig, delay, snapshot):
         return done, "unreadable", 0, False, str(e)
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=25)
     ap.add_argument("--snapshot", type=int, default=10)
@@ -62,16 +70,22 @@ def main():
     for i in range(3):
         rows.append(("SIGTERM",) + one(os.path.join(d, f"t{i}.h5"), signal.SIGTERM, rng.uniform(0.2, 3.0), a.snapshot))
     print(f"# Crash-safe recording: {a.kills} SIGKILLs and 3 SIGTERMs at random moments (seed {a.seed})\n")
-    print(f"Command: `python3 python/crash_safety.py --kills {a.kills} --snapshot {a.snapshot}`; the loop: "
-          f"python/tests/crash_loop.py (an MLP, 5 ms sleep a step), a snapshot every {a.snapshot} steps.\n")
+    print(
+        f"Command: `python3 python/crash_safety.py --kills {a.kills} --snapshot {a.snapshot}`; the loop: "
+        f"python/tests/crash_loop.py (an MLP, 5 ms sleep a step), a snapshot every {a.snapshot} steps.\n"
+    )
     kills = [r for r in rows if r[0] == "SIGKILL"]
     ok = [r for r in kills if r[4] and r[2] == "running"]
     lost = [r[1] - r[3] for r in kills]
     terms = [r for r in rows if r[0] == "SIGTERM"]
-    print(f"- SIGKILL: {len(ok)} of {len(kills)} files readable and whole, status `running`; steps lost (recorded by "
-          f"the loop, not in the file): min {min(lost)}, max {max(lost)} (a snapshot every {a.snapshot})")
-    print(f"- SIGTERM: {sum(1 for r in terms if r[2] == 'interrupted' and r[1] - r[3] <= 1)} of {len(terms)} files "
-          f"`interrupted` with every recorded step (at most the step in flight missing)\n")
+    print(
+        f"- SIGKILL: {len(ok)} of {len(kills)} files readable and whole, status `running`; steps lost (recorded by "
+        f"the loop, not in the file): min {min(lost)}, max {max(lost)} (a snapshot every {a.snapshot})"
+    )
+    print(
+        f"- SIGTERM: {sum(1 for r in terms if r[2] == 'interrupted' and r[1] - r[3] <= 1)} of {len(terms)} files "
+        f"`interrupted` with every recorded step (at most the step in flight missing)\n"
+    )
     print("| signal | steps recorded by the loop | status | rows in the file | whole | error |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:

@@ -1,5 +1,6 @@
 """A recorded loop to be killed (test_crash_safety.py, python/crash_safety.py): a small MLP, one Recorder step per
 optimizer step, a snapshot every SNAPSHOT steps, STEPS steps, a short sleep per step so kills land mid-run."""
+
 import os
 import sys
 import time
@@ -15,9 +16,16 @@ sleep = float(sys.argv[5]) if len(sys.argv) > 5 else 0.01
 torch.manual_seed(seed)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-rec = Recorder(path, model, opt, snapshot_every=snapshot, flush_every=snapshot, overwrite=True,
-               attributes={"run_key": "crash-loop", "steps": steps},
-               perturbation="seed" if seed else None)
+rec = Recorder(
+    path,
+    model,
+    opt,
+    snapshot_every=snapshot,
+    flush_every=snapshot,
+    overwrite=True,
+    attributes={"run_key": "crash-loop", "steps": steps},
+    perturbation="seed" if seed else None,
+)
 print("ready", flush=True)
 for step in range(steps):
     x = torch.randn(16, 32)

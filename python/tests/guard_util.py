@@ -1,6 +1,7 @@
 """A plain loop for the live guard's tests: a small MLP classifier (fixed teacher labels, CPU, fp32 or fp16 autocast
 with a CPU GradScaler) recorded by the Recorder; a planted fp16 blow-up (the first layer's weights multiplied by 1e6 at
 a given step: its fp16 activations overflow, the loss goes non-finite and stays so, every later step skipped)."""
+
 import os
 import subprocess
 
@@ -29,8 +30,7 @@ def train(path, steps, *, seed=0, data_seed=1, fp16=False, blow_at=None, perturb
     attrs = {"run_key": "guard-mlp", "strategy": "fp16-autocast-scaler" if fp16 else "fp32"}
     if perturbation:
         attrs["perturbation"] = perturbation
-    with Recorder(path, model, opt, scaler if fp16 else None, attributes=attrs, overwrite=True,
-                  **recorder_kw) as rec:
+    with Recorder(path, model, opt, scaler if fp16 else None, attributes=attrs, overwrite=True, **recorder_kw) as rec:
         for step in range(steps):
             if step == blow_at:
                 with torch.no_grad():
@@ -56,7 +56,14 @@ def make_reference(out, steps, seed=0, data_seed=1, name="reference"):
     train(f"{out}/{name}-fp32.h5", steps, seed=seed, data_seed=data_seed)
     train(f"{out}/{name}-seed.h5", steps, seed=seed + 1, data_seed=data_seed, perturbation="seed")
     train(f"{out}/{name}-order.h5", steps, seed=seed, data_seed=data_seed + 1, perturbation="order")
-    r = ampcheck("reference", f"{out}/{name}-fp32.h5", "--spread", f"{out}/{name}-seed.h5", f"{out}/{name}-order.h5",
-                 "--out", f"{out}/{name}.h5")
+    r = ampcheck(
+        "reference",
+        f"{out}/{name}-fp32.h5",
+        "--spread",
+        f"{out}/{name}-seed.h5",
+        f"{out}/{name}-order.h5",
+        "--out",
+        f"{out}/{name}.h5",
+    )
     assert r.returncode == 0, r.stdout
     return f"{out}/{name}.h5"

@@ -1,4 +1,5 @@
 """A tiny GPT-2 built from a config (nothing downloaded) on a synthetic Markov language, trained by the real Trainer."""
+
 import json
 import os
 import subprocess
@@ -25,21 +26,52 @@ class Markov(torch.utils.data.Dataset):
         return self.n
 
     def __getitem__(self, i):
-        x = self.t[i:i + SEQ]
+        x = self.t[i : i + SEQ]
         return {"input_ids": x, "labels": x.clone()}
 
 
 def model(seed=1337, dtype=None):
     torch.manual_seed(seed)
-    m = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2,
-                                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                   bos_token_id=0, eos_token_id=0))
+    m = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=VOCAB,
+            n_positions=SEQ,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    )
     return m.to(dtype) if dtype is not None else m
 
 
-def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf16=False, half=False, bf16_pure=False,
-        cpu_scaler=False, inf_at=None, perturbation=None, expect="tracks", raises=False, record=True,
-        probe_every=1, fail_at=None, blow_at=None, guard=None):
+def run(
+    out,
+    name,
+    *,
+    steps=40,
+    lr=3e-3,
+    seed=1337,
+    data_seed=11,
+    fp16=False,
+    bf16=False,
+    half=False,
+    bf16_pure=False,
+    cpu_scaler=False,
+    inf_at=None,
+    perturbation=None,
+    expect="tracks",
+    raises=False,
+    record=True,
+    probe_every=1,
+    fail_at=None,
+    blow_at=None,
+    guard=None,
+):
     """Trains and records runs/<name>.h5; cpu_scaler: give accelerate a CPU GradScaler and fp16 autocast (on a CPU it
     makes none: fp16=True alone trains FP32), so the Trainer's GradScaler path runs; inf_at: an inf written into one
     gradient after backward at that step (a scaler must skip it); blow_at: an fp16 blow-up planted at that step (the
@@ -48,14 +80,33 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
     m = model(seed, torch.bfloat16 if bf16_pure else None)
     if half:
         m = m.half()
-    args = TrainingArguments(output_dir=os.path.join(out, "trainer-" + name), max_steps=steps,
-                             per_device_train_batch_size=8, learning_rate=lr, lr_scheduler_type="constant",
-                             warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, logging_steps=1000,
-                             save_strategy="no", report_to=[], use_cpu=True, seed=seed, data_seed=data_seed,
-                             fp16=fp16, bf16=bf16, dataloader_num_workers=0, disable_tqdm=True)
-    cb = AmpcheckCallback(os.path.join(out, name + ".h5"),
-                          attributes={"run_key": "hf-tiny-gpt2", "expect": expect, "steps": steps},
-                          overwrite=True, probe_every=probe_every, **(guard or {}))
+    args = TrainingArguments(
+        output_dir=os.path.join(out, "trainer-" + name),
+        max_steps=steps,
+        per_device_train_batch_size=8,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        logging_steps=1000,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=seed,
+        data_seed=data_seed,
+        fp16=fp16,
+        bf16=bf16,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    cb = AmpcheckCallback(
+        os.path.join(out, name + ".h5"),
+        attributes={"run_key": "hf-tiny-gpt2", "expect": expect, "steps": steps},
+        overwrite=True,
+        probe_every=probe_every,
+        **(guard or {}),
+    )
     if perturbation:
         cb.attributes["perturbation"] = perturbation
     trainer = Trainer(model=m, args=args, train_dataset=Markov(), callbacks=[cb] if record else [])
@@ -66,6 +117,7 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
             calls["n"] += 1
             if calls["n"] > fail_at:
                 raise RuntimeError(f"planted failure in the forward of step {fail_at}")
+
         m.register_forward_pre_hook(fail)
     if cpu_scaler:
         trainer.accelerator.scaler = torch.amp.GradScaler("cpu")
@@ -77,18 +129,22 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, fp16=False, bf
         def plant(param):
             if step["n"] == inf_at:
                 param.grad.view(-1)[0] = float("inf")
+
         p.register_post_accumulate_grad_hook(plant)
 
         class Count(TrainerCallback):
             def on_step_end(self, *a, **k):
                 step["n"] += 1
+
         trainer.add_callback(Count())
     if blow_at is not None:
+
         class Blow(TrainerCallback):
             def on_step_begin(self, args, state, control, model=None, **k):
                 if state.global_step == blow_at:
                     with torch.no_grad():
                         model.transformer.h[0].mlp.c_fc.weight.mul_(1e6)
+
         trainer.add_callback(Blow())
     if not record:
         trainer.train()
@@ -117,8 +173,15 @@ def make_reference(out, run_fn, **kw):
     run_fn(out, "fp32", **kw)
     run_fn(out, "fp32-seed", seed=1338, perturbation="seed", **kw)
     run_fn(out, "fp32-order", data_seed=12, perturbation="order", **kw)
-    r = ampcheck("reference", f"{out}/fp32.h5", "--spread", f"{out}/fp32-seed.h5", f"{out}/fp32-order.h5",
-                 "--out", f"{out}/reference.h5")
+    r = ampcheck(
+        "reference",
+        f"{out}/fp32.h5",
+        "--spread",
+        f"{out}/fp32-seed.h5",
+        f"{out}/fp32-order.h5",
+        "--out",
+        f"{out}/reference.h5",
+    )
     assert r.returncode == 0, r.stdout
 
 

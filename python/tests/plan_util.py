@@ -1,5 +1,6 @@
 """Sweep plans for the tests: a plan file as `ampcheck sweep` writes it (docs/USING.md, "The sweep's environment
 contract"), the attributes each strategy must record, and a reader of a recording's attributes and columns."""
+
 import json
 import os
 
@@ -13,16 +14,30 @@ EXPECTED = {
     "pure-bf16": ("none", "bfloat16", "none"),
 }
 # the runs every integration is tested under: (run label, strategy, plan fields)
-RUNS = [("fp32", "fp32", {}), ("bf16-autocast", "bf16-autocast", {}),
-        ("fp16-autocast-scaler", "fp16-autocast-scaler", {}), ("pure-bf16", "pure-bf16", {}),
-        ("fp32-skip", "fp32", {"perturbation": "skip"}), ("fp32-seed", "fp32", {"perturbation": "seed", "seed_offset": 1})]
+RUNS = [
+    ("fp32", "fp32", {}),
+    ("bf16-autocast", "bf16-autocast", {}),
+    ("fp16-autocast-scaler", "fp16-autocast-scaler", {}),
+    ("pure-bf16", "pure-bf16", {}),
+    ("fp32-skip", "fp32", {"perturbation": "skip"}),
+    ("fp32-seed", "fp32", {"perturbation": "seed", "seed_offset": 1}),
+]
 STEPS = 6
 
 
 def write_plan(d, run, strategy, **fields):
     os.makedirs(os.path.join(d, "plans"), exist_ok=True)
-    plan = {"version": 1, "run": run, "strategy": strategy, "record": os.path.join(d, "runs", run + ".h5"),
-            "max_steps": STEPS, "seed_offset": 0, "perturbation": "", "keep_fp32": [], "workload": "sweep-test"}
+    plan = {
+        "version": 1,
+        "run": run,
+        "strategy": strategy,
+        "record": os.path.join(d, "runs", run + ".h5"),
+        "max_steps": STEPS,
+        "seed_offset": 0,
+        "perturbation": "",
+        "keep_fp32": [],
+        "workload": "sweep-test",
+    }
     plan.update(fields)
     path = os.path.join(d, "plans", run + ".json")
     with open(path, "w") as f:

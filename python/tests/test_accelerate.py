@@ -1,6 +1,7 @@
 """The Accelerate custom-loop helper against the real accelerate (pinned in pyproject.toml), on the tiny GPT-2 of
 hf_util on the CPU, judged against an FP32 reference of the same loop. fp16 runs through accelerate's GradScaler path
 by handing the Accelerator a CPU GradScaler before prepare (on a CPU, mixed_precision="fp16" alone trains FP32)."""
+
 import os
 
 import h5py
@@ -14,8 +15,21 @@ from ampcheck.integrations.accelerate import ampcheck_recorder
 from ampcheck.preflight import PreflightError
 
 
-def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, mixed="no", cpu_scaler=False, half=False,
-        inf_at=None, perturbation=None, bf16_pure=False):
+def run(
+    out,
+    name,
+    *,
+    steps=40,
+    lr=3e-3,
+    seed=1337,
+    data_seed=11,
+    mixed="no",
+    cpu_scaler=False,
+    half=False,
+    inf_at=None,
+    perturbation=None,
+    bf16_pure=False,
+):
     AcceleratorState._reset_state(True)  # one Accelerator per run in one process (tests only)
     GradientState._reset_state()
     acc = Accelerator(cpu=True, mixed_precision=mixed)

@@ -3,14 +3,27 @@ the real HF Trainer (hf_util's tiny GPT-2) with a planted fp16 blow-up are stopp
 file written (status interrupted) and judged nonfinite / diverges by `ampcheck judge`; the same runs without the
 blow-up are judged at every judged step and never stopped. (The 1,000-step HF run and the 20 seeds:
 python/tools/guard_check.py, reports/python/guard.md.)"""
+
 import h5py
 import pytest
+import torch
 
 import ampcheck
 import guard_util
 import hf_util
 
 STOP_ON = ("nonfinite", "diverges")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Every run of this module on one intra-op thread, as python/tools/guard_check.py and the DDP workers: the tiny
+    models' steps are dominated by thread hand-offs otherwise (the HF step ~200 ms with 2 threads on a busy 2-core
+    machine, ~15 ms with one). The reference and the runs judged against it are made in this same setting."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """The Hugging Face Trainer integration against the real transformers / accelerate (the versions pyproject.toml pins),
 on a tiny GPT-2 built from a config on the CPU: recorded by AmpcheckCallback, judged by `ampcheck judge` against an FP32
 reference of the same Trainer (seed and data-order runs)."""
-import os
 
 import h5py
 import pytest

@@ -2,6 +2,7 @@
 hf_util on the CPU: recorded by AmpcheckLightningCallback, judged by `ampcheck judge` against an FP32 reference of the
 same Lightning loop (seed and data-order runs). fp16 runs through Lightning's GradScaler path by handing its
 MixedPrecision plugin a CPU GradScaler (on a CPU `precision="16-mixed"` alone becomes bf16-mixed)."""
+
 import os
 
 import h5py
@@ -30,8 +31,22 @@ class LM(pl.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=self.lr, betas=(0.9, 0.999), weight_decay=0.0)
 
 
-def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, precision="32-true", fp16_scaler=False,
-        half=False, dtype=None, inf_at=None, perturbation=None, raises=False):
+def run(
+    out,
+    name,
+    *,
+    steps=40,
+    lr=3e-3,
+    seed=1337,
+    data_seed=11,
+    precision="32-true",
+    fp16_scaler=False,
+    half=False,
+    dtype=None,
+    inf_at=None,
+    perturbation=None,
+    raises=False,
+):
     torch.manual_seed(seed)
     module = LM(seed, lr, dtype, half)
     attrs = {"run_key": "lightning-tiny-gpt2", "steps": steps, "expect": "tracks"}
@@ -40,13 +55,23 @@ def run(out, name, *, steps=40, lr=3e-3, seed=1337, data_seed=11, precision="32-
     cb = AmpcheckLightningCallback(os.path.join(out, name + ".h5"), attributes=attrs, overwrite=True)
     plugins = [MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))] if fp16_scaler else []
     kw = {} if fp16_scaler else {"precision": precision}
-    trainer = pl.Trainer(accelerator="cpu", max_steps=steps, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, gradient_clip_val=1.0,
-                         callbacks=[cb], plugins=plugins, **kw)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_steps=steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        gradient_clip_val=1.0,
+        callbacks=[cb],
+        plugins=plugins,
+        **kw,
+    )
     if inf_at is not None:
         p = dict(module.named_parameters())["net.transformer.h.0.mlp.c_fc.weight"]
         p.register_post_accumulate_grad_hook(
-            lambda param: param.grad.view(-1).__setitem__(0, float("inf")) if trainer.global_step == inf_at else None)
+            lambda param: param.grad.view(-1).__setitem__(0, float("inf")) if trainer.global_step == inf_at else None
+        )
     g = torch.Generator().manual_seed(data_seed)
     data = torch.utils.data.DataLoader(hf_util.Markov(), batch_size=8, shuffle=True, generator=g)
     try:

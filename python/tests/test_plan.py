@@ -2,6 +2,7 @@
 under each plan by the Recorder alone (it applies the plan by hooks): the planned precision recorded, max_steps steps
 then a clean end (SystemExit(0), the file complete), keep_fp32 modules running in FP32, and a planted overflow named
 as the first non-finite module."""
+
 import functools
 import json
 import os
@@ -24,13 +25,16 @@ def loop(out, *, seed=1337, plant=None, observe=None, steps=20, scaler=None):
         with torch.no_grad():
             model.get_submodule(plant).weight.mul_(1e6)
     seen = {}
+
     def note_dtype(name, module, args, out):  # (returns None: the output unchanged)
         seen.setdefault(name, (out[0] if isinstance(out, tuple) else out).dtype)
+
     for name in observe or []:
         model.get_submodule(name).register_forward_hook(functools.partial(note_dtype, name))
     # the input of the block after the kept module's: bfloat16 only if the kept module's output was cast back
     model.transformer.h[1].register_forward_pre_hook(
-        lambda m, args: seen.setdefault("h.1 input", args[0].dtype) and None)
+        lambda m, args: seen.setdefault("h.1 input", args[0].dtype) and None
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     # shuffled from the global RNG (as examples/sweep/plain_loop.py): the seed run's offset reseeds it
     data = iter(torch.utils.data.DataLoader(hf_util.Markov(512), batch_size=8, shuffle=True))
@@ -57,11 +61,15 @@ def loop(out, *, seed=1337, plant=None, observe=None, steps=20, scaler=None):
 
 def test_a_bad_plan_names_the_file_and_the_field(tmp_path):
     good = json.load(open(plan_util.write_plan(str(tmp_path), "fp32", "fp32")))
-    for field, value, says in [("strategy", "fp12", "'strategy': expected one of fp32"),
-                               ("max_steps", -1, "'max_steps': expected a whole number >= 0"),
-                               ("record", "relative.h5", "'record': expected an absolute path"),
-                               ("version", 2, "'version': expected 1"), ("keep_fp32", "lm_head", "'keep_fp32'"),
-                               ("perturbation", "ulp", "'perturbation'"), ("seed_offset", True, "'seed_offset'")]:
+    for field, value, says in [
+        ("strategy", "fp12", "'strategy': expected one of fp32"),
+        ("max_steps", -1, "'max_steps': expected a whole number >= 0"),
+        ("record", "relative.h5", "'record': expected an absolute path"),
+        ("version", 2, "'version': expected 1"),
+        ("keep_fp32", "lm_head", "'keep_fp32'"),
+        ("perturbation", "ulp", "'perturbation'"),
+        ("seed_offset", True, "'seed_offset'"),
+    ]:
         bad = dict(good, **{field: value})
         path = tmp_path / f"bad-{field}.json"
         path.write_text(json.dumps(bad))
@@ -86,7 +94,7 @@ def test_plain_loop_records_the_planned_precision(tmp_path, monkeypatch, run, st
     assert not os.path.exists(os.path.join(d, "script-path.h5"))  # the plan's path wins
     attrs, cols = plan_util.check_run(d, run, strategy, fields)
     if strategy == "fp16-autocast-scaler":  # the backward-hook scaler: the scale recorded, the grads unscaled
-        assert cols["loss_scale"][0] == 2.0 ** 16 and 0.1 < cols["grad_norm"][0] < 10, cols
+        assert cols["loss_scale"][0] == 2.0**16 and 0.1 < cols["grad_norm"][0] < 10, cols
     if run == "fp32-seed":  # the offset seed changes the data order: another first loss than the fp32 run's
         monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "fp32", "fp32"))
         loop(d)
@@ -145,8 +153,7 @@ def test_pure_bf16_with_the_loss_computed_outside_the_model(tmp_path, monkeypatc
 @pytest.mark.parametrize("strategy", ["fp16-autocast-scaler", "pure-bf16"])
 def test_keep_fp32_runs_the_named_module_in_fp32(tmp_path, monkeypatch, strategy):
     d = str(tmp_path)
-    monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "probe", strategy,
-                                                             keep_fp32=["transformer.h.0.mlp"]))
+    monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "probe", strategy, keep_fp32=["transformer.h.0.mlp"]))
     kept, other = "transformer.h.0.mlp.c_fc", "transformer.h.1.mlp.c_fc"
     _, model, seen = loop(d, observe=[kept, other])
     half = torch.float16 if strategy.startswith("fp16") else torch.bfloat16
@@ -176,13 +183,16 @@ def test_a_planted_overflow_names_its_module(tmp_path, monkeypatch):
 
 def test_a_plan_that_cannot_be_applied_is_recorded_as_refused(tmp_path, monkeypatch):
     d = str(tmp_path)
-    for run, strategy, fields, why in [("fp8", "fp8", {}, "fp8 needs torchao"),
-                                       ("master", "fp16-master-weights", {}, "no fp32 master copy"),
-                                       ("probe", "bf16-autocast", {"keep_fp32": ["no.such"]}, "'no.such'")]:
+    for run, strategy, fields, why in [
+        ("fp8", "fp8", {}, "fp8 needs torchao"),
+        ("master", "fp16-master-weights", {}, "no fp32 master copy"),
+        ("probe", "bf16-autocast", {"keep_fp32": ["no.such"]}, "'no.such'"),
+    ]:
         pytest.importorskip("torch")
         if run == "fp8":
             try:
                 import torchao.float8  # noqa: F401
+
                 continue  # installed: not refused for that reason
             except ImportError:
                 pass

@@ -3,6 +3,7 @@ hf_util on the CPU, nothing downloaded): the script unchanged, AMPCHECK_PLAN set
 planned precision (autocast_dtype, param_dtype, grad_scaler — what really ran: the recorder measures them), max_steps
 steps, the skip run with its first step skipped and no false "skipped by the optimizer" warning, the seed run a
 different first loss; the HF Trainer names a planted overflow's module."""
+
 import os
 import warnings
 
@@ -16,20 +17,33 @@ import plan_util
 def hf_script(out, plant=None):
     """A Trainer script as a user writes it (fp32, its own max_steps 40), recorded by AmpcheckCallback."""
     from transformers import Trainer, TrainingArguments
+
     from ampcheck.integrations.hf import AmpcheckCallback
+
     model = hf_util.model(1337)
     if plant:
         with torch.no_grad():
             model.get_submodule(plant).weight.mul_(1e6)
-    args = TrainingArguments(output_dir=os.path.join(out, "trainer"), max_steps=40, per_device_train_batch_size=8,
-                             learning_rate=3e-3, lr_scheduler_type="constant", save_strategy="no", report_to=[],
-                             use_cpu=True, seed=1337, disable_tqdm=True, logging_steps=1000)
+    args = TrainingArguments(
+        output_dir=os.path.join(out, "trainer"),
+        max_steps=40,
+        per_device_train_batch_size=8,
+        learning_rate=3e-3,
+        lr_scheduler_type="constant",
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=1337,
+        disable_tqdm=True,
+        logging_steps=1000,
+    )
     cb = AmpcheckCallback(os.path.join(out, "script.h5"), overwrite=True)
     cb.train(Trainer(model=model, args=args, train_dataset=hf_util.Markov(512), callbacks=[cb]))
 
 
 def lightning_script(out):
     import lightning.pytorch as pl
+
     from ampcheck.integrations.lightning import AmpcheckLightningCallback
 
     class LM(pl.LightningModule):
@@ -45,16 +59,25 @@ def lightning_script(out):
 
     pl.seed_everything(1337, verbose=False)
     module = LM()
-    trainer = pl.Trainer(accelerator="cpu", max_steps=40, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, gradient_clip_val=1.0,
-                         callbacks=[AmpcheckLightningCallback(os.path.join(out, "script.h5"), overwrite=True)])
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_steps=40,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        gradient_clip_val=1.0,
+        callbacks=[AmpcheckLightningCallback(os.path.join(out, "script.h5"), overwrite=True)],
+    )
     trainer.fit(module, torch.utils.data.DataLoader(hf_util.Markov(512), batch_size=8, shuffle=True))
 
 
 def accelerate_script(out):
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState, GradientState
+
     from ampcheck.integrations.accelerate import ampcheck_recorder
+
     AcceleratorState._reset_state(True)  # one Accelerator per run in one process (tests only)
     GradientState._reset_state()
     acc = Accelerator(cpu=True)
@@ -107,8 +130,10 @@ def test_hf_keep_fp32_and_a_planted_overflow(tmp_path, monkeypatch):
     attrs, _ = plan_util.read(os.path.join(d, "runs", "fp16.h5"))
     assert (attrs["first_nonfinite_module"], attrs["first_nonfinite_pass"]) == (plant, "forward"), attrs
     # the localization probe: the planted module kept in FP32 overflows nothing
-    monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "probe-fp16-1", "fp16-autocast-scaler",
-                                                             keep_fp32=["transformer.h.0.mlp"]))
+    monkeypatch.setenv(
+        "AMPCHECK_PLAN",
+        plan_util.write_plan(d, "probe-fp16-1", "fp16-autocast-scaler", keep_fp32=["transformer.h.0.mlp"]),
+    )
     hf_script(d, plant=plant)
     attrs, cols = plan_util.read(os.path.join(d, "runs", "probe-fp16-1.h5"))
     assert "first_nonfinite_module" not in attrs and cols["skipped"].sum() == 0, attrs
@@ -116,9 +141,18 @@ def test_hf_keep_fp32_and_a_planted_overflow(tmp_path, monkeypatch):
 
 def test_hf_outside_a_plan_skip_first_step_has_no_false_warning(tmp_path):
     from transformers import Trainer, TrainingArguments
+
     from ampcheck.integrations.hf import AmpcheckCallback
-    args = TrainingArguments(output_dir=str(tmp_path / "t"), max_steps=4, per_device_train_batch_size=8,
-                             report_to=[], use_cpu=True, save_strategy="no", disable_tqdm=True)
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "t"),
+        max_steps=4,
+        per_device_train_batch_size=8,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
     cb = AmpcheckCallback(str(tmp_path / "skip.h5"), perturbation="skip")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -1,6 +1,7 @@
 """Preflight's fp16 checks on the tiny GPT-2 of hf_util: model.half() under AdamW without a scaler is flagged — and
 the claim in the message holds (Adam's eps rounds to 0 in fp16: the loss NaN after the first step) —; the HF
 Trainer's fp16=True on a CPU (nothing runs in fp16 there) is said to be not in effect, with no fp16 underflow warning."""
+
 import os
 import warnings
 
@@ -29,18 +30,31 @@ def test_half_model_under_adamw_without_a_scaler_is_flagged_and_goes_nan():
     nonfinite = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
     assert len(nonfinite) >= 0.9 * len(list(model.named_parameters())), nonfinite
     # eps representable in fp16 (1e-4) is not flagged; fp32 parameters never are
-    assert not any(f.check == "adam_eps_below_fp16" for f in preflight(
-        model, torch.optim.AdamW(model.parameters(), eps=1e-4), warn=False))
+    assert not any(
+        f.check == "adam_eps_below_fp16"
+        for f in preflight(model, torch.optim.AdamW(model.parameters(), eps=1e-4), warn=False)
+    )
     fp32 = hf_util.model(1337)
-    assert not any(f.check == "adam_eps_below_fp16" for f in preflight(fp32, torch.optim.AdamW(fp32.parameters()),
-                                                                       warn=False))
+    assert not any(
+        f.check == "adam_eps_below_fp16" for f in preflight(fp32, torch.optim.AdamW(fp32.parameters()), warn=False)
+    )
 
 
 def test_hf_fp16_on_a_cpu_is_not_in_effect_and_warns_no_underflow(tmp_path):
     from transformers import Trainer, TrainingArguments
+
     from ampcheck.integrations.hf import AmpcheckCallback
-    args = TrainingArguments(output_dir=str(tmp_path / "t"), max_steps=2, per_device_train_batch_size=8, fp16=True,
-                             report_to=[], use_cpu=True, save_strategy="no", disable_tqdm=True)
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "t"),
+        max_steps=2,
+        per_device_train_batch_size=8,
+        fp16=True,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
     cb = AmpcheckCallback(str(tmp_path / "fp16-cpu.h5"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -82,11 +82,19 @@ class RecorderTest(unittest.TestCase):
                 scaler.step(opt)
                 scaler.update()
                 after = torch.cat([p.detach().reshape(-1).double() for p in model.parameters()])
-                expected.append(dict(loss=loss.item(), grad_norm=(grads.norm() / scale).item(), loss_scale=scale,
-                                     update_norm=(after - before).norm().item(), param_norm=after.norm().item(),
-                                     frac_zero_grad=(grads == 0).double().mean().item(),
-                                     frac_nonfinite_grad=(~grads.isfinite()).double().mean().item(),
-                                     lr=0.1 / (step + 1), skipped=float(step == 2)))
+                expected.append(
+                    dict(
+                        loss=loss.item(),
+                        grad_norm=(grads.norm() / scale).item(),
+                        loss_scale=scale,
+                        update_norm=(after - before).norm().item(),
+                        param_norm=after.norm().item(),
+                        frac_zero_grad=(grads == 0).double().mean().item(),
+                        frac_nonfinite_grad=(~grads.isfinite()).double().mean().item(),
+                        lr=0.1 / (step + 1),
+                        skipped=float(step == 2),
+                    )
+                )
                 rec.step(loss)
         attrs, steps = read_h5(self.path)
         self.assertEqual(attrs["format"], "ampcheck-trajectory")
@@ -223,7 +231,7 @@ class RecorderTest(unittest.TestCase):
             with Recorder(self.path, model, opt, probe_every=1) as rec:
                 for step, micro in enumerate((2, 1, 3, 2, 2)):
                     for k in range(micro):
-                        loss = torch.nn.functional.mse_loss(model(x[8 * k:8 * k + 8]), y[8 * k:8 * k + 8])
+                        loss = torch.nn.functional.mse_loss(model(x[8 * k : 8 * k + 8]), y[8 * k : 8 * k + 8])
                         loss.backward()
                     expected.append(grads_of(model).norm().item())
                     if step == 3:
@@ -259,10 +267,12 @@ class RecorderTest(unittest.TestCase):
             for step in range(3):
                 handle = None
                 if step == 1:
+
                     def plant(g):
                         g = g.clone()
                         g[0, 0] = math.inf
                         return g
+
                     handle = model[0].weight.register_hook(plant)
                 loss = torch.nn.functional.mse_loss(model(x), y)
                 scaler.scale(loss).backward()
@@ -345,8 +355,9 @@ class RecorderTest(unittest.TestCase):
             loss = torch.nn.functional.mse_loss(model(tokens), y)
             loss.backward()
             self.assertTrue(model[0].weight.grad.is_sparse)
-            dense = torch.cat([(p.grad.to_dense() if p.grad.is_sparse else p.grad).reshape(-1).double()
-                               for p in model.parameters()])
+            dense = torch.cat(
+                [(p.grad.to_dense() if p.grad.is_sparse else p.grad).reshape(-1).double() for p in model.parameters()]
+            )
             opt.step()
             opt.zero_grad(set_to_none=True)
             rec.step(loss)
@@ -415,14 +426,19 @@ class RecorderTest(unittest.TestCase):
         cases = [
             (dict(), ("float32", "none", "none")),
             (dict(autocast=torch.bfloat16, eval_first=True), ("float32", "bfloat16", "none")),
-            (dict(autocast=torch.float16, scaler=torch.amp.GradScaler("cpu", enabled=False)),
-             ("float32", "float16", "disabled")),
+            (
+                dict(autocast=torch.float16, scaler=torch.amp.GradScaler("cpu", enabled=False)),
+                ("float32", "float16", "disabled"),
+            ),
             (dict(scaler=torch.amp.GradScaler("cpu", enabled=False)), ("float32", "none", "disabled")),
         ]
         for i, (kw, (param_dtype, autocast_dtype, grad_scaler)) in enumerate(cases):
             attrs = self._one_step(os.path.join(self.dir.name, f"p{i}.h5"), model, x, y, **kw)
-            self.assertEqual((attrs["param_dtype"], attrs["autocast_dtype"], attrs["grad_scaler"]),
-                             (param_dtype, autocast_dtype, grad_scaler), kw)
+            self.assertEqual(
+                (attrs["param_dtype"], attrs["autocast_dtype"], attrs["grad_scaler"]),
+                (param_dtype, autocast_dtype, grad_scaler),
+                kw,
+            )
             self.assertNotIn("perturbation", attrs)  # only when given
             self.assertEqual(attrs["grad_probe"], "backward-hooks")
         model[2].half()  # parameters of two dtypes (no training step needed: the dtypes are read at step())
@@ -438,8 +454,11 @@ class RecorderTest(unittest.TestCase):
         with Recorder(self.path, perturbation="seed") as rec:
             rec.step(1.0)
         self.assertEqual(read_h5(self.path)[0]["perturbation"], "seed")
-        for bad in (dict(perturbation="ulp+1"), dict(attributes={"perturbation": "data"}),
-                    dict(perturbation="ulp", attributes={"perturbation": "seed"})):
+        for bad in (
+            dict(perturbation="ulp+1"),
+            dict(attributes={"perturbation": "data"}),
+            dict(perturbation="ulp", attributes={"perturbation": "seed"}),
+        ):
             with self.assertRaisesRegex(ValueError, "perturbation"):
                 Recorder(os.path.join(self.dir.name, "bad.h5"), **bad)
         with self.assertRaisesRegex(ValueError, "'none' .*'ulp', 'seed', 'order'"):
@@ -454,7 +473,7 @@ class RecorderTest(unittest.TestCase):
             self.assertTrue(torch.equal(p.detach(), torch.nextafter(b, torch.full_like(b, math.inf))))
             self.assertTrue(bool((p.detach() > b).all()))
             self.assertTrue(p.requires_grad and p.is_leaf and p.grad is None)
-        self.assertEqual(model[0].bias[0].item(), torch.finfo(torch.float32).smallest_normal * 2 ** -23)
+        self.assertEqual(model[0].bias[0].item(), torch.finfo(torch.float32).smallest_normal * 2**-23)
         nudge_ulp(model, direction=-1)  # one ulp down again: exactly the original weights
         for b, p in zip(before, model.parameters()):
             self.assertTrue(torch.equal(p.detach(), b))

@@ -17,6 +17,7 @@ synchronized with the device at both ends (the flushes every 50 steps included; 
     python3 python/tools/overhead.py --device cpu --loops example nanogpt hf --sizes tiny > reports/python/overhead.md
     python3 python/tools/overhead.py --device cuda --loops nanogpt hf --sizes small gpt2 --dtype fp16
 """
+
 import argparse
 import contextlib
 import os
@@ -49,10 +50,21 @@ def sync(device):
 
 def gpt2(size, device):
     from transformers import GPT2Config, GPT2LMHeadModel
+
     layers, embd, heads, vocab, seq, _ = SIZES[size]
     torch.manual_seed(1)
-    cfg = GPT2Config(vocab_size=vocab, n_positions=seq, n_embd=embd, n_layer=layers, n_head=heads, resid_pdrop=0.0,
-                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        vocab_size=vocab,
+        n_positions=seq,
+        n_embd=embd,
+        n_layer=layers,
+        n_head=heads,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPT2LMHeadModel(cfg).to(device)
 
 
@@ -95,7 +107,9 @@ def nanogpt_loop(size, device, dtype, steps, warm, probe_every, path):
 
 def hf_loop(size, device, dtype, steps, warm, probe_every, path):
     from transformers import Trainer, TrainerCallback, TrainingArguments
+
     from ampcheck.integrations.hf import AmpcheckCallback
+
     model = gpt2(size, device)
     data = batches(size, "cpu", 8)
     ds = [{"input_ids": x[i], "labels": x[i]} for x in data for i in range(x.shape[0])]
@@ -108,18 +122,29 @@ def hf_loop(size, device, dtype, steps, warm, probe_every, path):
                 sync(device)
                 times[state.global_step] = time.perf_counter()
 
-    args = TrainingArguments(output_dir=os.path.join(os.path.dirname(path), "trainer"), max_steps=warm + steps,
-                             per_device_train_batch_size=batch, learning_rate=3e-4, lr_scheduler_type="constant",
-                             logging_steps=10 ** 6, save_strategy="no", report_to=[], use_cpu=device == "cpu",
-                             fp16=dtype == "fp16" and device == "cuda", bf16=dtype == "bf16",
-                             dataloader_num_workers=0, disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=os.path.join(os.path.dirname(path), "trainer"),
+        max_steps=warm + steps,
+        per_device_train_batch_size=batch,
+        learning_rate=3e-4,
+        lr_scheduler_type="constant",
+        logging_steps=10**6,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=device == "cpu",
+        fp16=dtype == "fp16" and device == "cuda",
+        bf16=dtype == "bf16",
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
     callbacks = [Clock()]
     cb = None
     if probe_every:
         cb = AmpcheckCallback(path, probe_every=probe_every, overwrite=True)
         callbacks.insert(0, cb)
-    trainer = Trainer(model=model, args=args, train_dataset=ds * (1 + (warm + steps) * batch // len(ds)),
-                      callbacks=callbacks)
+    trainer = Trainer(
+        model=model, args=args, train_dataset=ds * (1 + (warm + steps) * batch // len(ds)), callbacks=callbacks
+    )
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):  # the Trainer's metrics line
         (cb.train(trainer) if cb is not None else trainer.train())
     return (times[warm + steps] - times[warm]) / steps * 1e3
@@ -127,6 +152,7 @@ def hf_loop(size, device, dtype, steps, warm, probe_every, path):
 
 def example_loop(device, dtype, steps, warm, probe_every, path):
     import train_amp
+
     variant = {"fp16": "fp16-autocast-scaler", "bf16": "bf16-autocast"}[dtype]
     t0 = time.perf_counter()  # the whole loop (its set-up is a few ms)
     kw = dict(record=False) if not probe_every else dict(probe_every=probe_every)
@@ -151,16 +177,17 @@ def main():
     warnings.simplefilter("ignore")
     try:
         import h5py  # noqa: F401
+
         ext = ".h5"
     except ImportError:  # (a machine without h5py: the recorder's JSON lines)
         ext = ".jsonl"
     d = tempfile.mkdtemp()
     rows = []
     for loop in a.loops:
-        for size in (["tiny"] if loop == "example" else a.sizes):
+        for size in ["tiny"] if loop == "example" else a.sizes:
             times = {c: [] for c in a.cases}
             for rep in range(-1, a.reps):  # rep -1: a warm-up round, not counted (first-run imports, allocator)
-                for case in (a.cases if rep >= 0 else a.cases[:1]):
+                for case in a.cases if rep >= 0 else a.cases[:1]:
                     path = os.path.join(d, f"{loop}-{size}-{case}{ext}")
                     if loop == "example":
                         ms = example_loop(a.device, a.dtype, a.steps, a.warm, CASES[case], path)
@@ -175,15 +202,21 @@ def main():
             spread = (max(times[a.cases[0]]) - min(times[a.cases[0]])) / base
             for case in a.cases:
                 m = statistics.median(times[case])
-                rows.append(f"| {loop} | {size if loop != 'example' else 'example'} | {case} | {m:.2f} | "
-                            f"{(m / base - 1) * 100:+.1f}% | {spread * 100:.1f}% |")
+                rows.append(
+                    f"| {loop} | {size if loop != 'example' else 'example'} | {case} | {m:.2f} | "
+                    f"{(m / base - 1) * 100:+.1f}% | {spread * 100:.1f}% |"
+                )
     dev = torch.cuda.get_device_name() if a.device == "cuda" else "CPU"
-    print(f"# Recorder overhead per step ({dev}, {a.dtype}, {a.steps} timed steps after {a.warm}, {a.reps} runs "
-          f"each, interleaved; torch {torch.__version__})\n")
-    print(f"Command: `python3 python/tools/overhead.py {' '.join(sys.argv[1:])}`. default = probe_every="
-          f"{DEFAULT_PROBE_EVERY} (the Recorder's and the integrations' default). Overhead: the case's median ms/step "
-          f"against the no-recorder median of the same loop and size; spread: (max - min) / median of the no-recorder "
-          f"runs, the noise floor.\n")
+    print(
+        f"# Recorder overhead per step ({dev}, {a.dtype}, {a.steps} timed steps after {a.warm}, {a.reps} runs "
+        f"each, interleaved; torch {torch.__version__})\n"
+    )
+    print(
+        f"Command: `python3 python/tools/overhead.py {' '.join(sys.argv[1:])}`. default = probe_every="
+        f"{DEFAULT_PROBE_EVERY} (the Recorder's and the integrations' default). Overhead: the case's median ms/step "
+        f"against the no-recorder median of the same loop and size; spread: (max - min) / median of the no-recorder "
+        f"runs, the noise floor.\n"
+    )
     print("| loop | size | case | median ms / step | overhead | no-recorder spread |")
     print("| --- | --- | --- | --- | --- | --- |")
     print("\n".join(rows))

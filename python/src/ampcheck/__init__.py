@@ -14,18 +14,57 @@ Integrations: `ampcheck.integrations.hf.AmpcheckCallback` (Hugging Face Trainer)
 Under `ampcheck sweep` (AMPCHECK_PLAN set) the Recorder and the integrations apply the sweep's plan themselves
 (`ampcheck.current_plan()`; docs/USING.md, "The sweep's environment contract").
 """
+
 from ampcheck._version import __version__
-from ampcheck.api import (VERDICTS, AmpcheckError, Judgement, JudgementWarning, Reference, ReferenceInfo,
-                          SignalComparison, SuiteResult, judge, load_reference, make_reference, native_available,
-                          validate)
+from ampcheck.api import (
+    VERDICTS,
+    AmpcheckError,
+    Judgement,
+    JudgementWarning,
+    Reference,
+    ReferenceInfo,
+    SignalComparison,
+    SuiteResult,
+    judge,
+    load_reference,
+    make_reference,
+    native_available,
+    validate,
+)
 from ampcheck.guard import GuardJudgement, GuardStop
 from ampcheck.noise import nudge_ulps, seed_everything
 from ampcheck.plan import Plan, PlanError, current_plan
 from ampcheck.preflight import PreflightFinding, preflight
 from ampcheck.recorder import COLUMNS, FORMAT, FORMAT_VERSION, PERTURBATIONS, Recorder, nudge_ulp
 
-__all__ = ["Recorder", "nudge_ulp", "nudge_ulps", "seed_everything", "preflight", "PreflightFinding", "COLUMNS",
-           "FORMAT", "FORMAT_VERSION", "PERTURBATIONS", "Plan", "PlanError", "current_plan", "__version__",
-           "judge", "load_reference", "make_reference", "validate", "native_available", "Judgement",
-           "JudgementWarning", "SignalComparison", "Reference", "ReferenceInfo", "SuiteResult", "AmpcheckError",
-           "VERDICTS", "GuardStop", "GuardJudgement"]
+__all__ = [
+    "Recorder",
+    "nudge_ulp",
+    "nudge_ulps",
+    "seed_everything",
+    "preflight",
+    "PreflightFinding",
+    "COLUMNS",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "PERTURBATIONS",
+    "Plan",
+    "PlanError",
+    "current_plan",
+    "__version__",
+    "judge",
+    "load_reference",
+    "make_reference",
+    "validate",
+    "native_available",
+    "Judgement",
+    "JudgementWarning",
+    "SignalComparison",
+    "Reference",
+    "ReferenceInfo",
+    "SuiteResult",
+    "AmpcheckError",
+    "VERDICTS",
+    "GuardStop",
+    "GuardJudgement",
+]

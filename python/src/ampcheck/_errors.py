@@ -1,5 +1,6 @@
 """The package's error type, defined in Python so that it exists whether or not the native core (ampcheck._native)
 is there: the extension raises it for every error of ampcheck's use cases."""
+
 from __future__ import annotations
 
 

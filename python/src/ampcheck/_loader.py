@@ -5,6 +5,7 @@ once, on the first in-process call (ampcheck.judge, ...) — `import ampcheck` n
   2. the build of the source checkout this package is imported from (<source>/$BUILD_DIR or build, python/ampcheck/:
      `bash ci/build.sh` builds it there; PYTHONPATH=<source>/python/src).
 """
+
 from __future__ import annotations
 
 import glob
@@ -14,15 +15,14 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import List, Optional
 
 from ampcheck._errors import AmpcheckError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_native: Optional[ModuleType] = None
+_native: ModuleType | None = None
 
 
-def checkout_build_dir() -> Optional[str]:
+def checkout_build_dir() -> str | None:
     """<source>/build (or $BUILD_DIR) when this package is imported from a source checkout (<source>/python/src/
     ampcheck, beside <source>/CMakeLists.txt), else None (an installed package)."""
     source = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
@@ -31,16 +31,17 @@ def checkout_build_dir() -> Optional[str]:
     return os.path.join(source, os.environ.get("BUILD_DIR", "build"))
 
 
-def _checkout_candidates() -> List[str]:
+def _checkout_candidates() -> list[str]:
     build = checkout_build_dir()
     if build is None:
         return []
     d = os.path.join(build, "python", "ampcheck")
-    return sorted(p for suffix in importlib.machinery.EXTENSION_SUFFIXES
-                  for p in glob.glob(os.path.join(d, "_native" + suffix)))
+    return sorted(
+        p for suffix in importlib.machinery.EXTENSION_SUFFIXES for p in glob.glob(os.path.join(d, "_native" + suffix))
+    )
 
 
-def places_looked() -> List[str]:
+def places_looked() -> list[str]:
     """Where the native core was looked for, in words (for an error that says so)."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     out = [f"in the installed package: {os.path.join(_HERE, '_native' + suffix)}"]
@@ -56,7 +57,8 @@ def native() -> ModuleType:
     if _native is not None:
         return _native
     import torch  # noqa: F401  (loads LibTorch's libraries, which the extension links, the way torch loads them)
-    errors: List[str] = []
+
+    errors: list[str] = []
     try:
         _native = importlib.import_module("ampcheck._native")
         return _native
@@ -78,10 +80,14 @@ def native() -> ModuleType:
             errors.append(f"{path}: {e}")
     raise AmpcheckError(
         "ampcheck's native core (the extension module ampcheck._native, which judges in this process) was not found. "
-        "Looked " + "; ".join(places_looked()) + "." + (" It failed to load: " + "; ".join(errors) if errors else "")
+        "Looked "
+        + "; ".join(places_looked())
+        + "."
+        + (" It failed to load: " + "; ".join(errors) if errors else "")
         + " HINT: install the package so that it compiles its native core — `pip install --no-build-isolation "
         "./python` in the ampcheck checkout (needs CMake, a C++17 compiler and the libraries ci/setup.sh installs) — "
-        "or, in a checkout, build it with `bash ci/build.sh`")
+        "or, in a checkout, build it with `bash ci/build.sh`"
+    )
 
 
 def native_available() -> bool:

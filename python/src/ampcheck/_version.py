@@ -1,6 +1,7 @@
 """The package's version, kept in one place: the top CMakeLists.txt's `project(ampcheck VERSION x.y.z)`. The wheel's
 metadata takes it from there (pyproject.toml: scikit-build-core's regex provider); here it is read back from the
 installed metadata, or, in a source checkout (PYTHONPATH=<source>/python/src), from that CMakeLists.txt."""
+
 from __future__ import annotations
 
 import os
@@ -16,6 +17,7 @@ def _version() -> str:
         if m:
             return m.group(1)
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("ampcheck")
     except PackageNotFoundError:

@@ -15,6 +15,7 @@ compares them).
 Errors (a file that does not follow the format, a run of another training, an output that exists) raise
 ampcheck.AmpcheckError with the command's message, which names the file.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,7 +23,8 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Callable, Union
 
 from ampcheck._errors import AmpcheckError
 from ampcheck._loader import native, native_available
@@ -30,8 +32,21 @@ from ampcheck._loader import native, native_available
 PathLike = Union[str, "os.PathLike[str]"]
 VERDICTS = ("tracks", "diverges", "stalls", "nonfinite", "error")
 
-__all__ = ["AmpcheckError", "Judgement", "JudgementWarning", "SignalComparison", "Reference", "ReferenceInfo",
-           "SuiteResult", "judge", "load_reference", "make_reference", "validate", "native_available", "VERDICTS"]
+__all__ = [
+    "AmpcheckError",
+    "Judgement",
+    "JudgementWarning",
+    "SignalComparison",
+    "Reference",
+    "ReferenceInfo",
+    "SuiteResult",
+    "judge",
+    "load_reference",
+    "make_reference",
+    "validate",
+    "native_available",
+    "VERDICTS",
+]
 
 
 def _number(v: Any) -> float:
@@ -43,12 +58,13 @@ def _number(v: Any) -> float:
 class SignalComparison:
     """One signal's comparison with the reference (summary.json's `signals[]`): at its worst step `max_step`, the run's
     deviation from the reference against what FP32's own noise allows; `max_margin` = |deviation| / allowed."""
-    name: str        # loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
-    unit: str        # nats | log-ratio | fraction | steps | share
+
+    name: str  # loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
+    unit: str  # nats | log-ratio | fraction | steps | share
     judged: bool
-    fired: bool      # beyond its allowance
-    decides: bool    # a firing sets the verdict (else a warning)
-    verdict: str     # what a firing means
+    fired: bool  # beyond its allowance
+    decides: bool  # a firing sets the verdict (else a warning)
+    verdict: str  # what a firing means
     first_step: int
     max_step: int
     max_margin: float
@@ -60,20 +76,31 @@ class SignalComparison:
     message: str
 
     @staticmethod
-    def from_row(s: Dict[str, Any]) -> "SignalComparison":
+    def from_row(s: dict[str, Any]) -> SignalComparison:
         return SignalComparison(
-            name=s["name"], unit=s.get("unit", ""), judged=bool(s.get("judged")), fired=bool(s.get("fired")),
-            decides=bool(s.get("decides", True)), verdict=s.get("verdict", ""), first_step=int(s.get("first_step", -1)),
-            max_step=int(s.get("max_step", -1)), max_margin=_number(s.get("max_margin")),
-            deviation=_number(s.get("deviation")), allowed=_number(s.get("allowed")), noise=_number(s.get("noise")),
-            run_value=_number(s.get("run_value")), reference_value=_number(s.get("reference_value")),
-            message=s.get("message", ""))
+            name=s["name"],
+            unit=s.get("unit", ""),
+            judged=bool(s.get("judged")),
+            fired=bool(s.get("fired")),
+            decides=bool(s.get("decides", True)),
+            verdict=s.get("verdict", ""),
+            first_step=int(s.get("first_step", -1)),
+            max_step=int(s.get("max_step", -1)),
+            max_margin=_number(s.get("max_margin")),
+            deviation=_number(s.get("deviation")),
+            allowed=_number(s.get("allowed")),
+            noise=_number(s.get("noise")),
+            run_value=_number(s.get("run_value")),
+            reference_value=_number(s.get("reference_value")),
+            message=s.get("message", ""),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class JudgementWarning:
     """A finding that did not set the verdict: a diagnostic beyond its allowance while the outcomes track, a column
     never measured, mixed precision not in effect, a partial run."""
+
     signal: str
     message: str
 
@@ -81,61 +108,77 @@ class JudgementWarning:
 @dataclasses.dataclass(frozen=True)
 class Judgement:
     """One run judged against its reference: `ampcheck judge`'s row for it (summary.json's fields)."""
-    run: str                  # the file judged
-    name: str                 # its row's name (the file's stem)
-    verdict: str              # tracks | diverges | stalls | nonfinite | error
-    expect: str               # the expected verdict (expect=, else the file's `expect`, else tracks)
-    passed: bool              # the verdict is the expected one (and, with strict, no warning)
-    message: str              # the verdict's sentence, as the command prints it
-    deciding_signal: str      # the signal that set a verdict other than tracks ("" when tracking)
-    margin: float             # the largest signal margin, deviation / allowed (summary.json max_deviation_bands)
-    max_signal: str           # the signal with that margin
+
+    run: str  # the file judged
+    name: str  # its row's name (the file's stem)
+    verdict: str  # tracks | diverges | stalls | nonfinite | error
+    expect: str  # the expected verdict (expect=, else the file's `expect`, else tracks)
+    passed: bool  # the verdict is the expected one (and, with strict, no warning)
+    message: str  # the verdict's sentence, as the command prints it
+    deciding_signal: str  # the signal that set a verdict other than tracks ("" when tracking)
+    margin: float  # the largest signal margin, deviation / allowed (summary.json max_deviation_bands)
+    max_signal: str  # the signal with that margin
     first_divergence_step: int
-    steps: int                # steps judged
+    steps: int  # steps judged
     skipped_steps: int
-    partial: bool             # judged as a partial run (steps=, or a snapshot of a run still going / killed)
+    partial: bool  # judged as a partial run (steps=, or a snapshot of a run still going / killed)
     strategy: str
-    signals: Tuple[SignalComparison, ...]
-    warnings: Tuple[JudgementWarning, ...]
+    signals: tuple[SignalComparison, ...]
+    warnings: tuple[JudgementWarning, ...]
     final_loss_ratio: float
     first_loss: float
     final_loss: float
-    row: Dict[str, Any] = dataclasses.field(repr=False, compare=False)  # the whole summary.json row
+    row: dict[str, Any] = dataclasses.field(repr=False, compare=False)  # the whole summary.json row
 
     @staticmethod
-    def from_row(run: str, r: Dict[str, Any]) -> "Judgement":
+    def from_row(run: str, r: dict[str, Any]) -> Judgement:
         warnings = tuple(JudgementWarning(w["signal"], w.get("message", "")) for w in r.get("warnings", []))
         return Judgement(
-            run=run, name=r["name"], verdict=r["verdict"], expect=r["expect"], passed=bool(r["pass"]),
-            message=r.get("message", ""), deciding_signal=r.get("deciding_signal", ""),
-            margin=_number(r.get("max_deviation_bands")), max_signal=r.get("max_signal", ""),
-            first_divergence_step=int(r.get("first_divergence_step", -1)), steps=int(r.get("steps", 0)),
-            skipped_steps=int(r.get("skipped_steps", 0)), partial=any(w.signal == "partial" for w in warnings),
-            strategy=r.get("strategy", ""), signals=tuple(SignalComparison.from_row(s) for s in r.get("signals", [])),
-            warnings=warnings, final_loss_ratio=_number(r.get("final_loss_ratio")),
-            first_loss=_number(r.get("first_loss")), final_loss=_number(r.get("final_loss")), row=r)
+            run=run,
+            name=r["name"],
+            verdict=r["verdict"],
+            expect=r["expect"],
+            passed=bool(r["pass"]),
+            message=r.get("message", ""),
+            deciding_signal=r.get("deciding_signal", ""),
+            margin=_number(r.get("max_deviation_bands")),
+            max_signal=r.get("max_signal", ""),
+            first_divergence_step=int(r.get("first_divergence_step", -1)),
+            steps=int(r.get("steps", 0)),
+            skipped_steps=int(r.get("skipped_steps", 0)),
+            partial=any(w.signal == "partial" for w in warnings),
+            strategy=r.get("strategy", ""),
+            signals=tuple(SignalComparison.from_row(s) for s in r.get("signals", [])),
+            warnings=warnings,
+            final_loss_ratio=_number(r.get("final_loss_ratio")),
+            first_loss=_number(r.get("first_loss")),
+            final_loss=_number(r.get("final_loss")),
+            row=r,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class ReferenceInfo:
     """What make_reference wrote: the file, its steps and its noise runs' labels (seed, order, skip, ulp+1, ...)."""
+
     path: str
     steps: int
-    noise_labels: Tuple[str, ...]
+    noise_labels: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class SuiteResult:
     """What validate returns, as `ampcheck validate` prints it: one row per scenario (its Judgement-like row in
     `rows`, summary.json's fields), where the run directory was published, the notes below the table."""
-    skipped: str              # non-empty: nothing ran, and why (the command's exit 77)
+
+    skipped: str  # non-empty: nothing ran, and why (the command's exit 77)
     written: bool
     reports_dir: str
-    notes: Tuple[str, ...]
+    notes: tuple[str, ...]
     passed: int
     failed: int
-    exit_code: int            # the command's: 0 all passed, 1 a failure, 77 skipped
-    rows: Tuple[Dict[str, Any], ...]
+    exit_code: int  # the command's: 0 all passed, 1 a failure, 77 skipped
+    rows: tuple[dict[str, Any], ...]
 
 
 class Reference:
@@ -154,7 +197,7 @@ class Reference:
         return int(self._handle.steps)
 
     @property
-    def noise_labels(self) -> Tuple[str, ...]:
+    def noise_labels(self) -> tuple[str, ...]:
         return tuple(self._handle.noise_labels)
 
     def __repr__(self) -> str:
@@ -166,8 +209,15 @@ def load_reference(path: PathLike) -> Reference:
     return Reference(native().load_reference(os.fspath(path)))
 
 
-def judge(run: PathLike, reference: Union[PathLike, Reference], *, expect: Optional[str] = None,
-          strategy: Optional[str] = None, steps: Optional[int] = None, strict: bool = False) -> Judgement:
+def judge(
+    run: PathLike,
+    reference: PathLike | Reference,
+    *,
+    expect: str | None = None,
+    strategy: str | None = None,
+    steps: int | None = None,
+    strict: bool = False,
+) -> Judgement:
     """Judges one recorded run against a reference, as `ampcheck judge RUN --reference REF` does — the same verdict,
     margin and message — writing nothing.
 
@@ -185,8 +235,9 @@ def judge(run: PathLike, reference: Union[PathLike, Reference], *, expect: Optio
     return Judgement.from_row(path, row)
 
 
-def make_reference(fp32_run: PathLike, spread: Sequence[PathLike], out: PathLike, *,
-                   force: bool = False) -> ReferenceInfo:
+def make_reference(
+    fp32_run: PathLike, spread: Sequence[PathLike], out: PathLike, *, force: bool = False
+) -> ReferenceInfo:
     """Builds a reference from your FP32 run and the runs that measure FP32's own spread, as `ampcheck reference
     FP32_RUN --spread [KIND:]FILE... --out OUT` does: each spread run is [KIND:]FILE, KIND seed | order | skip | ulp
     (default: the file's `perturbation` attribute). An existing `out` is replaced only with force=True."""
@@ -200,19 +251,46 @@ def _print_line(line: str) -> None:
     print(line, file=sys.stdout, flush=True)
 
 
-def validate(out: PathLike = "reports/latest", *, scenarios: Optional[Sequence[str]] = None,
-             suite: Optional[str] = None, device: Optional[str] = None, references: Optional[PathLike] = None,
-             steps: Optional[int] = None, plants: Sequence[str] = (), replays: int = 3, force: bool = False,
-             log: Optional[Callable[[str], None]] = _print_line) -> SuiteResult:
+def validate(
+    out: PathLike = "reports/latest",
+    *,
+    scenarios: Sequence[str] | None = None,
+    suite: str | None = None,
+    device: str | None = None,
+    references: PathLike | None = None,
+    steps: int | None = None,
+    plants: Sequence[str] = (),
+    replays: int = 3,
+    force: bool = False,
+    log: Callable[[str], None] | None = _print_line,
+) -> SuiteResult:
     """Validates this machine's numerics, as `ampcheck validate` does: the validation suite (or `scenarios`) trained
     and compared with its goldens — bit for bit where the stack matches, statistically elsewhere — with faults
     planted on request (`plants`, `--plant`). Writes the run directory `out` (an existing one only with force=True);
     progress lines go to `log` (None: silent)."""
     if isinstance(scenarios, str) or isinstance(plants, str):
         raise AmpcheckError("scenarios / plants: expected a list of names, got a single string")
-    r = json.loads(native().validate(
-        list(scenarios or []), suite or "", device or "", os.fspath(references) if references else "", os.fspath(out),
-        int(steps or 0), bool(force), list(plants), int(replays), log))
-    return SuiteResult(skipped=r["skipped"], written=bool(r["written"]), reports_dir=r["reports_dir"],
-                       notes=tuple(r["notes"]), passed=int(r["passed"]), failed=int(r["failed"]),
-                       exit_code=int(r["exit_code"]), rows=tuple(r["scenarios"]))
+    r = json.loads(
+        native().validate(
+            list(scenarios or []),
+            suite or "",
+            device or "",
+            os.fspath(references) if references else "",
+            os.fspath(out),
+            int(steps or 0),
+            bool(force),
+            list(plants),
+            int(replays),
+            log,
+        )
+    )
+    return SuiteResult(
+        skipped=r["skipped"],
+        written=bool(r["written"]),
+        reports_dir=r["reports_dir"],
+        notes=tuple(r["notes"]),
+        passed=int(r["passed"]),
+        failed=int(r["failed"]),
+        exit_code=int(r["exit_code"]),
+        rows=tuple(r["scenarios"]),
+    )

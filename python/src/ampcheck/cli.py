@@ -7,11 +7,11 @@ check, validate, sweep, ...), which it finds as, in order,
      PYTHONPATH=<source>/python/src);
   4. another `ampcheck` executable on PATH (not this script).
 """
+
 from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional, Tuple
 
 from ampcheck._loader import checkout_build_dir
 
@@ -31,11 +31,12 @@ def _runnable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK) and not _is_this_script(path)
 
 
-def places() -> List[Tuple[str, Optional[str]]]:
+def places() -> list[tuple[str, str | None]]:
     """Where the tool is looked for, in order: (what the place is, in words; the path there, or None)."""
-    out: List[Tuple[str, Optional[str]]] = [
+    out: list[tuple[str, str | None]] = [
         ("$AMPCHECK_BIN", os.environ.get("AMPCHECK_BIN") or None),
-        ("the tool installed with this package", os.path.join(_HERE, "bin", "ampcheck"))]
+        ("the tool installed with this package", os.path.join(_HERE, "bin", "ampcheck")),
+    ]
     build = checkout_build_dir()
     if build:
         out.append(("the build of the source checkout", os.path.join(build, "ampcheck")))
@@ -49,11 +50,11 @@ def places() -> List[Tuple[str, Optional[str]]]:
     return out
 
 
-def candidates() -> List[str]:
+def candidates() -> list[str]:
     return [p for _, p in places() if p]
 
 
-def find_binary() -> Optional[str]:
+def find_binary() -> str | None:
     for p in candidates():
         if _runnable(p):
             return p
@@ -70,14 +71,16 @@ def not_found_message() -> str:
         else:
             state = f"{path} — not there"
         lines.append(f"  {i}. {what}: {state}")
-    lines.append("HINT: this package was installed without its native core. Reinstall it from the ampcheck checkout "
-                 "with `pip install --no-build-isolation ./python` (it compiles the tool; needs CMake, a C++17 "
-                 "compiler and the libraries ci/setup.sh installs), or build the checkout with `bash ci/build.sh`, "
-                 "or point AMPCHECK_BIN at an ampcheck executable.")
+    lines.append(
+        "HINT: this package was installed without its native core. Reinstall it from the ampcheck checkout "
+        "with `pip install --no-build-isolation ./python` (it compiles the tool; needs CMake, a C++17 "
+        "compiler and the libraries ci/setup.sh installs), or build the checkout with `bash ci/build.sh`, "
+        "or point AMPCHECK_BIN at an ampcheck executable."
+    )
     return "\n".join(lines)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     binary = find_binary()
     if binary is None:

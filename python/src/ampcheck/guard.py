@@ -22,6 +22,7 @@ python/tools/guard_overhead.py (its table: reports/python/guard.md).
 The judgement comes from `ampcheck.judge` (the native core, in-process) where the package has it, else from the
 `ampcheck` command (AMPCHECK_BIN or PATH) run on the file.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable
 
 VERDICTS_THAT_STOP = ("nonfinite", "diverges", "stalls", "error")  # the judge's failing verdicts (`tracks` passes)
 
@@ -42,6 +44,7 @@ logger = logging.getLogger("ampcheck")
 class GuardJudgement:
     """One judgement of the partial run: the verdict (`tracks`, `diverges`, `stalls`, `nonfinite`, `error`), whether
     it tracks the reference (passed), the judge's message, and the number of steps judged."""
+
     verdict: str
     passed: bool
     message: str
@@ -53,8 +56,10 @@ class GuardStop(RuntimeError):
     (status `interrupted`) and judged. `judgement` is that judgement, `path` the file."""
 
     def __init__(self, path: str, judgement: GuardJudgement) -> None:
-        super().__init__(f"ampcheck: {path}: stopped by the live guard after {judgement.steps} step(s): "
-                         f"{judgement.verdict}: {judgement.message}")
+        super().__init__(
+            f"ampcheck: {path}: stopped by the live guard after {judgement.steps} step(s): "
+            f"{judgement.verdict}: {judgement.message}"
+        )
         self.path = path
         self.judgement = judgement
 
@@ -67,20 +72,21 @@ class Guard:
     `judge_every`: judge every N recorded steps (N >= 1); `stop_on`: the verdicts that stop the run; `judge`: a
     function (run path, reference path) -> GuardJudgement, by default the native judge (or the `ampcheck` command)."""
 
-    def __init__(self, reference: str, judge_every: int, stop_on: Iterable[str] = (),
-                 judge: Optional[JudgeFunction] = None) -> None:
+    def __init__(
+        self, reference: str, judge_every: int, stop_on: Iterable[str] = (), judge: JudgeFunction | None = None
+    ) -> None:
         self.reference, self.judge_every, self.stop_on = check_arguments(reference, judge_every, stop_on)
         self._judge = judge or default_judge()
-        self.judgements: List[GuardJudgement] = []      # every judgement so far, in order
-        self.stopped: Optional[GuardJudgement] = None   # the judgement that stopped the run
-        self.final: Optional[GuardJudgement] = None     # the judgement of the file written when it stopped
-        self._logged: Set[str] = set()
+        self.judgements: list[GuardJudgement] = []  # every judgement so far, in order
+        self.stopped: GuardJudgement | None = None  # the judgement that stopped the run
+        self.final: GuardJudgement | None = None  # the judgement of the file written when it stopped
+        self._logged: set[str] = set()
 
     def due(self, steps: int) -> bool:
         """Whether the guard judges after this many recorded steps."""
         return steps > 0 and steps % self.judge_every == 0
 
-    def judge(self, path: str) -> Optional[GuardJudgement]:
+    def judge(self, path: str) -> GuardJudgement | None:
         """Judge the file at `path` now; a failure logged once per verdict; a verdict in stop_on remembered. A judge
         that fails (a reference of another training, a missing tool) is logged once and never stops the training."""
         try:
@@ -93,12 +99,16 @@ class Guard:
         self.judgements.append(j)
         if not j.passed and j.verdict not in self._logged:
             self._logged.add(j.verdict)
-            logger.warning("ampcheck: %s: after %d step(s) the live guard judges the run %s: %s", path, j.steps,
-                           j.verdict, j.message)
+            logger.warning(
+                "ampcheck: %s: after %d step(s) the live guard judges the run %s: %s",
+                path,
+                j.steps,
+                j.verdict,
+                j.message,
+            )
         if not j.passed and j.verdict in self.stop_on and self.stopped is None:
             self.stopped = j
         return j
-
 
     def judge_final(self, path: str) -> GuardJudgement:
         """Judge the file the stop wrote (status interrupted): `final`, not counted among the judgements."""
@@ -106,19 +116,23 @@ class Guard:
         return self.final
 
 
-def check_arguments(reference: Any, judge_every: Any, stop_on: Iterable[str]) -> Tuple[str, int, Tuple[str, ...]]:
+def check_arguments(reference: Any, judge_every: Any, stop_on: Iterable[str]) -> tuple[str, int, tuple[str, ...]]:
     """The guard's arguments checked (an error naming the argument and what was expected), before any training."""
     path = os.fspath(reference)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: the reference file (reference=) does not exist. HINT: build it with "
-                                f"`ampcheck reference FP32_RUN --spread ...` before training")
+        raise FileNotFoundError(
+            f"{path}: the reference file (reference=) does not exist. HINT: build it with "
+            f"`ampcheck reference FP32_RUN --spread ...` before training"
+        )
     if isinstance(judge_every, bool) or not isinstance(judge_every, int) or judge_every < 1:
         raise ValueError(f"judge_every={judge_every!r}: must be an integer >= 1 (judge every N steps)")
-    stop: Tuple[str, ...] = (stop_on,) if isinstance(stop_on, str) else tuple(stop_on)
+    stop: tuple[str, ...] = (stop_on,) if isinstance(stop_on, str) else tuple(stop_on)
     for verdict in stop:
         if verdict not in VERDICTS_THAT_STOP:
-            raise ValueError(f"stop_on={stop!r}: {verdict!r} is not a failing verdict; expected some of "
-                             f"{', '.join(VERDICTS_THAT_STOP)}")
+            raise ValueError(
+                f"stop_on={stop!r}: {verdict!r} is not a failing verdict; expected some of "
+                f"{', '.join(VERDICTS_THAT_STOP)}"
+            )
     return path, judge_every, stop
 
 
@@ -126,17 +140,20 @@ def default_judge() -> JudgeFunction:
     """`ampcheck.judge` in-process where the package has its native core (the reference read once), else the
     `ampcheck` command."""
     import ampcheck
+
     available = getattr(ampcheck, "native_available", None)
     if available is None or not available():
         return command_judge
-    loaded: Dict[str, Any] = {}
+    loaded: dict[str, Any] = {}
 
     def native(run: str, reference: str) -> GuardJudgement:
         if reference not in loaded:
-            loaded[reference] = ampcheck.load_reference(reference)  # type: ignore[attr-defined]
-        j = ampcheck.judge(run, loaded[reference])  # type: ignore[attr-defined]
-        return GuardJudgement(verdict=str(j.verdict), passed=str(j.verdict) == "tracks", message=str(j.message),
-                              steps=int(j.steps))
+            loaded[reference] = ampcheck.load_reference(reference)
+        j = ampcheck.judge(run, loaded[reference])
+        return GuardJudgement(
+            verdict=str(j.verdict), passed=str(j.verdict) == "tracks", message=str(j.message), steps=int(j.steps)
+        )
+
     return native
 
 
@@ -144,21 +161,32 @@ def command_judge(run: str, reference: str) -> GuardJudgement:
     """`ampcheck judge RUN --reference REF --out TMP` (AMPCHECK_BIN, else `ampcheck` on PATH): its summary.json."""
     binary = os.environ.get("AMPCHECK_BIN") or shutil.which("ampcheck")
     if not binary:
-        raise FileNotFoundError("the live guard needs the ampcheck judge: neither the package's native core nor an "
-                                "`ampcheck` command (AMPCHECK_BIN, PATH) was found. HINT: pip install ./python, or "
-                                "set AMPCHECK_BIN to the built tool")
+        raise FileNotFoundError(
+            "the live guard needs the ampcheck judge: neither the package's native core nor an "
+            "`ampcheck` command (AMPCHECK_BIN, PATH) was found. HINT: pip install ./python, or "
+            "set AMPCHECK_BIN to the built tool"
+        )
     out = tempfile.mkdtemp(prefix=".ampcheck-guard-", dir=os.path.dirname(os.path.abspath(run)))
     try:
-        r = subprocess.run([binary, "judge", run, "--reference", reference, "--out", os.path.join(out, "j")],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        r = subprocess.run(
+            [binary, "judge", run, "--reference", reference, "--out", os.path.join(out, "j")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         summary = os.path.join(out, "j", "summary.json")
         if not os.path.exists(summary):
             lines = [x for x in r.stdout.splitlines() if x.strip()]
-            raise RuntimeError(f"{run}: ampcheck judge failed (exit {r.returncode}): "
-                               f"{lines[-1] if lines else 'no output'}")
+            raise RuntimeError(
+                f"{run}: ampcheck judge failed (exit {r.returncode}): {lines[-1] if lines else 'no output'}"
+            )
         with open(summary) as f:
             row = json.load(f)["scenarios"][0]
-        return GuardJudgement(verdict=str(row["verdict"]), passed=str(row["verdict"]) == "tracks",
-                              message=str(row.get("message") or row.get("why") or ""), steps=int(row.get("steps", 0)))
+        return GuardJudgement(
+            verdict=str(row["verdict"]),
+            passed=str(row["verdict"]) == "tracks",
+            message=str(row.get("message") or row.get("why") or ""),
+            steps=int(row.get("steps", 0)),
+        )
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -5,18 +5,19 @@ model loaded with `from_pretrained` there is no init seed to vary — use anothe
 another dropout seed instead of `seed`, and ulp nudges only beside them (alone they are refused: they measure
 rounding chaos, not an equally valid training).
 """
+
 from __future__ import annotations
 
 import os
 import random
-from typing import Iterable, Union
+from collections.abc import Iterable
 
 import torch
 
 from ampcheck.recorder import nudge_ulp
 
 
-def nudge_ulps(model: Union[torch.nn.Module, Iterable[torch.Tensor]], k: int) -> None:
+def nudge_ulps(model: torch.nn.Module | Iterable[torch.Tensor], k: int) -> None:
     """Move every floating parameter of `model` |k| ulps up (k > 0) or down (k < 0), in place, without grad (torch.nextafter
     |k| times). For `ulp` noise runs (record them with perturbation="ulp")."""
     if not isinstance(k, int) or k == 0:
@@ -33,6 +34,7 @@ def seed_everything(seed: int, *, deterministic: bool = False) -> None:
     random.seed(seed)
     try:
         import numpy as np
+
         np.random.seed(seed % 2**32)
     except ImportError:
         pass

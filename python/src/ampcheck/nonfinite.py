@@ -11,21 +11,23 @@ forward's first flagged module is the innermost one that produced the value. Bac
 backward order) whose parameter gradients were non-finite; under a GradScaler an overflow the scaler then skips counts
 too (it is a non-finite value seen).
 """
+
 from __future__ import annotations
 
 import functools
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from ampcheck.plan_hooks import _floating_tensors
 
 
 class NonfiniteTracker:
     def __init__(self, model: torch.nn.Module) -> None:
-        self.names: List[str] = []
-        self.handles = []
-        owner = {}
+        self.names: list[str] = []
+        self.handles: list[RemovableHandle] = []
+        owner: dict[int, int] = {}
         for idx, (name, m) in enumerate(model.named_modules()):
             self.names.append(name)
             self.handles.append(m.register_forward_hook(functools.partial(self._on_forward, idx)))
@@ -33,11 +35,12 @@ class NonfiniteTracker:
                 owner.setdefault(id(p), idx)
         for p in model.parameters():
             if p.requires_grad and id(p) in owner:
-                self.handles.append(p.register_post_accumulate_grad_hook(
-                    functools.partial(self._on_grad, owner[id(p)])))
-        self._forward: List[Tuple[int, torch.Tensor]] = []   # (module index, device bool flag) in the order run
-        self._backward: List[Tuple[int, torch.Tensor]] = []
-        self.first: Optional[Tuple[str, int, str]] = None    # (module, step, pass), once seen on the host
+                self.handles.append(
+                    p.register_post_accumulate_grad_hook(functools.partial(self._on_grad, owner[id(p)]))
+                )
+        self._forward: list[tuple[int, torch.Tensor]] = []  # (module index, device bool flag) in the order run
+        self._backward: list[tuple[int, torch.Tensor]] = []
+        self.first: tuple[str, int, str] | None = None  # (module, step, pass), once seen on the host
 
     def _on_forward(self, idx: int, module: torch.nn.Module, args: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
@@ -52,7 +55,7 @@ class NonfiniteTracker:
             self._backward.append((idx, torch.isfinite(g).all().logical_not()))
 
     @staticmethod
-    def _first(flags, device) -> torch.Tensor:
+    def _first(flags: list[tuple[int, torch.Tensor]], device: torch.device) -> torch.Tensor:
         if not flags:
             return torch.full((), -1.0, dtype=torch.float64, device=device)
         bad = torch.stack([f.to(device) for _, f in flags])
@@ -60,7 +63,7 @@ class NonfiniteTracker:
         first = bad.to(torch.uint8).argmax()  # the first True (0 when none: masked below)
         return torch.where(bad.any(), where[first], torch.full((), -1.0, dtype=torch.float64, device=device))
 
-    def collect(self, device) -> List[torch.Tensor]:
+    def collect(self, device: torch.device) -> list[torch.Tensor]:
         """At the recorder's step(): [first forward module index, first backward module index] as 0-d float64 device
         tensors (-1: none), and the step's flags cleared. No sync."""
         out = [self._first(self._forward, device), self._first(self._backward, device)]
@@ -76,12 +79,15 @@ class NonfiniteTracker:
         elif backward >= 0:
             self.first = (self.names[int(backward)], step, "backward")
 
-    def attributes(self) -> dict:
+    def attributes(self) -> dict[str, str]:
         if self.first is None:
             return {}
         module, step, pass_ = self.first
-        return {"first_nonfinite_module": module or "(the model)", "first_nonfinite_step": str(step),
-                "first_nonfinite_pass": pass_}
+        return {
+            "first_nonfinite_module": module or "(the model)",
+            "first_nonfinite_step": str(step),
+            "first_nonfinite_pass": pass_,
+        }
 
     def remove(self) -> None:
         for h in self.handles:

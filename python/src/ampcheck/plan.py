@@ -10,13 +10,14 @@ flags and the seed offset. Applying a plan through module / optimizer hooks (a p
     if plan is not None:
         print(plan.run, plan.strategy, plan.record)
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
 import random
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 
@@ -28,13 +29,14 @@ PERTURBATIONS = ("", "seed", "order", "skip")
 @dataclasses.dataclass(frozen=True)
 class Precision:
     """What a strategy trains with."""
-    param_dtype: torch.dtype            # the parameters' dtype
-    autocast_dtype: Optional[torch.dtype]  # autocast's dtype, None: no autocast
-    grad_scaler: bool                   # a dynamic GradScaler scales the loss
-    tf32: bool                          # TF32 matmuls / convolutions on CUDA
+
+    param_dtype: torch.dtype  # the parameters' dtype
+    autocast_dtype: torch.dtype | None  # autocast's dtype, None: no autocast
+    grad_scaler: bool  # a dynamic GradScaler scales the loss
+    tf32: bool  # TF32 matmuls / convolutions on CUDA
 
 
-STRATEGIES: Dict[str, Precision] = {
+STRATEGIES: dict[str, Precision] = {
     "fp32": Precision(torch.float32, None, False, False),
     "tf32": Precision(torch.float32, None, False, True),
     "bf16-autocast": Precision(torch.float32, torch.bfloat16, False, False),
@@ -51,16 +53,16 @@ class PlanError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    path: str                 # the plan file itself
-    version: int              # 1
-    run: str                  # this run's label, unique in the sweep (fp32, fp32-seed, probe-<strategy>-<n>, ...)
-    strategy: str             # a key of STRATEGIES
-    record: str               # where to record (overrides the path the script passes)
-    max_steps: int            # stop after this many optimizer steps (0: the script's own length)
-    seed_offset: int          # added to the seed(s) the integration controls
-    perturbation: str         # "" | "seed" | "order" | "skip"
-    keep_fp32: List[str]      # model.named_modules() names that run in FP32
-    workload: str             # recorded as the 'workload' attribute
+    path: str  # the plan file itself
+    version: int  # 1
+    run: str  # this run's label, unique in the sweep (fp32, fp32-seed, probe-<strategy>-<n>, ...)
+    strategy: str  # a key of STRATEGIES
+    record: str  # where to record (overrides the path the script passes)
+    max_steps: int  # stop after this many optimizer steps (0: the script's own length)
+    seed_offset: int  # added to the seed(s) the integration controls
+    perturbation: str  # "" | "seed" | "order" | "skip"
+    keep_fp32: list[str]  # model.named_modules() names that run in FP32
+    workload: str  # recorded as the 'workload' attribute
 
     @property
     def precision(self) -> Precision:
@@ -71,15 +73,22 @@ class Plan:
         """The recording's 'perturbation' attribute: 'none' for a run that is not a noise run."""
         return self.perturbation or "none"
 
-    def attributes(self, applied: str) -> Dict[str, str]:
+    def attributes(self, applied: str) -> dict[str, str]:
         """The attributes every recording made under this plan carries (besides the measured ones)."""
-        return {"plan_run": self.run, "plan_strategy": self.strategy, "plan_applied": applied,
-                "perturbation": self.recorded_perturbation, "workload": self.workload}
+        return {
+            "plan_run": self.run,
+            "plan_strategy": self.strategy,
+            "plan_applied": applied,
+            "perturbation": self.recorded_perturbation,
+            "workload": self.workload,
+        }
 
 
-def _error(path: str, field: str, expected: str, got) -> PlanError:
-    return PlanError(f"{path}: field '{field}': expected {expected}, got {got!r}. HINT: the plan is written by "
-                     f"`ampcheck sweep`; run the script through it again, or unset {ENV} to run it on its own")
+def _error(path: str, field: str, expected: str, got: object) -> PlanError:
+    return PlanError(
+        f"{path}: field '{field}': expected {expected}, got {got!r}. HINT: the plan is written by "
+        f"`ampcheck sweep`; run the script through it again, or unset {ENV} to run it on its own"
+    )
 
 
 def load_plan(path: str) -> Plan:
@@ -88,13 +97,17 @@ def load_plan(path: str) -> Plan:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        raise PlanError(f"{path}: cannot read the plan named by {ENV}: {e.strerror or e}. HINT: run the script "
-                        f"through `ampcheck sweep`, or unset {ENV}") from None
+        raise PlanError(
+            f"{path}: cannot read the plan named by {ENV}: {e.strerror or e}. HINT: run the script "
+            f"through `ampcheck sweep`, or unset {ENV}"
+        ) from None
     try:
         obj = json.loads(text)
     except ValueError as e:
-        raise PlanError(f"{path}: not JSON ({e}). HINT: the plan is written by `ampcheck sweep`; run the script "
-                        f"through it again, or unset {ENV}") from None
+        raise PlanError(
+            f"{path}: not JSON ({e}). HINT: the plan is written by `ampcheck sweep`; run the script "
+            f"through it again, or unset {ENV}"
+        ) from None
     if not isinstance(obj, dict):
         raise _error(path, "(top level)", "a JSON object", type(obj).__name__)
 
@@ -129,14 +142,24 @@ def load_plan(path: str) -> Plan:
     if not all(isinstance(k, str) for k in keep):
         raise _error(path, "keep_fp32", "a list of module names (strings)", keep)
     workload = field("workload", str, "a string")
-    return Plan(os.path.abspath(path), version, run, strategy, record, max_steps, seed_offset, perturbation,
-                list(keep), workload)
+    return Plan(
+        os.path.abspath(path),
+        version,
+        run,
+        strategy,
+        record,
+        max_steps,
+        seed_offset,
+        perturbation,
+        list(keep),
+        workload,
+    )
 
 
-_cache: Dict[str, Plan] = {}
+_cache: dict[str, Plan] = {}
 
 
-def current_plan() -> Optional[Plan]:
+def current_plan() -> Plan | None:
     """The plan named by AMPCHECK_PLAN, or None when it is unset or empty (the script runs on its own). A bad plan
     raises PlanError (the sweep reports the run's output)."""
     path = os.environ.get(ENV, "")
@@ -149,7 +172,8 @@ def current_plan() -> Optional[Plan]:
 
 # ---- refusals ---------------------------------------------------------------------------------------------------
 
-def fp8_refusal(device: torch.device) -> Optional[str]:
+
+def fp8_refusal(device: torch.device) -> str | None:
     """Why torchao float8 training cannot run here, or None."""
     try:
         import torchao.float8  # noqa: F401
@@ -163,12 +187,14 @@ def fp8_refusal(device: torch.device) -> Optional[str]:
     return None
 
 
-def refusal(plan: Plan, device: torch.device, framework: str) -> Optional[str]:
+def refusal(plan: Plan, device: torch.device, framework: str) -> str | None:
     """Why `framework` cannot train `plan.strategy` on `device` (the recording's plan_applied says 'refused: <why>'),
     or None."""
     if plan.strategy == "fp16-master-weights":
-        return (f"{framework} keeps no fp32 master copy of fp16 parameters (model.half() with an optimizer over "
-                f"the fp16 parameters loses small updates; fp16 with a GradScaler needs fp32 parameters)")
+        return (
+            f"{framework} keeps no fp32 master copy of fp16 parameters (model.half() with an optimizer over "
+            f"the fp16 parameters loses small updates; fp16 with a GradScaler needs fp32 parameters)"
+        )
     if plan.strategy == "fp8":
         return fp8_refusal(device)
     if plan.strategy == "tf32" and device.type != "cuda":
@@ -179,6 +205,7 @@ def refusal(plan: Plan, device: torch.device, framework: str) -> Optional[str]:
 
 
 # ---- global state the plan sets -----------------------------------------------------------------------------------
+
 
 def set_tf32(enabled: bool) -> None:
     """TF32 for CUDA matmuls and cuDNN convolutions on (tf32) or off (every other strategy), through torch's
@@ -200,6 +227,7 @@ def reseed(base_seed: int, plan: Plan) -> int:
     random.seed(seed)
     try:
         import numpy as np
+
         np.random.seed(seed % 2**32)
     except ImportError:
         pass
@@ -210,10 +238,11 @@ def reseed(base_seed: int, plan: Plan) -> int:
 def module_table(model: torch.nn.Module) -> str:
     """The 'modules' attribute: JSON list of [name, parameter count (the module's and its children's)] in
     model.named_modules() order; the root is ''."""
-    return json.dumps([[name, sum(p.numel() for p in m.parameters())] for name, m in model.named_modules()],
-                      separators=(",", ":"))
+    return json.dumps(
+        [[name, sum(p.numel() for p in m.parameters())] for name, m in model.named_modules()], separators=(",", ":")
+    )
 
 
-def unknown_modules(model: torch.nn.Module, names: List[str]) -> List[str]:
+def unknown_modules(model: torch.nn.Module, names: list[str]) -> list[str]:
     known = {n for n, _ in model.named_modules()}
     return [n for n in names if n not in known]

@@ -17,10 +17,11 @@ Everything here is undone by `PlanHooks.remove()` except the parameters' dtype, 
                       clipping and gradient accumulation work unchanged.
   - skip              the first optimizer step is not taken (a closure, as Lightning passes, still runs)
 """
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable
 
 import torch
 
@@ -44,7 +45,7 @@ def cast_floating(obj: Any, dtype: torch.dtype) -> Any:
     return obj
 
 
-def _floating_tensors(obj) -> List[torch.Tensor]:
+def _floating_tensors(obj: Any) -> list[torch.Tensor]:
     if torch.is_tensor(obj):
         return [obj] if obj.is_floating_point() else []
     if isinstance(obj, (tuple, list)):
@@ -62,10 +63,17 @@ def _device_type(module: torch.nn.Module) -> str:
 class BackwardHookScaler:
     """A dynamic loss scaler applied by hooks (module docstring). The Recorder reads it as a GradScaler: is_enabled(),
     _scale, _init_scale, _growth_interval; grads_unscaled_in_backward tells it the .grad it reads is unscaled."""
+
     grads_unscaled_in_backward = True
 
-    def __init__(self, device: torch.device, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+    ) -> None:
         self._init_scale, self._growth_factor, self._backoff_factor = init_scale, growth_factor, backoff_factor
         self._growth_interval = growth_interval
         self._scale = torch.full((), init_scale, dtype=torch.float32, device=device)
@@ -95,8 +103,14 @@ class BackwardHookScaler:
         """After the step's backward(s): whether an inf/NaN was found (one host read — the sync GradScaler.step makes
         too), then the scale updated by GradScaler's rule and the flag cleared."""
         found = bool(self._found_inf.item())  # sync point: the skip decision needs it on the host
-        torch._amp_update_scale_(self._scale, self._growth_tracker, self._found_inf, self._growth_factor,
-                                 self._backoff_factor, self._growth_interval)
+        torch._amp_update_scale_(
+            self._scale,
+            self._growth_tracker,
+            self._found_inf,
+            self._growth_factor,
+            self._backoff_factor,
+            self._growth_interval,
+        )
         torch.reciprocal(self._scale, out=self._inv_scale)
         self._found_inf.zero_()
         return found
@@ -106,16 +120,17 @@ class StepWrapper:
     """Replaces optimizer.step (an instance attribute: accelerate's, Lightning's and GradScaler's calls all reach it)
     to skip the first step (skip_first) and/or a step whose grads a BackwardHookScaler found non-finite."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, *, skip_first: bool,
-                 scaler: Optional[BackwardHookScaler]) -> None:
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, *, skip_first: bool, scaler: BackwardHookScaler | None
+    ) -> None:
         self.optimizer, self.skip_first, self.scaler = optimizer, skip_first, scaler
         self.calls = 0
-        self.planned_skips: List[int] = []  # step calls not taken because the plan / skip_first_step said so
+        self.planned_skips: list[int] = []  # step calls not taken because the plan / skip_first_step said so
         self._inner = optimizer.__dict__.get("step")  # an instance wrapper already there (an LR scheduler's)
         self._original = optimizer.step
-        optimizer.step = self._step
+        setattr(optimizer, "step", self._step)  # noqa: B010 (an instance attribute over the method: mypy forbids the plain assignment)
 
-    def _step(self, closure: Optional[Callable[[], Any]] = None, **kwargs: Any) -> Any:
+    def _step(self, closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
         call = self.calls
         self.calls += 1
         result = None
@@ -137,39 +152,57 @@ class StepWrapper:
             if self._inner is None:
                 del self.optimizer.step
             else:
-                self.optimizer.step = self._inner
+                setattr(self.optimizer, "step", self._inner)  # noqa: B010 (as in __init__)
 
 
 class PlanHooks:
     """The plan applied to `model` (and `optimizer`) by hooks. autocast=False where a framework applies the autocast
     itself (the keep_fp32 hooks still go on); scaler: a BackwardHookScaler to install, or None."""
 
-    def __init__(self, plan: Plan, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
-                 autocast: bool = True, param_dtype: bool = True, scaler: Optional[BackwardHookScaler] = None,
-                 skip_first: bool = False) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | None = None,
+        *,
+        autocast: bool = True,
+        param_dtype: bool = True,
+        scaler: BackwardHookScaler | None = None,
+        skip_first: bool = False,
+    ) -> None:
         self.plan, self.model, self.scaler = plan, model, scaler
-        self.handles: List[Any] = []
-        self.step_wrapper: Optional[StepWrapper] = None
+        self.handles: list[Any] = []
+        self.step_wrapper: StepWrapper | None = None
         prec = plan.precision
-        self.model_dtype = prec.param_dtype if param_dtype else next(
-            (p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+        self.model_dtype = (
+            prec.param_dtype
+            if param_dtype
+            else next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+        )
         if param_dtype:
             model.to(prec.param_dtype)
         keep = [model.get_submodule(n) for n in plan.keep_fp32]
         for m in keep:
             m.float()
         if autocast or scaler is not None:
-            self._autocast_stack = []
+            self._autocast_stack: list[torch.autocast] = []
             self.handles.append(model.register_forward_pre_hook(self._enter_model, with_kwargs=True))
-            self.handles.append(model.register_forward_hook(
-                lambda mod, args, out: self._leave_model(out, autocast), always_call=True))
+            self.handles.append(
+                model.register_forward_hook(lambda mod, args, out: self._leave_model(out, autocast), always_call=True)
+            )
             self._autocast = autocast
         for m in keep:
-            stack = []
-            self.handles.append(m.register_forward_pre_hook(
-                lambda mod, args, kwargs, stack=stack: self._enter_fp32(mod, args, kwargs, stack), with_kwargs=True))
-            self.handles.append(m.register_forward_hook(
-                lambda mod, args, out, stack=stack: self._leave_fp32(out, stack), always_call=True))
+            stack: list[torch.autocast] = []
+            self.handles.append(
+                m.register_forward_pre_hook(
+                    lambda mod, args, kwargs, stack=stack: self._enter_fp32(mod, args, kwargs, stack), with_kwargs=True
+                )
+            )
+            self.handles.append(
+                m.register_forward_hook(
+                    lambda mod, args, out, stack=stack: self._leave_fp32(out, stack), always_call=True
+                )
+            )
         if scaler is not None:
             for p in model.parameters():
                 if p.requires_grad:
@@ -205,13 +238,13 @@ class PlanHooks:
 
     # -- keep_fp32 modules --------------------------------------------------------------------------------------------
 
-    def _enter_fp32(self, module: torch.nn.Module, args: Any, kwargs: Any, stack: List[Any]) -> Any:
+    def _enter_fp32(self, module: torch.nn.Module, args: Any, kwargs: Any, stack: list[Any]) -> Any:
         ctx = torch.autocast(_device_type(module), enabled=False)
         ctx.__enter__()
         stack.append(ctx)
         return cast_floating(args, torch.float32), cast_floating(kwargs, torch.float32)
 
-    def _leave_fp32(self, out: Any, stack: List[Any]) -> Any:
+    def _leave_fp32(self, out: Any, stack: list[Any]) -> Any:
         if stack:
             stack.pop().__exit__(None, None, None)
         if self.model_dtype != torch.float32:

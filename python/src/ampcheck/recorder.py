@@ -131,37 +131,62 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-
 from types import FrameType, TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Literal
 
 import torch
+from torch.amp.grad_scaler import GradScaler
+from torch.utils.hooks import RemovableHandle
 
 from ampcheck.guard import Guard, GuardStop, JudgeFunction
 from ampcheck.nonfinite import NonfiniteTracker
 from ampcheck.plan import current_plan, module_table
-from ampcheck.plan_hooks import StepWrapper
+from ampcheck.plan_hooks import BackwardHookScaler, StepWrapper
 from ampcheck.under_plan import PlanRefused, UnderPlan, apply_to_loop
 
 FORMAT = "ampcheck-trajectory"
 FORMAT_VERSION = "1"
-COLUMNS = ("loss", "grad_norm", "param_norm", "update_norm", "loss_scale", "skipped", "frac_zero_grad",
-           "frac_subnormal_grad", "frac_nonfinite_grad", "lr", "step_time_ms", "eval_loss")
-_DEVICE_COLUMNS = ("loss", "grad_norm", "param_norm", "update_norm", "loss_scale", "skipped", "frac_zero_grad",
-                   "frac_subnormal_grad", "frac_nonfinite_grad")
+COLUMNS = (
+    "loss",
+    "grad_norm",
+    "param_norm",
+    "update_norm",
+    "loss_scale",
+    "skipped",
+    "frac_zero_grad",
+    "frac_subnormal_grad",
+    "frac_nonfinite_grad",
+    "lr",
+    "step_time_ms",
+    "eval_loss",
+)
+_DEVICE_COLUMNS = (
+    "loss",
+    "grad_norm",
+    "param_norm",
+    "update_norm",
+    "loss_scale",
+    "skipped",
+    "frac_zero_grad",
+    "frac_subnormal_grad",
+    "frac_nonfinite_grad",
+)
 _GRAD_COLUMNS = ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")
 GRAD_PROBES = ("backward-hooks", "after_backward", "at_step")  # the values of the attribute grad_probe (and `none`)
 PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the attribute perturbation
 DEFAULT_PROBE_EVERY = 10  # grads, update and parameter norms every 10th step: <= 2% of a GPU step (python/README.md)
 _FORWARDS_LOOKED_AT = 16  # the forward pre-hook looks at this many forwards at most, then removes itself
 
-_open_recorders: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
-_uncaught: List[BaseException] = []
+_open_recorders: weakref.WeakSet[Recorder] = weakref.WeakSet()
+_uncaught: list[BaseException] = []
 _atexit_registered = False
 
 
-def _excepthook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:  # remember an uncaught exception for the recorders still open at exit
+def _excepthook(
+    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+) -> None:  # remember an uncaught exception for the recorders still open at exit
     _uncaught.append(exc)
     _previous_excepthook(exc_type, exc, tb)
 
@@ -188,11 +213,15 @@ def _close_open_recorders() -> None:  # registered on the first Recorder, after 
         exc = _uncaught[-1] if _uncaught else None
         # no exception: the loop ended without close() — a completed run if its last step was recorded (step() ran
         # after the last optimizer step), said in the note
-        rec._finish(exc, note=None if exc is not None else
-                    f"closed at interpreter exit: Recorder.close() was not called; {rec._step} step(s) recorded")
+        rec._finish(
+            exc,
+            note=None
+            if exc is not None
+            else f"closed at interpreter exit: Recorder.close() was not called; {rec._step} step(s) recorded",
+        )
 
 
-def _on_sigterm(signum: int, frame: Optional[FrameType]) -> None:
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     """SIGTERM (a scheduler's preemption or time limit, `kill`): every open recorder writes what it has, status
     `interrupted`, then the previous handler runs (the default one ends the process with the signal)."""
     if _writing[0]:  # a file is being written (a snapshot): handle the signal right after it, not inside HDF5
@@ -212,9 +241,9 @@ def _on_sigterm(signum: int, frame: Optional[FrameType]) -> None:
         os.kill(os.getpid(), signum)
 
 
-_previous_sigterm: List[Any] = [None]
-_writing = [0]            # files being written now (a signal arriving then is handled after the write)
-_deferred_signal: List[Optional[int]] = [None]
+_previous_sigterm: list[Any] = [None]
+_writing = [0]  # files being written now (a signal arriving then is handled after the write)
+_deferred_signal: list[int | None] = [None]
 
 
 def _install_sigterm() -> None:
@@ -229,28 +258,46 @@ def _install_sigterm() -> None:
 
 
 class Recorder:
-    def __init__(self, path: Union[str, "os.PathLike[str]"], model: Optional[torch.nn.Module] = None,
-                 optimizer: Any = None, scaler: Optional[torch.amp.GradScaler] = None, *,
-                 attributes: Optional[Mapping[str, object]] = None, probe_every: int = DEFAULT_PROBE_EVERY,
-                 flush_every: int = 50, overwrite: bool = False, perturbation: Optional[str] = None,
-                 snapshot_every: Optional[int] = None, skip_first_step: bool = False,
-                 track_nonfinite: Optional[bool] = None, under_plan: Optional[UnderPlan] = None,
-                 reference: Optional[Union[str, "os.PathLike[str]"]] = None, judge_every: int = 50,
-                 stop_on: Sequence[str] = (), judge: Optional[JudgeFunction] = None, stop_raises: bool = True,
-                 per_rank: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        model: torch.nn.Module | None = None,
+        optimizer: Any = None,
+        scaler: GradScaler | BackwardHookScaler | None = None,
+        *,
+        attributes: Mapping[str, object] | None = None,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+        flush_every: int = 50,
+        overwrite: bool = False,
+        perturbation: str | None = None,
+        snapshot_every: int | None = None,
+        skip_first_step: bool = False,
+        track_nonfinite: bool | None = None,
+        under_plan: UnderPlan | None = None,
+        reference: str | os.PathLike[str] | None = None,
+        judge_every: int = 50,
+        stop_on: Sequence[str] = (),
+        judge: JudgeFunction | None = None,
+        stop_raises: bool = True,
+        per_rank: bool = False,
+    ) -> None:
         self.path = os.fspath(path)
         # under torch.distributed (DDP, torchrun, accelerate launch): rank 0 records, or each rank its own file
         rank, world = rank_and_world()
         self.rank, self.world_size = rank, world
         if world > 1 and per_rank:
             self.path = rank_path(self.path, rank)
-        self.guard = Guard(reference, judge_every, stop_on, judge) if reference is not None else None
+        self.guard = Guard(os.fspath(reference), judge_every, stop_on, judge) if reference is not None else None
         self.stop_raises = stop_raises
         self.recording = world == 1 or per_rank or rank == 0
+        self.rows: list[dict[str, float]] = []  # finished host rows: dict column -> float
+        # (columns, device row tensor, host dict, timing mark) of the steps not yet copied to the host
+        self._pending: list[tuple[list[str], torch.Tensor, dict[str, float], tuple[Any, ...]]] = []
         if not self.recording:  # another rank's recorder: counts steps (the guard's stop is agreed by all ranks)
-            self.model, self.optimizer, self.scaler, self.rows, self._step = model, optimizer, scaler, [], 0
-            self._closed, self._pending, self.probe_every, self.flush_every = True, [], probe_every, flush_every
-            self.attributes, self.snapshot_every, self._under_plan = dict(attributes or {}), 0, under_plan
+            self.model, self.optimizer, self.scaler, self._step = model, optimizer, scaler, 0
+            self._closed, self.probe_every, self.flush_every = True, probe_every, flush_every
+            self.attributes = {k: str(v) for k, v in (attributes or {}).items()}
+            self.snapshot_every, self._under_plan = 0, under_plan
             return
         # a sweep plan (AMPCHECK_PLAN): the plan's path, and its precision applied here when no integration did
         plan = under_plan.plan if under_plan is not None else current_plan()
@@ -284,7 +331,7 @@ class Recorder:
         self._snapshot_rows = 0  # rows in the last snapshot written
         wrapped = optimizer
         optimizer = unwrap_optimizer(optimizer) if optimizer is not None else None
-        self._skipper = None
+        self._skipper: StepWrapper | None = None
         if skip_first_step and plan is None:  # the first optimizer step not taken: the `skip` noise run
             self._skipper = StepWrapper(optimizer, skip_first=True, scaler=None)
         if under_plan is not None:  # the plan's attributes win over the script's
@@ -298,49 +345,61 @@ class Recorder:
             self.attributes.setdefault("optimizer_wrapper", type(wrapped).__name__)
         for given in (self.attributes.get("perturbation"), perturbation):
             if given is not None and str(given) not in PERTURBATIONS:
-                raise ValueError(f"perturbation {str(given)!r}: must be one of 'none' (the FP32 reference run "
-                                 f"itself), 'ulp', 'seed', 'order', 'skip' (a noise run of that kind)")
+                raise ValueError(
+                    f"perturbation {str(given)!r}: must be one of 'none' (the FP32 reference run "
+                    f"itself), 'ulp', 'seed', 'order', 'skip' (a noise run of that kind)"
+                )
         if perturbation is not None:
             if self.attributes.get("perturbation", str(perturbation)) != str(perturbation):
-                raise ValueError(f"perturbation={perturbation!r} and attributes['perturbation']="
-                                 f"{self.attributes['perturbation']!r} disagree")
+                raise ValueError(
+                    f"perturbation={perturbation!r} and attributes['perturbation']="
+                    f"{self.attributes['perturbation']!r} disagree"
+                )
             self.attributes["perturbation"] = str(perturbation)
-        self.rows: List[Dict[str, float]] = []  # finished host rows: dict column -> float
-        # (columns, device row tensor, host dict, timing mark) of the steps not yet copied to the host
-        self._pending: List[Tuple[List[str], torch.Tensor, Dict[str, float], Tuple[Any, ...]]] = []
         self._measured = {"loss", "step_time_ms"}
         self._step = 0
         self._closed = False
-        self._cuda = None       # decided on the first step() by the loss's device
+        self._cuda: bool | None = None  # decided on the first step() by the loss's device
         self._last_mark = self._mark_cpu()
-        self._ab_stats = None   # after_backward()'s _GradStats of every .grad
-        self._scale_used = None
+        self._ab_stats: _GradStats | None = None  # after_backward()'s _GradStats of every .grad
+        self._scale_used: torch.Tensor | None = None
         self._next_scale = self._current_scale()  # the scale the next step's backward uses (update() ran before)
         self._stepped = False
-        self._found_inf = None
-        self._snapshot = None
+        self._found_inf: torch.Tensor | None = None
+        self._snapshot: list[torch.Tensor] | None = None
         self._lr = math.nan
-        self._hooks: List[Any] = []
-        self._param_list = None
-        self._buffers = None    # the parameter snapshot, reused from probe to probe
-        self._hooked = None     # _GradStats of every .grad at the end of the step's last measured backward (probe step)
-        self._deferred = None   # [(parameter index, weakref to its grad, the grad's version)] at a backward not measured
-        self._passes = 0        # backward passes through the model since the last step()
+        self._hooks: list[Any] = []
+        self._param_list: list[torch.nn.Parameter] = []  # the model's, filled once by _params()
+        self._buffers: list[torch.Tensor] | None = None  # the parameter snapshot, reused from probe to probe
+        self._hooked: _GradStats | None = (
+            None  # _GradStats of every .grad at the end of the step's last measured backward (probe step)
+        )
+        self._deferred: list[tuple[int, weakref.ref[torch.Tensor], int]] | None = (
+            None  # [(parameter index, weakref to its grad, the grad's version)] at a backward not measured
+        )
+        self._passes = 0  # backward passes through the model since the last step()
         self._expected_passes = 1  # the previous step's: from which pass on the end of a backward measures
         self._in_backward = False  # a grad hook of the running backward fired (its end-of-backward callback is queued)
         self._backward_seen = False  # a grad hook fired since the last step()
-        self._hook_scale = None      # the loss scale at the step's first grad hook (the step's backward's)
-        self._grad_probes: Dict[str, int] = {}  # grad_probe value -> probe steps read that way
+        self._hook_scale: torch.Tensor | None = (
+            None  # the loss scale at the step's first grad hook (the step's backward's)
+        )
+        self._grad_probes: dict[str, int] = {}  # grad_probe value -> probe steps read that way
         self._steps_without_grads = 0
         self._warned_lost = self._warned_no_grads = False
-        self._param_dtype = None     # decided on the first step()
-        self._autocast = None        # (autocast dtype name, from a forward with grad enabled) from the pre-hook
+        self._param_dtype: str | None = None  # decided on the first step()
+        self._autocast: tuple[str, bool] | None = (
+            None  # (autocast dtype name, from a forward with grad enabled) from the pre-hook
+        )
         self._forwards = 0
-        self._forward_hook = None
+        self._forward_hook: list[RemovableHandle] = []
         if optimizer is not None and not hasattr(optimizer, "register_step_pre_hook"):
-            warnings.warn(f"ampcheck_recorder: {type(wrapped).__name__} is not a torch.optim.Optimizer and holds none "
-                          f"(no .optimizer / ._optimizer): the recorder cannot see its steps — lr, skipped and "
-                          f"update_norm are not recorded (pass the torch optimizer inside it)", stacklevel=2)
+            warnings.warn(
+                f"ampcheck_recorder: {type(wrapped).__name__} is not a torch.optim.Optimizer and holds none "
+                f"(no .optimizer / ._optimizer): the recorder cannot see its steps — lr, skipped and "
+                f"update_norm are not recorded (pass the torch optimizer inside it)",
+                stacklevel=2,
+            )
             self.optimizer = optimizer = None
         if optimizer is not None:
             self._hooks.append(optimizer.register_step_pre_hook(self._pre_step))
@@ -365,7 +424,7 @@ class Recorder:
         if self._scaler_on():
             self._measured.add("loss_scale")
         self._grads_unscaled = bool(getattr(scaler, "grads_unscaled_in_backward", False))
-        self._nonfinite = None
+        self._nonfinite: NonfiniteTracker | None = None
         if model is not None and (track_nonfinite or (track_nonfinite is None and under_plan is not None)):
             self._nonfinite = NonfiniteTracker(model)
             self._hooks.extend(self._nonfinite.handles)
@@ -378,8 +437,9 @@ class Recorder:
             _atexit_registered = True
         _open_recorders.add(self)
         if under_plan is not None and under_plan.refused:  # the error run, then the process ends
-            self._finish(PlanRefused(f"plan {plan.run} ({plan.strategy}): {under_plan.applied}"))
-            raise SystemExit(f"ampcheck: {self.path}: plan {plan.run} ({plan.strategy}) {under_plan.applied}")
+            refused = under_plan.plan
+            self._finish(PlanRefused(f"plan {refused.run} ({refused.strategy}): {under_plan.applied}"))
+            raise SystemExit(f"ampcheck: {self.path}: plan {refused.run} ({refused.strategy}) {under_plan.applied}")
 
     # -- the loop's calls -----------------------------------------------------------------------------------------
 
@@ -396,7 +456,7 @@ class Recorder:
                 stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
             self._ab_stats = stats if stats.numel else None  # no grad at all: the hooks' or step()'s reading stands
 
-    def step(self, loss: Union[torch.Tensor, float], eval_loss: Optional[float] = None) -> None:
+    def step(self, loss: torch.Tensor | float, eval_loss: float | None = None) -> None:
         """Once per optimizer step, after optimizer.step() / scaler.step() (and scaler.update()), before the next
         backward; before or after optimizer.zero_grad() and scheduler.step()."""
         if not self.recording:
@@ -410,7 +470,9 @@ class Recorder:
         dev = loss_t.device
         if self._cuda is None:
             self._cuda = dev.type == "cuda"
-        lr = self._lr if self._stepped else (float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else math.nan)
+        lr = (
+            self._lr if self._stepped else (float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else math.nan)
+        )
         host = dict.fromkeys(_DEVICE_COLUMNS, math.nan)  # host values; device values are listed in `cols`/`vals`
         host.update(lr=lr, eval_loss=float(eval_loss) if eval_loss is not None else math.nan)
         cols, vals = ["loss"], [loss_t.to(torch.float64)]
@@ -465,17 +527,22 @@ class Recorder:
         plan = self._under_plan.plan if self._under_plan is not None else None
         if plan is not None and plan.max_steps and self._step >= plan.max_steps:
             self._finish(None, note=f"stopped at the plan's max_steps ({plan.max_steps})")
-            if self._under_plan.exit_at_max_steps:
+            if self._under_plan is not None and self._under_plan.exit_at_max_steps:
                 raise SystemExit(0)  # a plain loop: the run is recorded and complete; the script ends here
 
     def _judge_now(self) -> None:
         """The live guard's judged step: the file written (unless this step's snapshot just was) and judged; a verdict
         in stop_on ends the recording (status `interrupted`), judges the file once more and raises GuardStop where
         stop_raises (a plain loop; the integrations stop their trainer instead)."""
+        assert self.guard is not None  # called only with a guard
         self.flush()
         if self._snapshot_rows != len(self.rows):
-            _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured],
-                              self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"))
+            _write_atomically(
+                self.path,
+                self.rows,
+                [c for c in COLUMNS if c in self._measured],
+                self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"),
+            )
             self._snapshot_rows = len(self.rows)
         self.guard.judge(self.path)
         self._agree_on_stop()
@@ -483,9 +550,11 @@ class Recorder:
     def _agree_on_stop(self) -> None:
         """Every rank learns whether any rank's guard stopped (one small collective, on judged steps only), so that all
         of them stop at the same step; then this rank's recording ends and GuardStop is raised where stop_raises."""
+        assert self.guard is not None  # called only with a guard
         stopped = self.guard.stopped
         if self.world_size > 1:
             import torch.distributed as dist
+
             gathered = [None] * self.world_size
             dist.all_gather_object(gathered, stopped)
             stopped = next((j for j in gathered if j is not None), None)
@@ -494,8 +563,11 @@ class Recorder:
         if stopped is None:
             return
         if self.recording and not self._closed:
-            self._finish(None, status="interrupted",
-                         note=f"stopped by the live guard after {len(self.rows)} step(s): judged {stopped.verdict}")
+            self._finish(
+                None,
+                status="interrupted",
+                note=f"stopped by the live guard after {len(self.rows)} step(s): judged {stopped.verdict}",
+            )
             self.guard.judge_final(self.path)  # the file as written, judged
         if self.stop_raises:
             raise GuardStop(self.path, getattr(self.guard, "final", None) or stopped)
@@ -508,9 +580,10 @@ class Recorder:
         i = 0
         for cols, _, host, mark in self._pending:
             r = dict(host)
-            r.update(zip(cols, values[i:i + len(cols)]))
+            r.update(zip(cols, values[i : i + len(cols)]))
             i += len(cols)
             if "_nonfinite_forward" in r:
+                assert self._nonfinite is not None  # (the tracker's columns)
                 self._nonfinite.seen(len(self.rows), r.pop("_nonfinite_forward"), r.pop("_nonfinite_backward"))
             r["step_time_ms"] = self._elapsed_ms(self._last_mark, mark)
             self._last_mark = mark
@@ -521,11 +594,12 @@ class Recorder:
         """Write the file (status completed)."""
         self._finish(None)
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         self._finish(exc)
         return False  # an exception goes on up: the recorder only records it
 
@@ -545,20 +619,29 @@ class Recorder:
         p = next(self.model.parameters(), None) if self.model is not None else None
         return p.device if p is not None else torch.device("cpu")
 
-    def _params(self) -> List[torch.Tensor]:
-        if self._param_list is None:  # the Parameter objects stay the same through .to() / .half()
+    def _params(self) -> list[torch.Tensor]:
+        if (
+            not self._param_list and self.model is not None
+        ):  # the Parameter objects stay the same through .to() / .half()
             self._param_list = list(self.model.parameters())
         return [p.detach() for p in self._param_list]
 
     def _current_scale(self) -> torch.Tensor:
         if not self._scaler_on():
             return torch.ones((), dtype=torch.float64)
-        s = getattr(self.scaler, "_scale", None)  # the device tensor GradScaler keeps (created on first scale())
+        assert self.scaler is not None  # (_scaler_on)
+        s: torch.Tensor | None = getattr(
+            self.scaler, "_scale", None
+        )  # the device tensor GradScaler keeps (created on first scale())
         if s is None:
-            return torch.tensor(float(getattr(self.scaler, "_init_scale", self.scaler.get_scale())), dtype=torch.float64)
+            return torch.tensor(
+                float(getattr(self.scaler, "_init_scale", self.scaler.get_scale())), dtype=torch.float64
+            )
         return s.detach().clone().reshape(())
 
-    def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:  # optimizer step pre-hook: the step is taken (not skipped)
+    def _pre_step(
+        self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any
+    ) -> None:  # optimizer step pre-hook: the step is taken (not skipped)
         self._stepped = True
         self._lr = float(optimizer.param_groups[0]["lr"])
         found_inf = getattr(optimizer, "found_inf", None)  # GradScaler.step sets it for a fused optimizer
@@ -567,14 +650,18 @@ class Recorder:
         if self.model is not None and self._probe_step():
             with torch.no_grad():
                 params = self._params()
-                if self._buffers is None or any(b.shape != p.shape or b.dtype != p.dtype or b.device != p.device
-                                                for b, p in zip(self._buffers, params)):
+                if self._buffers is None or any(
+                    b.shape != p.shape or b.dtype != p.dtype or b.device != p.device
+                    for b, p in zip(self._buffers, params)
+                ):
                     self._buffers = [p.clone() for p in params]
                 else:
                     torch._foreach_copy_(self._buffers, params)
                 self._snapshot = self._buffers
 
-    def _on_grad(self, param: torch.Tensor) -> None:  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
+    def _on_grad(
+        self, param: torch.Tensor
+    ) -> None:  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
         if self._in_backward:  # (every parameter's hook after the backward's first: nothing to do)
             return
         self._in_backward = True
@@ -605,27 +692,36 @@ class Recorder:
             self._deferred = [(i, weakref.ref(g), g._version) for i, g in grads]
             self._hooked = None
 
-    def _on_forward(self, module: torch.nn.Module, args: Any) -> None:  # forward pre-hook: the autocast state of the first (training) forward
+    def _on_forward(
+        self, module: torch.nn.Module, args: Any
+    ) -> None:  # forward pre-hook: the autocast state of the first (training) forward
         self._forwards += 1
         training = torch.is_grad_enabled()
         if self._autocast is None or (training and not self._autocast[1]):
             dev = self._param_list[0].device.type if self._param_list else "cpu"
             self._autocast = (_autocast_dtype(dev), training)
-        if training or self._forwards >= _FORWARDS_LOOKED_AT * len(self._forward_hook):  # (calls of every hooked module)
+        if training or self._forwards >= _FORWARDS_LOOKED_AT * len(
+            self._forward_hook
+        ):  # (calls of every hooked module)
             for h in self._forward_hook:
                 h.remove()
 
-    def _step_grad_stats(self, dev: torch.device) -> Optional[List[torch.Tensor]]:
+    def _step_grad_stats(self, dev: torch.device) -> list[torch.Tensor] | None:
         """The step's grad columns as 0-d float64 tensors on dev, or None (no gradient to read: warned, counted)."""
         lost = False
+        stats: _GradStats | None
+        scale: torch.Tensor | None
+        probe: str | None
         if self._ab_stats is not None:
             stats, scale, probe = self._ab_stats, self._scale_used, "after_backward"
         elif self._hooked is not None:
             stats, scale, probe = self._hooked, self._hook_scale, "backward-hooks"
         elif self._deferred is not None:  # fewer backward passes than the previous step: read now if unchanged
-            lost = any(ref() is None or ref() is not self._param_list[i].grad or ref()._version != version
-                       for i, ref, version in self._deferred)
-            stats = None if lost else _grad_stats([ref() for _, ref, _ in self._deferred])
+            lost = any(
+                (g := ref()) is None or g is not self._param_list[i].grad or g._version != version
+                for i, ref, version in self._deferred
+            )
+            stats = None if lost else _grad_stats([g for _, ref, _ in self._deferred if (g := ref()) is not None])
             scale, probe = self._hook_scale, None if lost else "backward-hooks"
         else:  # no backward through the model: grads set without one are read as they are now
             stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
@@ -640,7 +736,9 @@ class Recorder:
                     f"step(): the recorder measures at the end of the previous step's number of backward passes, so this "
                     f"step's grad_norm and grad fractions are NaN (attribute steps_without_grads counts such steps). "
                     f"Call after_backward() after the last backward of each step where the number of micro-batches "
-                    f"varies", stacklevel=3)
+                    f"varies",
+                    stacklevel=3,
+                )
             elif not lost and not self._warned_no_grads:
                 self._warned_no_grads = True
                 warnings.warn(
@@ -650,8 +748,10 @@ class Recorder:
                     f"without backward must call after_backward() or step() before "
                     f"optimizer.zero_grad(set_to_none=True). grad_norm and the grad fractions will be NaN and "
                     f"`ampcheck judge` will not judge them (attribute steps_without_grads counts such steps)",
-                    stacklevel=3)
+                    stacklevel=3,
+                )
             return None
+        assert stats is not None  # (a probe was read)
         self._grad_probes[probe] = self._grad_probes.get(probe, 0) + 1
         sumsq, counts = stats.sumsq.to(dev), stats.counts.to(dev)
         if scale is not None and not self._grads_unscaled:  # (a BackwardHookScaler unscaled each grad in backward)
@@ -664,10 +764,10 @@ class Recorder:
     def _dtypes(self) -> str:
         return ",".join(sorted({str(p.dtype).replace("torch.", "") for p in self._param_list})) or "none"
 
-    def _mark_cpu(self) -> Tuple[Any, ...]:
+    def _mark_cpu(self) -> tuple[Any, ...]:
         return ("cpu", time.perf_counter())
 
-    def _mark(self) -> Tuple[Any, ...]:
+    def _mark(self) -> tuple[Any, ...]:
         if self._cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
@@ -677,22 +777,26 @@ class Recorder:
         return self._mark_cpu()
 
     @staticmethod
-    def _elapsed_ms(a: Tuple[Any, ...], b: Tuple[Any, ...]) -> float:
+    def _elapsed_ms(a: tuple[Any, ...], b: tuple[Any, ...]) -> float:
         if b[0] == "cpu" or a[0] == "cpu":
             return (b[-1] - a[-1]) * 1e3 if b[-1] is not None and a[-1] is not None else math.nan
         b[1].synchronize()
-        return a[1].elapsed_time(b[1])
+        return float(a[1].elapsed_time(b[1]))
 
     def _snapshot_if_due(self) -> None:
         """Crash safety: every snapshot_every recorded steps, the file is rewritten (atomically: a temporary file, then
         a rename) with every step so far and status `running` — so a run killed outright (SIGKILL, the OOM killer)
         leaves a readable file up to its last snapshot, which `ampcheck judge` judges as a partial run."""
         if self.snapshot_every and len(self.rows) - self._snapshot_rows >= self.snapshot_every:
-            _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured],
-                              self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"))
+            _write_atomically(
+                self.path,
+                self.rows,
+                [c for c in COLUMNS if c in self._measured],
+                self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"),
+            )
             self._snapshot_rows = len(self.rows)
 
-    def _finish(self, exc: Optional[BaseException], status: Optional[str] = None, note: Optional[str] = None) -> None:
+    def _finish(self, exc: BaseException | None, status: str | None = None, note: str | None = None) -> None:
         if self._closed or not self.recording:
             return
         self._closed = True
@@ -718,9 +822,11 @@ class Recorder:
             attrs["failed_step"] = str(len(self.rows))
         _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured], attrs)
 
-    def _attributes(self, status: str, exc: Optional[BaseException], note: Optional[str]) -> Dict[str, str]:
+    def _attributes(self, status: str, exc: BaseException | None, note: str | None) -> dict[str, str]:
         attrs = {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "recorder": "ampcheck_recorder 1",
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "recorder": "ampcheck_recorder 1",
             "status": status,
             "error": _error_text(exc) if exc is not None else "",
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -734,9 +840,10 @@ class Recorder:
             attrs["model_parameters"] = str(sum(p.numel() for p in self.model.parameters()))
         if self.optimizer is not None:
             attrs["optimizer"] = type(self.optimizer).__name__
-        if self._scaler_on():
-            attrs["scaler"] = (f"GradScaler(init_scale={self.scaler._init_scale}, growth_interval="
-                               f"{self.scaler._growth_interval})")
+        if self.scaler is not None and self._scaler_on():
+            attrs["scaler"] = (
+                f"GradScaler(init_scale={self.scaler._init_scale}, growth_interval={self.scaler._growth_interval})"
+            )
         attrs.update(self.attributes)
         # measured, after the caller's attributes: what was in effect, whatever the caller's attributes say
         attrs["grad_scaler"] = "none" if self.scaler is None else "enabled" if self._scaler_on() else "disabled"
@@ -756,7 +863,7 @@ class Recorder:
         return attrs
 
 
-def nudge_ulp(model: Union[torch.nn.Module, Iterable[torch.Tensor]], direction: int = +1) -> None:
+def nudge_ulp(model: torch.nn.Module | Iterable[torch.Tensor], direction: int = +1) -> None:
     """Move every floating parameter of `model` (a Module, or an iterable of tensors) one ulp up (direction=+1) or
     down (-1), in place, without grad: torch.nextafter towards +inf / -inf. For the noise runs `ampcheck reference`
     takes: make the FP32 run again with nudged initial weights and record it with perturbation="ulp".
@@ -773,9 +880,9 @@ def nudge_ulp(model: Union[torch.nn.Module, Iterable[torch.Tensor]], direction: 
                 p.copy_(torch.nextafter(p, torch.tensor(math.inf * direction, dtype=p.dtype, device=p.device)))
 
 
-_FINFO: Dict[torch.dtype, torch.finfo] = {}
+_FINFO: dict[torch.dtype, torch.finfo] = {}
 _CONCAT_BELOW = {"cuda": 1 << 24}  # grads smaller than this (elements) are concatenated and counted together; CPU:
-_CONCAT_BELOW_OTHER = 1 << 16      # copying large grads costs more than the per-tensor ops it saves (a GPU: the launches)
+_CONCAT_BELOW_OTHER = 1 << 16  # copying large grads costs more than the per-tensor ops it saves (a GPU: the launches)
 
 
 class _GradStats:
@@ -783,6 +890,7 @@ class _GradStats:
     2-norms, each norm in fp32 for 16-bit grads), counts (float64 (3,): non-zero elements, elements with |g| < tiny
     (zeros included), elements with |g| <= max (finite)) and numel (int, on the host). NaN is non-zero and fails both
     comparisons."""
+
     __slots__ = ("sumsq", "counts", "numel")
 
     def __init__(self, sumsq: torch.Tensor, counts: torch.Tensor, numel: int) -> None:
@@ -794,8 +902,10 @@ def _grad_stats(grads: Sequence[torch.Tensor]) -> _GradStats:
     number of parameters: the norms by torch._foreach_norm per (device, dtype), the counts over the small grads
     concatenated (large ones alone). Sparse grads (nn.Embedding(sparse=True)) count their implicit zeros."""
     dev = grads[0].device if grads else torch.device("cpu")
-    norms, counts, numel = [], [], 0
-    groups = {}
+    norms: list[torch.Tensor] = []
+    counts: list[torch.Tensor] = []
+    numel = 0
+    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
     for g in grads:
         g = g.detach()  # (a grad made with create_graph=True has history; no op here records any)
         implicit = 0
@@ -813,11 +923,18 @@ def _grad_stats(grads: Sequence[torch.Tensor]) -> _GradStats:
         small = [g.reshape(-1) for g in gs if g.numel() < below]
         flats = [g.reshape(-1) for g in gs if g.numel() >= below]
         for i in range(0, len(small), 512):  # torch.cat of this many at once
-            flats.append(torch.cat(small[i:i + 512]) if len(small) > i + 1 else small[i])
+            flats.append(torch.cat(small[i : i + 512]) if len(small) > i + 1 else small[i])
         for flat in flats:
             mag = flat.abs()
-            counts.append(torch.stack([torch.count_nonzero(flat), torch.count_nonzero(mag < info.tiny),
-                                       torch.count_nonzero(mag <= info.max)]).to(dev, torch.float64))
+            counts.append(
+                torch.stack(
+                    [
+                        torch.count_nonzero(flat),
+                        torch.count_nonzero(mag < info.tiny),
+                        torch.count_nonzero(mag <= info.max),
+                    ]
+                ).to(dev, torch.float64)
+            )
             numel += flat.numel()
     if not norms:
         zero = torch.zeros((), dtype=torch.float64, device=dev)
@@ -832,7 +949,7 @@ def _queue_callback(callback: Callable[[], None]) -> None:
     torch.autograd.Variable._execution_engine.queue_callback(callback)
 
 
-def rank_and_world() -> Tuple[int, int]:
+def rank_and_world() -> tuple[int, int]:
     """(rank, world size) of this process: torch.distributed's once initialized, else the launcher's RANK and
     WORLD_SIZE (torchrun, accelerate launch set them before the process group exists); (0, 1) alone."""
     dist = getattr(torch, "distributed", None)
@@ -848,7 +965,7 @@ def rank_path(path: str, rank: int) -> str:
     """`runs/fp16.h5` -> `runs/fp16.rank1.h5`: a per-rank file's name."""
     for ext in (".hdf5", ".h5", ".jsonl"):
         if path.endswith(ext):
-            return f"{path[:-len(ext)]}.rank{rank}{ext}"
+            return f"{path[: -len(ext)]}.rank{rank}{ext}"
     return f"{path}.rank{rank}"
 
 
@@ -866,7 +983,10 @@ def _autocast_dtype(device_type: str) -> str:
 
 
 def _norm(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm([t.float() for t in tensors])).double())
+    norm: torch.Tensor = torch.linalg.vector_norm(
+        torch.stack(torch._foreach_norm([t.float() for t in tensors])).double()
+    )
+    return norm
 
 
 def _error_text(exc: BaseException) -> str:
@@ -876,15 +996,18 @@ def _error_text(exc: BaseException) -> str:
     return text.split("\n\n")[0] if text else type(exc).__name__
 
 
-def _device_attributes(cuda: bool) -> Dict[str, str]:
+def _device_attributes(cuda: bool) -> dict[str, str]:
     if cuda:
         major, minor = torch.cuda.get_device_capability()
-        return {"device_name": torch.cuda.get_device_name(), "device_class": f"cuda-sm{major}{minor}",
-                "cuda_version": str(torch.version.cuda)}
+        return {
+            "device_name": torch.cuda.get_device_name(),
+            "device_class": f"cuda-sm{major}{minor}",
+            "cuda_version": str(torch.version.cuda),
+        }
     return {"device_name": platform.processor() or platform.machine(), "device_class": "cpu"}
 
 
-def _write_atomically(path: str, rows: List[Dict[str, float]], columns: List[str], attrs: Dict[str, str]) -> None:
+def _write_atomically(path: str, rows: list[dict[str, float]], columns: list[str], attrs: dict[str, str]) -> None:
     _writing[0] += 1
     try:
         _write_atomically_now(path, rows, columns, attrs)
@@ -895,17 +1018,23 @@ def _write_atomically(path: str, rows: List[Dict[str, float]], columns: List[str
         _on_sigterm(signum, None)
 
 
-def _write_atomically_now(path: str, rows: List[Dict[str, float]], columns: List[str],
-                          attrs: Dict[str, str]) -> None:
+def _write_atomically_now(path: str, rows: list[dict[str, float]], columns: list[str], attrs: dict[str, str]) -> None:
     tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp-{os.getpid()}")
     try:
         if path.endswith(".jsonl"):
             with open(tmp, "w") as f:
-                f.write(json.dumps({"format": FORMAT, "format_version": int(FORMAT_VERSION),
-                                    "attributes": {k: v for k, v in attrs.items()
-                                                   if k not in ("format", "format_version")}}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "format": FORMAT,
+                            "format_version": int(FORMAT_VERSION),
+                            "attributes": {k: v for k, v in attrs.items() if k not in ("format", "format_version")},
+                        }
+                    )
+                    + "\n"
+                )
                 for s, r in enumerate(rows):
-                    obj = {"step": s}
+                    obj: dict[str, float | None] = {"step": s}
                     obj.update({c: (r[c] if math.isfinite(r[c]) else None) for c in columns})
                     f.write(json.dumps(obj) + "\n")
                 f.flush()
@@ -913,6 +1042,7 @@ def _write_atomically_now(path: str, rows: List[Dict[str, float]], columns: List
         else:
             import h5py
             import numpy as np
+
             with h5py.File(tmp, "w") as f:
                 for k, v in attrs.items():
                     f.attrs[k] = v

@@ -2,27 +2,47 @@
 wrapper, then `ampcheck.preflight` — a setup PyTorch will refuse is recorded as the error run and raised before any
 step. Under a sweep plan (AMPCHECK_PLAN) the integration applies the plan through its framework first and hands the
 Recorder what it applied (`UnderPlan`); the Recorder then records where the plan says, with the plan's attributes."""
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
+from torch.amp.grad_scaler import GradScaler
 
 from ampcheck.guard import check_arguments
 from ampcheck.plan import Plan, current_plan
-from ampcheck.plan_hooks import StepWrapper
+from ampcheck.plan_hooks import BackwardHookScaler, StepWrapper
 from ampcheck.preflight import PreflightError, PreflightFinding, preflight
 from ampcheck.recorder import DEFAULT_PROBE_EVERY, PERTURBATIONS, Recorder, unwrap_optimizer
 from ampcheck.under_plan import UnderPlan
 
 
 class RecordingSession:
-    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None,
-                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
-                 snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
-                 skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
-                 stop_on: Sequence[str] = (), per_rank: bool = False, stop_raises: bool = False) -> None:
-        self.path, self.attributes, self.probe_every, self.overwrite = path, dict(attributes or {}), probe_every, overwrite
+    def __init__(
+        self,
+        path: str,
+        *,
+        attributes: dict[str, str] | None = None,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+        overwrite: bool = False,
+        run_preflight: bool = True,
+        snapshot_every: int | None = None,
+        perturbation: str | None = None,
+        skip_first_step: bool = False,
+        reference: str | None = None,
+        judge_every: int = 50,
+        stop_on: Sequence[str] = (),
+        per_rank: bool = False,
+        stop_raises: bool = False,
+    ) -> None:
+        self.path, self.attributes, self.probe_every, self.overwrite = (
+            path,
+            dict(attributes or {}),
+            probe_every,
+            overwrite,
+        )
         # the live guard (ampcheck/guard.py) and the ranks that record (rank 0, or each rank its own file: per_rank)
         self.reference, self.judge_every, self.stop_on = reference, judge_every, tuple(stop_on)
         self.per_rank, self.stop_raises = per_rank, stop_raises
@@ -36,30 +56,36 @@ class RecordingSession:
         # perturbation="skip": the integration itself does not take the first optimizer step (the script cannot)
         self.skip_first_step = skip_first_step or perturbation == "skip"
         self.perturbation = "skip" if self.skip_first_step else perturbation
-        self.recorder: Optional[Recorder] = None
-        self.findings: List[PreflightFinding] = []
-        self.plan: Optional[Plan] = current_plan()
-        self.under_plan: Optional[UnderPlan] = None   # set by the integration once it applied (or refused) the plan
-        self._skipper: Optional[StepWrapper] = None
+        self.recorder: Recorder | None = None
+        self.findings: list[PreflightFinding] = []
+        self.plan: Plan | None = current_plan()
+        self.under_plan: UnderPlan | None = None  # set by the integration once it applied (or refused) the plan
+        self._skipper: StepWrapper | None = None
 
     def skip_first(self) -> bool:
         """Whether this run does not take its first optimizer step (skip_first_step, perturbation 'skip', the plan)."""
         return self.plan.perturbation == "skip" if self.plan is not None else self.skip_first_step
 
-    def wrap_step(self, optimizer) -> None:
+    def wrap_step(self, optimizer: Any) -> None:
         """The first step not taken, where asked (outside a plan: skip_first_step / perturbation='skip'; under a plan
         the PlanHooks made by the integration do it)."""
         if self.plan is None and self.skip_first_step and optimizer is not None and self._skipper is None:
             self._skipper = StepWrapper(unwrap_optimizer(optimizer), skip_first=True, scaler=None)
 
-    def planned_skips(self) -> List[int]:
+    def planned_skips(self) -> list[int]:
         if self.under_plan is not None:
             return self.under_plan.planned_skips()
         return self._skipper.planned_skips if self._skipper is not None else []
 
-    def start(self, model: torch.nn.Module, optimizer: Any, scaler: Optional[torch.amp.GradScaler],
-              mixed_precision: Optional[str], strategy: str,
-              autocast_active: Optional[bool] = None) -> Recorder:
+    def start(
+        self,
+        model: torch.nn.Module,
+        optimizer: Any,
+        scaler: GradScaler | BackwardHookScaler | None,
+        mixed_precision: str | None,
+        strategy: str,
+        autocast_active: bool | None = None,
+    ) -> Recorder:
         """The Recorder (`optimizer` may be a framework's wrapper: the Recorder unwraps it and names it), then preflight."""
         attrs = {"strategy": strategy}
         attrs.update(self.attributes)
@@ -69,16 +95,29 @@ class RecordingSession:
             self.under_plan.exit_at_max_steps = False  # the integration stops its trainer itself
         else:
             self.wrap_step(optimizer)
-        self.recorder = Recorder(self.path, model, optimizer, scaler, attributes=attrs, probe_every=self.probe_every,
-                                 overwrite=self.overwrite, snapshot_every=self.snapshot_every,
-                                 perturbation=self.perturbation if self.under_plan is None else None,
-                                 under_plan=self.under_plan, reference=self.reference, judge_every=self.judge_every,
-                                 stop_on=self.stop_on, stop_raises=self.stop_raises, per_rank=self.per_rank)
+        self.recorder = Recorder(
+            self.path,
+            model,
+            optimizer,
+            scaler,
+            attributes=attrs,
+            probe_every=self.probe_every,
+            overwrite=self.overwrite,
+            snapshot_every=self.snapshot_every,
+            perturbation=self.perturbation if self.under_plan is None else None,
+            under_plan=self.under_plan,
+            reference=self.reference,
+            judge_every=self.judge_every,
+            stop_on=self.stop_on,
+            stop_raises=self.stop_raises,
+            per_rank=self.per_rank,
+        )
         if self.run_preflight:
             inner = unwrap_optimizer(optimizer) if optimizer is not None else None
             try:
-                self.findings = preflight(model, inner, scaler=scaler, mixed_precision=mixed_precision,
-                                          autocast_active=autocast_active)
+                self.findings = preflight(
+                    model, inner, scaler=scaler, mixed_precision=mixed_precision, autocast_active=autocast_active
+                )
             except PreflightError as e:
                 self.findings = e.findings
                 self.recorder._finish(e)  # the error run, with PyTorch's text, before any step

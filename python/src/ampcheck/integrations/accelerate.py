@@ -22,12 +22,14 @@ where the strategy wants none accelerate's is replaced by a disabled one (accele
 accelerator.backward / clip_grad_norm_ / step pass the grads through. A plain-loop Recorder ends the process
 (SystemExit(0)) once the plan's max_steps are recorded.
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import torch
 from accelerate import Accelerator
+from torch.amp.grad_scaler import GradScaler
 
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
@@ -36,29 +38,50 @@ from ampcheck.recorder import Recorder, unwrap_optimizer
 from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
 
 
-def ampcheck_recorder(accelerator: Accelerator, path: str, model: torch.nn.Module, optimizer: Any, *,
-                      attributes: Optional[Dict[str, str]] = None,
-                      run_preflight: bool = True, perturbation: Optional[str] = None, skip_first_step: bool = False,
-                      **recorder_kwargs: Any) -> Recorder:
+def ampcheck_recorder(
+    accelerator: Accelerator,
+    path: str,
+    model: torch.nn.Module,
+    optimizer: Any,
+    *,
+    attributes: dict[str, str] | None = None,
+    run_preflight: bool = True,
+    perturbation: str | None = None,
+    skip_first_step: bool = False,
+    **recorder_kwargs: Any,
+) -> Recorder:
     mixed = str(accelerator.mixed_precision)
     recorder_kwargs.setdefault("stop_raises", True)  # a plain loop: the live guard's stop is GuardStop from step()
-    session = RecordingSession(path, attributes=attributes, run_preflight=run_preflight, perturbation=perturbation,
-                               skip_first_step=skip_first_step, **recorder_kwargs)
+    session = RecordingSession(
+        path,
+        attributes=attributes,
+        run_preflight=run_preflight,
+        perturbation=perturbation,
+        skip_first_step=skip_first_step,
+        **recorder_kwargs,
+    )
     inner = accelerator.unwrap_model(model)
     scaler = getattr(accelerator, "scaler", None)
     if session.plan is not None:
         scaler, mixed = _apply_plan(session, accelerator, inner, optimizer, scaler)
-    recorder = session.start(inner, optimizer, scaler, mixed if mixed in ("fp16", "bf16") else None,
-                             f"accelerate {mixed}")
+    recorder = session.start(
+        inner, optimizer, scaler, mixed if mixed in ("fp16", "bf16") else None, f"accelerate {mixed}"
+    )
     if session.under_plan is not None:
         session.under_plan.exit_at_max_steps = True  # a plain loop: the Recorder ends it at max_steps
     return recorder
 
 
-def _apply_plan(session: RecordingSession, accelerator: Accelerator, model: torch.nn.Module, optimizer: Any,
-                scaler: Optional[torch.amp.GradScaler]) -> Tuple[Optional[torch.amp.GradScaler], str]:
+def _apply_plan(
+    session: RecordingSession,
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: Any,
+    scaler: GradScaler | None,
+) -> tuple[GradScaler | BackwardHookScaler | None, str]:
     """The plan applied by hooks (module docstring); returns (the scaler to record, the mixed precision in effect)."""
     plan = session.plan
+    assert plan is not None  # called only under a plan
     why = check(plan, model, "an Accelerate loop")
     if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
         session.under_plan = UnderPlan(plan, f"refused: {why}")
@@ -68,18 +91,34 @@ def _apply_plan(session: RecordingSession, accelerator: Accelerator, model: torc
     if plan.seed_offset:
         reseed(torch.initial_seed(), plan)
     hook_scaler = None
+    recorded: GradScaler | BackwardHookScaler | None = scaler
     if prec.grad_scaler and (scaler is None or not scaler.is_enabled()):
-        hook_scaler = scaler = BackwardHookScaler(model_device(model))
+        hook_scaler = recorded = BackwardHookScaler(model_device(model))
     elif not prec.grad_scaler and scaler is not None:
-        disabled = torch.amp.GradScaler(model_device(model).type, enabled=False)
+        disabled = GradScaler(model_device(model).type, enabled=False)
         accelerator.scaler = disabled
         if hasattr(optimizer, "scaler"):
             optimizer.scaler = disabled
-        scaler = None
+        recorded = None
     if plan.strategy == "fp8":
         fp8_convert(model)
-    session.under_plan = UnderPlan(plan, "yes", PlanHooks(
-        plan, model, unwrap_optimizer(optimizer), autocast=True, param_dtype=True, scaler=hook_scaler,
-        skip_first=plan.perturbation == "skip"))
-    mixed = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(prec.autocast_dtype, "no")
-    return scaler, mixed
+    session.under_plan = UnderPlan(
+        plan,
+        "yes",
+        PlanHooks(
+            plan,
+            model,
+            unwrap_optimizer(optimizer),
+            autocast=True,
+            param_dtype=True,
+            scaler=hook_scaler,
+            skip_first=plan.perturbation == "skip",
+        ),
+    )
+    autocast_dtype = prec.autocast_dtype
+    mixed = (
+        {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(autocast_dtype, "no")
+        if autocast_dtype is not None
+        else "no"
+    )
+    return recorded, mixed

@@ -25,12 +25,16 @@ modules hooked (plan_hooks.py), TF32 set, seed and data_seed offset (and the RNG
 `skip`; the run stops after the plan's max_steps (control.should_training_stop) and is recorded at the plan's path. A
 plan the Trainer cannot train (fp8 without torchao, fp16-master-weights) is recorded as refused and the process ends.
 """
+
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import torch
+from torch.amp.grad_scaler import GradScaler
+from torch.utils.hooks import RemovableHandle
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from ampcheck.integrations._session import RecordingSession
@@ -43,35 +47,70 @@ _MIXED = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "no"}
 
 
 class AmpcheckCallback(TrainerCallback, RecordingSession):
-    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None,
-                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
-                 snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
-                 skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
-                 stop_on: Sequence[str] = (), per_rank: bool = False) -> None:
-        RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
-                                  run_preflight=run_preflight, snapshot_every=snapshot_every,
-                                  perturbation=perturbation, skip_first_step=skip_first_step, reference=reference,
-                                  judge_every=judge_every, stop_on=stop_on, per_rank=per_rank)
-        self._losses: List[torch.Tensor] = []
+    def __init__(
+        self,
+        path: str,
+        *,
+        attributes: dict[str, str] | None = None,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+        overwrite: bool = False,
+        run_preflight: bool = True,
+        snapshot_every: int | None = None,
+        perturbation: str | None = None,
+        skip_first_step: bool = False,
+        reference: str | None = None,
+        judge_every: int = 50,
+        stop_on: Sequence[str] = (),
+        per_rank: bool = False,
+    ) -> None:
+        RecordingSession.__init__(
+            self,
+            path,
+            attributes=attributes,
+            probe_every=probe_every,
+            overwrite=overwrite,
+            run_preflight=run_preflight,
+            snapshot_every=snapshot_every,
+            perturbation=perturbation,
+            skip_first_step=skip_first_step,
+            reference=reference,
+            judge_every=judge_every,
+            stop_on=stop_on,
+            per_rank=per_rank,
+        )
+        self._losses: list[torch.Tensor] = []
         self._tokens = 0
-        self._hook = None
-        self._accelerated = None
+        self._hook: RemovableHandle | None = None
+        self._accelerated: Any = None  # accelerate's AcceleratedOptimizer
         self._warned_scheduler = False
-        self._found_infs: List[Tuple[int, torch.Tensor]] = []  # (step, found_inf device tensor) of fused steps accelerate counted as taken
+        self._found_infs: list[
+            tuple[int, torch.Tensor]
+        ] = []  # (step, found_inf device tensor) of fused steps accelerate counted as taken
 
     # -- Trainer events ---------------------------------------------------------------------------------------------
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                       model: Optional[torch.nn.Module] = None, optimizer: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        optimizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        assert model is not None  # the Trainer passes its model to every event
         self._accelerated = optimizer
         mixed = "fp16" if args.fp16 else "bf16" if args.bf16 else None
         scaler = getattr(optimizer, "scaler", None)  # accelerate's optimizer holds the GradScaler it made
         # accelerate runs fp16 only where it made a GradScaler (on a CPU it makes none, and no autocast)
         active = None if mixed != "fp16" else scaler is not None
         if self.plan is not None and self.under_plan is None:
-            self.under_plan = UnderPlan(self.plan, "refused: the plan is applied by AmpcheckCallback.train(trainer); "
-                                                   "call it in place of trainer.train()")
+            self.under_plan = UnderPlan(
+                self.plan,
+                "refused: the plan is applied by AmpcheckCallback.train(trainer); call it in place of trainer.train()",
+            )
         elif self.under_plan is not None and self.skip_first() and optimizer is not None:
+            assert self.under_plan.hooks is not None  # an applied plan has its hooks (a refused one ended the process)
             self.under_plan.hooks.step_wrapper = StepWrapper(unwrap_optimizer(optimizer), skip_first=True, scaler=None)
         self._hook = model.register_forward_hook(self._on_forward, with_kwargs=True)
         try:
@@ -80,14 +119,21 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
             self._remove_hook()
             raise
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    optimizer: Any = None, lr_scheduler: Any = None, **kwargs: Any) -> None:
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        optimizer: Any = None,
+        lr_scheduler: Any = None,
+        **kwargs: Any,
+    ) -> None:
         rec = self.recorder
         if self.recorder is not None and not self.recorder.recording:  # another rank's: counts the step (the guard)
             self.recorder.step(0.0)
             control.should_training_stop = control.should_training_stop or self.guard_stopped()
             return
-        if not self.open():
+        if rec is None or not self.open():
             return
         # did the LR scheduler advance on a step the optimizer skipped? A non-fused optimizer's skip is known on the
         # host (its step pre-hook did not run); a fused one's found_inf is a device tensor, read with the others in one
@@ -104,7 +150,7 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         loss = torch.stack(self._losses).mean() if self._losses else torch.tensor(float("nan"))
         self._losses = []
         if self._tokens:  # tokens per optimizer step (every micro-batch), for the judge's tokens/s
-            self.recorder.attributes["tokens_per_step"] = str(self._tokens)
+            rec.attributes["tokens_per_step"] = str(self._tokens)
             self._tokens = 0
         rec.step(loss)
         if self.reached_max_steps(state.global_step):
@@ -112,8 +158,9 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
         if self.guard_stopped():
             control.should_training_stop = True  # the live guard: the file is written (interrupted) and judged
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                     **kwargs: Any) -> None:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self._check_found_infs()
         self._remove_hook()
         if self.recorder is not None:
@@ -132,9 +179,12 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
 
     def _warn_scheduler(self, step: int) -> None:
         self._warned_scheduler = True
-        warnings.warn(f"ampcheck: step {step} was skipped by the optimizer (inf/NaN grads) but accelerate reports it "
-                      f"taken, so the LR scheduler advanced on it (a fused optimizer's found_inf is invisible to "
-                      f"accelerate's step_was_skipped)", stacklevel=3)
+        warnings.warn(
+            f"ampcheck: step {step} was skipped by the optimizer (inf/NaN grads) but accelerate reports it "
+            f"taken, so the LR scheduler advanced on it (a fused optimizer's found_inf is invisible to "
+            f"accelerate's step_was_skipped)",
+            stacklevel=3,
+        )
 
     def train(self, trainer: Trainer, *args: Any, **kwargs: Any) -> Any:
         """trainer.train(...), and an exception that ends it recorded as the error run (the Trainer has no event for
@@ -145,12 +195,13 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
             return trainer.train(*args, **kwargs)
         except BaseException as e:
             self._remove_hook()
-            if self.open():
+            if self.recorder is not None and self.open():
                 self.recorder._finish(e)
             raise
 
     def _apply_plan(self, trainer: Trainer) -> None:
         plan, model, args = self.plan, trainer.model, trainer.args
+        assert plan is not None and model is not None  # called under a plan; a Trainer has its model
         why = check(plan, model, "the Hugging Face Trainer")
         if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
             self.under_plan = UnderPlan(plan, f"refused: {why}")
@@ -165,19 +216,20 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
                 args.data_seed += plan.seed_offset
         if trainer.accelerator.mixed_precision != mixed or plan.seed_offset:
             from accelerate.state import AcceleratorState
+
             AcceleratorState._reset_state()  # as Trainer's hyperparameter search does before re-creating it
             trainer.create_accelerator_and_postprocess()
         if plan.seed_offset:
             reseed(args.seed - plan.seed_offset, plan)  # data order and dropout from the offset seed
         if mixed == "fp16" and trainer.accelerator.scaler is None:  # a CPU: accelerate makes none (docs/USING.md)
-            trainer.accelerator.scaler = torch.amp.GradScaler(model_device(model).type)
+            trainer.accelerator.scaler = GradScaler(model_device(model).type)
             trainer.accelerator.native_amp = True
         if plan.strategy == "fp8":
             fp8_convert(model)
         hooks = PlanHooks(plan, model, None, autocast=False, param_dtype=True)
         self.under_plan = UnderPlan(plan, "yes", hooks)
 
-    def _on_forward(self, module: torch.nn.Module, args: Any, kwargs: Dict[str, Any], output: Any) -> None:
+    def _on_forward(self, module: torch.nn.Module, args: Any, kwargs: dict[str, Any], output: Any) -> None:
         if module.training and torch.is_grad_enabled():
             ids = kwargs.get("input_ids", args[0] if args and torch.is_tensor(args[0]) else None)
             if torch.is_tensor(ids):

@@ -21,16 +21,18 @@ a CPU, where precision="16-mixed" alone becomes bf16), HalfPrecision("bf16-true"
 RNGs reseeded with PL_GLOBAL_SEED + seed_offset; at `on_train_start` keep_fp32 modules hooked and the first step skipped
 for `skip`; `trainer.should_stop` once the plan's max_steps are recorded, at the plan's path.
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
-
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import lightning.pytorch as L
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.plugins.precision import HalfPrecision, MixedPrecision, Precision
+from torch.amp.grad_scaler import GradScaler
 
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
@@ -39,22 +41,44 @@ from ampcheck.recorder import DEFAULT_PROBE_EVERY
 from ampcheck.under_plan import UnderPlan, check, fp8_convert
 
 
-def _mixed(precision: str) -> Optional[str]:
+def _mixed(precision: str) -> str | None:
     p = str(precision)
     return "fp16" if p.startswith("16") else "bf16" if p.startswith("bf16") else None
 
 
 class AmpcheckLightningCallback(Callback, RecordingSession):
-    def __init__(self, path: str, *, attributes: Optional[Dict[str, str]] = None,
-                 probe_every: int = DEFAULT_PROBE_EVERY, overwrite: bool = False, run_preflight: bool = True,
-                 snapshot_every: Optional[int] = None, perturbation: Optional[str] = None,
-                 skip_first_step: bool = False, reference: Optional[str] = None, judge_every: int = 50,
-                 stop_on: Sequence[str] = (), per_rank: bool = False) -> None:
-        RecordingSession.__init__(self, path, attributes=attributes, probe_every=probe_every, overwrite=overwrite,
-                                  run_preflight=run_preflight, snapshot_every=snapshot_every,
-                                  perturbation=perturbation, skip_first_step=skip_first_step, reference=reference,
-                                  judge_every=judge_every, stop_on=stop_on, per_rank=per_rank)
-        self._losses: List[torch.Tensor] = []
+    def __init__(
+        self,
+        path: str,
+        *,
+        attributes: dict[str, str] | None = None,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+        overwrite: bool = False,
+        run_preflight: bool = True,
+        snapshot_every: int | None = None,
+        perturbation: str | None = None,
+        skip_first_step: bool = False,
+        reference: str | None = None,
+        judge_every: int = 50,
+        stop_on: Sequence[str] = (),
+        per_rank: bool = False,
+    ) -> None:
+        RecordingSession.__init__(
+            self,
+            path,
+            attributes=attributes,
+            probe_every=probe_every,
+            overwrite=overwrite,
+            run_preflight=run_preflight,
+            snapshot_every=snapshot_every,
+            perturbation=perturbation,
+            skip_first_step=skip_first_step,
+            reference=reference,
+            judge_every=judge_every,
+            stop_on=stop_on,
+            per_rank=per_rank,
+        )
+        self._losses: list[torch.Tensor] = []
         self._global_step = 0
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -70,10 +94,11 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         if plan.seed_offset:
             reseed(int(os.environ.get("PL_GLOBAL_SEED", torch.initial_seed())), plan)
         device = trainer.strategy.root_device.type
+        plugin: Precision
         if plan.strategy == "bf16-autocast":
             plugin = MixedPrecision("bf16-mixed", device)
         elif plan.strategy == "fp16-autocast-scaler":
-            plugin = MixedPrecision("16-mixed", device, scaler=torch.amp.GradScaler(device))
+            plugin = MixedPrecision("16-mixed", device, scaler=GradScaler(device))
         elif plan.strategy == "pure-bf16":
             plugin = HalfPrecision("bf16-true")
         else:
@@ -88,10 +113,22 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         self._global_step = trainer.global_step
         if self.under_plan is not None and not self.under_plan.refused and self.under_plan.hooks is None:
             # after Lightning converted the module (bf16-true) and made the optimizers
-            self.under_plan.hooks = PlanHooks(self.plan, pl_module, trainer.optimizers[0] if trainer.optimizers else None,
-                                              autocast=False, param_dtype=False, skip_first=self.skip_first())
-        self.start(pl_module, trainer.optimizers[0] if trainer.optimizers else None, getattr(plugin, "scaler", None),
-                   _mixed(trainer.precision), f"lightning {trainer.precision}")
+            assert self.plan is not None  # an UnderPlan is made only under a plan
+            self.under_plan.hooks = PlanHooks(
+                self.plan,
+                pl_module,
+                trainer.optimizers[0] if trainer.optimizers else None,
+                autocast=False,
+                param_dtype=False,
+                skip_first=self.skip_first(),
+            )
+        self.start(
+            pl_module,
+            trainer.optimizers[0] if trainer.optimizers else None,
+            getattr(plugin, "scaler", None),
+            _mixed(trainer.precision),
+            f"lightning {trainer.precision}",
+        )
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
         # under the GradScaler the plugin hands the hooks the scaled loss: the scale (a device tensor) divides it back
@@ -100,13 +137,15 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         loss = loss.detach().float()
         self._losses.append(loss / scale.to(loss.device).reshape(()) if torch.is_tensor(scale) else loss)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if not self.stepping() or trainer.global_step == self._global_step:
             return  # not an optimizer step's last micro-batch
         self._global_step = trainer.global_step
         loss = torch.stack(self._losses).sum() if self._losses else torch.tensor(float("nan"))
-        self._losses: List[torch.Tensor] = []
+        self._losses = []
+        assert self.recorder is not None  # stepping() said there is one
         self.recorder.step(loss)
         if self.reached_max_steps(trainer.global_step):
             trainer.should_stop = True  # the plan's max_steps: the recording closed itself, complete
@@ -114,7 +153,7 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
             trainer.should_stop = True  # the live guard: the file is written (interrupted) and judged
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        if self.open():
+        if self.recorder is not None and self.open():
             self.recorder._finish(exception)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
