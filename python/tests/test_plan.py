@@ -112,7 +112,7 @@ def test_the_scripts_own_grad_scaler_under_the_fp16_plan(tmp_path, monkeypatch, 
     code, _, _ = loop(d, scaler=scaler)
     assert code == 0
     _, cols = plan_util.check_run(d, "fp16-autocast-scaler", "fp16-autocast-scaler", {})
-    assert cols["loss_scale"][0] == 2.0 ** 16, cols["loss_scale"]  # the scale the backward used
+    assert cols["loss_scale"][0] == 2.0**16, cols["loss_scale"]  # the scale the backward used
     assert 0.1 < cols["grad_norm"][0] < 10, cols["grad_norm"]  # the grads recorded unscaled
     assert scaler.is_enabled() == enabled  # a disabled one stays disabled (a pass-through), an enabled one is used
 
