@@ -25,7 +25,7 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor}
-KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor sweep"
+KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor sweep llama llamavalidate llamabench overhead"
 for s in $STAGES; do [[ " $KNOWN " == *" $s "* ]] || die "unknown stage '$s' (known: $KNOWN)"; done
 has() { [[ " $STAGES " == *" $1 "* ]] && STAGE=$1; }
 
@@ -67,6 +67,49 @@ if has sweep; then
     cp "$WORK/$name"/{summary.json,summary.md,sweep.json,report.html} "$OUT/$name/" 2>/dev/null || true
   done
   ok $sweep_rc "ampcheck sweep (tiny Llama, CUDA)"
+fi
+if has llama; then
+  # issue 44: the Llama GPU scenarios (scenarios/llama/gpu/, llama-150m): their FP32 references recorded here into a
+  # fresh folder ($OUT/llama-references.tar.gz: to commit under references/cuda-sm90), then every scenario checked
+  # against them — each pitfall's verdict and margin beside its twin's ($OUT/llama/summary.md)
+  rm -rf "$WORK/llama-references" "$WORK/llama"
+  ( time "$BUILD_DIR/ampcheck" record scenarios/llama/gpu/*.yaml --device cuda --references "$WORK/llama-references" ) \
+    > "$WORK/llama-record.log" 2>&1; rc=$?
+  echo "llama record rc=$rc"; tail -4 "$WORK/llama-record.log"
+  tar czf "$OUT/llama-references.tar.gz" -C "$WORK" llama-references llama-record.log
+  ok $rc "ampcheck record scenarios/llama/gpu"
+  ( time "$BUILD_DIR/ampcheck" check scenarios/llama/gpu/*.yaml --device cuda --jobs 1 --references "$WORK/llama-references" \
+    --out "$WORK/llama" --force ) > "$WORK/llama.log" 2>&1; rc=$?
+  echo "llama check rc=$rc"; tail -20 "$WORK/llama.log"
+  mkdir -p "$OUT/llama"; cp "$WORK/llama.log" "$WORK/llama"/summary.{json,md} "$WORK/llama"/report.html "$OUT/llama/" 2>/dev/null
+  ok $rc "ampcheck check scenarios/llama/gpu"
+fi
+if has llamavalidate; then
+  # issue 44: the validate suite's Llama scenario on this GPU: its FP32 reference and golden recorded here
+  # ($OUT/llama-validate.tar.gz: to commit), then validated against them on the same machine (bit for bit)
+  V=$WORK/llama-validate; rm -rf "$V"; mkdir -p "$V/refs"; sc=scenarios/validate/bf16-autocast-llama.yaml
+  { "$BUILD_DIR/ampcheck" record $sc --device cuda --references "$V/refs" &&
+    "$BUILD_DIR/ampcheck" validate --record $sc --references "$V/refs" &&
+    "$BUILD_DIR/ampcheck" validate $sc --references "$V/refs" --out "$V/same"; } > "$V/validate.log" 2>&1; rc=$?
+  grep -E "^VALIDATE|rc=" "$V/validate.log" | tail -6
+  tar czf "$OUT/llama-validate.tar.gz" -C "$WORK" llama-validate || die "tar llama-validate"
+  ok $rc "record + validate scenarios/validate/bf16-autocast-llama.yaml"
+fi
+if has llamabench; then
+  # issue 44: the engine on llama-150m against PyTorch-Python eager, torch.compile and transformers, one call
+  for s in ${LLAMA_BENCH_STRATEGIES:-bf16-autocast}; do
+    bash bench/llama_bench.sh "$BUILD_DIR" llama-150m "$s" 8 1024 cuda > "$OUT/llama-bench-$s.txt" 2>"$OUT/llama-bench-$s.err"; rc=$?
+    echo "llama bench $s rc=$rc"; tail -8 "$OUT/llama-bench-$s.txt"; tail -3 "$OUT/llama-bench-$s.err"
+    ok $rc "bench/llama_bench.sh $s"
+  done
+fi
+if has overhead; then
+  # issue 42: the recorder's cost per step on this GPU (python/tools/overhead.py: the loop without the recorder in the
+  # same process, interleaved), a nanoGPT-style plain loop and the HF Trainer, two sizes
+  python3 python/tools/overhead.py --device cuda --loops ${OVERHEAD_LOOPS:-nanogpt hf} --sizes small gpt2 --dtype fp16 \
+    > "$OUT/overhead-gpu.md" 2>"$OUT/overhead-gpu.err"; rc=$?
+  echo "overhead rc=$rc"; cat "$OUT/overhead-gpu.md"; tail -5 "$OUT/overhead-gpu.err"
+  ok $rc "python/tools/overhead.py --device cuda"
 fi
 if has record; then
   # record into a fresh folder, so what comes back ($OUT/references.tar.gz, right away) is exactly this machine's
