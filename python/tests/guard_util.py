@@ -1,6 +1,6 @@
 """A plain loop for the live guard's tests: a small MLP classifier (fixed teacher labels, CPU, fp32 or fp16 autocast
 with a CPU GradScaler) recorded by the Recorder; a planted fp16 blow-up (the first layer's weights multiplied by 1e6 at
-a given step: its fp16 activations overflow, the loss goes non-finite and stays so, every later step skipped)."""
+a given step: its fp16 activations overflow, the loss goes non-finite and stays so, every later step skipped); a planted divergence with a finite loss (the learning rate multiplied at a given step)."""
 
 import os
 import subprocess
@@ -10,6 +10,7 @@ import torch
 from ampcheck import Recorder
 
 FEATURES, CLASSES, SAMPLES, BATCH = 16, 8, 512, 32
+LR_JUMP = 100.0
 
 
 def data(seed=5):
@@ -19,7 +20,9 @@ def data(seed=5):
     return x, (x @ teacher).argmax(1)
 
 
-def train(path, steps, *, seed=0, data_seed=1, fp16=False, blow_at=None, perturbation=None, **recorder_kw):
+def train(
+    path, steps, *, seed=0, data_seed=1, fp16=False, blow_at=None, lr_jump_at=None, perturbation=None, **recorder_kw
+):
     """Train `steps` steps recorded at `path`; returns the Recorder (GuardStop propagates)."""
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(), torch.nn.Linear(64, CLASSES))
@@ -35,6 +38,9 @@ def train(path, steps, *, seed=0, data_seed=1, fp16=False, blow_at=None, perturb
             if step == blow_at:
                 with torch.no_grad():
                     model[0].weight.mul_(1e6)  # the planted blow-up: fp16 activations overflow from here on
+            if step == lr_jump_at:
+                for group in opt.param_groups:
+                    group["lr"] *= LR_JUMP  # the planted divergence: the loss leaves the reference, finite
             idx = torch.randint(0, SAMPLES, (BATCH,), generator=order)
             with torch.autocast("cpu", dtype=torch.float16, enabled=fp16):
                 loss = torch.nn.functional.cross_entropy(model(x[idx]).float(), y[idx])

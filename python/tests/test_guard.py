@@ -1,8 +1,11 @@
 """The live guard (ampcheck/guard.py) on the CPU: a plain loop (guard_util's MLP, fp16 autocast + a CPU GradScaler) and
 the real HF Trainer (hf_util's tiny GPT-2) with a planted fp16 blow-up are stopped within judge_every steps of it, the
 file written (status interrupted) and judged nonfinite / diverges by `ampcheck judge`; the same runs without the
-blow-up are judged at every judged step and never stopped. (The 1,000-step HF run and the 20 seeds:
+blow-up are judged at every judged step and never stopped; judged in the background (the default), a finite
+divergence stops the loop at the first step after its judgement finished. (The 1,000-step HF run and the 20 seeds:
 python/tools/guard_check.py, reports/python/guard.md.)"""
+
+import math
 
 import h5py
 import pytest
@@ -52,11 +55,35 @@ def test_a_plain_loop_blowing_up_at_step_30_is_stopped_by_step_40(mlp_reference)
 
 def test_a_correct_plain_loop_is_judged_and_never_stopped(mlp_reference):
     d, ref = mlp_reference
-    rec = guard_util.train(f"{d}/ok.h5", 60, fp16=True, seed=3, reference=ref, judge_every=10, stop_on=STOP_ON)
+    kw = dict(reference=ref, judge_every=10, stop_on=STOP_ON)
+    # on the training thread: every judged step judged, in order
+    rec = guard_util.train(f"{d}/ok.h5", 60, fp16=True, seed=3, judge_in_background=False, **kw)
     assert [j.steps for j in rec.guard.judgements] == [10, 20, 30, 40, 50, 60]
     assert all(j.verdict == "tracks" for j in rec.guard.judgements), rec.guard.judgements
     with h5py.File(f"{d}/ok.h5") as f:
         assert f.attrs["status"] == "completed" and len(f["steps/loss"]) == 60
+    # in the background (the default): a judged step that comes while the previous judgement runs is passed over;
+    # the one in flight at the end is taken in by close
+    rec = guard_util.train(f"{d}/ok-bg.h5", 60, fp16=True, seed=3, **kw)
+    assert len(rec.guard.judgements) + rec.guard.passed_over == 6 and rec.guard.judgements, rec.guard.judgements
+    assert all(j.verdict == "tracks" for j in rec.guard.judgements) and rec.guard.stopped is None
+    with h5py.File(f"{d}/ok-bg.h5") as f:
+        assert f.attrs["status"] == "completed" and len(f["steps/loss"]) == 60
+
+
+def test_a_finite_divergence_judged_in_the_background_stops_the_loop(tmp_path):
+    """The learning rate x100 at step 30 (the loss stays finite, so the judged steps are judged in the background):
+    the judgement of a judged step after 30 says diverges and the loop stops at the first step after it finished."""
+    d = str(tmp_path)
+    ref = guard_util.make_reference(d, 200)
+    with pytest.raises(ampcheck.GuardStop) as stop:
+        guard_util.train(f"{d}/div.h5", 200, fp16=True, lr_jump_at=30, reference=ref, judge_every=10, stop_on=STOP_ON)
+    final = stop.value.judgement
+    assert final.verdict == "diverges" and 30 < final.steps < 200, final
+    with h5py.File(f"{d}/div.h5") as f:
+        assert f.attrs["status"] == "interrupted" and "judged diverges" in f.attrs["note"]
+        assert len(f["steps/loss"]) == final.steps
+        assert all(math.isfinite(v) for v in f["steps/loss"][:])  # judged in the background: no urgent judgement
 
 
 def test_bad_guard_arguments_are_refused_before_training(mlp_reference, tmp_path):

@@ -152,34 +152,34 @@ def seeds_part(a, d, guard):
     print("\n".join(rows) + "\n")
 
 
-def timed_judged_steps(fn):
-    """Runs fn() with Recorder._judge_now (a judged step's whole extra work: the flush, the file written, the judgement)
-    and Guard.judge (the judgement alone) timed; returns (fn's result, judged-step ms list, judgement ms list)."""
+def timed_guard(fn):
+    """Runs fn() with the guard's work timed: Recorder._judge_now (a judged step on the training thread: the flush,
+    the file written unless the snapshot just was, the judgement submitted — or made, where on the training thread),
+    Guard.poll (every other step: has the background judgement finished?) and Guard._judge_quietly (the judgement
+    itself, on whichever thread). Returns (fn's result, judged-step ms list, poll ms list, judgement ms list)."""
     from ampcheck.guard import Guard
     from ampcheck.recorder import Recorder
 
-    judged_step, judgement = [], []
-    real_judge_now, real_judge = Recorder._judge_now, Guard.judge
+    judged_step, polls, judgement = [], [], []
+    real = Recorder._judge_now, Guard.poll, Guard._judge_quietly
 
-    def judge_now(self):
-        t = time.perf_counter()
-        try:
-            return real_judge_now(self)
-        finally:
-            judged_step.append((time.perf_counter() - t) * 1e3)
+    def timed(real_fn, into):
+        def wrapper(self, *args):
+            t = time.perf_counter()
+            try:
+                return real_fn(self, *args)
+            finally:
+                into.append((time.perf_counter() - t) * 1e3)
 
-    def guard_judge(self, path):
-        t = time.perf_counter()
-        try:
-            return real_judge(self, path)
-        finally:
-            judgement.append((time.perf_counter() - t) * 1e3)
+        return wrapper
 
-    Recorder._judge_now, Guard.judge = judge_now, guard_judge
+    Recorder._judge_now = timed(real[0], judged_step)
+    Guard.poll = timed(real[1], polls)
+    Guard._judge_quietly = timed(real[2], judgement)
     try:
-        return fn(), judged_step, judgement
+        return fn(), judged_step, polls, judgement
     finally:
-        Recorder._judge_now, Guard.judge = real_judge_now, real_judge
+        Recorder._judge_now, Guard.poll, Guard._judge_quietly = real
 
 
 def median_step_ms(path):
@@ -190,9 +190,10 @@ def median_step_ms(path):
 
 
 def cost_part(a, d):
-    """3. cost: a judged step's extra time (flush + file write + judgement) and the judgement alone, timed inside real
-    guarded runs (judge_every=50, nothing stopped: every judged snapshot a partial run of 50, 100, ... steps against the
-    reference), against the loop's own median step time"""
+    """3. cost: the guard's work on the training thread (judged steps, and every other step's check for a finished
+    background judgement) and the judgement itself, timed inside real guarded runs (judge_every=50, nothing stopped:
+    every judged snapshot a partial run of 50, 100, ... steps against the reference), against the loop's own median
+    step time; the judgement in the background (the default) and, for the plain loop, on the training thread"""
     every, steps = 50, a.cost_steps
     judge = default_judge()
     rows = []
@@ -200,7 +201,7 @@ def cost_part(a, d):
     if not os.path.exists(hf_ref):
         quiet(hf_util.make_reference, d, hf_util.run, steps=steps, probe_every=DEFAULT_PROBE_EVERY)
     guard = dict(reference=hf_ref, judge_every=every, stop_on=())
-    _, hf_step, hf_judge = timed_judged_steps(
+    hf = timed_guard(
         lambda: quiet(
             hf_util.run,
             d,
@@ -212,38 +213,74 @@ def cost_part(a, d):
             probe_every=DEFAULT_PROBE_EVERY,
         )
     )
-    rows.append(
-        ("HF Trainer, tiny GPT-2 (tests/hf_util.py), fp16 + CPU GradScaler", f"{d}/cost-hf.h5", hf_step, hf_judge)
-    )
+    rows.append(("HF Trainer, tiny GPT-2 (tests/hf_util.py), fp16 + CPU GradScaler", "background", "cost-hf", hf))
     mlp_ref = guard_util.make_reference(d, steps, seed=4000, data_seed=5000, name="cost-ref")
-    _, mlp_step, mlp_judge = timed_judged_steps(
-        lambda: guard_util.train(
-            f"{d}/cost-mlp.h5", steps, seed=4000, data_seed=5000, fp16=True, reference=mlp_ref, judge_every=every
+    for background in (True, False):
+        name = "cost-mlp" if background else "cost-mlp-sync"
+        run = timed_guard(
+            lambda name=name, background=background: guard_util.train(
+                f"{d}/{name}.h5",
+                steps,
+                seed=4000,
+                data_seed=5000,
+                fp16=True,
+                reference=mlp_ref,
+                judge_every=every,
+                judge_in_background=background,
+            )
         )
-    )
-    rows.append(("plain loop, MLP (tests/guard_util.py), fp16 + GradScaler", f"{d}/cost-mlp.h5", mlp_step, mlp_judge))
+        where = "background" if background else "training thread"
+        rows.append(("plain loop, MLP (tests/guard_util.py), fp16 + GradScaler", where, name, run))
     print("## 3. Cost\n")
     print(
         f"Judge: `{judge.__name__}`. Each loop: a guarded run of {steps} steps with judge_every={every}, stop_on=() "
         f"({steps // every} judged steps: partial runs of {every}, {2 * every}, ... steps judged against a reference "
-        f"of {steps} steps); timed inside the run: the judgement alone (Guard.judge) and the judged step's whole extra "
-        f"work (Recorder._judge_now: the flush, the file written atomically, the judgement). Per step at "
-        f"judge_every={every}: the judged step's median / {every}; the steps not judged run no guard code (no sync, no "
-        f"work). Step time: the median step_time_ms of the run's file.\n"
+        f"of {steps} steps). Timed inside the run: the judgement itself (Guard._judge_quietly, on the background "
+        f"thread or the training thread), a judged step's work on the training thread (Recorder._judge_now: the "
+        f"flush, the file written unless the step's snapshot just was, the judgement submitted or made) and every "
+        f"other step's check for a finished judgement (Guard.poll). Training-thread cost per step: (all judged steps' "
+        f"time + all polls' time) / {steps} steps. Step time: the median step_time_ms of the run's file.\n"
     )
     print(
-        f"| loop | median step (ms) | judgement, median (min–max) ms | judged step, median (min–max) ms | "
-        f"per step at judge_every={every} (ms) | share of the step |"
+        "| loop | judgement runs on | median step (ms) | judgement, median (min–max) ms | judged step on the training "
+        "thread, median (max) ms | poll, median µs | training-thread cost per step (ms) | share of the step | "
+        "judgements / passed over |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, path, judged, judgements in rows:
-        step_ms, per_step = median_step_ms(path), statistics.median(judged) / every
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, where, file, (rec, judged, polls, judgements) in rows:
+        step_ms = median_step_ms(f"{d}/{file}.h5")
+        per_step = (sum(judged) + sum(polls)) / steps
+        made = len(judgements)
+        passed = getattr(getattr(rec, "guard", None), "passed_over", None)
+        if passed is None and isinstance(rec, tuple):  # hf_util.run: (callback, how)
+            passed = rec[0].recorder.guard.passed_over
         print(
-            f"| {name} | {step_ms:.2f} | {statistics.median(judgements):.1f} ({min(judgements):.1f}–"
-            f"{max(judgements):.1f}) | {statistics.median(judged):.1f} ({min(judged):.1f}–{max(judged):.1f}) | "
-            f"{per_step:.3f} | {per_step / step_ms * 100:.1f}% |"
+            f"| {name} | {where} | {step_ms:.2f} | {statistics.median(judgements):.1f} ({min(judgements):.1f}–"
+            f"{max(judgements):.1f}) | {statistics.median(judged):.3f} ({max(judged):.1f}) | "
+            f"{statistics.median(polls) * 1e3 if polls else 0:.1f} | {per_step:.4f} | {per_step / step_ms * 100:.2f}% "
+            f"| {made} / {passed} |"
         )
     print()
+    # the whole run's wall time, which a background judgement's share of the CPU would show in (the table above times
+    # the training thread only): the plain loop unguarded, guarded in the background and on the training thread,
+    # interleaved 3 times, median
+    walls: dict[str, list[float]] = {"no guard": [], "background": [], "training thread": []}
+    for _ in range(3):
+        for case in walls:
+            kw = {} if case == "no guard" else dict(reference=mlp_ref, judge_every=every)
+            if case == "training thread":
+                kw["judge_in_background"] = False
+            t = time.perf_counter()
+            guard_util.train(f"{d}/wall.h5", steps, seed=4000, data_seed=5000, fp16=True, **kw)
+            walls[case].append(time.perf_counter() - t)
+    base = statistics.median(walls["no guard"])
+    print(
+        f"Whole-run wall time of the plain loop ({steps} steps, judge_every={every}; median of 3, interleaved): "
+        + "; ".join(
+            f"{case} {statistics.median(w):.3f} s ({statistics.median(w) / base:.3f}x)" for case, w in walls.items()
+        )
+        + f". Intra-op threads: {torch.get_num_threads()}; cores: {os.cpu_count()}.\n"
+    )
 
 
 if __name__ == "__main__":

@@ -15,9 +15,14 @@ note saying why), judges it once more, and then
         ...
     # except ampcheck.GuardStop as stop: stop.judgement.verdict, stop.judgement.message
 
-Cost: nothing on steps not judged (no host sync, no work); on a judged step one flush of the pending steps (the
-recorder's only host sync, which its snapshots make anyway), the file written and one judgement. Measured in
-python/tools/guard_overhead.py (its table: reports/python/guard.md).
+Cost: nothing on steps not judged (no host sync; a check whether a background judgement has finished); on a judged
+step one flush of the pending steps (the recorder's only host sync, which its snapshots make anyway) and the file
+written. The judgement itself runs on a background thread (the native judge releases the GIL) while training goes on;
+its verdict is taken in at the first step after it finishes (under torch.distributed: at the next judged step, where
+all ranks agree), so a stop comes a few steps after the judged step. Two exceptions run it on the training thread: a
+judged step whose new rows hold a non-finite loss (a stop must not wait), and `judge_in_background=False`. One
+judgement at a time: a judged step that comes while the previous judgement still runs is passed over (counted in
+`Guard.passed_over`). Measured in python/tools/guard_check.py (its table: reports/python/guard.md).
 
 The judgement comes from `ampcheck.judge` (the native core, in-process) where the package has it, else from the
 `ampcheck` command (AMPCHECK_BIN or PATH) run on the file.
@@ -32,6 +37,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -73,28 +79,85 @@ class Guard:
     function (run path, reference path) -> GuardJudgement, by default the native judge (or the `ampcheck` command)."""
 
     def __init__(
-        self, reference: str, judge_every: int, stop_on: Iterable[str] = (), judge: JudgeFunction | None = None
+        self,
+        reference: str,
+        judge_every: int,
+        stop_on: Iterable[str] = (),
+        judge: JudgeFunction | None = None,
+        background: bool = True,
     ) -> None:
         self.reference, self.judge_every, self.stop_on = check_arguments(reference, judge_every, stop_on)
         self._judge = judge or default_judge()
+        self.background = background
         self.judgements: list[GuardJudgement] = []  # every judgement so far, in order
         self.stopped: GuardJudgement | None = None  # the judgement that stopped the run
         self.final: GuardJudgement | None = None  # the judgement of the file written when it stopped
+        self.passed_over = 0  # judged steps passed over: the previous background judgement was still running
         self._logged: set[str] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: tuple[str, Future[GuardJudgement | Exception]] | None = None
 
     def due(self, steps: int) -> bool:
         """Whether the guard judges after this many recorded steps."""
         return steps > 0 and steps % self.judge_every == 0
 
+    def submit(self, path: str, urgent: bool = False) -> None:
+        """A judged step: the file at `path` judged on the background thread (the verdict taken in by `poll()`), or
+        here and now where urgent (new non-finite rows) or not background. A judged step that comes while the previous
+        background judgement still runs is passed over."""
+        if urgent or not self.background:
+            self.wait()
+            self.judge(path)
+            return
+        if self._inflight is not None:
+            if not self._inflight[1].done():
+                self.passed_over += 1
+                return
+            self.poll()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ampcheck-guard")
+        self._inflight = (path, self._pool.submit(self._judge_quietly, path))
+
+    def poll(self) -> bool:
+        """Take in a finished background judgement (nothing waits; no host sync). True when a stop is now decided."""
+        if self._inflight is None or not self._inflight[1].done():
+            return False
+        path, future = self._inflight
+        self._inflight = None
+        self._take(path, future.result())
+        return self.stopped is not None
+
+    def wait(self) -> None:
+        """Wait for the background judgement in flight, if any, and take it in."""
+        if self._inflight is not None:
+            path, future = self._inflight
+            self._inflight = None
+            self._take(path, future.result())
+
+    def close(self) -> None:
+        """The judgement in flight taken in; the background thread ended."""
+        self.wait()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
     def judge(self, path: str) -> GuardJudgement | None:
         """Judge the file at `path` now; a failure logged once per verdict; a verdict in stop_on remembered. A judge
         that fails (a reference of another training, a missing tool) is logged once and never stops the training."""
+        return self._take(path, self._judge_quietly(path))
+
+    def _judge_quietly(self, path: str) -> GuardJudgement | Exception:
+        """The judgement, or the error that stopped it (the background thread's work: nothing logged there)."""
         try:
-            j = self._judge(path, self.reference)
-        except Exception as e:  # noqa: BLE001 (the training goes on; the error is said once)
+            return self._judge(path, self.reference)
+        except Exception as e:  # noqa: BLE001 (the training goes on; the error is said once, by _take)
+            return e
+
+    def _take(self, path: str, j: GuardJudgement | Exception) -> GuardJudgement | None:
+        if isinstance(j, Exception):
             if "error" not in self._logged:
                 self._logged.add("error")
-                logger.warning("ampcheck: %s: the live guard could not judge the run: %s", path, e)
+                logger.warning("ampcheck: %s: the live guard could not judge the run: %s", path, j)
             return None
         self.judgements.append(j)
         if not j.passed and j.verdict not in self._logged:

@@ -76,7 +76,9 @@ Recorders record nothing (they count steps, for the live guard); per_rank=True: 
 The live guard (guard.py): reference="ref.h5" judges the partial run every judge_every steps (default 50) in-process
 against the reference's first steps; a failure is logged (logger `ampcheck`); a verdict in stop_on (e.g.
 ("nonfinite", "diverges")) ends the recording (status `interrupted`, the file judged once more) and raises GuardStop
-from step() (stop_raises=False: the integrations stop their trainer instead). Nothing runs on the steps not judged.
+from step() (stop_raises=False: the integrations stop their trainer instead). The judgement runs on a background thread
+(judge_in_background=False: on the training thread; a judged step with a new non-finite loss is judged at once); the
+steps not judged only check whether it has finished.
 
 Root attributes the recorder adds (besides provenance):
   grad_probe             where the grads were read: `backward-hooks`, `after_backward` or `at_step` (several, most
@@ -280,6 +282,7 @@ class Recorder:
         judge: JudgeFunction | None = None,
         stop_raises: bool = True,
         per_rank: bool = False,
+        judge_in_background: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         # under torch.distributed (DDP, torchrun, accelerate launch): rank 0 records, or each rank its own file
@@ -287,7 +290,12 @@ class Recorder:
         self.rank, self.world_size = rank, world
         if world > 1 and per_rank:
             self.path = rank_path(self.path, rank)
-        self.guard = Guard(os.fspath(reference), judge_every, stop_on, judge) if reference is not None else None
+        self.guard = (
+            Guard(os.fspath(reference), judge_every, stop_on, judge, judge_in_background)
+            if reference is not None
+            else None
+        )
+        self._guard_rows = 0  # the rows the guard has seen (a judged step with non-finite new rows is judged at once)
         self.stop_raises = stop_raises
         self.recording = world == 1 or per_rank or rank == 0
         self.rows: list[dict[str, float]] = []  # finished host rows: dict column -> float
@@ -522,8 +530,11 @@ class Recorder:
             self.flush()
         if snapshot_due:
             self._snapshot_if_due()
-        if self.guard is not None and self.guard.due(self._step):
-            self._judge_now()
+        if self.guard is not None:
+            if self.guard.due(self._step):
+                self._judge_now()
+            elif self.world_size == 1 and self.guard.poll():  # a background verdict that stops: stop now
+                self._agree_on_stop()
         plan = self._under_plan.plan if self._under_plan is not None else None
         if plan is not None and plan.max_steps and self._step >= plan.max_steps:
             self._finish(None, note=f"stopped at the plan's max_steps ({plan.max_steps})")
@@ -544,7 +555,9 @@ class Recorder:
                 self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"),
             )
             self._snapshot_rows = len(self.rows)
-        self.guard.judge(self.path)
+        urgent = any(not math.isfinite(r.get("loss", 0.0)) for r in self.rows[self._guard_rows :])
+        self._guard_rows = len(self.rows)
+        self.guard.submit(self.path, urgent)
         self._agree_on_stop()
 
     def _agree_on_stop(self) -> None:
@@ -801,6 +814,8 @@ class Recorder:
             return
         self._closed = True
         _open_recorders.discard(self)
+        if self.guard is not None:
+            self.guard.close()  # the background judgement in flight taken in
         for h in self._hooks:
             h.remove()
         if isinstance(exc, KeyboardInterrupt) and status is None:
