@@ -4,7 +4,7 @@ Records a training run in ampcheck's trajectory format (docs/TRAJECTORY_FORMAT.m
 version 1) so that `ampcheck judge RUN --reference REF` can compare it, signal by signal, with an FP32 reference
 built by `ampcheck reference FP32_RUN --spread RUN...`. Depends on torch and (for .h5 files) h5py only.
 
-    from ampcheck_recorder import Recorder
+    from ampcheck import Recorder
 
     with Recorder("runs/fp16.h5", model=model, optimizer=optimizer, scaler=scaler,
                   attributes={"strategy": "fp16-autocast-scaler", "run_key": "my-model-v3"}) as rec:
@@ -122,34 +122,43 @@ as a partial run. An existing file is refused at construction unless overwrite=T
 
 from __future__ import annotations
 
-import atexit
-import json
 import math
 import os
-import platform
-import signal
-import sys
-import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from types import FrameType, TracebackType
-from typing import Any, Callable, Literal
+from types import TracebackType
+from typing import Any, Literal
 
 import torch
 from torch.amp.grad_scaler import GradScaler
 from torch.utils.hooks import RemovableHandle
 
+from ampcheck._probes import GradStats, grad_stats, norm, nudge_ulp, queue_callback
+from ampcheck._torch_context import autocast_dtype, device_attributes, rank_and_world, rank_path, unwrap_optimizer
+from ampcheck._trajectory_file import FORMAT, FORMAT_VERSION, error_text, forget_open, register_open, write_atomically
+
+__all__ = [
+    "COLUMNS",
+    "DEFAULT_PROBE_EVERY",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "GRAD_PROBES",
+    "PERTURBATIONS",
+    "Recorder",
+    "nudge_ulp",
+    "rank_and_world",
+    "rank_path",
+    "unwrap_optimizer",
+]
 from ampcheck.guard import Guard, GuardStop, JudgeFunction
 from ampcheck.nonfinite import NonfiniteTracker
 from ampcheck.plan import current_plan, module_table
 from ampcheck.plan_hooks import BackwardHookScaler, StepWrapper
 from ampcheck.under_plan import PlanRefused, UnderPlan, apply_to_loop
 
-FORMAT = "ampcheck-trajectory"
-FORMAT_VERSION = "1"
 COLUMNS = (
     "loss",
     "grad_norm",
@@ -180,83 +189,6 @@ GRAD_PROBES = ("backward-hooks", "after_backward", "at_step")  # the values of t
 PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the attribute perturbation
 DEFAULT_PROBE_EVERY = 10  # grads, update and parameter norms every 10th step: <= 2% of a GPU step (python/README.md)
 _FORWARDS_LOOKED_AT = 16  # the forward pre-hook looks at this many forwards at most, then removes itself
-
-_open_recorders: weakref.WeakSet[Recorder] = weakref.WeakSet()
-_uncaught: list[BaseException] = []
-_atexit_registered = False
-
-
-def _excepthook(
-    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
-) -> None:  # remember an uncaught exception for the recorders still open at exit
-    _uncaught.append(exc)
-    _previous_excepthook(exc_type, exc, tb)
-
-
-_previous_excepthook = sys.excepthook
-sys.excepthook = _excepthook
-
-
-def unwrap_optimizer(optimizer: Any) -> Any:
-    """The torch optimizer inside a framework's wrapper — accelerate's AcceleratedOptimizer (`.optimizer`, itself an
-    Optimizer subclass whose hooks never fire), Lightning's LightningOptimizer (`._optimizer`) — or the optimizer."""
-    for _ in range(4):
-        inner = getattr(optimizer, "optimizer", None)
-        if not isinstance(inner, torch.optim.Optimizer):
-            inner = getattr(optimizer, "_optimizer", None)
-        if not isinstance(inner, torch.optim.Optimizer) or inner is optimizer:
-            return optimizer
-        optimizer = inner
-    return optimizer
-
-
-def _close_open_recorders() -> None:  # registered on the first Recorder, after h5py's own exit handler (atexit is LIFO)
-    for rec in list(_open_recorders):
-        exc = _uncaught[-1] if _uncaught else None
-        # no exception: the loop ended without close() — a completed run if its last step was recorded (step() ran
-        # after the last optimizer step), said in the note
-        rec._finish(
-            exc,
-            note=None
-            if exc is not None
-            else f"closed at interpreter exit: Recorder.close() was not called; {rec._step} step(s) recorded",
-        )
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM (a scheduler's preemption or time limit, `kill`): every open recorder writes what it has, status
-    `interrupted`, then the previous handler runs (the default one ends the process with the signal)."""
-    if _writing[0]:  # a file is being written (a snapshot): handle the signal right after it, not inside HDF5
-        _deferred_signal[0] = signum
-        return
-    name = signal.Signals(signum).name
-    for rec in list(_open_recorders):
-        try:
-            rec._finish(None, status="interrupted", note=f"interrupted by {name} after {rec._step} step(s)")
-        except Exception:  # noqa: BLE001 (a signal handler must not raise for one recorder's sake)
-            pass
-    previous = _previous_sigterm[0]
-    if callable(previous):
-        previous(signum, frame)
-    else:
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-
-_previous_sigterm: list[Any] = [None]
-_writing = [0]  # files being written now (a signal arriving then is handled after the write)
-_deferred_signal: list[int | None] = [None]
-
-
-def _install_sigterm() -> None:
-    """On the first Recorder made in the main thread: chain our SIGTERM handler in front of the current one."""
-    if _previous_sigterm[0] is not None or threading.current_thread() is not threading.main_thread():
-        return
-    try:
-        _previous_sigterm[0] = signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, _on_sigterm)
-    except (ValueError, OSError):  # not settable here (an embedded interpreter)
-        _previous_sigterm[0] = None
 
 
 class Recorder:
@@ -369,7 +301,7 @@ class Recorder:
         self._closed = False
         self._cuda: bool | None = None  # decided on the first step() by the loss's device
         self._last_mark = self._mark_cpu()
-        self._ab_stats: _GradStats | None = None  # after_backward()'s _GradStats of every .grad
+        self._ab_stats: GradStats | None = None  # after_backward()'s GradStats of every .grad
         self._scale_used: torch.Tensor | None = None
         self._next_scale = self._current_scale()  # the scale the next step's backward uses (update() ran before)
         self._stepped = False
@@ -379,8 +311,8 @@ class Recorder:
         self._hooks: list[Any] = []
         self._param_list: list[torch.nn.Parameter] = []  # the model's, filled once by _params()
         self._buffers: list[torch.Tensor] | None = None  # the parameter snapshot, reused from probe to probe
-        self._hooked: _GradStats | None = (
-            None  # _GradStats of every .grad at the end of the step's last measured backward (probe step)
+        self._hooked: GradStats | None = (
+            None  # GradStats of every .grad at the end of the step's last measured backward (probe step)
         )
         self._deferred: list[tuple[int, weakref.ref[torch.Tensor], int]] | None = (
             None  # [(parameter index, weakref to its grad, the grad's version)] at a backward not measured
@@ -438,12 +370,7 @@ class Recorder:
             self._hooks.extend(self._nonfinite.handles)
         if under_plan is not None and model is not None:
             self.attributes["modules"] = module_table(model)
-        _install_sigterm()
-        global _atexit_registered
-        if not _atexit_registered:
-            atexit.register(_close_open_recorders)
-            _atexit_registered = True
-        _open_recorders.add(self)
+        register_open(self)
         if under_plan is not None and under_plan.refused:  # the error run, then the process ends
             refused = under_plan.plan
             self._finish(PlanRefused(f"plan {refused.run} ({refused.strategy}): {under_plan.applied}"))
@@ -461,7 +388,7 @@ class Recorder:
         self._scale_used = self._current_scale()
         if self.model is not None and self._probe_step():
             with torch.no_grad():
-                stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
+                stats = grad_stats([p.grad for p in self._param_list if p.grad is not None])
             self._ab_stats = stats if stats.numel else None  # no grad at all: the hooks' or step()'s reading stands
 
     def step(self, loss: torch.Tensor | float, eval_loss: float | None = None) -> None:
@@ -507,11 +434,11 @@ class Recorder:
                     if self._snapshot is not None:  # the snapshot buffers become before - after, in place
                         torch._foreach_sub_(self._snapshot, params)
                         cols.append("update_norm")
-                        vals.append(_norm(self._snapshot).to(dev))
+                        vals.append(norm(self._snapshot).to(dev))
                     elif not self._stepped:
                         host["update_norm"] = 0.0
                 cols.append("param_norm")
-                vals.append(_norm(params).to(dev))
+                vals.append(norm(params).to(dev))
         if self._nonfinite is not None:
             cols.extend(("_nonfinite_forward", "_nonfinite_backward"))
             vals.extend(self._nonfinite.collect(dev))
@@ -548,7 +475,7 @@ class Recorder:
         assert self.guard is not None  # called only with a guard
         self.flush()
         if self._snapshot_rows != len(self.rows):
-            _write_atomically(
+            write_atomically(
                 self.path,
                 self.rows,
                 [c for c in COLUMNS if c in self._measured],
@@ -683,12 +610,12 @@ class Recorder:
             self._backward_seen = True
             if self._scaler_on():
                 self._hook_scale = self._current_scale()
-        _queue_callback(self._on_backward_end)
+        queue_callback(self._on_backward_end)
 
     def _on_backward_end(self) -> None:  # autograd's final callback of a backward that reached the model
         self._in_backward = False
         # once more, so that it runs after the callbacks queued later in this backward (DDP's all-reduce finalize)
-        _queue_callback(self._measure_backward)
+        queue_callback(self._measure_backward)
 
     def _measure_backward(self) -> None:
         """At the end of a backward on a probe step: every .grad measured in one batch (_grad_stats), if this may be
@@ -699,7 +626,7 @@ class Recorder:
         grads = [(i, p.grad) for i, p in enumerate(self._param_list) if p.grad is not None]
         if self._passes >= self._expected_passes:
             with torch.no_grad():
-                self._hooked = _grad_stats([g for _, g in grads])
+                self._hooked = grad_stats([g for _, g in grads])
             self._deferred = None
         else:
             self._deferred = [(i, weakref.ref(g), g._version) for i, g in grads]
@@ -712,7 +639,7 @@ class Recorder:
         training = torch.is_grad_enabled()
         if self._autocast is None or (training and not self._autocast[1]):
             dev = self._param_list[0].device.type if self._param_list else "cpu"
-            self._autocast = (_autocast_dtype(dev), training)
+            self._autocast = (autocast_dtype(dev), training)
         if training or self._forwards >= _FORWARDS_LOOKED_AT * len(
             self._forward_hook
         ):  # (calls of every hooked module)
@@ -722,7 +649,7 @@ class Recorder:
     def _step_grad_stats(self, dev: torch.device) -> list[torch.Tensor] | None:
         """The step's grad columns as 0-d float64 tensors on dev, or None (no gradient to read: warned, counted)."""
         lost = False
-        stats: _GradStats | None
+        stats: GradStats | None
         scale: torch.Tensor | None
         probe: str | None
         if self._ab_stats is not None:
@@ -734,10 +661,10 @@ class Recorder:
                 (g := ref()) is None or g is not self._param_list[i].grad or g._version != version
                 for i, ref, version in self._deferred
             )
-            stats = None if lost else _grad_stats([g for _, ref, _ in self._deferred if (g := ref()) is not None])
+            stats = None if lost else grad_stats([g for _, ref, _ in self._deferred if (g := ref()) is not None])
             scale, probe = self._hook_scale, None if lost else "backward-hooks"
         else:  # no backward through the model: grads set without one are read as they are now
-            stats = _grad_stats([p.grad for p in self._param_list if p.grad is not None])
+            stats = grad_stats([p.grad for p in self._param_list if p.grad is not None])
             scale, probe = None, "at_step" if stats.numel else None
         if probe is None:
             self._steps_without_grads += 1
@@ -801,7 +728,7 @@ class Recorder:
         a rename) with every step so far and status `running` — so a run killed outright (SIGKILL, the OOM killer)
         leaves a readable file up to its last snapshot, which `ampcheck judge` judges as a partial run."""
         if self.snapshot_every and len(self.rows) - self._snapshot_rows >= self.snapshot_every:
-            _write_atomically(
+            write_atomically(
                 self.path,
                 self.rows,
                 [c for c in COLUMNS if c in self._measured],
@@ -813,7 +740,7 @@ class Recorder:
         if self._closed or not self.recording:
             return
         self._closed = True
-        _open_recorders.discard(self)
+        forget_open(self)
         if self.guard is not None:
             self.guard.close()  # the background judgement in flight taken in
         for h in self._hooks:
@@ -831,11 +758,11 @@ class Recorder:
             self._pending.clear()
         elif self.model is not None and self.rows and math.isnan(self.rows[-1]["param_norm"]):
             with torch.no_grad():  # the final parameters, whatever probe_every
-                self.rows[-1]["param_norm"] = float(_norm(self._params()))
+                self.rows[-1]["param_norm"] = float(norm(self._params()))
         attrs = self._attributes(status or ("error" if exc is not None else "completed"), exc, note)
         if exc is not None:
             attrs["failed_step"] = str(len(self.rows))
-        _write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured], attrs)
+        write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured], attrs)
 
     def _attributes(self, status: str, exc: BaseException | None, note: str | None) -> dict[str, str]:
         attrs = {
@@ -843,11 +770,11 @@ class Recorder:
             "format_version": FORMAT_VERSION,
             "recorder": "ampcheck_recorder 1",
             "status": status,
-            "error": _error_text(exc) if exc is not None else "",
+            "error": error_text(exc) if exc is not None else "",
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "torch_version": torch.__version__.split("+")[0],
         }
-        attrs.update(_device_attributes(self._cuda if self._cuda is not None else self._model_device().type == "cuda"))
+        attrs.update(device_attributes(self._cuda if self._cuda is not None else self._model_device().type == "cuda"))
         if self.model is not None:
             attrs["device"] = str(self._model_device())
         if self.model is not None:
@@ -876,195 +803,3 @@ class Recorder:
         if note:
             attrs["note"] = note
         return attrs
-
-
-def nudge_ulp(model: torch.nn.Module | Iterable[torch.Tensor], direction: int = +1) -> None:
-    """Move every floating parameter of `model` (a Module, or an iterable of tensors) one ulp up (direction=+1) or
-    down (-1), in place, without grad: torch.nextafter towards +inf / -inf. For the noise runs `ampcheck reference`
-    takes: make the FP32 run again with nudged initial weights and record it with perturbation="ulp".
-
-    An ulp run measures chaos — how fast two FP32 runs one rounding apart drift apart — not the spread of an equally
-    valid training (another seed, another data order). `ampcheck reference` needs at least one `seed` or `order`
-    run; ulp runs only add to them."""
-    if direction not in (1, -1):
-        raise ValueError(f"direction {direction!r}: must be +1 or -1")
-    params = model.parameters() if isinstance(model, torch.nn.Module) else model
-    with torch.no_grad():
-        for p in params:
-            if p.is_floating_point():
-                p.copy_(torch.nextafter(p, torch.tensor(math.inf * direction, dtype=p.dtype, device=p.device)))
-
-
-_FINFO: dict[torch.dtype, torch.finfo] = {}
-_CONCAT_BELOW = {"cuda": 1 << 24}  # grads smaller than this (elements) are concatenated and counted together; CPU:
-_CONCAT_BELOW_OTHER = 1 << 16  # copying large grads costs more than the per-tensor ops it saves (a GPU: the launches)
-
-
-class _GradStats:
-    """A batch of grads' statistics on one device, with no host sync: sumsq (0-d float64, the sum of their squared
-    2-norms, each norm in fp32 for 16-bit grads), counts (float64 (3,): non-zero elements, elements with |g| < tiny
-    (zeros included), elements with |g| <= max (finite)) and numel (int, on the host). NaN is non-zero and fails both
-    comparisons."""
-
-    __slots__ = ("sumsq", "counts", "numel")
-
-    def __init__(self, sumsq: torch.Tensor, counts: torch.Tensor, numel: int) -> None:
-        self.sumsq, self.counts, self.numel = sumsq, counts, numel
-
-
-def _grad_stats(grads: Sequence[torch.Tensor]) -> _GradStats:
-    """Statistics of every grad in `grads` (_GradStats, on the first grad's device) in a few fused ops whatever the
-    number of parameters: the norms by torch._foreach_norm per (device, dtype), the counts over the small grads
-    concatenated (large ones alone). Sparse grads (nn.Embedding(sparse=True)) count their implicit zeros."""
-    dev = grads[0].device if grads else torch.device("cpu")
-    norms: list[torch.Tensor] = []
-    counts: list[torch.Tensor] = []
-    numel = 0
-    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
-    for g in grads:
-        g = g.detach()  # (a grad made with create_graph=True has history; no op here records any)
-        implicit = 0
-        if g.layout != torch.strided:  # its stored values, plus the implicit zeros as non-zero-free elements
-            n = g.numel()
-            g = (g if g.is_sparse else g.to_sparse()).coalesce().values()
-            implicit = n - g.numel()
-            counts.append(torch.tensor([0.0, implicit, implicit], dtype=torch.float64, device=g.device))
-            numel += implicit
-        groups.setdefault((g.device, g.dtype), []).append(g)
-    for (device, dtype), gs in groups.items():
-        info = _FINFO.get(dtype) or _FINFO.setdefault(dtype, torch.finfo(dtype))
-        norms.extend(torch._foreach_norm(gs, 2, dtype=torch.float32 if info.bits < 32 else None))
-        below = _CONCAT_BELOW.get(device.type, _CONCAT_BELOW_OTHER)
-        small = [g.reshape(-1) for g in gs if g.numel() < below]
-        flats = [g.reshape(-1) for g in gs if g.numel() >= below]
-        for i in range(0, len(small), 512):  # torch.cat of this many at once
-            flats.append(torch.cat(small[i : i + 512]) if len(small) > i + 1 else small[i])
-        for flat in flats:
-            mag = flat.abs()
-            counts.append(
-                torch.stack(
-                    [
-                        torch.count_nonzero(flat),
-                        torch.count_nonzero(mag < info.tiny),
-                        torch.count_nonzero(mag <= info.max),
-                    ]
-                ).to(dev, torch.float64)
-            )
-            numel += flat.numel()
-    if not norms:
-        zero = torch.zeros((), dtype=torch.float64, device=dev)
-        return _GradStats(zero, torch.zeros(3, dtype=torch.float64, device=dev), numel)
-    sumsq = torch.stack([n.to(dev) for n in norms]).double().square().sum()
-    return _GradStats(sumsq, torch.stack(counts).sum(0), numel)
-
-
-def _queue_callback(callback: Callable[[], None]) -> None:
-    """Run `callback` at the end of the running backward (autograd's final callbacks; the engine runs those queued
-    by a callback too, after the others)."""
-    torch.autograd.Variable._execution_engine.queue_callback(callback)
-
-
-def rank_and_world() -> tuple[int, int]:
-    """(rank, world size) of this process: torch.distributed's once initialized, else the launcher's RANK and
-    WORLD_SIZE (torchrun, accelerate launch set them before the process group exists); (0, 1) alone."""
-    dist = getattr(torch, "distributed", None)
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    try:
-        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 0, 1
-
-
-def rank_path(path: str, rank: int) -> str:
-    """`runs/fp16.h5` -> `runs/fp16.rank1.h5`: a per-rank file's name."""
-    for ext in (".hdf5", ".h5", ".jsonl"):
-        if path.endswith(ext):
-            return f"{path[: -len(ext)]}.rank{rank}{ext}"
-    return f"{path}.rank{rank}"
-
-
-def _autocast_dtype(device_type: str) -> str:
-    try:
-        on, dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
-    except (TypeError, RuntimeError, AttributeError):  # older torch: the per-device functions
-        if device_type == "cpu":
-            on, dtype = torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype()
-        elif device_type == "cuda":
-            on, dtype = torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype()
-        else:
-            return "unknown"
-    return str(dtype).replace("torch.", "") if on else "none"
-
-
-def _norm(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    norm: torch.Tensor = torch.linalg.vector_norm(
-        torch.stack(torch._foreach_norm([t.float() for t in tensors])).double()
-    )
-    return norm
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc)
-    if isinstance(exc, KeyError):  # str(KeyError('x')) is "'x'"
-        text = repr(exc)
-    return text.split("\n\n")[0] if text else type(exc).__name__
-
-
-def _device_attributes(cuda: bool) -> dict[str, str]:
-    if cuda:
-        major, minor = torch.cuda.get_device_capability()
-        return {
-            "device_name": torch.cuda.get_device_name(),
-            "device_class": f"cuda-sm{major}{minor}",
-            "cuda_version": str(torch.version.cuda),
-        }
-    return {"device_name": platform.processor() or platform.machine(), "device_class": "cpu"}
-
-
-def _write_atomically(path: str, rows: list[dict[str, float]], columns: list[str], attrs: dict[str, str]) -> None:
-    _writing[0] += 1
-    try:
-        _write_atomically_now(path, rows, columns, attrs)
-    finally:
-        _writing[0] -= 1
-    if _writing[0] == 0 and _deferred_signal[0] is not None:
-        signum, _deferred_signal[0] = _deferred_signal[0], None
-        _on_sigterm(signum, None)
-
-
-def _write_atomically_now(path: str, rows: list[dict[str, float]], columns: list[str], attrs: dict[str, str]) -> None:
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    try:
-        if path.endswith(".jsonl"):
-            with open(tmp, "w") as f:
-                f.write(
-                    json.dumps(
-                        {
-                            "format": FORMAT,
-                            "format_version": int(FORMAT_VERSION),
-                            "attributes": {k: v for k, v in attrs.items() if k not in ("format", "format_version")},
-                        }
-                    )
-                    + "\n"
-                )
-                for s, r in enumerate(rows):
-                    obj: dict[str, float | None] = {"step": s}
-                    obj.update({c: (r[c] if math.isfinite(r[c]) else None) for c in columns})
-                    f.write(json.dumps(obj) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-        else:
-            import h5py
-            import numpy as np
-
-            with h5py.File(tmp, "w") as f:
-                for k, v in attrs.items():
-                    f.attrs[k] = v
-                steps = f.create_group("steps")
-                for c in columns:
-                    steps.create_dataset(c, data=np.array([r[c] for r in rows], dtype=np.float64))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
