@@ -51,7 +51,9 @@ if has sweep; then
   # every strategy the device offers (FP8 through torchao when importable: the device image has none, so a call may
   # carry one unpacked under .gpu-site/, which goes on PYTHONPATH; fp16 with fp32 masters is refused where the
   # framework keeps none); (2) the same Llama with a planted overflow (model.layers.1.mlp.up_proj's weights x 1e6, in
-  # the FP32 runs too): fp16 fails, --localize names the module. Tables and sweep.json back in $OUT/sweep-*/.
+  # the FP32 runs too): fp16 fails; its verdict names the first non-finite module, and --localize says whether
+  # one module's compute explains it (on an H100, 2026-12-07: no — keeping all 21 in FP32 still diverges;
+  # reports/examples/gpu-h100-sweep/). Tables and sweep.json back in $OUT/sweep-*/.
   [ -d .gpu-site ] && export PYTHONPATH="$PWD/.gpu-site${PYTHONPATH:+:$PYTHONPATH}"
   python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 | tail -1
   sweep_rc=0

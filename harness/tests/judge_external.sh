@@ -108,4 +108,18 @@ fi
 "$ampcheck" judge "$r/fp32.h5" --strategy fp16-autocast --reference "$work/ref.h5" --out "$work/precision" > "$work/precision.log"
 grep -q "WARN fp32 (precision): mixed precision not in effect: the loss is bit-identical" "$work/precision.log" \
   || { cat "$work/precision.log"; echo "FAIL: an FP32 run claiming fp16 was not named"; exit 1; }
+# FP8 training layers (torchao's Float8Linear: float32 parameters, autocast off; attribute float8_linears) are FP8 in
+# effect: no "the strategy says fp8 but the recorder saw float32 parameters" — which a run without them still gets
+for n in 0 2; do
+  "$python" - "$r/fp32.h5" "$work/fp8-layers-$n.h5" "$n" <<'PY'
+import h5py, shutil, sys
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "a") as f:
+    f.attrs["autocast_dtype"], f.attrs["param_dtype"], f.attrs["float8_linears"] = "none", "float32", sys.argv[3]
+PY
+  "$ampcheck" judge "$work/fp8-layers-$n.h5" --strategy fp8 --reference "$work/ref.h5" --out "$work/fp8-$n" > "$work/fp8-$n.log" || true
+done
+grep -q "the strategy says fp8 but the recorder saw float32 parameters" "$work/fp8-0.log" \
+  && ! grep -q "the strategy says fp8 but the recorder saw float32 parameters" "$work/fp8-2.log" \
+  || { cat "$work/fp8-0.log" "$work/fp8-2.log"; echo "FAIL: FP8 layers over float32 parameters named not in effect"; exit 1; }
 echo "judge: reference built, correct runs track, bugs and bad input refused"

@@ -49,7 +49,9 @@ void add_recorder_warnings(verdict::Verdict& v, const trajectory::TrajectoryFile
                              "after zero_grad()?");
   const bool claims = claims_reduced_precision(strategy);
   const std::string autocast = attr(run, "autocast_dtype"), params = attr(run, "param_dtype");
-  if (claims && autocast == "none" && params == "float32") {
+  // FP8 training layers (torchao's Float8Linear) cast inside the layer over float32 parameters, autocast off
+  const bool fp8_layers = attr(run, "float8_linears", "0") != "0";
+  if (claims && autocast == "none" && params == "float32" && !fp8_layers) {
     verdict::add_warning(v, "precision",
                          "mixed precision not in effect: the strategy says " + strategy +
                              " but the recorder saw float32 parameters and no autocast at the forward" +

@@ -792,6 +792,8 @@ class Recorder:
         if self.model is not None:
             attrs["param_dtype"] = self._param_dtype or self._dtypes()
             attrs["autocast_dtype"] = self._autocast[0] if self._autocast is not None else "unknown"
+            # FP8 training that keeps fp32 parameters and no autocast (torchao's Float8Linear casts inside the layer)
+            attrs["float8_linears"] = str(sum(type(m).__name__.startswith("Float8") for m in self.model.modules()))
             if self.probe_every:
                 order = sorted(self._grad_probes, key=lambda k: (-self._grad_probes[k], GRAD_PROBES.index(k)))
                 attrs["grad_probe"] = ",".join(order) or "none"
