@@ -22,56 +22,13 @@ built by `ampcheck reference FP32_RUN --spread RUN...`. Depends on torch and (fo
             optimizer.zero_grad(set_to_none=True)
             rec.step(mean_loss)                  # once per optimizer step, before the next backward
 
-Where the calls go. The gradients are read at the end of each backward through the model (a grad hook,
-Tensor.register_post_accumulate_grad_hook on every parameter that requires grad, queues an autograd final callback):
-on probe steps every .grad is measured then in one batch — the norms by torch._foreach_norm, the element counts over
-the small grads concatenated, on the grads' device, no host sync — and a later micro-batch's backward replaces the
-measurement, so step() sees the grads the optimizer steps with, before unscale_, clipping and zero_grad, divided by the
-loss scale the backward used. Under DistributedDataParallel the callback runs after DDP's own (its all-reduce), so the
-grads read are the all-reduced ones. step() may therefore sit anywhere after the optimizer step of the iteration and
-before the next iteration's backward: before or after optimizer.zero_grad() (set_to_none or not), before or after the
-scheduler. Pass the GradScaler whenever one scales the loss: without it the recorder cannot divide the scaled grads by
-the scale. after_backward() is needed only where a loop sets .grad without backward, or changes .grad between backward
-and unscale_ (e.g. divides it by the accumulation steps itself, or all-reduces it itself): call it after the last
-backward (and that change) and before unscale_ / clipping; it reads every .grad then and takes precedence for that
-step. Grads set without any backward through the model since the previous step() are read at step(), as they are then.
-Make the Recorder after a warm-up backward whose grads are thrown away, or call after_backward() in that step.
-To spare the earlier micro-batches, whose grads the next backward replaces, the end of a backward is measured only from
-the previous step's number of backward passes on (every pass on the first step); a step with fewer passes than the
-previous one is read at step() where its grads are unchanged since their last backward (same tensors, same version
-counters), else its grad columns are NaN (warned once, counted in steps_without_grads) — where the number of
-micro-batches varies and the loop unscales, clips or zeroes the grads before step(), call after_backward() after the
-last backward.
-
-What is recorded per step (the columns of ampcheck's own engine):
-  loss                   the loss passed to step() (unscaled; averaged over micro-batches if you pass that)
-  lr                     the optimizer's first param group's lr as the optimizer step ran (needs optimizer)
-  skipped                1 if the optimizer did not step (GradScaler found inf/NaN), from an optimizer step hook
-  loss_scale             the scale this step's backward used (1 without an enabled GradScaler)
-  grad_norm, frac_zero_grad, frac_subnormal_grad, frac_nonfinite_grad
-                         of the model's gradients as the step's last backward left them (the hooks; with
-                         after_backward(): as it found them), before unscale_ and clipping; the norm is divided by
-                         the loss scale, the fractions are of the scaled grads' elements
-  update_norm            2-norm of the parameters' change by the optimizer step (a parameter snapshot is taken in an
-                         optimizer step pre-hook on probe steps; 0 on a skipped step)
-  param_norm             2-norm of the parameters after the step (probe steps and the last step)
-  step_time_ms           wall time from the previous step() (the first: from the Recorder's creation); on CUDA
-                         measured with CUDA events, read at flush time
-  eval_loss              step(loss, eval_loss=...) where given
-Columns the recorder could not measure (no model, no optimizer) are left out of the file, and `ampcheck judge` names
-them as not judged. Nothing forces a host sync per step: values stay on the loss's device and are copied to the host
-every `flush_every` steps. Grad and update probes run every `probe_every` steps (NaN between; default 10: the
-default costs <= 2% of a GPU step, probe_every=1 where every step's grads are wanted — python/README.md, "Overhead").
-
-If a probe step finds no gradient at all (no backward through the model since the previous step(), no
-after_backward(), every .grad None) its grad columns are NaN, the file's attribute `steps_without_grads` counts it, and
-the first such step warns (warnings.warn, UserWarning): "ampcheck_recorder: step N: no gradients seen at step() ...".
-A step whose grads were changed before the hooks measured them (above) warns once "ampcheck_recorder: step N: this
-step ran fewer backward passes (micro-batches) than the previous one, ..." and is counted there too.
-
-Under torch.distributed (DDP, torchrun, accelerate launch: RANK / WORLD_SIZE) rank 0 records and the other ranks'
-Recorders record nothing (they count steps, for the live guard); per_rank=True: every rank records its own file,
-`runs/fp16.h5` -> `runs/fp16.rank<R>.h5`.
+step() goes once per optimizer step, anywhere after the optimizer step and before the next backward. The grads are
+read at the end of each backward through the model (grad hooks and autograd's final callback; probe steps only,
+probe_every=10 by default: <= 2% of a GPU step, python/README.md "Overhead"), fused on their device, with no host sync
+until a flush every flush_every steps. Pass the GradScaler whenever one scales the loss. after_backward() only for loops
+that set or change .grad outside backward. docs/TRAJECTORY_FORMAT.md, "Writing it from PyTorch", says where each call
+goes and why, what each column and attribute holds, the warnings, the ranks under torch.distributed, the crash-safe
+file (snapshots, SIGTERM, interpreter exit) and the behaviour under `ampcheck sweep`'s plan.
 
 The live guard (guard.py): reference="ref.h5" judges the partial run every judge_every steps (default 50) in-process
 against the reference's first steps; a failure is logged (logger `ampcheck`); a verdict in stop_on (e.g.
@@ -79,45 +36,6 @@ against the reference's first steps; a failure is logged (logger `ampcheck`); a 
 from step() (stop_raises=False: the integrations stop their trainer instead). The judgement runs on a background thread
 (judge_in_background=False: on the training thread; a judged step with a new non-finite loss is judged at once); the
 steps not judged only check whether it has finished.
-
-Root attributes the recorder adds (besides provenance):
-  grad_probe             where the grads were read: `backward-hooks`, `after_backward` or `at_step` (several, most
-                         common first, joined by ","; `none` if no probe step found a grad); with a model and probes
-  steps_without_grads    the number of probe steps whose grads could not be read (see above), their grad columns
-                         NaN; with a model and probes
-  param_dtype            the parameters' dtypes at the first step(), sorted and joined by "," (`float32`,
-                         `bfloat16,float32`); with a model
-  autocast_dtype         `float16`, `bfloat16` or `none`: whether autocast was on, and its dtype, for the device type
-                         of the model's first parameter during the first forward run with grad enabled (else the
-                         first forward) among the model's first 16 calls; `unknown` if the model never ran forward;
-                         with a model
-  grad_scaler            `enabled` / `disabled` (a GradScaler was passed) or `none`
-  perturbation           Recorder(..., perturbation=...): `none` (the FP32 reference run itself), `ulp`, `seed`,
-                         `order` or `skip` (a noise run for `ampcheck reference`; `skip`: the FP32 loop with its first
-                         optimizer.step() not taken, as a GradScaler skips an overflowing step — the recorder marks
-                         that step skipped); written only when given
-nudge_ulp(model, +1 / -1) moves every floating parameter one ulp, for `ulp` runs.
-skip_first_step=True makes the `skip` noise run itself: the optimizer's first step() is not taken (perturbation `skip`).
-
-Under `ampcheck sweep` (AMPCHECK_PLAN set; docs/USING.md, "The sweep's environment contract") the Recorder records at
-the plan's `record` path (not the one given), with the attributes plan_run, plan_strategy, plan_applied, perturbation,
-workload, modules and device, and tracks the first non-finite module / step / pass (nonfinite.py; also with
-track_nonfinite=True outside a plan). Made with no integration's `under_plan`, it applies the plan to this model and
-optimizer itself by hooks (under_plan.py, plan_hooks.py: parameter dtype, autocast around the model's forward, a
-GradScaler applied in the backward and the optimizer's step, the skipped first step, keep_fp32 modules, TF32, the seed
-offset) — a plain loop opts in with nothing but the Recorder — and once the plan's max_steps steps are recorded it
-writes the file (complete) and ends the process with SystemExit(0). A plan it cannot apply is written as the error run
-(plan_applied `refused: <why>`) and the process ends (SystemExit with that message).
-
-The file is always whole: it is written atomically (a temporary file in the same directory, then a rename) — every
-snapshot_every recorded steps (default: flush_every, 50) with every step so far and status `running`, so a run killed
-outright (SIGKILL, the OOM killer) leaves a readable file up to its last snapshot; on SIGTERM (a scheduler's
-preemption or time limit) with status `interrupted` and every step recorded, before the signal's previous handler runs;
-and when the Recorder closes: at the end of the `with` block, on close(), on an exception leaving the `with` block
-(status `error`, the exception's message — PyTorch's own text —, the failed step's partial row dropped, the exception
-re-raised), at interpreter exit after an uncaught exception (`error`), or at interpreter exit without close()
-(`completed`, with a `note` saying so). `ampcheck judge` judges a `running` or `interrupted` run on the steps it has,
-as a partial run. An existing file is refused at construction unless overwrite=True.
 """
 
 from __future__ import annotations
