@@ -18,6 +18,21 @@ from typing import Any
 
 FORMAT = "ampcheck-trajectory"
 FORMAT_VERSION = "1"
+# the per-step columns, in the file's order (docs/TRAJECTORY_FORMAT.md); the first nine are computed on the device
+COLUMNS = (
+    "loss",
+    "grad_norm",
+    "param_norm",
+    "update_norm",
+    "loss_scale",
+    "skipped",
+    "frac_zero_grad",
+    "frac_subnormal_grad",
+    "frac_nonfinite_grad",
+    "lr",
+    "step_time_ms",
+    "eval_loss",
+)
 
 _open_recorders: weakref.WeakSet[Any] = weakref.WeakSet()  # the Recorders not closed yet
 _uncaught: list[BaseException] = []

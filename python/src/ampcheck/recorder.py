@@ -44,7 +44,6 @@ import math
 import os
 import time
 import warnings
-import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
@@ -54,9 +53,18 @@ import torch
 from torch.amp.grad_scaler import GradScaler
 from torch.utils.hooks import RemovableHandle
 
-from ampcheck._probes import GradStats, grad_stats, norm, nudge_ulp, queue_callback
+from ampcheck._grad_reader import GradReader
+from ampcheck._probes import norm, nudge_ulp
 from ampcheck._torch_context import autocast_dtype, device_attributes, rank_and_world, rank_path, unwrap_optimizer
-from ampcheck._trajectory_file import FORMAT, FORMAT_VERSION, error_text, forget_open, register_open, write_atomically
+from ampcheck._trajectory_file import (
+    COLUMNS,
+    FORMAT,
+    FORMAT_VERSION,
+    error_text,
+    forget_open,
+    register_open,
+    write_atomically,
+)
 
 __all__ = [
     "COLUMNS",
@@ -77,31 +85,7 @@ from ampcheck.plan import current_plan, module_table
 from ampcheck.plan_hooks import BackwardHookScaler, StepWrapper
 from ampcheck.under_plan import PlanRefused, UnderPlan, apply_to_loop
 
-COLUMNS = (
-    "loss",
-    "grad_norm",
-    "param_norm",
-    "update_norm",
-    "loss_scale",
-    "skipped",
-    "frac_zero_grad",
-    "frac_subnormal_grad",
-    "frac_nonfinite_grad",
-    "lr",
-    "step_time_ms",
-    "eval_loss",
-)
-_DEVICE_COLUMNS = (
-    "loss",
-    "grad_norm",
-    "param_norm",
-    "update_norm",
-    "loss_scale",
-    "skipped",
-    "frac_zero_grad",
-    "frac_subnormal_grad",
-    "frac_nonfinite_grad",
-)
+_DEVICE_COLUMNS = COLUMNS[:9]  # the columns computed on the loss's device (the others are host values)
 _GRAD_COLUMNS = ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")
 GRAD_PROBES = ("backward-hooks", "after_backward", "at_step")  # the values of the attribute grad_probe (and `none`)
 PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the attribute perturbation
@@ -219,8 +203,6 @@ class Recorder:
         self._closed = False
         self._cuda: bool | None = None  # decided on the first step() by the loss's device
         self._last_mark = self._mark_cpu()
-        self._ab_stats: GradStats | None = None  # after_backward()'s GradStats of every .grad
-        self._scale_used: torch.Tensor | None = None
         self._next_scale = self._current_scale()  # the scale the next step's backward uses (update() ran before)
         self._stepped = False
         self._found_inf: torch.Tensor | None = None
@@ -229,22 +211,6 @@ class Recorder:
         self._hooks: list[Any] = []
         self._param_list: list[torch.nn.Parameter] = []  # the model's, filled once by _params()
         self._buffers: list[torch.Tensor] | None = None  # the parameter snapshot, reused from probe to probe
-        self._hooked: GradStats | None = (
-            None  # GradStats of every .grad at the end of the step's last measured backward (probe step)
-        )
-        self._deferred: list[tuple[int, weakref.ref[torch.Tensor], int]] | None = (
-            None  # [(parameter index, weakref to its grad, the grad's version)] at a backward not measured
-        )
-        self._passes = 0  # backward passes through the model since the last step()
-        self._expected_passes = 1  # the previous step's: from which pass on the end of a backward measures
-        self._in_backward = False  # a grad hook of the running backward fired (its end-of-backward callback is queued)
-        self._backward_seen = False  # a grad hook fired since the last step()
-        self._hook_scale: torch.Tensor | None = (
-            None  # the loss scale at the step's first grad hook (the step's backward's)
-        )
-        self._grad_probes: dict[str, int] = {}  # grad_probe value -> probe steps read that way
-        self._steps_without_grads = 0
-        self._warned_lost = self._warned_no_grads = False
         self._param_dtype: str | None = None  # decided on the first step()
         self._autocast: tuple[str, bool] | None = (
             None  # (autocast dtype name, from a forward with grad enabled) from the pre-hook
@@ -263,8 +229,16 @@ class Recorder:
             self._hooks.append(optimizer.register_step_pre_hook(self._pre_step))
             self._measured.update(("lr", "skipped"))
         if model is not None:
-            self._measured.add("param_norm")
             self._params()
+        self._grads = GradReader(
+            self._param_list,
+            self._probe_step,
+            lambda: self._current_scale() if self._scaler_on() else None,
+            lambda: self._closed,
+            bool(getattr(scaler, "grads_unscaled_in_backward", False)),
+        )
+        if model is not None:
+            self._measured.add("param_norm")
             # on the submodules with parameters of their own: they run inside the model's forward, where a framework's
             # autocast wrapper of model.forward (accelerate's prepare_model) is in effect — a hook on the model itself
             # runs before that wrapper and would see autocast off. All of them, as the first one need not run (T5's
@@ -276,12 +250,9 @@ class Recorder:
                 self._measured.update(_GRAD_COLUMNS)
                 if optimizer is not None:
                     self._measured.add("update_norm")
-                for p in self._param_list:
-                    if p.requires_grad:  # (a frozen parameter unfrozen later is read at step())
-                        self._hooks.append(p.register_post_accumulate_grad_hook(self._on_grad))
+                self._hooks.extend(self._grads.hooks())
         if self._scaler_on():
             self._measured.add("loss_scale")
-        self._grads_unscaled = bool(getattr(scaler, "grads_unscaled_in_backward", False))
         self._nonfinite: NonfiniteTracker | None = None
         if model is not None and (track_nonfinite or (track_nonfinite is None and under_plan is not None)):
             self._nonfinite = NonfiniteTracker(model)
@@ -303,11 +274,7 @@ class Recorder:
         divided by the scaler's current scale."""
         if not self.recording:
             return
-        self._scale_used = self._current_scale()
-        if self.model is not None and self._probe_step():
-            with torch.no_grad():
-                stats = grad_stats([p.grad for p in self._param_list if p.grad is not None])
-            self._ab_stats = stats if stats.numel else None  # no grad at all: the hooks' or step()'s reading stands
+        self._grads.after_backward()
 
     def step(self, loss: torch.Tensor | float, eval_loss: float | None = None) -> None:
         """Once per optimizer step, after optimizer.step() / scaler.step() (and scaler.update()), before the next
@@ -330,7 +297,7 @@ class Recorder:
         host.update(lr=lr, eval_loss=float(eval_loss) if eval_loss is not None else math.nan)
         cols, vals = ["loss"], [loss_t.to(torch.float64)]
         if self._scaler_on():
-            scale = next(s for s in (self._scale_used, self._hook_scale, self._next_scale) if s is not None)
+            scale = next(s for s in (self._grads.scale_used, self._grads.hook_scale, self._next_scale) if s is not None)
             cols.append("loss_scale")
             vals.append(scale.to(dev, torch.float64).reshape(()))
         if self.optimizer is not None:
@@ -344,7 +311,7 @@ class Recorder:
         if self.model is not None and self._probe_step():  # grads, update and parameter norms
             params = self._params()
             with torch.no_grad():
-                stats = self._step_grad_stats(dev)  # None: no gradient at all (the columns stay NaN)
+                stats = self._grads.columns(dev, self._step)  # None: no gradient at all (the columns stay NaN)
                 if stats is not None:
                     cols.extend(_GRAD_COLUMNS)
                     vals.extend(stats)
@@ -364,11 +331,8 @@ class Recorder:
             self._measured.add("eval_loss")
         self._pending.append((cols, torch.stack(vals), host, self._mark()))
         self._step += 1
-        self._ab_stats, self._scale_used, self._snapshot, self._stepped, self._lr = None, None, None, False, math.nan
-        self._found_inf = None
-        self._hooked, self._deferred, self._backward_seen, self._hook_scale = None, None, False, None
-        if self._passes:
-            self._expected_passes, self._passes = self._passes, 0
+        self._snapshot, self._stepped, self._lr, self._found_inf = None, False, math.nan, None
+        self._grads.step_done()
         self._next_scale = self._current_scale()
         snapshot_due = self.snapshot_every and self._step - self._snapshot_rows >= self.snapshot_every
         if len(self._pending) >= self.flush_every or snapshot_due:
@@ -517,39 +481,6 @@ class Recorder:
                     torch._foreach_copy_(self._buffers, params)
                 self._snapshot = self._buffers
 
-    def _on_grad(
-        self, param: torch.Tensor
-    ) -> None:  # post-accumulate-grad hook of every parameter: after backward wrote its .grad
-        if self._in_backward:  # (every parameter's hook after the backward's first: nothing to do)
-            return
-        self._in_backward = True
-        self._passes += 1
-        if not self._backward_seen:  # the step's first backward: the scale it uses (update() runs after the backward)
-            self._backward_seen = True
-            if self._scaler_on():
-                self._hook_scale = self._current_scale()
-        queue_callback(self._on_backward_end)
-
-    def _on_backward_end(self) -> None:  # autograd's final callback of a backward that reached the model
-        self._in_backward = False
-        # once more, so that it runs after the callbacks queued later in this backward (DDP's all-reduce finalize)
-        queue_callback(self._measure_backward)
-
-    def _measure_backward(self) -> None:
-        """At the end of a backward on a probe step: every .grad measured in one batch (_grad_stats), if this may be
-        the step's last backward (as many passes as the previous step had); else each grad's identity and version are
-        kept, for step() to read it if nothing changes it meanwhile (a later backward replaces them anyway)."""
-        if self._closed or not self._probe_step():
-            return
-        grads = [(i, p.grad) for i, p in enumerate(self._param_list) if p.grad is not None]
-        if self._passes >= self._expected_passes:
-            with torch.no_grad():
-                self._hooked = grad_stats([g for _, g in grads])
-            self._deferred = None
-        else:
-            self._deferred = [(i, weakref.ref(g), g._version) for i, g in grads]
-            self._hooked = None
-
     def _on_forward(
         self, module: torch.nn.Module, args: Any
     ) -> None:  # forward pre-hook: the autocast state of the first (training) forward
@@ -563,61 +494,6 @@ class Recorder:
         ):  # (calls of every hooked module)
             for h in self._forward_hook:
                 h.remove()
-
-    def _step_grad_stats(self, dev: torch.device) -> list[torch.Tensor] | None:
-        """The step's grad columns as 0-d float64 tensors on dev, or None (no gradient to read: warned, counted)."""
-        lost = False
-        stats: GradStats | None
-        scale: torch.Tensor | None
-        probe: str | None
-        if self._ab_stats is not None:
-            stats, scale, probe = self._ab_stats, self._scale_used, "after_backward"
-        elif self._hooked is not None:
-            stats, scale, probe = self._hooked, self._hook_scale, "backward-hooks"
-        elif self._deferred is not None:  # fewer backward passes than the previous step: read now if unchanged
-            lost = any(
-                (g := ref()) is None or g is not self._param_list[i].grad or g._version != version
-                for i, ref, version in self._deferred
-            )
-            stats = None if lost else grad_stats([g for _, ref, _ in self._deferred if (g := ref()) is not None])
-            scale, probe = self._hook_scale, None if lost else "backward-hooks"
-        else:  # no backward through the model: grads set without one are read as they are now
-            stats = grad_stats([p.grad for p in self._param_list if p.grad is not None])
-            scale, probe = None, "at_step" if stats.numel else None
-        if probe is None:
-            self._steps_without_grads += 1
-            if lost and not self._warned_lost:
-                self._warned_lost = True
-                warnings.warn(
-                    f"ampcheck_recorder: step {self._step}: this step ran fewer backward passes (micro-batches) than "
-                    f"the previous one, and its grads were changed or dropped (unscale_, clipping, zero_grad) before "
-                    f"step(): the recorder measures at the end of the previous step's number of backward passes, so this "
-                    f"step's grad_norm and grad fractions are NaN (attribute steps_without_grads counts such steps). "
-                    f"Call after_backward() after the last backward of each step where the number of micro-batches "
-                    f"varies",
-                    stacklevel=3,
-                )
-            elif not lost and not self._warned_no_grads:
-                self._warned_no_grads = True
-                warnings.warn(
-                    f"ampcheck_recorder: step {self._step}: no gradients seen at step() (every .grad is None and no "
-                    f"backward ran through the model since the last step) — is `model` the module being trained, "
-                    f"and step() called once per optimizer step, before the next backward? A loop that sets .grad "
-                    f"without backward must call after_backward() or step() before "
-                    f"optimizer.zero_grad(set_to_none=True). grad_norm and the grad fractions will be NaN and "
-                    f"`ampcheck judge` will not judge them (attribute steps_without_grads counts such steps)",
-                    stacklevel=3,
-                )
-            return None
-        assert stats is not None  # (a probe was read)
-        self._grad_probes[probe] = self._grad_probes.get(probe, 0) + 1
-        sumsq, counts = stats.sumsq.to(dev), stats.counts.to(dev)
-        if scale is not None and not self._grads_unscaled:  # (a BackwardHookScaler unscaled each grad in backward)
-            sumsq = sumsq / scale.to(dev, torch.float64).square()
-        nonzero, below_tiny, finite = counts.unbind()
-        n = max(stats.numel, 1)
-        zero = n - nonzero
-        return [sumsq.sqrt(), zero / n, (below_tiny - zero) / n, (n - finite) / n]
 
     def _dtypes(self) -> str:
         return ",".join(sorted({str(p.dtype).replace("torch.", "") for p in self._param_list})) or "none"
@@ -713,9 +589,9 @@ class Recorder:
             # FP8 training that keeps fp32 parameters and no autocast (torchao's Float8Linear casts inside the layer)
             attrs["float8_linears"] = str(sum(type(m).__name__.startswith("Float8") for m in self.model.modules()))
             if self.probe_every:
-                order = sorted(self._grad_probes, key=lambda k: (-self._grad_probes[k], GRAD_PROBES.index(k)))
+                order = sorted(self._grads.probes, key=lambda k: (-self._grads.probes[k], GRAD_PROBES.index(k)))
                 attrs["grad_probe"] = ",".join(order) or "none"
-                attrs["steps_without_grads"] = str(self._steps_without_grads)
+                attrs["steps_without_grads"] = str(self._grads.steps_without_grads)
         if self._nonfinite is not None:
             attrs.update(self._nonfinite.attributes())
         if attrs.get("device_class", "").startswith("cuda"):  # the process's peak, for the sweep's memory column
