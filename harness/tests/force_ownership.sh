@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # --force replaces only what ampcheck made (issue 39): every command that writes (judge, check, check --jobs, run,
-# validate into a run directory; reference, record and validate --record into a file; report into a run directory)
+# validate, localize, sweep into a run directory; reference, record and validate --record into a file; report into a run directory)
 # is pointed with --force at what is not its own — a directory of the user's .h5 recordings (the judged run inside
 # it), a copy of references/cpu, a symbolic link to the recordings, a marker-less directory holding only summary.json
 # and x.h5 (an old run or not, ampcheck cannot tell), directories whose .ampcheck-run is a link or other text, a
@@ -80,6 +80,11 @@ for t in user refcopy link oldrun fake-link fake-text; do
 done
 expect_refusal "check --jobs 2 --out user" "not a run directory of ampcheck" -- \
   "$amp" check "$sc" "$sc2" --jobs 2 --references "$w/refs" --out "$p/user" --force
+for t in user oldrun fake-text; do  # localize and sweep: the same run directories, refused before any training
+  expect_refusal "localize --out $t" "not a run directory of ampcheck" -- \
+    "$amp" localize "$sc" --references "$w/refs" --out "$p/$t" --force
+  expect_refusal "sweep --out $t" "not a run directory of ampcheck" -- "$amp" sweep --out "$p/$t" --force -- true
+done
 for t in recording.h5 notes.h5 ref-link.h5 user; do
   expect_refusal "reference --out $t" "refusing to replace" -- \
     "$amp" reference "$w/rec/tiny-mlp.h5" --spread "seed:$w/rec/tiny-mlp.h5" --out "$p/$t" --force
