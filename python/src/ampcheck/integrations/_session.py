@@ -20,6 +20,12 @@ from ampcheck.under_plan import UnderPlan
 
 
 class RecordingSession:
+    """What every integration holds: its arguments (checked before any training), the preflight findings, the sweep's
+    plan, and the Recorder once training starts. The HF and Lightning callbacks are RecordingSessions: this __init__
+    is theirs (its arguments are theirs), and each sets up its own state in _own_state()."""
+
+    stop_raises = False  # the live guard's stop: the trainer stops (False) or GuardStop from step() (a plain loop)
+
     def __init__(
         self,
         path: str,
@@ -35,7 +41,6 @@ class RecordingSession:
         judge_every: int = 50,
         stop_on: Sequence[str] = (),
         per_rank: bool = False,
-        stop_raises: bool = False,
     ) -> None:
         self.path, self.attributes, self.probe_every, self.overwrite = (
             path,
@@ -45,7 +50,7 @@ class RecordingSession:
         )
         # the live guard (ampcheck/guard.py) and the ranks that record (rank 0, or each rank its own file: per_rank)
         self.reference, self.judge_every, self.stop_on = reference, judge_every, tuple(stop_on)
-        self.per_rank, self.stop_raises = per_rank, stop_raises
+        self.per_rank = per_rank
         if reference is not None:  # bad arguments refused now, before any training (the Recorder checks them again)
             check_arguments(reference, judge_every, stop_on)
         self.run_preflight, self.snapshot_every = run_preflight, snapshot_every
@@ -61,6 +66,10 @@ class RecordingSession:
         self.plan: Plan | None = current_plan()
         self.under_plan: UnderPlan | None = None  # set by the integration once it applied (or refused) the plan
         self._skipper: StepWrapper | None = None
+        self._own_state()
+
+    def _own_state(self) -> None:
+        """The integration's own state, set up at the end of __init__ (the callbacks override it)."""
 
     def skip_first(self) -> bool:
         """Whether this run does not take its first optimizer step (skip_first_step, perturbation 'skip', the plan)."""

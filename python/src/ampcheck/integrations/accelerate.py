@@ -51,7 +51,7 @@ def ampcheck_recorder(
     **recorder_kwargs: Any,
 ) -> Recorder:
     mixed = str(accelerator.mixed_precision)
-    recorder_kwargs.setdefault("stop_raises", True)  # a plain loop: the live guard's stop is GuardStop from step()
+    stop_raises = recorder_kwargs.pop("stop_raises", True)  # a plain loop: the guard's stop is GuardStop from step()
     session = RecordingSession(
         path,
         attributes=attributes,
@@ -60,6 +60,7 @@ def ampcheck_recorder(
         skip_first_step=skip_first_step,
         **recorder_kwargs,
     )
+    session.stop_raises = bool(stop_raises)
     inner = accelerator.unwrap_model(model)
     scaler = getattr(accelerator, "scaler", None)
     if session.plan is not None:

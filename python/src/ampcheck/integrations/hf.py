@@ -29,7 +29,6 @@ plan the Trainer cannot train (fp8 without torchao, fp16-master-weights) is reco
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -40,44 +39,14 @@ from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState,
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import PlanHooks, StepWrapper
-from ampcheck.recorder import DEFAULT_PROBE_EVERY, unwrap_optimizer
+from ampcheck.recorder import unwrap_optimizer
 from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
 
 _MIXED = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "no"}
 
 
 class AmpcheckCallback(TrainerCallback, RecordingSession):
-    def __init__(
-        self,
-        path: str,
-        *,
-        attributes: dict[str, str] | None = None,
-        probe_every: int = DEFAULT_PROBE_EVERY,
-        overwrite: bool = False,
-        run_preflight: bool = True,
-        snapshot_every: int | None = None,
-        perturbation: str | None = None,
-        skip_first_step: bool = False,
-        reference: str | None = None,
-        judge_every: int = 50,
-        stop_on: Sequence[str] = (),
-        per_rank: bool = False,
-    ) -> None:
-        RecordingSession.__init__(
-            self,
-            path,
-            attributes=attributes,
-            probe_every=probe_every,
-            overwrite=overwrite,
-            run_preflight=run_preflight,
-            snapshot_every=snapshot_every,
-            perturbation=perturbation,
-            skip_first_step=skip_first_step,
-            reference=reference,
-            judge_every=judge_every,
-            stop_on=stop_on,
-            per_rank=per_rank,
-        )
+    def _own_state(self) -> None:  # (RecordingSession.__init__ takes the arguments, then calls this)
         self._losses: list[torch.Tensor] = []
         self._tokens = 0
         self._hook: RemovableHandle | None = None

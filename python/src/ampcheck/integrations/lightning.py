@@ -25,7 +25,6 @@ for `skip`; `trainer.should_stop` once the plan's max_steps are recorded, at the
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import lightning.pytorch as L
@@ -37,7 +36,6 @@ from torch.amp.grad_scaler import GradScaler
 from ampcheck.integrations._session import RecordingSession
 from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import PlanHooks
-from ampcheck.recorder import DEFAULT_PROBE_EVERY
 from ampcheck.under_plan import UnderPlan, check, fp8_convert
 
 
@@ -47,37 +45,7 @@ def _mixed(precision: str) -> str | None:
 
 
 class AmpcheckLightningCallback(Callback, RecordingSession):
-    def __init__(
-        self,
-        path: str,
-        *,
-        attributes: dict[str, str] | None = None,
-        probe_every: int = DEFAULT_PROBE_EVERY,
-        overwrite: bool = False,
-        run_preflight: bool = True,
-        snapshot_every: int | None = None,
-        perturbation: str | None = None,
-        skip_first_step: bool = False,
-        reference: str | None = None,
-        judge_every: int = 50,
-        stop_on: Sequence[str] = (),
-        per_rank: bool = False,
-    ) -> None:
-        RecordingSession.__init__(
-            self,
-            path,
-            attributes=attributes,
-            probe_every=probe_every,
-            overwrite=overwrite,
-            run_preflight=run_preflight,
-            snapshot_every=snapshot_every,
-            perturbation=perturbation,
-            skip_first_step=skip_first_step,
-            reference=reference,
-            judge_every=judge_every,
-            stop_on=stop_on,
-            per_rank=per_rank,
-        )
+    def _own_state(self) -> None:  # (RecordingSession.__init__ takes the arguments, then calls this)
         self._losses: list[torch.Tensor] = []
         self._global_step = 0
 
