@@ -13,9 +13,9 @@
 
 namespace ampcheck::usecases {
 
-struct FleetRankRow {
-  int64_t rank = 0, local_rank = 0, group = 0;
-  std::string host, device, device_name, gpu_uuid, pci_bus, cpu_model, golden_class, plants;
+// A rank's row: where it runs (validate::FleetRankPlace, from its identity), its group and how it voted.
+struct FleetRankRow : validate::FleetRankPlace {
+  int64_t group = 0;
   // agrees | outlier | no majority | run failed | group differs from its golden
   std::string status;
   bool pass = false;
@@ -27,17 +27,8 @@ struct FleetRankRow {
 };
 template <class V>
 void visit_fields(FleetRankRow& r, V& v) {
-  v.required("rank", r.rank);
-  v("local_rank", r.local_rank);
+  validate::visit_place_fields(r, v);
   v("group", r.group);
-  v("host", r.host);
-  v("device", r.device);
-  v("device_name", r.device_name);
-  v("gpu_uuid", r.gpu_uuid);
-  v("pci_bus", r.pci_bus);
-  v("cpu_model", r.cpu_model);
-  v("golden_class", r.golden_class);
-  v("plants", r.plants);
   v.required("status", r.status);
   v.required("pass", r.pass);
   v("repetitions", r.repetitions);

@@ -107,17 +107,8 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
   for (const auto& id : ids) {
     const auto k = static_cast<size_t>(id.rank);
     FleetRankRow r;
-    r.rank = id.rank;
-    r.local_rank = id.local_rank;
+    static_cast<validate::FleetRankPlace&>(r) = id;  // where it runs, as its identity says
     r.group = group_of[id.rank];
-    r.host = id.host;
-    r.device = id.device;
-    r.device_name = id.device_name;
-    r.gpu_uuid = id.gpu_uuid;
-    r.pci_bus = id.pci_bus;
-    r.cpu_model = id.cpu_model;
-    r.golden_class = id.golden_class;
-    r.plants = id.plants;
     r.repetitions = s.repetitions;
     r.disagreements = disagreements[k];
     r.rate = std::to_string(r.disagreements) + "/" + std::to_string(r.repetitions);

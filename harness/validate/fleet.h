@@ -28,25 +28,22 @@ void visit_fields(FleetKeyValue& r, V& v) {
   v.required("value", r.value);
 }
 
-// Who a rank is, sent once (before anything trains): where it runs, its stack, and whether it could prepare.
-struct FleetRankIdentity {
-  int64_t rank = 0, local_rank = 0, world_size = 1;
+// Where a rank runs and what was aimed at it: what its identity and its row in the fleet report share.
+struct FleetRankPlace {
+  int64_t rank = 0, local_rank = 0;
   std::string host;         // gethostname
   std::string device;       // "cpu", "cuda:3"
   std::string device_name;  // "NVIDIA H100 80GB HBM3", or the CPU model
   std::string gpu_uuid;     // "GPU-8f6c..." where the driver gives it, else ""
   std::string pci_bus;      // "0000:19:00.0" where the driver gives it, else ""
   std::string cpu_model;
-  std::string golden_class;                // validate::golden_class of its fingerprint
-  std::vector<FleetKeyValue> fingerprint;  // engine::stack_fingerprint of its device
-  std::string plants;                      // the plants aimed at this rank (--plant-rank), as given
-  std::string error;                       // non-empty: bad input on this rank (every rank then exits 2)
+  std::string golden_class;  // validate::golden_class of its fingerprint
+  std::string plants;        // the plants aimed at this rank (--plant-rank), as given
 };
 template <class V>
-void visit_fields(FleetRankIdentity& r, V& v) {
+void visit_place_fields(FleetRankPlace& r, V& v) {
   v.required("rank", r.rank);
   v("local_rank", r.local_rank);
-  v("world_size", r.world_size);
   v("host", r.host);
   v("device", r.device);
   v("device_name", r.device_name);
@@ -54,8 +51,20 @@ void visit_fields(FleetRankIdentity& r, V& v) {
   v("pci_bus", r.pci_bus);
   v("cpu_model", r.cpu_model);
   v("golden_class", r.golden_class);
-  v("fingerprint", r.fingerprint);
   v("plants", r.plants);
+}
+
+// Who a rank is, sent once (before anything trains): where it runs, its stack, and whether it could prepare.
+struct FleetRankIdentity : FleetRankPlace {
+  int64_t world_size = 1;
+  std::vector<FleetKeyValue> fingerprint;  // engine::stack_fingerprint of its device
+  std::string error;                       // non-empty: bad input on this rank (every rank then exits 2)
+};
+template <class V>
+void visit_fields(FleetRankIdentity& r, V& v) {
+  visit_place_fields(r, v);
+  v("world_size", r.world_size);
+  v("fingerprint", r.fingerprint);
   v("error", r.error);
 }
 
