@@ -25,12 +25,12 @@ v="$work/venv/bin"
   { cat "$work/pip.time"; fail "pip install ./python"; }
 echo "pip install ./python (the tests' build packaged): $(grep real "$work/pip.time")"
 cd "$work"
-where=$("$v/python" -c 'import ampcheck, os; print(os.path.dirname(ampcheck.__file__))')
+read -r where version < <("$v/python" -c 'import ampcheck, os; print(os.path.dirname(ampcheck.__file__), ampcheck.__version__)')
 case "$where" in "$work/venv/"*) ;; *) fail "ampcheck imported from $where, not the venv";; esac
 [ -x "$v/ampcheck" ] || fail "no ampcheck console command in the venv"
 [ -x "$where/bin/ampcheck" ] || fail "no ampcheck executable in the installed package ($where/bin)"
 ls "$where"/_native*.so > /dev/null || fail "no extension module ampcheck._native in the installed package"
-version=$("$v/python" -c 'import ampcheck; print(ampcheck.__version__)')
+[ -n "$version" ] || fail "no ampcheck.__version__"
 grep -q "project(ampcheck VERSION $version" "$src/CMakeLists.txt" || fail "ampcheck.__version__ $version is not CMake's"
 # the console command runs the packaged tool: no AMPCHECK_BIN, nothing else on PATH
 unset AMPCHECK_BIN
