@@ -16,10 +16,12 @@ build=$(cd "$(dirname "$amp")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-"$py" -m venv --system-site-packages "$work/venv"
+# (no pip of its own: ensurepip is most of a venv's creation time; the system's pip, seen through
+# --system-site-packages and run by the venv's python, installs into the venv — the checks below say where)
+"$py" -m venv --system-site-packages --without-pip "$work/venv"
 v="$work/venv/bin"
 # the package build's own directory is the test's (build-dir): nothing is written into the source checkout
-( time "$v/pip" install -q --no-index --no-build-isolation --no-deps "$src/python" \
+( time "$v/python" -m pip install -q --no-index --no-build-isolation --no-deps "$src/python" \
     --config-settings=build-dir="$work/package-build" \
     --config-settings=cmake.define.AMPCHECK_PREBUILT_DIR="$build" ) 2> "$work/pip.time" ||
   { cat "$work/pip.time"; fail "pip install ./python"; }
