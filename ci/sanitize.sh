@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The sanitizer slice (docs/ROBUSTNESS.md): configures and builds the `sanitize` preset (clang, ASan + UBSan, the
-# libFuzzer targets; build-sanitize/) and runs CTest label `sanitize` — every unit test, a slice of the cpu tests and
-# the fuzz smoke (each fuzz target FUZZ_SECONDS, default 5). Part of ci/test.sh; `ctest --preset sanitize-all` after
-# it runs every test under the sanitizers. Needs `ci/setup.sh --with-sanitizers`.
+# libFuzzer targets; build-sanitize/) and runs CTest label `sanitize` — every unit test that runs the build's code, a
+# slice of the cpu tests and the fuzz smoke (each fuzz target FUZZ_SECONDS, default 5). Part of ci/test.sh;
+# `ctest --preset sanitize-all` after it runs every test under the sanitizers. Needs `ci/setup.sh --with-sanitizers`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f build-sanitize/CMakeCache.txt ]; then

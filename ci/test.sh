@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (ci/setup.sh), checks the C++ formatting (ci/format_check.sh), builds,
 # and runs every CTest test (labels unit, cpu, gpu; gpu tests skip themselves where there is no GPU) plus the `ci`
-# suite through the CLI, and report.html in headless Chromium. The tests of the sanitizer slice (label sanitize: every
-# unit test and a cpu slice) run in the sanitizer build instead (ci/sanitize.sh: ASan + UBSan, with the fuzz smoke);
-# SANITIZE=0 runs them here and builds no sanitizer build. Label extended (longer variants: `ctest -L extended`) is
-# not run here.
+# suite through the CLI, and report.html in headless Chromium. The tests of the sanitizer slice (label sanitize: the
+# unit tests that run the build's code and a cpu slice) run in the sanitizer build instead (ci/sanitize.sh: ASan +
+# UBSan, with the fuzz smoke); SANITIZE=0 runs them here and builds no sanitizer build. Label extended (longer
+# variants: `ctest -L extended`) is not run here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh --with-browser --with-python-tests --with-sanitizers
@@ -19,7 +19,7 @@ if [ "${SANITIZE:-1}" != 0 ] && ! nvidia-smi -L > /dev/null 2>&1; then
   bash ci/sanitize.sh
 elif [ "${SANITIZE:-1}" != 0 ]; then
   bash ci/build.sh
-  # every test once: those of the sanitizer slice (label sanitize: every unit test, a cpu slice) under ASan + UBSan
+  # every test once: those of the sanitizer slice (label sanitize: the unit tests, a cpu slice) under ASan + UBSan
   # (clang), the others here (GCC, Release) — the slice's Release run would repeat them, uninstrumented
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2 -LE '^(sanitize|extended)$'
   bash ci/sanitize.sh

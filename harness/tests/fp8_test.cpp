@@ -226,14 +226,14 @@ TEST(Fp8, LlamaBlockLinearsRunInFp8AndTrain) {
   EXPECT_LT(t.rows.back()[trajectory::kLoss], t.rows.front()[trajectory::kLoss]);
 }
 
-// probe_every 3: fractions on steps 0, 3, 6, 9 only; the scale on every step.
+// probe_every 3: fractions on steps 0 and 3 only (4 steps: the CPU's FP8 emulation is slow); the scale on every step.
 TEST(Fp8, ProbesFollowProbeEvery) {
-  engine::RunConfig cfg = fp8_micro(engine::Fp8Scaling::Delayed, 8);
+  engine::RunConfig cfg = fp8_micro(engine::Fp8Scaling::Delayed, 4);
   cfg.loop.probe_every = 3;
   engine::Trainer trainer(cfg, at::kCPU);
   ASSERT_EQ(trainer.run().status, engine::RunOutcome::Status::Completed);
   const auto& t = trainer.trajectory();
-  for (size_t s = 0; s < 8; ++s) {
+  for (size_t s = 0; s < 4; ++s) {
     EXPECT_EQ(std::isfinite(t.fp8.saturated[s][0]), s % 3 == 0) << s;
     EXPECT_TRUE(std::isfinite(t.fp8.scale[s][0])) << s;
   }
@@ -258,33 +258,34 @@ TEST(Fp8, PlantedSpikeIsExactInFp32) {
 }
 
 // The spike on a delayed-scaling run saturates that block's c_fc input at the spike steps; current scaling does not.
+// (Step 3 of 4: the delayed scale has 3 steps of history by then; the CPU's FP8 emulation is slow.)
 TEST(Fp8, SpikeSaturatesOnlyADelayedScale) {
   inject::InjectionConfig c;
   c.kind = inject::InjectionKind::ActivationScale;
   c.at = models::ActivationSite::MlpInputSpike;
   c.factor = 1024;
   c.block = 1;
-  c.steps = {6};
+  c.steps = {3};
   for (auto scaling : {engine::Fp8Scaling::Delayed, engine::Fp8Scaling::Current}) {
-    engine::RunConfig cfg = fp8_micro(scaling, 8);
+    engine::RunConfig cfg = fp8_micro(scaling, 4);
     ampcheck::inject::set_injections(cfg, {c});
     engine::Trainer trainer(cfg, at::kCPU);
     ASSERT_EQ(trainer.run().status, engine::RunOutcome::Status::Completed);
     const auto& t = trainer.trajectory();
     const size_t idx = std::find(t.fp8.casts.begin(), t.fp8.casts.end(), "h.1.mlp.c_fc.x") - t.fp8.casts.begin();
     ASSERT_LT(idx, t.fp8.casts.size());
-    if (scaling == engine::Fp8Scaling::Delayed) EXPECT_GT(t.fp8.saturated[6][idx], 0.5);
+    if (scaling == engine::Fp8Scaling::Delayed) EXPECT_GT(t.fp8.saturated[3][idx], 0.5);
     else
-      EXPECT_LT(t.fp8.saturated[6][idx], 0.01);
-    EXPECT_LT(t.fp8.saturated[5][idx], 0.01);
+      EXPECT_LT(t.fp8.saturated[3][idx], 0.01);
+    EXPECT_LT(t.fp8.saturated[2][idx], 0.01);
   }
 }
 
-// Delayed scaling's amax histories travel in checkpoints: a run restarted from a checkpoint at step 3 is bit-identical
-// to an uninterrupted one (its scales come from the same histories).
+// Delayed scaling's amax histories travel in checkpoints: a run restarted from a checkpoint at step 2 is bit-identical
+// to an uninterrupted one (its scales come from the same histories: 2 steps of them at the restart).
 TEST(Fp8, DelayedScalingResumesBitIdentically) {
-  engine::RunConfig plain = fp8_micro(engine::Fp8Scaling::Delayed, 6), resumed = plain;
-  resumed.loop.resume_at = 3;
+  engine::RunConfig plain = fp8_micro(engine::Fp8Scaling::Delayed, 4), resumed = plain;
+  resumed.loop.resume_at = 2;
   engine::Trainer a(plain, at::kCPU), b(resumed, at::kCPU);
   ASSERT_EQ(a.run().status, engine::RunOutcome::Status::Completed);
   ASSERT_EQ(b.run().status, engine::RunOutcome::Status::Completed);

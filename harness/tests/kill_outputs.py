@@ -154,13 +154,13 @@ def main():
                  f"{work}/J", "dir"),
             Case("reference", [amp, "reference", f"{runs}/fp32.h5", "--spread", f"seed:{runs}/fp32-seed.h5",
                                f"skip:{runs}/fp32-skip.h5", "--out", f"{work}/R.h5", "--force"], f"{work}/R.h5", "files"),
-            Case("record", [amp, "record", sc, "--device", "cpu", "--steps", "60", "--references", f"{work}/refs",
+            Case("record", [amp, "record", sc, "--device", "cpu", "--steps", "30", "--references", f"{work}/refs",
                             "--force"], f"{work}/refs", "files"),
             Case("compare", [amp, "compare", f"{work}/A", f"{work}/B"], f"{work}/A", "compare"),
             Case("report", [amp, "report", f"{work}/B", "--force"], f"{work}/B", "report"),
             Case("check", [amp, "check", sc, "--device", "cpu", "--jobs", "1", "--out", f"{work}/C", "--force"],
                  f"{work}/C", "dir"),  # (the scenario's own steps: its committed reference)
-            Case("run", [amp, "run", sc, "--device", "cpu", "--steps", "300", "--out", f"{work}/U", "--force"],
+            Case("run", [amp, "run", sc, "--device", "cpu", "--steps", "100", "--out", f"{work}/U", "--force"],
                  f"{work}/U", "trajectories"),
         ]
         if a.only:

@@ -1,7 +1,8 @@
 // Our Llama against transformers' LlamaForCausalLM (harness/tests/oracle/llama_hf.py, the installed transformers)
 // built from the same config and the same weights: forward logits and every parameter's gradient after one
-// backward, both in FP32. The engine's parameter names are HF's state-dict names, so the export is the parameter list
-// itself (the script loads it strictly). Also: the names a config registers are the ones parameter_names() lists.
+// backward, both in FP32 (one Python process computes transformers' side of both configurations). The engine's
+// parameter names are HF's state-dict names, so the export is the parameter list itself (the script loads it strictly).
+// Also: the names a config registers are the ones parameter_names() lists.
 #include "engine/checkpoint.h"
 #include "models/llama.h"
 
@@ -14,6 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
 #include <unistd.h>
 
 using namespace ampcheck;
@@ -44,46 +48,88 @@ double relative_max_error(const at::Tensor& got, const at::Tensor& want) {
   return scale > 0 ? err / scale : err;
 }
 
-void expect_matches_transformers(const models::ModelConfig& cfg) {
-  auto model = models::make_model(cfg);
+// The two configurations compared (one transformers process answers both: its import is most of the test's time).
+std::vector<models::ModelConfig> parity_configs() {
+  return {small_llama(/*n_kv_head=*/2, /*tied=*/false, 10000.0, /*sdpa=*/true),
+          small_llama(/*n_kv_head=*/4, /*tied=*/true, 500000.0, /*sdpa=*/false)};
+}
+
+// The model with its weights randomised, and a batch: the same every call (fixed generators).
+struct ParityCase {
+  std::unique_ptr<models::Model> model;
+  at::Tensor inputs, targets;
+};
+ParityCase make_case(const models::ModelConfig& cfg) {
+  ParityCase c{models::make_model(cfg), {}, {}};
   {
     // HF's init (N(0, 0.02), unit norms) keeps activations near zero, where a wrong rotation or a swapped gate / up
     // hides below fp32 noise: randomise everything to O(1) scale
     at::NoGradGuard no_grad;
     at::Generator init = at::make_generator<at::CPUGeneratorImpl>(5);
-    for (auto& p : model->parameters()) {
+    for (auto& p : c.model->parameters()) {
       const bool matrix = p.tensor.dim() == 2;
       const double std = matrix ? 1.0 / std::sqrt(static_cast<double>(p.tensor.size(1))) : 0.5;
       p.tensor.copy_(at::normal(0.0, std, p.tensor.sizes(), init) + (matrix ? 0.0 : 1.0));
     }
   }
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
-  at::Tensor inputs = at::randint(cfg.vocab_size, {3, 29}, gen, at::kLong);
-  at::Tensor targets = at::randint(cfg.vocab_size, {3, 29}, gen, at::kLong);
+  c.inputs = at::randint(cfg.vocab_size, {3, 29}, gen, at::kLong);
+  c.targets = at::randint(cfg.vocab_size, {3, 29}, gen, at::kLong);
+  return c;
+}
 
-  std::vector<std::pair<std::string, at::Tensor>> ts = {{"inputs", inputs}, {"targets", targets}};
-  for (const auto& p : model->parameters()) ts.emplace_back("model/" + p.name, p.tensor.detach());
-  const std::string dir = ::testing::TempDir(), tag = std::to_string(getpid()) + "_" + std::to_string(cfg.n_kv_head);
-  const std::string in = dir + "/llama_hf_in_" + tag, out = dir + "/llama_hf_out_" + tag;
-  engine::write_checkpoint(in, ts,
-                           {{"n_layer", cfg.n_layer},
-                            {"n_head", cfg.n_head},
-                            {"n_kv_head", cfg.n_kv_head},
-                            {"n_embd", cfg.n_embd},
-                            {"mlp_hidden", cfg.mlp_hidden},
-                            {"block_size", cfg.block_size},
-                            {"vocab_size", cfg.vocab_size},
-                            {"rope_theta", cfg.rope_theta},
-                            {"rms_norm_eps", cfg.rms_norm_eps},
-                            {"tie_embeddings", cfg.tie_embeddings},
-                            {"attention", cfg.sdpa ? "sdpa" : "eager"}});
-  const std::string cmd =
-      std::string(AMPCHECK_PYTHON) + " " + AMPCHECK_TESTS_DIR + "/oracle/llama_hf.py " + in + " " + out;
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << "transformers' side failed: " << cmd;
-  const auto hf = engine::read_checkpoint(out);
-  std::remove(in.c_str());
-  std::remove(out.c_str());
+// transformers' side of every parity config, computed once per test process (llama_hf.py IN OUT [IN OUT ...]);
+// empty with *error set when the script failed.
+const std::vector<engine::Checkpoint>& hf_outputs(std::string* error) {
+  static std::vector<engine::Checkpoint> outputs;
+  static std::string failure;
+  static bool done = false;
+  if (!done) {
+    done = true;
+    const auto configs = parity_configs();
+    const std::string dir = ::testing::TempDir(), tag = std::to_string(getpid());
+    std::vector<std::string> ins, outs;
+    std::string cmd = std::string(AMPCHECK_PYTHON) + " " + AMPCHECK_TESTS_DIR + "/oracle/llama_hf.py";
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const models::ModelConfig& cfg = configs[i];
+      ParityCase c = make_case(cfg);
+      std::vector<std::pair<std::string, at::Tensor>> ts = {{"inputs", c.inputs}, {"targets", c.targets}};
+      for (const auto& p : c.model->parameters()) ts.emplace_back("model/" + p.name, p.tensor.detach());
+      ins.push_back(dir + "/llama_hf_in_" + tag + "_" + std::to_string(i));
+      outs.push_back(dir + "/llama_hf_out_" + tag + "_" + std::to_string(i));
+      engine::write_checkpoint(ins.back(), ts,
+                               {{"n_layer", cfg.n_layer},
+                                {"n_head", cfg.n_head},
+                                {"n_kv_head", cfg.n_kv_head},
+                                {"n_embd", cfg.n_embd},
+                                {"mlp_hidden", cfg.mlp_hidden},
+                                {"block_size", cfg.block_size},
+                                {"vocab_size", cfg.vocab_size},
+                                {"rope_theta", cfg.rope_theta},
+                                {"rms_norm_eps", cfg.rms_norm_eps},
+                                {"tie_embeddings", cfg.tie_embeddings},
+                                {"attention", cfg.sdpa ? "sdpa" : "eager"}});
+      cmd += " " + ins.back() + " " + outs.back();
+    }
+    if (std::system(cmd.c_str()) != 0) failure = "transformers' side failed: " + cmd;
+    else
+      for (const auto& out : outs) outputs.push_back(engine::read_checkpoint(out));
+    for (const auto& f : ins) std::remove(f.c_str());
+    for (const auto& f : outs) std::remove(f.c_str());
+  }
+  *error = failure;
+  return outputs;
+}
 
+void expect_matches_transformers(size_t which) {
+  const models::ModelConfig cfg = parity_configs().at(which);
+  std::string error;
+  const auto& all = hf_outputs(&error);
+  ASSERT_TRUE(error.empty()) << error;
+  const auto& hf = all.at(which);
+  ParityCase c = make_case(cfg);
+  auto& model = c.model;
+  const at::Tensor &inputs = c.inputs, &targets = c.targets;
   auto* llama = dynamic_cast<models::Llama*>(model.get());
   ASSERT_NE(llama, nullptr);
   at::Tensor logits;
@@ -123,13 +169,10 @@ void expect_matches_transformers(const models::ModelConfig& cfg) {
 
 }  // namespace
 
-TEST(ModelLlamaParity, GqaUntiedSdpaMatchesTransformersLlamaForCausalLM) {
-  expect_matches_transformers(small_llama(/*n_kv_head=*/2, /*tied=*/false, 10000.0, /*sdpa=*/true));
-}
+// parity_configs()[0]: GQA (2 KV heads of 4), untied, SDPA; [1]: MHA, tied, eager attention, rope theta 500000
+TEST(ModelLlamaParity, GqaUntiedSdpaMatchesTransformersLlamaForCausalLM) { expect_matches_transformers(0); }
 
-TEST(ModelLlamaParity, MhaTiedEagerLongThetaMatchesTransformersLlamaForCausalLM) {
-  expect_matches_transformers(small_llama(/*n_kv_head=*/4, /*tied=*/true, 500000.0, /*sdpa=*/false));
-}
+TEST(ModelLlamaParity, MhaTiedEagerLongThetaMatchesTransformersLlamaForCausalLM) { expect_matches_transformers(1); }
 
 TEST(ModelLlama, ParameterNamesAreTheRegisteredOnesInHfOrder) {
   for (bool tied : {false, true}) {

@@ -34,8 +34,9 @@ with Recorder("unused.h5", model, opt) as rec:
             raise RuntimeError("planted failure at step 3")
 PY
 t0=$SECONDS
-# the limit: far above an FP32 run (a torch import and 10 steps of a tiny MLP), far below a CTest timeout
-"$ampcheck" sweep --out "$work/s" --steps 10 --timeout 20 -- "$python" "$work/misbehave.py" > "$work/s.log" 2>&1 \
+# the limit: 5x an FP32 run on 2 idle cores (2 s: a torch import and 10 steps of a tiny MLP; twice that with both
+# cores busy), well below a CTest timeout; the hung run waits it out
+"$ampcheck" sweep --out "$work/s" --steps 10 --timeout 10 -- "$python" "$work/misbehave.py" > "$work/s.log" 2>&1 \
   || { cat "$work/s.log"; fail "the sweep exited non-zero"; }
 "$python" - "$work/s/sweep.json" <<'PY' || { cat "$work/s.log"; exit 1; }
 import json, sys

@@ -1,6 +1,8 @@
 """Crash-safe recording: a recorded loop killed with SIGKILL leaves a whole file up to its last snapshot (status
 running); SIGTERM leaves every step recorded (status interrupted); a loop that never calls close() is completed with a
-note; `ampcheck judge` judges the partial runs as such."""
+note; `ampcheck judge` judges the partial runs as such. A signal is sent after a random number of recorded steps (the
+loop reports each) plus a random fraction of a step, so it lands anywhere in a step — a snapshot's write included —
+whatever the machine's speed, and no test waits longer than the steps it needs."""
 
 import os
 import random
@@ -12,7 +14,10 @@ import time
 import h5py
 import numpy as np
 
+import crash_loop
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+STEP_SLEEP = 0.01  # crash_loop.py's sleep per step (its default)
 
 
 def start(path, steps=400, snapshot=5):
@@ -20,9 +25,20 @@ def start(path, steps=400, snapshot=5):
         [sys.executable, os.path.join(HERE, "crash_loop.py"), path, str(steps), str(snapshot)],
         stdout=subprocess.PIPE,
         text=True,
+        env=dict(os.environ, CRASH_LOOP_PROGRESS="1"),
     )
     assert p.stdout.readline().strip() == "ready"
     return p
+
+
+def kill_after(p, steps, sig, rng):
+    """Sends sig once the loop has recorded `steps` steps, then a random fraction of a step later."""
+    for line in p.stdout:
+        if int(line) >= steps:
+            break
+    time.sleep(rng.uniform(0, STEP_SLEEP))
+    p.send_signal(sig)
+    return p.wait()
 
 
 def check_file(path, snapshot):
@@ -39,20 +55,14 @@ def test_sigkill_leaves_whole_files_up_to_the_last_snapshot(tmp_path):
     rng = random.Random(1)
     for i in range(4):
         path = str(tmp_path / f"k{i}.h5")
-        p = start(path)
-        time.sleep(rng.uniform(0.3, 1.5))
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+        kill_after(start(path), rng.randint(6, 60), signal.SIGKILL, rng)  # past the first snapshot (step 5)
         status, n = check_file(path, 5)
         assert status == "running" and n % 5 == 0 and n > 0, (status, n)
 
 
 def test_sigterm_records_every_step_as_interrupted(tmp_path):
     path = str(tmp_path / "t.h5")
-    p = start(path)
-    time.sleep(0.8)
-    p.send_signal(signal.SIGTERM)
-    rc = p.wait()
+    rc = kill_after(start(path), 12, signal.SIGTERM, random.Random(2))
     assert rc == -signal.SIGTERM  # the default handler still ends the process with the signal
     with h5py.File(path) as f:
         assert f.attrs["status"] == "interrupted"
@@ -82,14 +92,8 @@ def test_judge_judges_a_killed_run_as_partial(tmp_path):
 
         pytest.skip("AMPCHECK_BIN not set (CTest sets it)")
     d = str(tmp_path)
-    for name, seed in (("fp32", "0"), ("seed", "1")):
-        assert (
-            subprocess.run(
-                [sys.executable, os.path.join(HERE, "crash_loop.py"), f"{d}/{name}.h5", "100", "10", seed, "0"],
-                stdout=subprocess.DEVNULL,
-            ).returncode
-            == 0
-        )
+    for name, seed in (("fp32", 0), ("seed", 1)):  # complete runs: the same loop, in this process, no sleep
+        crash_loop.train(f"{d}/{name}.h5", 100, 10, seed=seed, sleep=0)
     assert (
         subprocess.run(
             [binary, "reference", f"{d}/fp32.h5", "--spread", f"seed:{d}/seed.h5", "--out", f"{d}/ref.h5"],
@@ -97,10 +101,7 @@ def test_judge_judges_a_killed_run_as_partial(tmp_path):
         ).returncode
         == 0
     )
-    p = start(f"{d}/killed.h5", steps=100, snapshot=10)
-    time.sleep(0.6)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    kill_after(start(f"{d}/killed.h5", steps=100, snapshot=10), 45, signal.SIGKILL, random.Random(3))
     r = subprocess.run(
         [binary, "judge", f"{d}/killed.h5", "--reference", f"{d}/ref.h5", "--out", f"{d}/j"],
         stdout=subprocess.PIPE,
@@ -112,10 +113,8 @@ def test_judge_judges_a_killed_run_as_partial(tmp_path):
 
 def test_sigint_is_interrupted_with_every_recorded_step(tmp_path):
     path = str(tmp_path / "i.h5")
-    p = start(path, snapshot=1000)  # no snapshot: what the file holds comes from the KeyboardInterrupt
-    time.sleep(0.8)
-    p.send_signal(signal.SIGINT)
-    p.wait()
+    # no snapshot: what the file holds comes from the KeyboardInterrupt
+    kill_after(start(path, snapshot=1000), 12, signal.SIGINT, random.Random(4))
     with h5py.File(path) as f:
         assert f.attrs["status"] == "interrupted" and "SIGINT" in f.attrs["note"]
         assert len(f["steps/loss"]) > 0

@@ -67,9 +67,9 @@ def test_fp16_on_a_cpu_without_a_scaler_is_named_not_in_effect(out):
 def test_pure_bf16_at_a_small_lr_is_caught(out, tmp_path):
     # its own reference at the small lr (the same Trainer, FP32)
     d = str(tmp_path)
-    hf_util.make_reference(d, hf_util.run, lr=2e-5, steps=60)
+    hf_util.make_reference(d, hf_util.run, lr=2e-5, steps=hf_util.LOST_UPDATE_STEPS)
     with pytest.warns(UserWarning, match="lost updates"):
-        hf_util.run(d, "bf16-pure", lr=2e-5, steps=60, bf16_pure=True)
+        hf_util.run(d, "bf16-pure", lr=2e-5, steps=hf_util.LOST_UPDATE_STEPS, bf16_pure=True)
     r, row = hf_util.judge(d, "bf16-pure")
     assert row["verdict"] in ("stalls", "diverges"), r.stdout
 

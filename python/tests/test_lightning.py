@@ -116,8 +116,8 @@ def test_half_model_with_grad_scaler_is_caught_by_preflight(out):
 
 def test_pure_bf16_at_a_small_lr_is_caught(tmp_path):
     d = str(tmp_path)
-    hf_util.make_reference(d, run, lr=2e-5, steps=60)
+    hf_util.make_reference(d, run, lr=2e-5, steps=hf_util.LOST_UPDATE_STEPS)
     with pytest.warns(UserWarning, match="lost updates"):
-        run(d, "bf16-true", lr=2e-5, steps=60, precision="bf16-true")
+        run(d, "bf16-true", lr=2e-5, steps=hf_util.LOST_UPDATE_STEPS, precision="bf16-true")
     r, row = hf_util.judge(d, "bf16-true")
     assert row["verdict"] in ("stalls", "diverges"), r.stdout

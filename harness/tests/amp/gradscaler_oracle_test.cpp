@@ -8,8 +8,9 @@
 // These tests feed the same input grads through our GradScaler and C++ twins of those optimizers and require
 // bit-exact agreement at every step: found_inf, whether the step ran, the unscaled grads, the params (and AdamW's step
 // count), the scale and the growth tracker. A second script, gradscaler_errors.py, records the type and text of every
-// error Python raises for a misuse; the C++ scaler must raise the same. PyTorchOracle.* run on the CPU;
-// CudaGradScaler.* run the same comparisons on "cuda" (skipped where there is no CUDA device).
+// error Python raises for a misuse; the C++ scaler must raise the same (gradscaler_all.py runs the three in one
+// process, once per device). PyTorchOracle.* run on the CPU; CudaGradScaler.* run the same comparisons on "cuda"
+// (skipped where there is no CUDA device).
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -222,20 +223,40 @@ void ExpectOracleRunIsRich(const OracleRun& o) {
     EXPECT_GE(o.unscale_steps.size(), 50u) << "too few explicit unscale_() steps";
 }
 
-void RunTraceOracle(const std::string& optimizer, c10::Device device) {
-  TempDir dir;
+// What the Python oracles wrote for one device: both optimizers' traces and the error cases, from one process
+// (gradscaler_all.py runs gradscaler_oracle.py twice and gradscaler_errors.py; a torch import, not three), once per
+// test process and device.
+struct OracleFiles {
+  TempDir sgd, adamw_fused, errors;
+  int rc = -1;
   std::string log;
-  const int rc = test::run_python("gradscaler_oracle.py",
-                                  {"--out", dir.path(), "--optimizer", optimizer, "--device",
-                                   c10::DeviceTypeName(device.type(), /*lower_case=*/true)},
-                                  &log);
-  ASSERT_EQ(rc, 0) << "the Python oracle failed (" << test::python_exe() << "):\n" << log;
+  const TempDir& trace(const std::string& optimizer) const { return optimizer == "sgd" ? sgd : adamw_fused; }
+};
+
+OracleFiles& oracle_files(c10::Device device) {
+  static std::map<std::string, std::unique_ptr<OracleFiles>> by_device;
+  const std::string name = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
+  auto& files = by_device[name];
+  if (!files) {
+    files = std::make_unique<OracleFiles>();
+    files->rc = test::run_python("gradscaler_all.py",
+                                 {"--device", name, "--sgd-out", files->sgd.path(), "--adamw-fused-out",
+                                  files->adamw_fused.path(), "--errors-out", files->errors.file("errors.tsv")},
+                                 &files->log);
+  }
+  return *files;
+}
+
+void RunTraceOracle(const std::string& optimizer, c10::Device device) {
+  OracleFiles& files = oracle_files(device);
+  ASSERT_EQ(files.rc, 0) << "the Python oracle failed (" << test::python_exe() << "):\n" << files.log;
+  const TempDir& dir = files.trace(optimizer);
   const OracleRun oracle(dir.path());
   ExpectOracleRunIsRich(oracle);
   ReplayAndCompare(oracle, device);
   if (::testing::Test::HasFailure()) {
-    dir.keep();
-    ADD_FAILURE() << "oracle files kept in " << dir.path() << " (" << log << ")";
+    (optimizer == "sgd" ? files.sgd : files.adamw_fused).keep();
+    ADD_FAILURE() << "oracle files kept in " << dir.path() << " (" << files.log << ")";
   }
 }
 
@@ -374,12 +395,9 @@ std::map<std::string, std::function<void()>> ErrorCases(c10::Device device) {
 }
 
 void CompareErrors(c10::Device device) {
-  TempDir dir;
-  const std::string out = dir.file("errors.tsv");
-  std::string log;
-  const int rc = test::run_python("gradscaler_errors.py",
-                                  {"--out", out, "--device", c10::DeviceTypeName(device.type(), true)}, &log);
-  ASSERT_EQ(rc, 0) << "the Python error oracle failed (" << test::python_exe() << "):\n" << log;
+  const OracleFiles& files = oracle_files(device);
+  ASSERT_EQ(files.rc, 0) << "the Python oracle failed (" << test::python_exe() << "):\n" << files.log;
+  const std::string out = files.errors.file("errors.tsv");
 
   auto cases = ErrorCases(device);
   std::ifstream in(out);

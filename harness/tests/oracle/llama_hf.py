@@ -6,7 +6,8 @@ names, which are HF's state-dict names ("model/model.layers.0.self_attn.q_proj.w
 "targets" (B, T) int64 and the config in meta; builds LlamaConfig from the meta, loads the state dict strictly (a
 name or shape that does not map one to one fails here), runs model(inputs).logits in float32 with the requested
 attention implementation, the mean next-token cross-entropy on logits.float() against targets, backward, and writes
-"logits", "loss" and "grad/<name>" (float32). Usage: llama_hf.py IN OUT
+"logits", "loss" and "grad/<name>" (float32). Usage: llama_hf.py IN OUT [IN OUT ...] (one OUT per IN: the test's
+configurations in one process, one transformers import)
 """
 import os
 import sys
@@ -20,8 +21,8 @@ from gpt_oracle import read, write  # noqa: E402  (the checkpoint format's reade
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 
-def main():
-    meta, t = read(sys.argv[1])
+def compare(in_path, out_path):
+    meta, t = read(in_path)
     tied = bool(meta["tie_embeddings"])
     cfg = LlamaConfig(
         vocab_size=meta["vocab_size"],
@@ -55,7 +56,14 @@ def main():
     out = {"logits": logits.detach(), "loss": loss.detach().reshape(())}
     for name, p in model.named_parameters():  # a tied weight appears once, as model.embed_tokens.weight
         out["grad/" + name] = p.grad
-    write(sys.argv[2], {"torch": torch.__version__}, out)
+    write(out_path, {"torch": torch.__version__}, out)
+
+
+def main():
+    args = sys.argv[1:]
+    assert args and len(args) % 2 == 0, "usage: llama_hf.py IN OUT [IN OUT ...]"
+    for i in range(0, len(args), 2):
+        compare(args[i], args[i + 1])
 
 
 if __name__ == "__main__":
