@@ -73,13 +73,14 @@ std::vector<std::string> noise_labels(const LoadedReference& r) {
 // One run judged as `ampcheck judge RUN --reference REF [--expect E] [--strategy S] [--strict] [--first-steps N]`
 // judges it (usecases::judge_recording); nothing written. Returns the summary row as JSON.
 std::string judge(const std::string& run, const LoadedReference& reference, const std::string& expect,
-                  const std::string& strategy, int64_t first_steps, bool strict) {
+                  const std::string& strategy, int64_t first_steps, bool strict, bool written_here) {
   usecases::JudgeInputs j;
   j.runs = {run};
   j.reference = reference.path;
   j.expect = expect;
   j.strategy = strategy;
   j.first_steps = first_steps;
+  j.runs_written_here = written_here;
   report::ScenarioSummary row;
   {
     py::gil_scoped_release unlocked;
@@ -188,7 +189,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("noise_labels", &noise_labels);
   m.def("load_reference", &load_reference, py::arg("path"));
   m.def("judge", &judge, py::arg("run"), py::arg("reference"), py::arg("expect"), py::arg("strategy"),
-        py::arg("first_steps"), py::arg("strict"));
+        py::arg("first_steps"), py::arg("strict"), py::arg("written_here") = false);
   m.def("make_reference", &make_reference, py::arg("fp32_run"), py::arg("spread"), py::arg("out"), py::arg("force"));
   m.def("validate", &validate, py::arg("scenarios"), py::arg("suite"), py::arg("device"), py::arg("references"),
         py::arg("out_dir"), py::arg("steps"), py::arg("force"), py::arg("plants"), py::arg("replays"), py::arg("log"));

@@ -147,8 +147,9 @@ void check_same_training(const trajectory::TrajectoryFile& run, const std::strin
   }
 }
 
-trajectory::TrajectoryFile read_external_run(const std::string& path) {
+trajectory::TrajectoryFile read_external_run(const std::string& path, bool contained) {
   if (ends_with(path, ".jsonl")) return read_jsonl_trajectory(path);
+  if (!contained) return trajectory::read_trajectory(path, trajectory::Columns::LossRequired);  // a file we wrote
   return trajectory::read_trajectory_contained(
       path,
       trajectory::Columns::LossRequired);  // a file from outside: read where a crash is contained

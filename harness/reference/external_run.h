@@ -19,7 +19,7 @@ constexpr const char* kTrajectoryFormatName = "ampcheck-trajectory";
 
 trajectory::TrajectoryFile read_jsonl_trajectory(const std::string& path);
 // By the file's extension: .jsonl → read_jsonl_trajectory, anything else → HDF5 with only `loss` required.
-trajectory::TrajectoryFile read_external_run(const std::string& path);
+trajectory::TrajectoryFile read_external_run(const std::string& path, bool contained = true);
 
 // The provenance attributes that must agree between a run and its reference (and between a reference's runs):
 // run_key (the user's name for the training setup), model, model_parameters, dataset, reference_key. Only

@@ -2,7 +2,8 @@
 cpu.python_package runs this with the fresh venv's python, from outside the source tree, after `pip install ./python`):
 
   - ampcheck.make_reference and `ampcheck reference` build the reference from the same FP32 runs;
-  - ampcheck.judge(run, ref) and `ampcheck judge RUN... --reference REF --out DIR` give the same row for every run —
+  - ampcheck.judge(run, ref) and `ampcheck judge RUN... --reference REF --out DIR` give the same row for every run
+    (and ampcheck.judge(..., written_here=True), the live guard's in-process read, the same as the contained one) —
     verdict, PASS / FAIL, deciding signal, margin, message, every signal's comparison and warning — compared as
     summary.json's fields, exactly (numbers to the last bit: both are the same C++ use case, usecases::judge_recording,
     whose numbers summary.json writes with round-trip precision); the CLI's printed table shows the same message;
@@ -79,6 +80,10 @@ def judge_both(runs, ref, out, extra_cli=(), **api_kwargs):
         by_path = ampcheck.judge(os.path.join(RUNS, n + ".h5"), ref, **api_kwargs)
         if not same(api.row, by_path.row):
             fail(f"{n}: judging against a loaded Reference and against its path differ")
+        # the live guard's in-process read (written_here: no forked reader) reads the same file the same way
+        here = ampcheck.judge(os.path.join(RUNS, n + ".h5"), reference, written_here=True, **api_kwargs)
+        if not same(api.row, here.row):
+            fail(f"{n}: judging with written_here=True (read in-process) differs from the contained read")
         compare_rows(f"{n}{' ' + ' '.join(extra_cli) if extra_cli else ''}", api, rows[n], r.stdout)
         passed.append(api.passed)
     if (r.returncode == 0) != all(passed):

@@ -97,8 +97,8 @@ void keep_first_steps(trajectory::Trajectory& t, int64_t n) {
 }
 
 Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref, const std::string& reference_path,
-                 int64_t first_steps) {
-  Input in{path, "", reference::read_external_run(path), ""};
+                 int64_t first_steps, bool written_here) {
+  Input in{path, "", reference::read_external_run(path, !written_here), ""};
   const int64_t recorded = in.file.trajectory.size();
   in.status = attr(in.file, "status", "completed");
   if (in.status != "completed" && in.status != "nonfinite" && in.status != "error" && in.status != "running" &&
@@ -141,7 +141,7 @@ Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref,
 std::vector<Input> read_inputs(const JudgeInputs& j, const trajectory::TrajectoryFile& ref) {
   std::vector<Input> inputs;
   for (const auto& path : j.runs) try {
-      Input in = read_input(path, ref, j.reference, j.first_steps);
+      Input in = read_input(path, ref, j.reference, j.first_steps, j.runs_written_here);
       for (const auto& other : inputs)
         if (file_stem(other.path) == file_stem(path))
           throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
@@ -252,7 +252,7 @@ report::ScenarioSummary judge_recording(const std::string& path, const trajector
                                         const std::string& reference_path, const JudgeInputs& j,
                                         const std::string& out_dir, bool strict) {
   try {
-    const Input in = read_input(path, ref, reference_path, j.first_steps);
+    const Input in = read_input(path, ref, reference_path, j.first_steps, j.runs_written_here);
     return judge_one(in, j, ref, attr(ref, "device_class", "external"), out_dir, strict);
   } catch (const std::exception& e) {
     rethrow_naming(path, e);

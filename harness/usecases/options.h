@@ -63,6 +63,10 @@ struct JudgeInputs {
   std::string strategy;          // --strategy: the strategy every run claims ("" = each file's own)
   verdict::Tolerance tolerance;  // with --tolerance's overrides applied
   int64_t first_steps = 0;       // > 0: only each run's first steps, judged as a partial run (ampcheck.judge(steps=N))
+  // the runs were written by this process's own recorder (the Python package's live guard): read in this process,
+  // not in the forked reader that contains a malformed file's crash (a fork copies a large training process's page
+  // tables and makes its writes copy-on-write while the reader lives)
+  bool runs_written_here = false;
 };
 
 // `ampcheck reference`'s inputs: the user's FP32 run and the runs that measure FP32's own spread.

@@ -11,11 +11,13 @@ Loops:
   hf        the Hugging Face Trainer over the same GPT-2 with AmpcheckCallback
 Sizes (nanogpt, hf): tiny (2 layers x 32, vocab 64, 32 tokens: the CPU), small (4 x 256, vocab 50257, 256 tokens),
 gpt2 (GPT-2 124M: 12 x 768, vocab 50257, 1024 tokens). Cases: none (no recorder), default (the default probe
-setting, probe_every=10), probe1 (probe_every=1). Time per step: from the end of the warm-up steps to the last step,
+setting, probe_every=10), probe1 (probe_every=1), guard (nanogpt only: default plus the live guard, judge_every=50,
+against a reference of the same loop's FP32 run and a seed run, made first). Time per step: from the end of the warm-up steps to the last step,
 synchronized with the device at both ends (the flushes every 50 steps included; set-up and the final write not).
 
     python3 python/tools/overhead.py --device cpu --loops example nanogpt hf --sizes tiny > reports/python/overhead.md
     python3 python/tools/overhead.py --device cuda --loops nanogpt hf --sizes small gpt2 --dtype fp16
+    python3 python/tools/overhead.py --device cuda --loops nanogpt --sizes gpt2 --dtype fp16 --cases none default guard
 """
 
 import argparse
@@ -40,7 +42,8 @@ SIZES = {  # n_layer, n_embd, n_head, vocab, tokens per sequence, batch
     "small": (4, 256, 4, 50257, 256, 16),
     "gpt2": (12, 768, 12, 50257, 1024, 8),
 }
-CASES = {"none": None, "default": DEFAULT_PROBE_EVERY, "probe1": 1}
+CASES = {"none": None, "default": DEFAULT_PROBE_EVERY, "probe1": 1, "guard": DEFAULT_PROBE_EVERY}
+GUARD_EVERY = 50  # case guard: the default recorder with the live guard, judge_every=50 (nanogpt loop only)
 
 
 def sync(device):
@@ -48,11 +51,11 @@ def sync(device):
         torch.cuda.synchronize()  # sync point: the timing's ends only
 
 
-def gpt2(size, device):
+def gpt2(size, device, seed=1):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     layers, embd, heads, vocab, seq, _ = SIZES[size]
-    torch.manual_seed(1)
+    torch.manual_seed(seed)
     cfg = GPT2Config(
         vocab_size=vocab,
         n_positions=seq,
@@ -74,21 +77,27 @@ def batches(size, device, n):
     return [torch.randint(0, vocab, (batch, seq), generator=g).to(device) for _ in range(n)]
 
 
-def nanogpt_loop(size, device, dtype, steps, warm, probe_every, path):
-    """ms per step of the plain loop; probe_every None: no recorder."""
-    model = gpt2(size, device)
-    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+def nanogpt_loop(size, device, dtype, steps, warm, probe_every, path, reference=None, seed=1, perturbation=None):
+    """ms per step of the plain loop; probe_every None: no recorder; dtype fp32: no autocast, no scaler (the
+    reference's runs); reference: the live guard on, judge_every=GUARD_EVERY."""
+    model = gpt2(size, device, seed)
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
     scaler = torch.amp.GradScaler(device, enabled=dtype == "fp16")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=device == "cuda")
     data = batches(size, device, 8)
-    rec = Recorder(path, model, opt, scaler, probe_every=probe_every, overwrite=True) if probe_every else None
+    guard = dict(reference=reference, judge_every=GUARD_EVERY) if reference else {}
+    rec = (
+        Recorder(path, model, opt, scaler, probe_every=probe_every, overwrite=True, perturbation=perturbation, **guard)
+        if probe_every
+        else None
+    )
     t0 = None
     for step in range(warm + steps):
         if step == warm:
             sync(device)
             t0 = time.perf_counter()
         x = data[step % len(data)]
-        with torch.autocast(device, dtype=amp_dtype):
+        with torch.autocast(device, dtype=amp_dtype, enabled=dtype != "fp32"):
             loss = model(input_ids=x, labels=x).loss
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
@@ -102,7 +111,22 @@ def nanogpt_loop(size, device, dtype, steps, warm, probe_every, path):
     ms = (time.perf_counter() - t0) / steps * 1e3
     if rec is not None:
         rec.close()
+        if rec.guard is not None:
+            verdicts = [j.verdict for j in rec.guard.judgements]
+            print(f"  guard: judgements {verdicts}, passed over {rec.guard.passed_over}", file=sys.stderr)
     return ms
+
+
+def nanogpt_reference(size, device, steps, d, ext):
+    """The guard case's reference: the loop in FP32 (seed 1) and a seed noise run (seed 2), `ampcheck reference`."""
+    import ampcheck
+
+    runs = [os.path.join(d, f"ref-fp32{ext}"), os.path.join(d, f"ref-seed{ext}")]
+    nanogpt_loop(size, device, "fp32", steps, 0, DEFAULT_PROBE_EVERY, runs[0])
+    nanogpt_loop(size, device, "fp32", steps, 0, DEFAULT_PROBE_EVERY, runs[1], seed=2, perturbation="seed")
+    out = os.path.join(d, "reference.h5")
+    ampcheck.make_reference(runs[0], spread=[f"seed:{runs[1]}"], out=out)
+    return out
 
 
 def hf_loop(size, device, dtype, steps, warm, probe_every, path):
@@ -186,13 +210,19 @@ def main():
     for loop in a.loops:
         for size in ["tiny"] if loop == "example" else a.sizes:
             times = {c: [] for c in a.cases}
+            reference = None
+            if "guard" in a.cases:
+                if loop != "nanogpt":
+                    raise SystemExit("--cases guard: the nanogpt loop only")
+                reference = nanogpt_reference(size, a.device, a.warm + a.steps, d, ext)
             for rep in range(-1, a.reps):  # rep -1: a warm-up round, not counted (first-run imports, allocator)
                 for case in a.cases if rep >= 0 else a.cases[:1]:
                     path = os.path.join(d, f"{loop}-{size}-{case}{ext}")
                     if loop == "example":
                         ms = example_loop(a.device, a.dtype, a.steps, a.warm, CASES[case], path)
                     elif loop == "nanogpt":
-                        ms = nanogpt_loop(size, a.device, a.dtype, a.steps, a.warm, CASES[case], path)
+                        ref = reference if case == "guard" else None
+                        ms = nanogpt_loop(size, a.device, a.dtype, a.steps, a.warm, CASES[case], path, ref)
                     else:
                         ms = hf_loop(size, a.device, a.dtype, a.steps, a.warm, CASES[case], path)
                     if rep >= 0:
@@ -213,7 +243,8 @@ def main():
     )
     print(
         f"Command: `python3 python/tools/overhead.py {' '.join(sys.argv[1:])}`. default = probe_every="
-        f"{DEFAULT_PROBE_EVERY} (the Recorder's and the integrations' default). Overhead: the case's median ms/step "
+        f"{DEFAULT_PROBE_EVERY} (the Recorder's and the integrations' default); guard = default with the live guard "
+        f"(judge_every={GUARD_EVERY}, in the background, against an FP32 + seed reference of the same loop). Overhead: the case's median ms/step "
         f"against the no-recorder median of the same loop and size; spread: (max - min) / median of the no-recorder "
         f"runs, the noise floor.\n"
     )

@@ -11,7 +11,15 @@ class Reference:
     def noise_labels(self) -> list[str]: ...
 
 def load_reference(path: str) -> Reference: ...
-def judge(run: str, reference: Reference, expect: str, strategy: str, first_steps: int, strict: bool) -> str: ...
+def judge(
+    run: str,
+    reference: Reference,
+    expect: str,
+    strategy: str,
+    first_steps: int,
+    strict: bool,
+    written_here: bool = False,
+) -> str: ...
 def make_reference(fp32_run: str, spread: list[str], out: str, force: bool) -> dict[str, str | int | list[str]]: ...
 def validate(
     scenarios: list[str],

@@ -217,6 +217,7 @@ def judge(
     strategy: str | None = None,
     steps: int | None = None,
     strict: bool = False,
+    written_here: bool = False,
 ) -> Judgement:
     """Judges one recorded run against a reference, as `ampcheck judge RUN --reference REF` does — the same verdict,
     margin and message — writing nothing.
@@ -224,14 +225,18 @@ def judge(
     expect: the verdict the run should get (tracks | diverges | stalls | nonfinite | error); None: the file's
     `expect` attribute, else tracks. strategy: the strategy shown (None: the file's). steps: judge only the run's
     first `steps` steps, as a partial run against the reference's first as many (`ampcheck judge --first-steps`);
-    a run file with fewer rows is judged on the rows it has. strict: a warning fails the run (`--strict`)."""
+    a run file with fewer rows is judged on the rows it has. strict: a warning fails the run (`--strict`).
+    written_here: the run file was written by this process (the live guard's snapshots): read in-process, not in the
+    forked reader that contains a malformed file's crash — a fork copies a large training process's page tables."""
     if expect is not None and expect not in VERDICTS:
         raise AmpcheckError(f"expect={expect!r}: expected one of {', '.join(VERDICTS)}")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise AmpcheckError(f"steps={steps!r}: expected a whole number of steps, at least 1 (or None: every step)")
     ref = reference if isinstance(reference, Reference) else load_reference(reference)
     path = os.fspath(run)
-    row = json.loads(native().judge(path, ref._handle, expect or "", strategy or "", steps or 0, bool(strict)))
+    row = json.loads(
+        native().judge(path, ref._handle, expect or "", strategy or "", steps or 0, bool(strict), bool(written_here))
+    )
     return Judgement.from_row(path, row)
 
 

@@ -212,7 +212,7 @@ def default_judge() -> JudgeFunction:
     def native(run: str, reference: str) -> GuardJudgement:
         if reference not in loaded:
             loaded[reference] = ampcheck.load_reference(reference)
-        j = ampcheck.judge(run, loaded[reference])
+        j = ampcheck.judge(run, loaded[reference], written_here=True)  # the Recorder's own snapshot
         return GuardJudgement(
             verdict=str(j.verdict), passed=str(j.verdict) == "tracks", message=str(j.message), steps=int(j.steps)
         )
