@@ -97,7 +97,7 @@ void Trainer::train_step(int64_t step) {
   host.fill(kNaN);
   host[trajectory::kLr] = lr;
   pending_host_.push_back(host);
-  pending_watch_.push_back(model_->take_nonfinite_watch());
+  first_nonfinite_.add(model_->take_nonfinite_watch());
   next_step_ = step + 1;
   timer_.stop();
   if (cfg_.loop.digests) record_digests();
@@ -330,29 +330,15 @@ void Trainer::flush() {
     auto host = pending_host_[i];
     for (int c = 0; c < trajectory::kNumDeviceColumns; ++c) host[c] = acc[i][c];
     host[trajectory::kStepTimeMs] = i < ms.size() ? ms[i] : kNaN;
-    note_first_nonfinite(static_cast<int64_t>(trajectory_.rows.size()), host, i);
+    const auto row_step = static_cast<int64_t>(trajectory_.rows.size());
+    first_nonfinite_.note(row_step, host, i, scaler_ && row_step >= cfg_.loop.delay_steps, model_->module_tree());
     trajectory_.rows.push_back(host);
   }
   pending_rows_.clear();
   pending_host_.clear();
-  pending_watch_.clear();
+  first_nonfinite_.clear_pending();
   if (precision_) precision_->flush_into(trajectory_);
   if (progress_) progress_(trajectory_.size() - 1, trajectory_);
-}
-
-// The first non-finite step's first non-finite module, from the model's watch of that step: read (a SYNC POINT) only
-// for a step already known non-finite from its row, once per run.
-void Trainer::note_first_nonfinite(int64_t step, const std::array<double, trajectory::kNumColumns>& row,
-                                   size_t pending) {
-  if (first_nonfinite_.first_nonfinite_step >= 0) return;
-  const bool skipped =
-      scaler_ && row[trajectory::kSkipped] > 0 && step >= cfg_.loop.delay_steps;  // (a delayed step is no skip)
-  if (std::isfinite(row[trajectory::kLoss]) && std::isfinite(row[trajectory::kParamNorm]) && !skipped) return;
-  first_nonfinite_.first_nonfinite_step = step;
-  if (pending >= pending_watch_.size()) return;
-  const models::FirstNonfinite f = models::first_nonfinite(pending_watch_[pending], model_->module_tree());
-  first_nonfinite_.first_nonfinite_module = f.module;
-  first_nonfinite_.first_nonfinite_pass = f.pass;
 }
 
 double Trainer::evaluate() {
@@ -385,7 +371,7 @@ void Trainer::raised(RunOutcome& out, const std::string& error) {
   out.failed_step = next_step_;
   pending_rows_.clear();
   pending_host_.clear();
-  pending_watch_.clear();
+  first_nonfinite_.clear_pending();
   model_->take_nonfinite_watch();
   if (precision_) precision_->discard();
   timer_.discard();
@@ -423,9 +409,9 @@ RunOutcome Trainer::run() {
   }
   flush();
   out.steps_run = trajectory_.size();
-  out.first_nonfinite_step = first_nonfinite_.first_nonfinite_step;
-  out.first_nonfinite_module = first_nonfinite_.first_nonfinite_module;
-  out.first_nonfinite_pass = first_nonfinite_.first_nonfinite_pass;
+  out.first_nonfinite_step = first_nonfinite_.step;
+  out.first_nonfinite_module = first_nonfinite_.module;
+  out.first_nonfinite_pass = first_nonfinite_.pass;
   if (out.status == RunOutcome::Status::Completed && !trajectory_.rows.empty() &&
       !std::isfinite(trajectory_.rows.back()[trajectory::kLoss])) {
     out.status = RunOutcome::Status::NonFinite;

@@ -12,6 +12,7 @@
 #include "engine/checkpoint.h"
 #include "engine/engine_plan.h"
 #include "engine/fault_hooks.h"
+#include "engine/first_nonfinite.h"
 #include "engine/gradient_sync.h"
 #include "engine/master_weights.h"
 #include "engine/optimizer.h"
@@ -142,11 +143,9 @@ class Trainer {
   trajectory::Trajectory trajectory_;
   std::vector<at::Tensor> pending_rows_;  // (kNumDeviceColumns,) fp64 per step, on device
   std::vector<std::array<double, trajectory::kNumColumns>> pending_host_;
-  std::vector<models::NonfiniteWatch> pending_watch_;  // the model's non-finite watch of each pending step
-  RunOutcome first_nonfinite_;                         // its first_nonfinite_* fields, once a step went non-finite
-  void note_first_nonfinite(int64_t step, const std::array<double, trajectory::kNumColumns>& row, size_t pending);
-  StepTimer timer_;                          // per-step time (CUDA events / wall clock)
-  std::unique_ptr<StepGraphs> graphs_;       // train.cuda_graphs where the plan applies it, else null
+  FirstNonfinite first_nonfinite_;      // which module went non-finite first (the pending steps' watches until flushed)
+  StepTimer timer_;                     // per-step time (CUDA events / wall clock)
+  std::unique_ptr<StepGraphs> graphs_;  // train.cuda_graphs where the plan applies it, else null
   std::vector<data::Batch> static_batches_;  // the captured step's inputs (graphs only)
   at::Tensor static_rows_[2];                // the captured steps' rows: plain step, probe step
   int64_t next_step_ = 0;
