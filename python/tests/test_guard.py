@@ -14,6 +14,7 @@ import torch
 import ampcheck
 import guard_util
 import hf_util
+from ampcheck import guard
 
 STOP_ON = ("nonfinite", "diverges")
 
@@ -111,3 +112,26 @@ def test_the_hf_trainer_blowing_up_at_step_8_stops_by_step_12(tmp_path):
         assert f.attrs["status"] == "interrupted" and len(f["steps/loss"]) == j.steps
     out = judged(f"{d}/blow.h5", f"{d}/ref.h5", f"{d}/j-blow")
     assert "nonfinite" in out or "diverges" in out, out
+
+
+def test_the_hdf5_libraries_of_a_process_are_read_from_its_maps():
+    wheel = "/venv/site-packages/h5py.libs/libhdf5-9e18f0c6.so.320.0.0"
+    wheel_hl = "/venv/site-packages/h5py.libs/libhdf5_hl-69da89c9.so.320.0.0"
+    debian = "/usr/lib/x86_64-linux-gnu/libhdf5_serial.so.103.3.1"
+    debian_hl = "/usr/lib/x86_64-linux-gnu/libhdf5_serial_hl.so.100.1.5"
+    maps = "\n".join(
+        f"7f00{i:04x}000-7f00{i:04x}fff r-xp 00000000 08:01 {i} {p}"
+        for i, p in enumerate([wheel, wheel_hl, debian, debian, debian_hl, "/usr/lib/libz.so.1"])
+    )
+    assert guard.hdf5_libraries(maps) == {wheel, debian}  # h5py's wheel and the native core's: two, reading is safe
+    assert guard.hdf5_libraries(maps.replace(wheel, debian)) == {debian}  # one library shared: not thread-safe
+    assert guard.hdf5_libraries("") == set()
+
+
+def test_a_shared_hdf5_library_moves_the_in_process_judgement_to_the_training_thread(mlp_reference, monkeypatch):
+    d, ref = mlp_reference
+    monkeypatch.setattr(guard, "hdf5_shared_with_h5py", lambda: True)
+    assert guard.Guard(ref, 10, judge=guard.NativeJudge()).background is False
+    assert guard.Guard(ref, 10, judge=guard.command_judge).background is True  # a subprocess reads: no shared library
+    monkeypatch.setattr(guard, "hdf5_shared_with_h5py", lambda: False)
+    assert guard.Guard(ref, 10, judge=guard.NativeJudge()).background is True

@@ -20,7 +20,9 @@ step one flush of the pending steps (the recorder's only host sync, which its sn
 written. The judgement itself runs on a background thread (the native judge releases the GIL) while training goes on;
 its verdict is taken in at the first step after it finishes (under torch.distributed: at the next judged step, where
 all ranks agree), so a stop comes a few steps after the judged step. Two exceptions run it on the training thread: a
-judged step whose new rows hold a non-finite loss (a stop must not wait), and `judge_in_background=False`. One
+judged step whose new rows hold a non-finite loss (a stop must not wait), `judge_in_background=False`, and a process
+where h5py is linked to the native core's own HDF5 library (Debian's python3-h5py: the library is not thread-safe; a
+wheel of h5py brings its own). One
 judgement at a time: a judged step that comes while the previous judgement still runs is passed over (counted in
 `Guard.passed_over`). Measured in python/tools/guard_check.py (its table: reports/python/guard.md).
 
@@ -88,7 +90,11 @@ class Guard:
     ) -> None:
         self.reference, self.judge_every, self.stop_on = check_arguments(reference, judge_every, stop_on)
         self._judge = judge or default_judge()
-        self.background = background
+        # the in-process judge reads HDF5 with the native core's library; where h5py is linked to that same library
+        # (Debian's python3-h5py; not thread-safe), the judgement runs on the training thread instead
+        self.background = background and not (
+            getattr(self._judge, "reads_hdf5_in_process", False) and hdf5_shared_with_h5py()
+        )
         self.judgements: list[GuardJudgement] = []  # every judgement so far, in order
         self.stopped: GuardJudgement | None = None  # the judgement that stopped the run
         self.final: GuardJudgement | None = None  # the judgement of the file written when it stopped
@@ -207,17 +213,51 @@ def default_judge() -> JudgeFunction:
     available = getattr(ampcheck, "native_available", None)
     if available is None or not available():
         return command_judge
-    loaded: dict[str, Any] = {}
+    return NativeJudge()
 
-    def native(run: str, reference: str) -> GuardJudgement:
-        if reference not in loaded:
-            loaded[reference] = ampcheck.load_reference(reference)
-        j = ampcheck.judge(run, loaded[reference], written_here=True)  # the Recorder's own snapshot
+
+class NativeJudge:
+    """The in-process judge: `ampcheck.judge` on the Recorder's own snapshot (read in-process: written_here), each
+    reference loaded once."""
+
+    __name__ = "native"
+    reads_hdf5_in_process = True
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, Any] = {}
+
+    def __call__(self, run: str, reference: str) -> GuardJudgement:
+        import ampcheck
+
+        if reference not in self._loaded:
+            self._loaded[reference] = ampcheck.load_reference(reference)
+        j = ampcheck.judge(run, self._loaded[reference], written_here=True)  # the Recorder's own snapshot
         return GuardJudgement(
             verdict=str(j.verdict), passed=str(j.verdict) == "tracks", message=str(j.message), steps=int(j.steps)
         )
 
-    return native
+
+def hdf5_libraries(maps: str) -> set[str]:
+    """The HDF5 libraries (not the high-level ones) mapped into a process, from its /proc/<pid>/maps text."""
+    libs = set()
+    for line in maps.splitlines():
+        path = line.split()[-1] if line.split() else ""
+        name = os.path.basename(path)
+        if name.startswith("libhdf5") and ".so" in name and not name.startswith("libhdf5_hl") and "_hl" not in name:
+            libs.add(path)
+    return libs
+
+
+def hdf5_shared_with_h5py() -> bool:
+    """Whether h5py and the native core use one HDF5 library in this process (then it is not safe to read from a
+    second thread). A wheel of h5py brings its own (h5py.libs/), so two are mapped; one, or no way to tell: shared."""
+    try:
+        import h5py  # noqa: F401 (mapped now, if it is to be)
+
+        with open("/proc/self/maps") as f:
+            return len(hdf5_libraries(f.read())) < 2
+    except (ImportError, OSError):
+        return True
 
 
 def command_judge(run: str, reference: str) -> GuardJudgement:
