@@ -175,7 +175,12 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.validate->add_option("--plant-rank", s.validate_opts.plant_ranks,
                          "--fleet: R[/K]:<plant> plants a --plant on rank R (in repetition K only) (repeatable)");
   s.number(s.validate, "--fleet-timeout", s.validate_opts.fleet_timeout_s,
-           "--fleet: seconds a rank waits for the others at an exchange (default 1800)", 1, 86400);
+           "--fleet: seconds a rank waits at an exchange for others that are alive but slower (default 1800)", 1,
+           86400);
+  s.number(s.validate, "--fleet-lost-after", s.validate_opts.fleet_lost_after_s,
+           "--fleet: a rank whose heartbeat has not changed for S seconds is named lost (died or stopped answering) "
+           "and the repetitions done are reported (default 60)",
+           2, 86400);
 
   s.compare = app.add_subcommand("compare", "two run directories side by side; exit 1 on a regression");
   s.compare->add_option("RUN_A", s.run_a, "baseline run directory")->required();

@@ -120,6 +120,64 @@ TEST(ValidateFleetVote, NamesTheOutlierAndRefusesToGuessWithoutAMajority) {
   EXPECT_EQ(failed[0].outliers, std::vector<int64_t>{1});
 }
 
+TEST(ValidateFleetVote, PairsRunsByNameNotByPosition) {
+  // rank 1 ran the same two scenarios in another order: its runs are paired by name, it agrees
+  FleetRuns r0 = runs_of(0, "aa"), r1 = runs_of(1, "xx"), r2 = runs_of(2, "aa");
+  for (auto* r : {&r0, &r2}) r->runs.push_back({"second", "completed", "", "zz", 12, "", "", ""});
+  r1.runs = {{"second", "completed", "", "zz", 12, "", "", ""}, r0.runs[0]};
+  const auto groups = validate::group_by_fingerprint({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")});
+  const auto votes = validate::vote(groups, {r0, r1, r2});
+  ASSERT_EQ(votes.size(), 2u);
+  for (const auto& v : votes) EXPECT_TRUE(v.outliers.empty()) << v.scenario;
+  // a rank without a run of that name holds no hash: outvoted, never indexed past its runs
+  r1.runs.pop_back();
+  const auto lacking = validate::vote(groups, {r0, r1, r2});
+  EXPECT_EQ(lacking[0].outliers, std::vector<int64_t>{1});
+}
+
+TEST(ValidateFleetInputs, NamesTheOptionTheScenarioAndTheRanks) {
+  std::vector<FleetRankIdentity> ids = {rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")};
+  for (auto& id : ids) {
+    id.options = {{"--steps", "12"}, {"--repeat", "(once)"}};
+    id.scenarios = {{"mlp", "h1"}, {"gpt", "h2"}};
+  }
+  EXPECT_TRUE(validate::fleet_input_differences(ids).empty());
+  std::swap(ids[1].scenarios[0], ids[1].scenarios[1]);  // another order: the same scenarios
+  EXPECT_TRUE(validate::fleet_input_differences(ids).empty());
+  ids[2].options[0].value = "30";
+  ids[2].scenarios = {{"mlp", "h9"}, {"gpt-newer", "h2"}};
+  const auto lines = validate::fleet_input_differences(ids);
+  ASSERT_EQ(lines.size(), 4u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[0], "--steps: 12 on ranks 0,1; 30 on rank 2");
+  EXPECT_EQ(lines[1], "scenario 'mlp': configuration h1 on ranks 0,1; h9 on rank 2");
+  EXPECT_EQ(lines[2], "scenario 'gpt': only on ranks 0,1 (not on rank 2)");
+  EXPECT_EQ(lines[3], "scenario 'gpt-newer': only on rank 2 (not on ranks 0,1)");
+  EXPECT_EQ(validate::scenarios_configured_apart(ids), std::vector<std::string>{"mlp"});
+  const auto fields = validate::configuration_differences("mlp", {"kind=mlp lr=0.05 steps=12",
+                                                                  "kind=mlp lr=0.05 "
+                                                                  "steps=12",
+                                                                  "kind=mlp lr=0.02 steps=12"});
+  ASSERT_EQ(fields.size(), 1u);
+  EXPECT_EQ(fields[0], "scenario 'mlp': rank 2 differs from rank 0: lr=0.05 -> lr=0.02");
+}
+
+TEST(ValidateFleetSummary, AStoppedFleetNamesTheLostRankAndKeepsTheRepetitionsDone) {
+  const std::vector<FleetRankIdentity> ids = {rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")};
+  const auto groups = validate::group_by_fingerprint(ids);
+  const std::vector<FleetRuns> runs = {runs_of(0, "aa"), runs_of(1, "aa"), runs_of(2, "aa")};
+  const auto votes = validate::vote(groups, runs);
+  auto s = usecases::summarize_fleet(ids, groups, {votes, votes}, {runs, runs}, {{}, {}});
+  ASSERT_TRUE(s.pass);
+  usecases::mark_stopped(s, {{1, "rank 1 (node-a) stopped answering (silent 5.2 s)"}}, "rank 1 stopped answering");
+  EXPECT_FALSE(s.pass);
+  EXPECT_EQ(s.repetitions, 2);
+  EXPECT_EQ(s.lost_ranks, std::vector<int64_t>{1});
+  EXPECT_EQ(s.ranks[1].status, "lost");
+  EXPECT_EQ(s.ranks[0].status, "agrees");
+  EXPECT_EQ(s.verdict.rfind("INCOMPLETE: rank 1 stopped answering. Of the 2 repetitions", 0), 0u) << s.verdict;
+  EXPECT_NE(usecases::fleet_junit_xml(s).find("failures=\"1\""), std::string::npos);
+}
+
 TEST(ValidateFleetPlant, PlantRankGrammar) {
   const auto p = validate::parse_plant_rank("2:bitflip:param:fc1.weight:0:30@5");
   EXPECT_EQ(p.rank, 2);

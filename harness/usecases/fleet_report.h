@@ -16,7 +16,7 @@ namespace ampcheck::usecases {
 // A rank's row: where it runs (validate::FleetRankPlace, from its identity), its group and how it voted.
 struct FleetRankRow : validate::FleetRankPlace {
   int64_t group = 0;
-  // agrees | outlier | no majority | run failed | group differs from its golden
+  // agrees | outlier | no majority | run failed | group differs from its golden | lost (died or stopped answering)
   std::string status;
   bool pass = false;
   int64_t repetitions = 0;                       // repetitions run
@@ -99,6 +99,10 @@ struct FleetSummary {
   std::vector<std::string> scenarios;
   bool pass = false;
   std::string verdict;  // one sentence
+  // why the fleet ended before its repetitions did ("" it ran to the end): a rank lost or the job stopped; the report
+  // then holds the `repetitions` every rank finished
+  std::string stopped;
+  std::vector<int64_t> lost_ranks;
   std::vector<FleetGroupRow> groups;
   std::vector<FleetRankRow> ranks;
   FleetExchange exchange;
@@ -116,6 +120,8 @@ void visit_fields(FleetSummary& s, V& v) {
   v("scenarios", s.scenarios);
   v.required("pass", s.pass);
   v("verdict", s.verdict);
+  v("stopped", s.stopped);
+  v("lost_ranks", s.lost_ranks);
   v("groups", s.groups);
   v("ranks", s.ranks);
   v("exchange", s.exchange);
@@ -128,6 +134,10 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
                              const std::vector<std::vector<validate::FleetVote>>& votes,
                              const std::vector<std::vector<validate::FleetRuns>>& runs,
                              const std::vector<std::vector<validate::FleetFinding>>& findings);
+
+// The fleet ended early (validate_fleet.cpp, from distributed::RankWatch): `lost` ranks (rank -> what is known of it,
+// one sentence) marked `lost`, `why` in `stopped`, the verdict says so and fails; the repetitions stay those done.
+void mark_stopped(FleetSummary& s, const std::vector<std::pair<int64_t, std::string>>& lost, const std::string& why);
 
 // The four files, as text.
 std::string fleet_summary_json(const FleetSummary& s);

@@ -175,4 +175,21 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
   return s;
 }
 
+void mark_stopped(FleetSummary& s, const std::vector<std::pair<int64_t, std::string>>& lost, const std::string& why) {
+  s.stopped = why;
+  s.pass = false;
+  for (const auto& [rank, message] : lost) {
+    s.lost_ranks.push_back(rank);
+    if (rank < 0 || static_cast<size_t>(rank) >= s.ranks.size()) continue;
+    FleetRankRow& r = s.ranks[static_cast<size_t>(rank)];
+    r.status = "lost";
+    r.pass = false;
+    r.message = message;
+    for (auto& g : s.groups)
+      if (std::find(g.ranks.begin(), g.ranks.end(), rank) != g.ranks.end()) g.pass = false;
+  }
+  s.verdict = "INCOMPLETE: " + why + ". Of the " + plural(s.repetitions, "repetition", "repetitions") +
+              " every rank finished: " + s.verdict;
+}
+
 }  // namespace ampcheck::usecases

@@ -47,6 +47,8 @@ struct ValidateOptions {
   double duration_s = 0;                 // --duration S: repeat until S seconds have passed on rank 0 (at least once)
   std::vector<std::string> plant_ranks;  // --plant-rank R[/K]:<plant>: plant on rank R (in repetition K only)
   double fleet_timeout_s = 1800;         // --fleet-timeout: how long a rank waits for the others at an exchange
+  // --fleet-lost-after: a rank whose heartbeat has not changed this long is lost (died or stopped answering)
+  double fleet_lost_after_s = 60;
 };
 
 // `ampcheck doctor`'s all-reduce check.

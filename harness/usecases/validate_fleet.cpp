@@ -1,9 +1,10 @@
 // validate --fleet: this process is one rank of a torchrun / srun job. Every rank runs the validation suite with the
 // same seeds on its own device (cuda:LOCAL_RANK, or the CPU); the ranks exchange what they computed through the job's
 // process group (distributed/rank_exchange.h: Gloo on CPUs, NCCL on GPUs) and vote (validate/fleet.h):
-//   0. identities: host, device, GPU UUID / PCI bus, the stack fingerprint — and each rank's bad input: if any rank
-//      has some (a plant that cannot act, a corrupt golden, --out that may not be replaced on rank 0), every rank
-//      exits 2 naming it, before anything trains;
+//   0. identities: host, device, GPU UUID / PCI bus, the stack fingerprint, the options that change results and each
+//      scenario's name and configuration hash — and each rank's bad input: if any rank has some (a plant that cannot
+//      act, a corrupt golden, --out that may not be replaced on rank 0), or the ranks' options or scenarios differ
+//      (another checkout on one node), every rank exits 2 naming the ranks and the field, before anything trains;
 //   per repetition (--repeat / --duration):
 //   1. each rank trains the suite (its --plant-rank plants of this repetition applied) and compares each run with its
 //      class's golden where one exists and its stack matches; the trajectory hashes are all-gathered;
@@ -12,7 +13,9 @@
 //      finds the first differing step, column and tensor and replays that step on its own device (transient /
 //      persistent); the findings are all-gathered.
 // Rank 0 writes the fleet report (fleet_report.h) into --out, staged and published whole. Every rank computes the
-// same verdict from the same records, so each exits with the same code.
+// same verdict from the same records, so each exits with the same code. Throughout, a distributed::RankWatch beats a
+// heartbeat through the job's store: a rank that dies or stops answering is named within --fleet-lost-after seconds
+// (or when the launcher stops the job), and rank 0 publishes the repetitions every rank finished.
 #include "usecases/fleet_report.h"
 #include "usecases/run_directory.h"
 #include "usecases/scenario_files.h"
@@ -20,6 +23,7 @@
 
 #include "distributed/process_group.h"
 #include "distributed/rank_exchange.h"
+#include "distributed/rank_watch.h"
 #include "engine/device.h"
 #include "io/files.h"
 #include "io/record_json.h"
@@ -35,6 +39,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <iostream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -87,6 +93,38 @@ at::Device fleet_device(const RunOptions& opts, int64_t local_rank) {
   // cuda:LOCAL_RANK; a task that sees one GPU (a launcher that binds one per task) takes that one
   if (spec.rfind("cuda", 0) == 0) spec = "cuda:" + std::to_string(engine::cuda_device_count() == 1 ? 0 : local_rank);
   return engine::resolve_device(spec);
+}
+
+// The options every rank must share: each changes what trains, how often, or what is compared.
+std::vector<validate::FleetKeyValue> fleet_options_of(const RunOptions& opts, const ValidateOptions& v) {
+  auto num = [](double x) {
+    std::ostringstream os;
+    os << x;
+    return os.str();
+  };
+  std::string plants;
+  for (const auto& p : v.plant_ranks) plants += (plants.empty() ? "" : " ") + p;
+  return {{"--steps", opts.steps > 0 ? std::to_string(opts.steps) : "(each scenario's)"},
+          {"--repeat", v.repeat > 0 ? std::to_string(v.repeat) : "(once)"},
+          {"--duration", v.duration_s > 0 ? num(v.duration_s) : "(none)"},
+          {"--replays", std::to_string(v.replays)},
+          {"--plant-rank", plants.empty() ? "(none)" : plants},
+          {"--engine", opts.engine},
+          {"--fleet-timeout", num(v.fleet_timeout_s)},
+          {"--fleet-lost-after", num(v.fleet_lost_after_s)}};
+}
+
+// --plant-rank R/K with K past the repetitions the fleet runs never acts: refused with the others' bad input.
+void refuse_unreachable_plants(const ValidateOptions& v, const std::vector<validate::RankPlant>& plants) {
+  const int64_t reps = v.repeat > 0 ? v.repeat : (v.duration_s > 0 ? 0 : 1);  // 0: --duration decides, unbounded
+  for (size_t i = 0; i < plants.size(); ++i)
+    if (reps > 0 && plants[i].repetition > reps)
+      throw std::invalid_argument("--plant-rank '" + v.plant_ranks[i] + "': repetition " +
+                                  std::to_string(plants[i].repetition) + " of a fleet of " + std::to_string(reps) +
+                                  " repetition(s) (" +
+                                  (v.repeat > 0 ? "--repeat " + std::to_string(v.repeat) : "no --repeat: once") +
+                                  "): it would never act. HINT: --repeat " + std::to_string(plants[i].repetition) +
+                                  " or more, or a repetition from 1 to " + std::to_string(reps));
 }
 
 // One scenario as the fleet runs it, decided before anything trains.
@@ -200,15 +238,21 @@ std::vector<FleetFinding> settle(distributed::RankExchange& x, const std::vector
   for (const validate::FleetVote* vote : validate::votes_to_settle(votes)) {
     size_t s = 0;
     while (s < scenarios.size() && scenarios[s].sc.run.name != vote->scenario) ++s;
+    const bool have = s < scenarios.size();  // always, once the ranks' scenarios were checked alike
     const bool representative = x.rank() == vote->majority_rank;
     const std::string majority_bytes =
-        x.broadcast(representative ? validate::encode_trajectory(mine[s]) : std::string(), vote->majority_rank);
+        x.broadcast(representative && have ? validate::encode_trajectory(mine[s]) : std::string(), vote->majority_rank);
     if (std::find(vote->outliers.begin(), vote->outliers.end(), x.rank()) == vote->outliers.end()) continue;
     FleetFinding f;
     f.rank = x.rank();
     f.repetition = rep;
     f.majority_rank = vote->majority_rank;
     f.scenario = vote->scenario;
+    if (!have) {
+      f.difference = "this rank has no scenario of that name";
+      found.push_back(std::move(f));
+      continue;
+    }
     const trajectory::Trajectory majority = validate::decode_trajectory(majority_bytes);
     const auto cmp = validate::compare_bitwise(mine[s], majority);
     f.first_step = cmp.step;
@@ -234,6 +278,88 @@ std::vector<FleetFinding> settle(distributed::RankExchange& x, const std::vector
   return found;
 }
 
+// What the watch needs to publish the repetitions every rank finished, shared with the training thread.
+struct FleetProgress {
+  std::mutex mutex;
+  std::vector<FleetRankIdentity> ids;
+  std::vector<validate::FleetGroup> groups;
+  std::vector<std::vector<validate::FleetVote>> votes;
+  std::vector<std::vector<FleetRuns>> runs;
+  std::vector<std::vector<FleetFinding>> findings;
+  std::unique_ptr<RunDirectory> out;  // rank 0 only: published whole (not written in place as a job's ranks would)
+  std::string scratch;
+};
+
+// The fleet's report as the four files in the staging directory, then published.
+void publish_report(RunDirectory& out, const FleetSummary& s) {
+  const std::string dir = out.staging();
+  io::write_file_atomically(dir + "/summary.json", fleet_summary_json(s));
+  io::write_file_atomically(dir + "/summary.md", fleet_summary_md(s));
+  io::write_file_atomically(dir + "/junit.xml", fleet_junit_xml(s));
+  io::write_file_atomically(dir + "/report.html", fleet_report_html(s));
+  out.publish();
+}
+
+// The watch's stop, on its thread: rank 0 publishes what every rank finished, with the lost ranks named; every rank
+// says why it ends. The process exits after (RankWatch).
+void on_fleet_stop(FleetProgress& p, int64_t rank, const std::vector<distributed::LostRank>& lost,
+                   const std::string& why) {
+  std::cerr << "rank " << rank << ": validate --fleet stopped: " << why << "\n" << std::flush;
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (!p.scratch.empty() && file_exists(p.scratch)) {
+    try {
+      io::remove_tree(p.scratch);
+    } catch (...) {
+    }
+  }
+  if (!p.out || p.ids.empty()) return;  // not rank 0, or before the identities: nothing to report
+  FleetSummary s = summarize_fleet(p.ids, p.groups, p.votes, p.runs, p.findings);
+  std::vector<std::pair<int64_t, std::string>> named;
+  for (auto l : lost) {
+    if (l.host.empty() && l.rank >= 0 && static_cast<size_t>(l.rank) < p.ids.size())
+      l.host = p.ids[static_cast<size_t>(l.rank)].host;
+    named.emplace_back(l.rank, distributed::describe(l));
+  }
+  mark_stopped(s, named, why);
+  publish_report(*p.out, s);
+  std::cout << s.verdict << "\n";
+  for (const auto& r : s.ranks)
+    if (!r.pass) std::cout << "rank " << r.rank << ": " << r.message << "\n";
+  std::cout << "reports: " << p.out->final_dir() << "/summary.md\n" << std::flush;
+}
+
+// The ranks' options and scenarios compared (an all-gather of the differing scenarios' configuration texts when a
+// hash differs, to name the fields); throws std::invalid_argument naming them: every rank exits 2 alike.
+void refuse_different_inputs(distributed::RankExchange& x, const std::vector<FleetRankIdentity>& ids,
+                             const std::vector<FleetScenario>& scenarios) {
+  auto lines = validate::fleet_input_differences(ids);
+  if (lines.empty()) return;
+  const auto apart = validate::scenarios_configured_apart(ids);
+  if (!apart.empty()) {  // every rank sees the same ids: every rank takes part in this exchange
+    nlohmann::json mine = nlohmann::json::object();
+    for (const auto& sc : scenarios)
+      if (std::find(apart.begin(), apart.end(), sc.sc.run.name) != apart.end())
+        mine[sc.sc.run.name] = validate::golden_config_text(sc.sc.run);
+    const auto all = x.all_gather(mine.dump());
+    for (const auto& name : apart) {
+      std::vector<std::string> texts;
+      for (const auto& one : all) {
+        const auto j = nlohmann::json::parse(one, nullptr, /*allow_exceptions=*/false);
+        texts.push_back(j.is_object() && j.contains(name) && j[name].is_string() ? j[name].get<std::string>() : "");
+      }
+      for (const auto& l : validate::configuration_differences(name, texts)) lines.push_back(l);
+    }
+  }
+  std::string text;
+  for (const auto& l : lines) text += "\n  " + l;
+  if (x.rank() != 0)
+    throw std::invalid_argument("--fleet: the ranks do not run the same validation; rank 0's message names each");
+  throw std::invalid_argument(
+      "--fleet: the ranks do not run the same validation (bad input, nothing trained):" + text +
+      "\nHINT: every rank must run the same ampcheck checkout with the same scenarios and options (a node with a stale "
+      "checkout or another command line); a fleet votes only between identical runs");
+}
+
 }  // namespace
 
 FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostream& log) {
@@ -250,13 +376,37 @@ FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostre
   const distributed::RankEnv env = distributed::rank_env_from_environment();
   const at::Device device = fleet_device(opts, env.local_rank);
   const validate::Fingerprint fp = engine::stack_fingerprint(device);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(v.fleet_timeout_s * 1000));
+
+  // the watch: from here on a rank that dies or stops answering is named, and rank 0 reports what was done
+  FleetProgress progress;
+  distributed::WatchOptions wo;
+  wo.lost_after = std::chrono::milliseconds(static_cast<int64_t>(v.fleet_lost_after_s * 1000));
+  wo.start_grace = timeout;
+  wo.host = hostname();
+  distributed::RankWatch watch(env, wo, [&progress, rank = env.rank](const auto& lost, const std::string& why) {
+    on_fleet_stop(progress, rank, lost, why);
+  });
+  // an exchange that failed (a peer's connection closed): the watch names who, else the error stands
+  auto exchanged = [&](auto&& f) {
+    try {
+      return f();
+    } catch (const std::invalid_argument&) {
+      watch.finish();  // bad input, decided alike on every rank: exit 2, whoever exits first
+      throw;
+    } catch (const std::exception&) {
+      watch.wait_for_verdict();
+      throw;
+    }
+  };
 
   // ---- 0. identities and bad input, before anything trains
+  watch.set_phase("preparing");
   FleetRankIdentity me;
   me.rank = env.rank;
   me.local_rank = env.local_rank;
   me.world_size = env.world_size;
-  me.host = hostname();
+  me.host = wo.host;
   me.device = device.str();
   me.device_name = engine::device_info(device).name;
   me.cpu_model = engine::device_info(at::Device(at::kCPU)).name;
@@ -266,78 +416,98 @@ FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostre
   }
   me.golden_class = validate::golden_class(fp);
   for (const auto& [k, val] : fp) me.fingerprint.push_back({k, val});
+  me.options = fleet_options_of(opts, v);
   std::vector<validate::RankPlant> plants;
   std::vector<FleetScenario> scenarios;
   try {
     for (const auto& text : v.plant_ranks) plants.push_back(validate::parse_plant_rank(text));
+    refuse_unreachable_plants(v, plants);
     for (const auto& p : plants)
       if (p.rank == env.rank) me.plants += (me.plants.empty() ? "" : ", ") + p.plant.text;
     scenarios = prepare_rank(opts, v, plants, fp, env.rank, env.world_size);
+    for (const auto& sc : scenarios) me.scenarios.push_back({sc.sc.run.name, validate::golden_config_hash(sc.sc.run)});
   } catch (const std::exception& e) {
     me.error = e.what();
   }
-  distributed::RankExchange x(env, device, std::chrono::milliseconds(static_cast<int64_t>(v.fleet_timeout_s * 1000)),
-                              "fleet");
+  watch.set_phase("exchanging identities");
+  distributed::RankExchange x(env, device, timeout, "fleet");
   int64_t identity_bytes = 0;
-  const auto ids = gather(x, me, "identity", &identity_bytes);
+  const auto ids = exchanged([&] { return gather(x, me, "identity", &identity_bytes); });
   std::string bad;
   for (const auto& id : ids)
     if (!id.error.empty())
       bad += (bad.empty() ? "" : "\n") + ("rank " + std::to_string(id.rank) + " (" + id.host + "): " + id.error);
   if (!bad.empty()) {  // every rank exits 2; rank 0 names every rank's reason, the others point at it
+    watch.finish();
     if (env.rank == 0) throw std::invalid_argument("--fleet: bad input, nothing trained:\n" + bad);
     throw std::invalid_argument("--fleet: bad input on " +
                                 std::string(me.error.empty() ? "another rank" : "this rank") +
                                 "; rank 0's message names each");
   }
+  exchanged([&] {
+    refuse_different_inputs(x, ids, scenarios);
+    return 0;
+  });
   const auto groups = validate::group_by_fingerprint(ids);
   if (env.rank == 0) {
     log << "fleet: " << env.world_size << " ranks, " << groups.size() << " stack group(s), " << x.backend_name() << "\n"
         << std::flush;
   }
-  std::unique_ptr<RunDirectory> out;  // rank 0 only: published whole (not written in place as a job's ranks would)
-  if (env.rank == 0) out = std::make_unique<RunDirectory>(opts, /*single_writer=*/true);
-  // a replay's checkpoint: rank 0's staging directory, another rank's own hidden directory beside --out
+  // a replay's checkpoint: a hidden directory of this rank beside --out (rank 0's staging directory holds only the
+  // report, which the watch may publish at any time)
   std::string out_dir = opts.out_dir;
   while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
   const size_t slash = out_dir.rfind('/');
   const std::string parent = slash == std::string::npos ? "." : out_dir.substr(0, slash == 0 ? 1 : slash);
   const std::string name = slash == std::string::npos ? out_dir : out_dir.substr(slash + 1);
   const std::string scratch =
-      out ? out->staging()
-          : parent + "/." + name + ".fleet-rank" + std::to_string(env.rank) + "-" + std::to_string(::getpid());
+      parent + "/." + name + ".fleet-rank" + std::to_string(env.rank) + "-" + std::to_string(::getpid());
+  {
+    std::lock_guard<std::mutex> lock(progress.mutex);
+    progress.ids = ids;
+    progress.groups = groups;
+    progress.scratch = scratch;
+    if (env.rank == 0) progress.out = std::make_unique<RunDirectory>(opts, /*single_writer=*/true);
+  }
 
   // ---- the repetitions
   const int64_t most = v.repeat > 0 ? v.repeat : (v.duration_s > 0 ? int64_t(1) << 40 : 1);
-  std::vector<std::vector<validate::FleetVote>> all_votes;
-  std::vector<std::vector<FleetRuns>> all_runs;
-  std::vector<std::vector<FleetFinding>> all_findings;
   int64_t runs_bytes = 0;
   for (int64_t rep = 1; rep <= most; ++rep) {
+    const std::string of = " repetition " + std::to_string(rep);
     const auto mine_plants = plants_for(plants, env.rank, rep);
     std::vector<trajectory::Trajectory> mine;
-    const auto runs = gather(x, run_repetition(scenarios, mine_plants, device, env.rank, mine), "runs", &runs_bytes);
+    watch.set_phase("training" + of);
+    FleetRuns my_runs = run_repetition(scenarios, mine_plants, device, env.rank, mine);
+    watch.set_phase("exchanging the runs of" + of);
+    const auto runs = exchanged([&] { return gather(x, my_runs, "runs", &runs_bytes); });
     const auto votes = validate::vote(groups, runs);
     validate::FleetFindings f;
     f.rank = env.rank;
-    f.findings = settle(x, votes, scenarios, mine, mine_plants, device, v, scratch, rep);
+    watch.set_phase("comparing and replaying outliers of" + of);
+    f.findings = exchanged([&] { return settle(x, votes, scenarios, mine, mine_plants, device, v, scratch, rep); });
     f.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::vector<FleetFinding> findings;
-    const auto gathered = gather(x, f, "findings");
+    watch.set_phase("exchanging the findings of" + of);
+    const auto gathered = exchanged([&] { return gather(x, f, "findings"); });
     for (const auto& g : gathered) findings.insert(findings.end(), g.findings.begin(), g.findings.end());
     if (env.rank == 0) {
       log << "repetition " << rep << ": " << findings.size() << " outlier finding(s)\n" << std::flush;
     }
-    all_votes.push_back(votes);
-    all_runs.push_back(runs);
-    all_findings.push_back(findings);
+    {
+      std::lock_guard<std::mutex> lock(progress.mutex);
+      progress.votes.push_back(votes);
+      progress.runs.push_back(runs);
+      progress.findings.push_back(findings);
+    }
     // --duration: rank 0's clock decides for everyone (it travelled in its findings message), so all stop together
     if (v.duration_s > 0 && gathered[0].elapsed_s >= v.duration_s) break;
   }
-  if (!out && file_exists(scratch)) io::remove_tree(scratch);
+  watch.finish();  // every rank finished every repetition: the result below stands
+  if (file_exists(scratch)) io::remove_tree(scratch);
 
   FleetResult result;
-  FleetSummary s = summarize_fleet(ids, groups, all_votes, all_runs, all_findings);
+  FleetSummary s = summarize_fleet(ids, groups, progress.votes, progress.runs, progress.findings);
   s.duration_s = v.duration_s;
   s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto& t = x.traffic();
@@ -349,15 +519,10 @@ FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostre
     result.lines.push_back("group " + std::to_string(g.id) + (g.main ? " (main)" : "") + ": " + g.message);
   for (const auto& r : s.ranks)
     if (!r.pass) result.lines.push_back("rank " + std::to_string(r.rank) + ": " + r.message);
-  if (out) {
-    const std::string dir = out->staging();
-    io::write_file_atomically(dir + "/summary.json", fleet_summary_json(s));
-    io::write_file_atomically(dir + "/summary.md", fleet_summary_md(s));
-    io::write_file_atomically(dir + "/junit.xml", fleet_junit_xml(s));
-    io::write_file_atomically(dir + "/report.html", fleet_report_html(s));
-    out->publish();
+  if (progress.out) {
+    publish_report(*progress.out, s);
     result.written = true;
-    result.reports_dir = out->final_dir();
+    result.reports_dir = progress.out->final_dir();
   }
   return result;
 }

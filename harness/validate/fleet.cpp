@@ -214,16 +214,22 @@ std::vector<FleetGroup> group_by_fingerprint(const std::vector<FleetRankIdentity
 std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::vector<FleetRuns>& runs) {
   std::vector<FleetVote> votes;
   if (runs.empty()) return votes;
-  const size_t scenarios = runs.front().runs.size();
+  // rank k's run of `name`, paired by name (never by position: a rank's scenarios are its own checkout's)
+  auto run_of = [&](int64_t rank, const std::string& name) -> const FleetRun* {
+    if (rank < 0 || static_cast<size_t>(rank) >= runs.size()) return nullptr;
+    for (const auto& r : runs[static_cast<size_t>(rank)].runs)
+      if (r.scenario == name) return &r;
+    return nullptr;
+  };
   for (const auto& g : groups)
-    for (size_t s = 0; s < scenarios; ++s) {
+    for (const auto& first : runs.front().runs) {
       FleetVote v;
       v.group = g.id;
-      v.scenario = runs.front().runs[s].scenario;
+      v.scenario = first.scenario;
       std::map<std::string, std::vector<int64_t>> holders;  // hash -> ranks (a rank without a run holds none)
       for (int64_t rank : g.ranks) {
-        const auto& own = runs.at(static_cast<size_t>(rank)).runs;
-        if (s < own.size() && !own[s].trajectory_hash.empty()) holders[own[s].trajectory_hash].push_back(rank);
+        const FleetRun* own = run_of(rank, v.scenario);
+        if (own && !own->trajectory_hash.empty()) holders[own->trajectory_hash].push_back(rank);
       }
       for (const auto& [hash, who] : holders)
         if (2 * who.size() > g.ranks.size()) {  // more than half of the group's ranks
@@ -237,10 +243,10 @@ std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::ve
       } else {
         for (int64_t rank : g.ranks)
           if (std::find(v.majority.begin(), v.majority.end(), rank) == v.majority.end()) v.outliers.push_back(rank);
-        const FleetRun& rep = runs.at(static_cast<size_t>(v.majority_rank)).runs[s];
-        v.golden = rep.golden;
-        v.golden_result = rep.golden_result;
-        v.golden_message = rep.golden_message;
+        const FleetRun* rep = run_of(v.majority_rank, v.scenario);  // it holds the majority's hash: it has the run
+        v.golden = rep->golden;
+        v.golden_result = rep->golden_result;
+        v.golden_message = rep->golden_message;
       }
       votes.push_back(std::move(v));
     }

@@ -54,19 +54,40 @@ void visit_place_fields(FleetRankPlace& r, V& v) {
   v("plants", r.plants);
 }
 
-// Who a rank is, sent once (before anything trains): where it runs, its stack, and whether it could prepare.
+// Who a rank is, sent once (before anything trains): where it runs, its stack, what it is about to run, and whether
+// it could prepare.
 struct FleetRankIdentity : FleetRankPlace {
   int64_t world_size = 1;
   std::vector<FleetKeyValue> fingerprint;  // engine::stack_fingerprint of its device
-  std::string error;                       // non-empty: bad input on this rank (every rank then exits 2)
+  // the options that must agree on every rank (--steps, --repeat, ...: fleet_options_of in validate_fleet.cpp)
+  std::vector<FleetKeyValue> options;
+  std::vector<FleetKeyValue> scenarios;  // key: the scenario's name, value: golden_config_hash of its run as it trains
+  std::string error;                     // non-empty: bad input on this rank (every rank then exits 2)
 };
 template <class V>
 void visit_fields(FleetRankIdentity& r, V& v) {
   visit_place_fields(r, v);
   v("world_size", r.world_size);
   v("fingerprint", r.fingerprint);
+  v("options", r.options);
+  v("scenarios", r.scenarios);
   v("error", r.error);
 }
+
+// ---- the same input on every rank (fleet_inputs.cpp)
+
+// What differs between the ranks' options and scenarios, one line each, naming the field or the scenario and the
+// ranks on each side (the value most ranks hold first): "--steps: 12 on ranks 0,2,3; 30 on rank 1", "scenario
+// 'x': only on rank 1 (not on ranks 0,2,3)", "scenario 'y': configuration a1b2... on ranks 0,2,3; c3d4... on rank
+// 1". Empty when every rank runs the same scenarios (by name and configuration hash, in any order) with the same
+// options. Pure: every rank computes the same lines from the gathered identities.
+std::vector<std::string> fleet_input_differences(const std::vector<FleetRankIdentity>& ranks);
+// The scenarios whose configuration hash differs between ranks (their names, sorted).
+std::vector<std::string> scenarios_configured_apart(const std::vector<FleetRankIdentity>& ranks);
+// texts[k]: rank k's canonical configuration text of `scenario` (validate::golden_config_text; "" where it lacks it):
+// "scenario 'y': rank 1 differs from rank 0: lr=0.001 -> lr=0.002", one line per rank that differs from the text most
+// ranks hold.
+std::vector<std::string> configuration_differences(const std::string& scenario, const std::vector<std::string>& texts);
 
 // One scenario's run on one rank in one repetition.
 struct FleetRun {
@@ -182,7 +203,8 @@ struct FleetVote {
   bool no_majority = false;                 // two or more ranks and no hash held by more than half: cannot tell
   std::string golden_result, golden_message, golden;  // the majority's comparison with its class's golden
 };
-// runs[k]: rank k's runs of this repetition (same scenarios, same order on every rank).
+// runs[k]: rank k's runs of this repetition. Runs are paired by scenario name (the order on a rank is its own); the
+// scenarios voted on are runs[0]'s; a rank without a run of that name holds no hash in its vote.
 std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::vector<FleetRuns>& runs);
 
 // The votes whose outliers are replayed (a majority exists and someone differs from it), in the order every rank
