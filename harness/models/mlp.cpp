@@ -56,6 +56,17 @@ Mlp::Mlp(const ModelConfig& cfg) : cfg_(cfg) {
   configure_modules(cfg);
 }
 
+std::vector<std::string> Mlp::parameter_names(const ModelConfig& resolved) {
+  std::vector<std::string> names = {"embed"};
+  for (int64_t l = 0; l < resolved.n_layer; ++l) {
+    names.push_back("fc." + std::to_string(l) + ".weight");
+    names.push_back("fc." + std::to_string(l) + ".bias");
+  }
+  names.push_back("head.weight");
+  names.push_back("head.bias");
+  return names;
+}
+
 double Mlp::training_flops_per_token(int64_t) const {
   // the token embedding (parameters()[0]) is a lookup, not a matmul weight
   return 6.0 * static_cast<double>(parameter_count() - parameters()[0].tensor.numel());

@@ -13,6 +13,8 @@ class Mlp final : public Model {
  public:
   explicit Mlp(const ModelConfig& cfg);
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const ForwardOptions& opts = {}) override;
+  // The parameter names of a resolved config, in the order the model registers them, without building it
+  static std::vector<std::string> parameter_names(const ModelConfig& resolved);
   std::string kind() const override { return "mlp"; }
   std::string describe() const override;
   double training_flops_per_token(int64_t seq_len) const override;

@@ -7,7 +7,9 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <sstream>
+#include <utility>
 #include <stdexcept>
 
 namespace ampcheck::models {
@@ -53,11 +55,64 @@ at::Tensor& Model::add_parameter(std::string name, at::Tensor init_fp32_cpu, boo
   return params_.back().tensor;
 }
 
+namespace {
+// a model's dimensions after its preset filled the zeros: each at least 1 (vocab 2), or nothing can be built from it —
+// a negative n_layer used to build an mlp whose head ran under module index 0 (embed's)
+void check_dimensions(const ModelConfig& r) {
+  auto at_least = [&](const char* field, int64_t v, int64_t least) {
+    if (v < least)
+      throw std::invalid_argument(r.kind + ": " + field + " must be at least " + std::to_string(least) + ", got " +
+                                  std::to_string(v));
+  };
+  at_least("n_layer", r.n_layer, 1);
+  at_least("n_embd", r.n_embd, 1);
+  at_least("vocab_size", r.vocab_size, 2);
+  at_least("block_size", r.block_size, 1);
+  if (r.kind != "mlp") at_least("n_head", r.n_head, 1);
+  if (r.kind != "gpt") at_least("mlp_hidden", r.mlp_hidden, 1);
+  if (r.kind == "llama") at_least("n_kv_head", r.n_kv_head, 1);
+  if (r.head_chunk_rows < 0) at_least("head_chunk_rows", r.head_chunk_rows, 0);
+}
+}  // namespace
+
 ModelConfig resolve_preset(ModelConfig cfg) {
-  if (cfg.kind == "gpt") return resolve_gpt_preset(cfg);
-  if (cfg.kind == "mlp") return resolve_mlp_preset(cfg);
-  if (cfg.kind == "llama") return resolve_llama_preset(cfg);
-  throw std::invalid_argument("unknown model kind '" + cfg.kind + "' (expected gpt, mlp or llama)");
+  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"n_layer", cfg.n_layer},
+                                 {"n_embd", cfg.n_embd},
+                                 {"n_head", cfg.n_head},
+                                 {"n_kv_head", cfg.n_kv_head},
+                                 {"mlp_hidden", cfg.mlp_hidden},
+                                 {"vocab_size", cfg.vocab_size},
+                                 {"block_size", cfg.block_size}})
+    if (v < 0)  // before the presets' own checks divide by them
+      throw std::invalid_argument(cfg.kind + ": " + field + " must be >= 0 (0 = the preset's), got " +
+                                  std::to_string(v));
+  ModelConfig r;
+  if (cfg.kind == "gpt") r = resolve_gpt_preset(cfg);
+  else if (cfg.kind == "mlp")
+    r = resolve_mlp_preset(cfg);
+  else if (cfg.kind == "llama")
+    r = resolve_llama_preset(cfg);
+  else
+    throw std::invalid_argument("unknown model kind '" + cfg.kind + "' (expected gpt, mlp or llama)");
+  check_dimensions(r);
+  return r;
+}
+
+double parameter_count(const ModelConfig& r) {
+  const double L = static_cast<double>(r.n_layer), C = static_cast<double>(r.n_embd),
+               V = static_cast<double>(r.vocab_size), T = static_cast<double>(r.block_size),
+               I = static_cast<double>(r.mlp_hidden);
+  if (r.kind == "mlp")  // embed (V, C); fc.0 (I, C) + I; fc.l (I, I) + I; head (V, fan_in) + V
+    return V * C + (L >= 1 ? I * C + I + (L - 1) * (I * I + I) : 0.0) + V * (L >= 1 ? I : C) + V;
+  if (r.kind == "llama") {  // embed (V, C); per layer q, o (C, C), k, v (K·D, C), gate, up, down (I, C), 2 norms; norm
+    const double D = static_cast<double>(r.n_embd / std::max<int64_t>(1, r.n_head)),
+                 K = static_cast<double>(r.n_kv_head), H = static_cast<double>(r.n_head);
+    const double layer = 2 * H * D * C + 2 * K * D * C + 3 * I * C + 2 * C;
+    return V * C + L * layer + C + (r.tie_embeddings == 1 ? 0.0 : V * C);
+  }
+  // gpt: wte (V, C), wpe (T, C); per block 2 LayerNorms, c_attn (3C, C) + 3C, c_proj (C, C) + C, c_fc (4C, C) + 4C,
+  // mlp c_proj (C, 4C) + C; ln_f
+  return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
 std::vector<std::string> preset_names(const std::string& kind) {

@@ -189,8 +189,14 @@ std::vector<ModuleInfo> module_tree(const ModelConfig& resolved);
 
 // Builds a model from its config on CPU fp32 (deterministic in seed); call to() afterwards.
 std::unique_ptr<Model> make_model(const ModelConfig& cfg);
-// Fills the preset's numbers into cfg's zero fields; throws std::invalid_argument for an unknown kind/preset.
+// Fills the preset's numbers into cfg's zero fields; throws std::invalid_argument for an unknown kind/preset and for
+// a dimension a model cannot be built with (n_layer, n_embd, n_head, n_kv_head, mlp_hidden, block_size below 1,
+// vocab_size below 2): the scenario parser bounds each first, naming the field (scenario.h), this is the backstop
+// for every other caller.
 ModelConfig resolve_preset(ModelConfig cfg);
+// The parameters (elements) a resolved config's model holds, without building it — exactly Model::parameter_count()
+// of make_model(resolved); a double, so that no dimensions overflow it (exact below 2^53).
+double parameter_count(const ModelConfig& resolved);
 std::vector<std::string> preset_names(const std::string& kind);
 
 }  // namespace ampcheck::models

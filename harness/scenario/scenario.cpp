@@ -6,6 +6,7 @@
 #include "io/text.h"
 #include "models/gpt.h"
 #include "models/llama.h"
+#include "models/mlp.h"
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -112,11 +114,51 @@ class Fields {
     return v;
   }
   // A positive integer with an upper bound: what keeps a scenario's time and memory finite (resource limits on input).
+  // A value past int64 is refused naming the range, never wrapped.
   int64_t bounded(const std::string& key, int64_t d, int64_t most, const std::string& why) {
+    if (has(key) && !fits_int64(at(key)))
+      fail_key(key,
+               "expected an integer from 1 to " + std::to_string(most) + " (" + why + "), got " + describe(at(key)));
     const int64_t v = positive(key, d);
     if (v > most) fail_key(key, "must be at most " + std::to_string(most) + " (" + why + "), got " + std::to_string(v));
     return v;
   }
+  // An integer from `least` to `most` (`most_text` names it where it is another field's: "the model's block_size
+  // (32)"), or 0 where `zero` says what 0 means ("the preset's"). Out of range, or past int64 (refused, never wrapped),
+  // the message names the range and why it is there.
+  int64_t ranged(const std::string& key, int64_t d, int64_t least, int64_t most, const std::string& why,
+                 const std::string& zero = "", const std::string& most_text = "") {
+    seen_.insert(key);
+    if (!has(key)) return d;
+    const YAML::Node n = at(key);
+    int64_t v = 0;
+    const bool integer = n.IsScalar() && YAML::convert<int64_t>::decode(n, v);
+    if (integer && ((v >= least && v <= most) || (!zero.empty() && v == 0))) return v;
+    fail_key(key,
+             range_text(least, most, why, zero, most_text) + ", got " + (integer ? std::to_string(v) : describe(n)));
+  }
+  static std::string range_text(int64_t least, int64_t most, const std::string& why, const std::string& zero = "",
+                                const std::string& most_text = "") {
+    return "expected " + (zero.empty() ? std::string() : "0 (" + zero + ") or ") + "an integer from " +
+           std::to_string(least) + " to " + (most_text.empty() ? std::to_string(most) : most_text) +
+           (why.empty() ? std::string() : " (" + why + ")");
+  }
+  static bool fits_int64(const YAML::Node& n) {
+    int64_t v = 0;
+    return n.IsScalar() && YAML::convert<int64_t>::decode(n, v);
+  }
+  // A finite number in (0, most]: seconds, MiB (what a run later multiplies and casts to an integer)
+  double positive_amount(const std::string& key, double d, double most, const std::string& unit) {
+    const double v = num(key, d);
+    if (!(v > 0 && v <= most)) {
+      char got[64];
+      std::snprintf(got, sizeof got, "%g", v);
+      fail_key(key, "must be in (0, " + std::to_string(static_cast<int64_t>(most)) + "] " + unit + ", got " + got);
+    }
+    return v;
+  }
+  // An error at this mapping itself ("model: 824,693,522,432 parameters ...")
+  [[noreturn]] void fail_here(const std::string& what) const { fail(node_, what); }
   Fields map(const std::string& key) {
     seen_.insert(key);
     return Fields(at(key), file_, sub(key));
@@ -147,9 +189,8 @@ void parse_llama_fields(Fields& f, models::ModelConfig& m) {
   auto only_llama = [&](const std::string& key, bool set) {
     if (set && !llama) f.fail_key(key, "only for kind llama");
   };
-  m.n_kv_head = f.integer("n_kv_head", 0);
+  m.n_kv_head = f.ranged("n_kv_head", 0, 1, kMaxHeads, "a bound on memory; it must divide n_head", "the preset's");
   only_llama("n_kv_head", m.n_kv_head != 0);
-  if (m.n_kv_head < 0) f.fail_key("n_kv_head", "must be >= 0 (0 = the preset's)");
   m.rope_theta = f.num("rope_theta", 0.0);
   only_llama("rope_theta", m.rope_theta != 0);
   if (m.rope_theta != 0 && !(m.rope_theta > 1)) f.fail_key("rope_theta", "must be > 1 (0 = the preset's 10000)");
@@ -161,9 +202,8 @@ void parse_llama_fields(Fields& f, models::ModelConfig& m) {
   if (m.rms_norm_eps < 0) f.fail_key("rms_norm_eps", "must be > 0 (0 = the preset's 1e-5)");
   m.sdpa = f.choice("attention", "sdpa", {"sdpa", "eager"}) == "sdpa";
   only_llama("attention", !m.sdpa);
-  m.outlier_channels = f.integer("outlier_channels", 0);
+  m.outlier_channels = f.ranged("outlier_channels", 0, 0, kMaxWidth, "");  // <= n_embd: checked once resolved
   only_llama("outlier_channels", m.outlier_channels != 0);
-  if (m.outlier_channels < 0) f.fail_key("outlier_channels", "must be >= 0");
   m.outlier_scale = f.num("outlier_scale", 1.0);
   only_llama("outlier_scale", m.outlier_scale != 1.0);
   if (!(m.outlier_scale > 0)) f.fail_key("outlier_scale", "must be > 0");
@@ -192,21 +232,60 @@ std::string some_modules(const models::ModelConfig& m, const std::vector<models:
   return out + "; HINT: a module's name is its parameters' prefix: h.1.attn.c_proj owns h.1.attn.c_proj.weight";
 }
 
+// "824,693,522,432": a count as people read it
+std::string grouped(double count) {
+  char digits[64];
+  std::snprintf(digits, sizeof digits, "%.0f", count);
+  std::string s = digits, out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+// The model's dimensions resolved, or an error naming the field that made them impossible: an unknown preset is
+// model.preset's; a shape the preset's rules refuse ("n_embd (32) must be a multiple of n_head (3)") is the first
+// field named in the message that the scenario sets (else the preset's own).
+models::ModelConfig resolve_model(Fields& f, const models::ModelConfig& m) {
+  try {
+    return models::resolve_preset(m);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    const std::vector<std::string> known = models::preset_names(m.kind);
+    if (std::find(known.begin(), known.end(), m.preset) == known.end()) f.fail_key("preset", what);
+    std::string key = "preset";
+    size_t first = std::string::npos;
+    for (const char* k : {"n_embd", "n_head", "n_kv_head", "n_layer", "mlp_hidden", "vocab_size", "block_size",
+                          "outlier_channels", "rope_theta", "rms_norm_eps"}) {
+      const size_t at = what.find(k);
+      if (at != std::string::npos && at < first && f.has(k)) first = at, key = k;
+    }
+    f.fail_key(key, what);
+  }
+}
+
 void parse_model(Fields f, models::ModelConfig& m) {
   m.kind = f.choice("kind", m.kind, {"gpt", "mlp", "llama"});
   m.preset = f.str("preset", m.kind == "mlp" ? "small" : m.kind == "llama" ? "llama-micro" : "nano");
-  m.n_layer = f.integer("n_layer", 0);
-  m.n_head = f.integer("n_head", 0);
-  m.n_embd = f.integer("n_embd", 0);
-  m.block_size = f.integer("block_size", 0);
-  m.vocab_size = f.integer("vocab_size", 0);
-  m.mlp_hidden = f.integer("mlp_hidden", 0);
+  // every dimension bounded before anything is built from it (scenario.h: the bounds; 0 = the preset's)
+  const std::string preset = "the preset's";
+  m.n_layer = f.ranged("n_layer", 0, 1, kMaxLayers, "a bound on build time", preset);
+  m.n_head = f.ranged("n_head", 0, 1, kMaxHeads, "a bound on memory; it must divide n_embd", preset);
+  if (m.n_head != 0 && m.kind == "mlp") f.fail_key("n_head", "only for kind gpt or llama (the mlp has no attention)");
+  m.n_embd = f.ranged("n_embd", 0, 1, kMaxWidth, "a bound on memory", preset);
+  m.block_size = f.ranged("block_size", 0, 1, kMaxBlockSize, "a bound on memory: T x T attention scores", preset);
+  m.vocab_size = f.ranged("vocab_size", 0, kMinVocab, kMaxVocab, "tokens are uint16", preset);
+  m.mlp_hidden = f.ranged("mlp_hidden", 0, 1, kMaxHidden, "a bound on memory", preset);
+  if (m.mlp_hidden != 0 && m.kind == "gpt")
+    f.fail_key("mlp_hidden", "only for kind mlp or llama (gpt's MLP is 4 x n_embd)");
   m.dropout = f.num("dropout", 0.0);
   parse_llama_fields(f, m);
   m.attention_query_dtype = f.choice("attention_query_dtype", "", {"", "fp16", "bf16"});
   if (!m.attention_query_dtype.empty() && m.kind != "gpt") f.fail_key("attention_query_dtype", "only for kind gpt");
   m.head_loss = models::parse_head_loss(f.choice("head_loss", "stock", {"stock", "chunked", "fused"}));
-  m.head_chunk_rows = f.integer("head_chunk_rows", 0);
+  m.head_chunk_rows =
+      f.ranged("head_chunk_rows", 0, 0, kMaxBatchTokens, "0 = automatic; at most a micro-batch's tokens");
   m.fused_layernorm = f.boolean("fused_layernorm", false);
   if (m.fused_layernorm && m.kind != "gpt") f.fail_key("fused_layernorm", "only for kind gpt");
   m.fused_bias_gelu = f.boolean("fused_bias_gelu", false);
@@ -215,7 +294,6 @@ void parse_model(Fields f, models::ModelConfig& m) {
   if (m.gemm_epilogues && m.kind != "gpt") f.fail_key("gemm_epilogues", "only for kind gpt");
   if (m.head_loss != models::HeadLoss::Stock && m.kind != "gpt" && m.kind != "llama")
     f.fail_key("head_loss", "only for kind gpt or llama");
-  if (m.head_chunk_rows < 0) f.fail_key("head_chunk_rows", "must be >= 0 (0 = automatic)");
   if (m.dropout < 0 || m.dropout >= 1) f.fail_key("dropout", "must be in [0, 1)");
   YAML::Node keep = f.raw("keep_fp32");
   if (keep.IsDefined() && !keep.IsNull() && !keep.IsSequence())
@@ -223,12 +301,25 @@ void parse_model(Fields f, models::ModelConfig& m) {
   if (keep.IsDefined() && !keep.IsNull() && m.kind == "llama")  // module_tree() knows gpt and mlp only
     f.fail(keep, "model.keep_fp32: not available for kind llama yet (the per-module policy covers gpt and mlp)");
   f.done();
-  models::ModelConfig resolved;
-  try {
-    resolved = models::resolve_preset(m);
-  } catch (const std::invalid_argument& e) {
-    f.fail_key("preset", e.what());
-  }
+  models::ModelConfig unmarked = m;  // outlier_channels is bounded by the resolved n_embd, named here
+  unmarked.outlier_channels = 0;
+  const models::ModelConfig resolved = resolve_model(f, unmarked);
+  if (m.outlier_channels > resolved.n_embd)
+    f.fail_key("outlier_channels", Fields::range_text(0, resolved.n_embd, "", "",
+                                                      "the model's n_embd (" + std::to_string(resolved.n_embd) + ")") +
+                                       ", got " + std::to_string(m.outlier_channels));
+  resolve_model(f, m);
+  // the whole model, counted before it is built: each dimension in range can still multiply to hours of building
+  const double parameters = models::parameter_count(resolved);
+  if (parameters > static_cast<double>(kMaxParameters))
+    f.fail_here(grouped(parameters) + " parameters (" + m.kind + ", n_layer " + std::to_string(resolved.n_layer) +
+                ", n_embd " + std::to_string(resolved.n_embd) +
+                (m.kind == "gpt" ? std::string() : ", mlp_hidden " + std::to_string(resolved.mlp_hidden)) +
+                ", vocab_size " + std::to_string(resolved.vocab_size) + ", block_size " +
+                std::to_string(resolved.block_size) + "), more than the limit of " +
+                grouped(static_cast<double>(kMaxParameters)) +
+                " (a bound on build time and memory: 8 GB of fp32 weights, ~30 s to initialise). HINT: fewer layers "
+                "or a narrower model");
   if (!keep.IsDefined() || keep.IsNull()) return;
   const std::vector<models::ModuleInfo> tree = models::module_tree(resolved);
   for (size_t i = 0; i < keep.size(); ++i) {
@@ -241,16 +332,38 @@ void parse_model(Fields f, models::ModelConfig& m) {
   }
 }
 
-void parse_data(Fields f, data::DataConfig& d) {
+// A data size that defaults to the model's (0) and may not exceed it: vocab_size, seq_len
+int64_t model_sized(Fields& f, const std::string& key, int64_t least, int64_t model_value,
+                    const std::string& model_field, const std::string& model_short) {
+  const std::string most = "the model's " + model_field + " (" + std::to_string(model_value) + ")";
+  const int64_t v = f.ranged(key, 0, least, std::numeric_limits<int64_t>::max(), "", "the model's", most);
+  if (v > model_value)
+    f.fail_key(key,
+               std::to_string(v) + " exceeds the model's " + model_short + " (" + std::to_string(model_value) + ")");
+  return v;
+}
+
+void parse_data(Fields f, data::DataConfig& d, const models::ModelConfig& model) {
   d.kind = f.choice("kind", d.kind, {"synthetic", "shards"});
-  d.vocab_size = f.integer("vocab_size", 0);
-  d.corpus_tokens = f.positive("corpus_tokens", d.corpus_tokens);
-  d.branching = f.positive("branching", d.branching);
+  d.vocab_size = model_sized(f, "vocab_size", kMinVocab, model.vocab_size, "vocab_size", "vocab");
+  d.corpus_tokens = f.bounded("corpus_tokens", d.corpus_tokens, kMaxCorpusTokens, "a bound on memory and time");
+  d.branching = f.bounded("branching", d.branching, kMaxVocab, "successors of a token: at most a vocabulary");
   d.seed = f.get<uint64_t>("seed", d.seed, "an unsigned integer");
-  d.batch_size = f.bounded("batch_size", d.batch_size, 1 << 20, "a bound on memory");
-  d.seq_len = f.integer("seq_len", 0);
+  d.batch_size = f.bounded("batch_size", d.batch_size, kMaxBatchSize, "a bound on memory");
+  d.seq_len = model_sized(f, "seq_len", 1, model.block_size, "block_size", "block_size");
   d.eval_fraction = f.num("eval_fraction", d.eval_fraction);
   if (!(d.eval_fraction > 0 && d.eval_fraction < 0.5)) f.fail_key("eval_fraction", "must be in (0, 0.5)");
+  const int64_t seq = d.seq_len > 0 ? d.seq_len : model.block_size;
+  if (d.batch_size * seq > kMaxBatchTokens)  // both bounded: no overflow
+    f.fail_here("batch_size x seq_len = " + std::to_string(d.batch_size) + " x " + std::to_string(seq) + " = " +
+                std::to_string(d.batch_size * seq) + " tokens a micro-batch, more than the limit of " +
+                std::to_string(kMaxBatchTokens) + " (a bound on memory: the logits alone are tokens x vocab)");
+  // the sampler's rule (data/corpus.cpp): the train and the eval split each hold more than seq_len + 1 tokens
+  const int64_t split = static_cast<int64_t>(static_cast<double>(d.corpus_tokens) * (1.0 - d.eval_fraction));
+  if (d.kind == "synthetic" && (split <= seq + 1 || d.corpus_tokens - split <= seq + 1))
+    f.fail_key("corpus_tokens", std::to_string(d.corpus_tokens) + " tokens is too small for seq_len " +
+                                    std::to_string(seq) + " with eval_fraction " + std::to_string(d.eval_fraction) +
+                                    " (the train and the eval split each need more than seq_len + 1 tokens)");
   YAML::Node paths = f.raw("paths");
   if (paths.IsDefined() && !paths.IsNull()) {
     if (!paths.IsSequence()) f.fail(paths, "data.paths: expected a list of file paths");
@@ -284,14 +397,14 @@ void parse_optimizer(Fields f, engine::OptimizerConfig& o) {
 
 void parse_schedule(Fields f, engine::ScheduleConfig& s) {
   s.kind = f.choice("kind", s.kind, {"cosine", "constant"});
-  s.warmup_steps = f.integer("warmup_steps", s.warmup_steps);
+  s.warmup_steps = f.ranged("warmup_steps", s.warmup_steps, 0, kMaxSteps, "as train.steps");
   s.min_lr_ratio = f.num("min_lr_ratio", s.min_lr_ratio);
   f.done();
 }
 
 void parse_loop(Fields f, engine::LoopConfig& l) {
-  l.steps = f.bounded("steps", l.steps, 10'000'000, "a bound on time: a trajectory row per step");
-  l.micro_batches = f.bounded("micro_batches", l.micro_batches, 65'536, "a bound on time");
+  l.steps = f.bounded("steps", l.steps, kMaxSteps, "a bound on time: a trajectory row per step");
+  l.micro_batches = f.bounded("micro_batches", l.micro_batches, kMaxMicroBatches, "a bound on time");
   l.unscale_each_micro_batch = f.boolean("unscale_each_micro_batch", l.unscale_each_micro_batch);
   if (f.has("clip")) {
     Fields c = f.map("clip");
@@ -307,8 +420,9 @@ void parse_loop(Fields f, engine::LoopConfig& l) {
   l.step_through_scaler = f.boolean("step_through_scaler", l.step_through_scaler);
   l.scale_loss = f.boolean("scale_loss", l.scale_loss);
   l.zero_grad = f.boolean("zero_grad", l.zero_grad);
-  l.eval_every = f.integer("eval_every", l.eval_every);
-  l.eval_batches = f.positive("eval_batches", l.eval_batches);
+  l.eval_every = f.ranged("eval_every", l.eval_every, 0, kMaxSteps, "0 = never");
+  l.eval_batches =
+      f.bounded("eval_batches", l.eval_batches, kMaxEvalBatches, "a bound on time: forwards per evaluation");
   l.log_every = f.positive("log_every", l.log_every);
   l.probe_every = f.integer("probe_every", l.probe_every);
   l.cuda_graphs = f.boolean("cuda_graphs", l.cuda_graphs);
@@ -397,7 +511,7 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
                 : scaling == "none"  ? engine::Fp8Scaling::None
                                      : engine::Fp8Scaling::Current;
     c.hybrid = e.choice("grads", c.hybrid ? "e5m2" : "e4m3", {"e5m2", "e4m3"}) == "e5m2";
-    c.history = e.positive("history", c.history);
+    c.history = e.bounded("history", c.history, kMaxFp8History, "a bound on memory: an amax buffer per cast");
     c.margin = e.integer("margin", c.margin);
     if (c.margin < 0 || c.margin > 16) e.fail_key("margin", "expected 0..16 (the scale is divided by 2^margin)");
     c.layers = e.choice("layers", c.layers, {"blocks", "blocks+head", "all"});
@@ -427,16 +541,13 @@ void parse_strategy(Fields& top, engine::Strategy& s) {
   f.done();
 }
 
-// The model's parameter names, to check injection globs against: a GPT's are listed without building it (a
-// gpt2-124m is 500 MB of weights); the MLPs (at most ~0.4M weights) are built.
+// The model's parameter names, to check injection globs against, listed without building it (a gpt2-124m is 500 MB
+// of weights, an mlp within the bounds up to 8 GB).
 std::vector<std::string> model_parameter_names(const models::ModelConfig& m) {
   const models::ModelConfig resolved = models::resolve_preset(m);
   if (resolved.kind == "gpt") return models::Gpt::parameter_names(resolved);
   if (resolved.kind == "llama") return models::Llama::parameter_names(resolved);
-  const std::unique_ptr<models::Model> model = models::make_model(resolved);
-  std::vector<std::string> names;
-  for (const auto& p : model->parameters()) names.push_back(p.name);
-  return names;
+  return models::Mlp::parameter_names(resolved);
 }
 
 // "gpt micro has 28: wte, wpe, h.0.ln_1.weight, ..., ln_f.bias": enough names to write a glob from.
@@ -570,7 +681,7 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
 void parse_distributed(Fields f, engine::RunConfig& run) {
   auto& d = run.distributed;
   d.enabled = true;
-  d.world_size = f.positive("world_size", 2);
+  d.world_size = f.bounded("world_size", 2, kMaxWorldSize, "a bound on processes: a rank is a process");
   d.backend = f.choice("backend", "gloo", {"gloo", "nccl"});
   const std::string rd = f.choice("reduce_dtype", "fp32", {"fp32", "bf16", "fp16"});
   d.reduce_dtype = rd == "bf16" ? at::kBFloat16 : rd == "fp16" ? at::kHalf : at::kFloat;
@@ -593,10 +704,8 @@ void parse_distributed(Fields f, engine::RunConfig& run) {
     }
   }
   d.check_every = f.positive("check_every", 1);
-  d.timeout_s = f.num("timeout_s", 300);
-  if (!(d.timeout_s > 0)) f.fail_key("timeout_s", "must be > 0 seconds");
-  d.bucket_mb = f.num("bucket_mb", 25);
-  if (!(d.bucket_mb > 0)) f.fail_key("bucket_mb", "must be > 0 MiB");
+  d.timeout_s = f.positive_amount("timeout_s", 300, kMaxTimeoutSeconds, "seconds");
+  d.bucket_mb = f.positive_amount("bucket_mb", 25, kMaxBucketMiB, "MiB");
   if (run.data.batch_size % d.world_size != 0)
     f.fail_key("world_size", "data.batch_size (" + std::to_string(run.data.batch_size) +
                                  ", the global batch) must be "
@@ -674,7 +783,7 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   if (top.has("model")) parse_model(top.map("model"), sc.run.model);
   else
     top.raw("model");
-  if (top.has("data")) parse_data(top.map("data"), sc.run.data);
+  if (top.has("data")) parse_data(top.map("data"), sc.run.data, models::resolve_preset(sc.run.model));
   else
     top.raw("data");
   if (top.has("optimizer")) parse_optimizer(top.map("optimizer"), sc.run.optimizer);
@@ -697,7 +806,7 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   if (top.has("tolerance")) {
     Fields t = top.map("tolerance");
     sc.tolerance.k = t.num("k", sc.tolerance.k);
-    sc.tolerance.window = t.positive("window", sc.tolerance.window);
+    sc.tolerance.window = t.bounded("window", sc.tolerance.window, kMaxSteps, "steps: as train.steps");
     sc.tolerance.ratio_floor = t.num("ratio_floor", sc.tolerance.ratio_floor);
     sc.tolerance.fraction_floor = t.num("fraction_floor", sc.tolerance.fraction_floor);
     sc.tolerance.max_skipped_fraction = t.num("max_skipped_fraction", sc.tolerance.max_skipped_fraction);
@@ -752,15 +861,6 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
     top.raw("expect");
   }
   // cross-field checks
-  {  // the data must fit the model (vocabulary and sequence length default to the model's)
-    const models::ModelConfig m = models::resolve_preset(sc.run.model);
-    if (sc.run.data.vocab_size > m.vocab_size)
-      top.fail(root, "data.vocab_size: " + std::to_string(sc.run.data.vocab_size) + " exceeds the model's vocab (" +
-                         std::to_string(m.vocab_size) + ")");
-    if (sc.run.data.seq_len > m.block_size)
-      top.fail(root, "data.seq_len: " + std::to_string(sc.run.data.seq_len) + " exceeds the model's block_size (" +
-                         std::to_string(m.block_size) + ")");
-  }
   if (sc.run.loop.unscale_each_micro_batch && sc.run.strategy.scaler.kind == engine::ScalerKind::None)
     top.fail(root, "train.unscale_each_micro_batch: needs a loss scaler (strategy.scaler)");
   if (sc.run.optimizer.fused && sc.run.optimizer.kind != "adamw") top.fail(root, "optimizer.fused: only adamw");

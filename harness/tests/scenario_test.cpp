@@ -4,6 +4,7 @@
 // names existing files.
 #include "inject/injection.h"
 #include "models/gpt.h"
+#include "models/mlp.h"
 #include "reference/reference_store.h"
 #include "scenario/scenario.h"
 
@@ -144,12 +145,17 @@ TEST(ScenarioParse, InjectionsParseWithTheirValues) {
 TEST(ScenarioFiles, EveryShippedScenarioAndSuiteParses) {
   const std::string dir = std::string(AMPCHECK_SOURCE_DIR) + "/scenarios";
   int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() != ".yaml") continue;
-    EXPECT_NO_THROW(load_scenario(e.path().string())) << e.path();
+  // every folder's (sensitivity/, llama/, fp8/, ...): the bounds on the numbers that size a run refuse none of them
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().extension() != ".yaml" || e.path().parent_path().filename() == "suites") continue;
+    try {
+      load_scenario(e.path().string());
+    } catch (const std::exception& x) {
+      ADD_FAILURE() << e.path() << ": " << x.what();
+    }
     ++n;
   }
-  EXPECT_GT(n, 5);
+  EXPECT_GT(n, 150);
   for (const auto& e : std::filesystem::directory_iterator(dir + "/suites")) {
     for (const auto& f : load_suite(dir, e.path().stem().string()))
       EXPECT_TRUE(std::filesystem::exists(f)) << e.path() << " names a missing scenario " << f;
@@ -378,4 +384,135 @@ TEST(ScenarioFiles, MultiGpuSuiteSharesTheCommittedSingleGpuFp32Reference) {
     EXPECT_EQ(sc.run.data.batch_size % d.world_size, 0) << f;
     EXPECT_EQ(ampcheck::reference::reference_key(sc.run).key, key) << f;
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// issue 51: every dimension of every model kind, and every other number that sizes a run, is bounded at parse time:
+// out of range (negative, past the bound, past int64) is a ScenarioError naming the file, the field and the range —
+// never a crash in the model's construction (n_layer -3000000000), minutes of building (n_layer 1000000), a model
+// whose head runs under another module's index (n_layer -1) or LibTorch's stack trace (negative n_embd / n_head).
+
+namespace {
+// the error of `model: {<fields>}` (strategy fp32), which must name the file and `field` and hold `range`
+void expect_refused(const std::string& model, const std::string& field, const std::string& range,
+                    const std::string& got) {
+  const std::string e = error_of("name: t\nwhy: w\nstrategy: fp32\nmodel: {" + model + "}\n");
+  EXPECT_NE(e.find("scenarios/t.yaml:4:"), std::string::npos) << model << ": " << e;
+  EXPECT_NE(e.find(field + ": "), std::string::npos) << model << ": " << e;
+  EXPECT_NE(e.find(range), std::string::npos) << model << ": " << e;
+  EXPECT_NE(e.find(got), std::string::npos) << model << ": " << e;
+}
+}  // namespace
+
+TEST(ScenarioParse, ModelDimensionsAreBoundedNamingTheFieldAndTheRange) {
+  // the issue's four
+  expect_refused("kind: mlp, n_layer: -3000000000", "model.n_layer", "1 to 256", "got -3000000000");
+  expect_refused("kind: mlp, n_layer: 1000000", "model.n_layer", "1 to 256", "got 1000000");
+  expect_refused("kind: mlp, n_layer: -1", "model.n_layer", "1 to 256", "got -1");
+  expect_refused("kind: gpt, preset: micro, n_embd: -32", "model.n_embd", "1 to 16384", "got -32");
+  expect_refused("kind: gpt, preset: micro, n_head: -2", "model.n_head", "1 to 1024", "got -2");
+  // every dimension of every kind
+  for (const char* kind : {"gpt", "mlp", "llama"}) {
+    const std::string k = std::string("kind: ") + kind + ", ";
+    expect_refused(k + "n_layer: 257", "model.n_layer", "1 to 256", "got 257");
+    expect_refused(k + "n_embd: 16385", "model.n_embd", "1 to 16384", "got 16385");
+    expect_refused(k + "vocab_size: 65537", "model.vocab_size", "2 to 65536", "got 65537");
+    expect_refused(k + "vocab_size: 1", "model.vocab_size", "2 to 65536", "got 1");
+    expect_refused(k + "block_size: -64", "model.block_size", "1 to 65536", "got -64");
+    // past int64: refused with the range, never wrapped
+    expect_refused(k + "n_layer: 99999999999999999999", "model.n_layer", "1 to 256", "got '99999999999999999999'");
+  }
+  expect_refused("kind: mlp, mlp_hidden: -512", "model.mlp_hidden", "1 to 65536", "got -512");
+  expect_refused("kind: llama, mlp_hidden: 65537", "model.mlp_hidden", "1 to 65536", "got 65537");
+  expect_refused("kind: llama, n_head: 2000", "model.n_head", "1 to 1024", "got 2000");
+  expect_refused("kind: llama, n_kv_head: -1", "model.n_kv_head", "1 to 1024", "got -1");
+  expect_refused("kind: llama, n_kv_head: 9223372036854775808", "model.n_kv_head", "1 to 1024",
+                 "got '9223372036854775808'");
+  expect_refused("kind: llama, outlier_channels: 65", "model.outlier_channels", "0 to the model's n_embd (64)",
+                 "got 65");
+  expect_refused("kind: gpt, head_loss: chunked, head_chunk_rows: -1", "model.head_chunk_rows", "0 to 16777216",
+                 "got -1");
+  // a head count that does not divide the width is named by the field that set it
+  expect_refused("kind: gpt, preset: micro, n_head: 3", "model.n_head", "must be a multiple of n_head (3)",
+                 "n_embd (32)");
+  // the whole model: parameters (so nothing builds for minutes), whatever the dimensions
+  const std::string big =
+      error_of("name: t\nwhy: w\nstrategy: fp32\nmodel: {kind: gpt, n_layer: 256, n_embd: 16384}\n");
+  EXPECT_NE(big.find("scenarios/t.yaml:4:"), std::string::npos) << big;
+  EXPECT_NE(big.find("model: 824,693,522,432 parameters"), std::string::npos) << big;
+  EXPECT_NE(big.find("more than the limit of 2,000,000,000"), std::string::npos) << big;
+  // the largest presets and a model at the bounds' edge still parse
+  for (const char* m : {"kind: gpt, preset: gpt2-350m", "kind: llama, preset: llama-150m", "kind: mlp, n_layer: 256",
+                        "kind: gpt, preset: micro, n_embd: 64, n_head: 64, n_layer: 1, block_size: 8, vocab_size: 2"})
+    EXPECT_NO_THROW(parse_scenario(std::string("name: t\nwhy: w\nstrategy: fp32\nmodel: {") + m + "}\n", "t.yaml"))
+        << m << ": " << error_of(std::string("name: t\nwhy: w\nstrategy: fp32\nmodel: {") + m + "}\n");
+}
+
+TEST(ScenarioParse, OtherNumbersThatSizeARunAreBounded) {
+  const std::string base = "name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\n";
+  auto refused = [&](const std::string& section, const std::string& field, const std::string& range) {
+    const std::string text = base + section + (section.rfind("strategy:", 0) == 0 ? "" : "strategy: fp32\n");
+    const std::string e = error_of(text);
+    EXPECT_NE(e.find("scenarios/t.yaml:"), std::string::npos) << section << ": " << e;
+    EXPECT_NE(e.find(field + ": "), std::string::npos) << section << ": " << e;
+    EXPECT_NE(e.find(range), std::string::npos) << section << ": " << e;
+  };
+  refused("data: {seq_len: -1}\n", "data.seq_len", "1 to the model's block_size (32)");
+  refused("data: {vocab_size: -5}\n", "data.vocab_size", "2 to the model's vocab_size (128)");
+  refused("data: {batch_size: 99999999999999999999}\n", "data.batch_size", "1 to 1048576");
+  refused("data: {batch_size: 1048576}\n", "data", "tokens a micro-batch");
+  refused("data: {corpus_tokens: 99999999999}\n", "data.corpus_tokens", "at most 268435456");
+  refused("data: {corpus_tokens: 40}\n", "data.corpus_tokens", "too small for seq_len 32");
+  refused("data: {branching: 100000}\n", "data.branching", "at most 65536");
+  refused("schedule: {warmup_steps: -1}\n", "schedule.warmup_steps", "0 to 10000000");
+  refused("train: {eval_every: -1}\n", "train.eval_every", "0 to 10000000");
+  refused("train: {eval_batches: 1000000}\n", "train.eval_batches", "at most 1024");
+  refused("strategy: {preset: fp8, fp8: {scaling: delayed, history: 1000000000000}}\n", "strategy.fp8.history",
+          "at most 1024");
+  refused("data: {batch_size: 8}\ndistributed: {world_size: 100000}\n", "distributed.world_size", "at most 1024");
+  refused("data: {batch_size: 8}\ndistributed: {world_size: 2, timeout_s: 1.0e+300}\n", "distributed.timeout_s",
+          "(0, 86400]");
+  refused("data: {batch_size: 8}\ndistributed: {world_size: 2, bucket_mb: 1.0e+300}\n", "distributed.bucket_mb",
+          "(0, 65536]");
+  refused("tolerance: {window: 99999999999}\n", "tolerance.window", "at most 10000000");
+}
+
+// The parameter count the parser bounds (models::parameter_count, from the dimensions alone) is the built model's, for
+// every kind and a few shapes; the mlp's names are listed without building it, as the gpt's and llama's.
+TEST(ScenarioModel, ParameterCountAndNamesAreTheBuiltModelsWithoutBuildingIt) {
+  using ampcheck::models::ModelConfig;
+  auto config = [](const std::string& kind, const std::string& preset) {
+    ModelConfig m;
+    m.kind = kind;
+    m.preset = preset;
+    return m;
+  };
+  std::vector<ModelConfig> configs = {config("gpt", "micro"), config("gpt", "nano"), config("mlp", "tiny"),
+                                      config("mlp", "small"), config("llama", "llama-micro")};
+  ModelConfig odd = config("gpt", "micro");
+  odd.n_layer = 3, odd.n_embd = 24, odd.n_head = 3, odd.block_size = 7, odd.vocab_size = 50;
+  configs.push_back(odd);
+  ModelConfig deep = config("mlp", "tiny");
+  deep.n_layer = 4, deep.n_embd = 8, deep.mlp_hidden = 12, deep.vocab_size = 30;
+  configs.push_back(deep);
+  ModelConfig gqa = config("llama", "llama-micro");
+  gqa.n_layer = 1, gqa.n_head = 4, gqa.n_kv_head = 1, gqa.n_embd = 32, gqa.mlp_hidden = 40, gqa.tie_embeddings = 1;
+  configs.push_back(gqa);
+  for (const ModelConfig& c : configs) {
+    const ModelConfig r = ampcheck::models::resolve_preset(c);
+    const auto model = ampcheck::models::make_model(r);
+    EXPECT_EQ(ampcheck::models::parameter_count(r), static_cast<double>(model->parameter_count()))
+        << c.kind << " " << c.preset << " L=" << r.n_layer;
+    if (r.kind != "mlp") continue;
+    std::vector<std::string> built;
+    for (const auto& p : model->parameters()) built.push_back(p.name);
+    EXPECT_EQ(ampcheck::models::Mlp::parameter_names(r), built) << c.preset;
+  }
+  // a config no model can be built from is refused by resolve_preset too (the backstop for callers but the parser)
+  ModelConfig bad = config("mlp", "tiny");
+  bad.n_layer = -1;
+  EXPECT_THROW(ampcheck::models::resolve_preset(bad), std::invalid_argument);
+  bad = config("gpt", "micro");
+  bad.n_head = -1;
+  EXPECT_THROW(ampcheck::models::resolve_preset(bad), std::invalid_argument);
 }
