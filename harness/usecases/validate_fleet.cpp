@@ -109,7 +109,6 @@ std::vector<validate::FleetKeyValue> fleet_options_of(const RunOptions& opts, co
           {"--duration", v.duration_s > 0 ? num(v.duration_s) : "(none)"},
           {"--replays", std::to_string(v.replays)},
           {"--plant-rank", plants.empty() ? "(none)" : plants},
-          {"--engine", opts.engine},
           {"--fleet-timeout", num(v.fleet_timeout_s)},
           {"--fleet-lost-after", num(v.fleet_lost_after_s)}};
 }
