@@ -63,7 +63,8 @@ if has sweep; then
     rm -rf "$WORK/$name"
     # shellcheck disable=SC2086  # $extra is a list of options
     ( time "$BUILD_DIR/ampcheck" sweep --steps ${SWEEP_STEPS:-200} --out "$WORK/$name" --timeout 600 $extra -- \
-        python3 examples/sweep/plain_loop.py --model llama --steps 100000 "${plant[@]}" ) > "$OUT/$name.log" 2>&1 || sweep_rc=$?
+        python3 examples/sweep/plain_loop.py --model llama --steps 100000 "${plant[@]}" ) > "$OUT/$name.log" 2>&1 \
+      || { rc=$?; [ $rc = 1 ] || sweep_rc=$rc; }  # exit 1: a strategy's row FAILs (a finding, not a broken stage)
     echo "$name rc=$sweep_rc"; tail -24 "$OUT/$name.log"
     mkdir -p "$OUT/$name"
     cp "$WORK/$name"/{summary.json,summary.md,sweep.json,report.html} "$OUT/$name/" 2>/dev/null || true

@@ -9,9 +9,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 namespace ampcheck::cli {
 
@@ -266,13 +268,22 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
                    "fp16-autocast-scaler, pure-bf16, fp16-master-weights, fp8")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
+            if (text.empty() || text.back() == ',')
+              return "'" + text +
+                     "': an empty strategy name (leave --strategies out for every strategy the device supports)";
             std::stringstream list(text);
-            for (std::string name; std::getline(list, name, ',');)
+            std::vector<std::string> seen;
+            for (std::string name; std::getline(list, name, ',');) {
+              if (name.empty()) return "'" + text + "': an empty strategy name (two commas, or a comma at either end)";
+              if (std::find(seen.begin(), seen.end(), name) != seen.end())
+                return "'" + name + "' is named twice (each strategy runs once)";
+              seen.push_back(name);
               if (name != "tf32" && name != "bf16-autocast" && name != "fp16-autocast-scaler" && name != "pure-bf16" &&
                   name != "fp16-master-weights" && name != "fp8")
                 return "'" + name +
                        "' is not a strategy the sweep knows (tf32, bf16-autocast, fp16-autocast-scaler, pure-bf16, "
                        "fp16-master-weights, fp8)";
+            }
             return std::string();
           },
           "LIST"));

@@ -128,6 +128,10 @@ int cmd_sweep(const usecases::SweepOptions& o) {
   std::cout << "sweep " << r.key << ": " << r.trainings << " trainings, " << r.reused << " reused, "
             << static_cast<int64_t>(r.seconds + 0.5) << " s; reports: " << r.dir
             << "/{summary.json,summary.md,report.html,sweep.json}\n";
+  // exit 1 when a row FAILs (a strategy that does not track, an error, a run that does not follow its plan; a warning
+  // under --strict), as check and judge: a CI step fails on it; the recommendation is still written
+  for (const auto& row : r.rows)
+    if (!row.judged.pass) return 1;
   return 0;
 }
 

@@ -49,6 +49,68 @@ std::vector<std::string> stale_pid_entries(const std::string& dir, const std::st
 }
 
 namespace {
+std::string link_target(const std::string& path) {
+  char buf[4096];
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("?");
+}
+}  // namespace
+
+void refuse_links_below(const std::string& root, const std::string& path, const std::string& where) {
+  std::string r = root;
+  while (r.size() > 1 && r.back() == '/') r.pop_back();
+  if (path.compare(0, r.size(), r) != 0 || (path.size() > r.size() && path[r.size()] != '/'))
+    throw std::logic_error(path + " is not below " + r);
+  std::string cur = r;
+  std::stringstream rest(path.substr(r.size()));
+  std::vector<std::string> parts;
+  for (std::string part; std::getline(rest, part, '/');)
+    if (!part.empty()) parts.push_back(part);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    cur += "/" + parts[i];
+    struct stat st {};
+    if (::lstat(cur.c_str(), &st) != 0) return;  // absent: nothing below it either
+    if (S_ISLNK(st.st_mode))
+      throw std::runtime_error(
+          cur + ": a symbolic link (to " + link_target(cur) + ") inside " + where + " " + r +
+          ": ampcheck writes, reads and deletes nothing through a link there (it could lead to files elsewhere), with "
+          "or without --force. HINT: remove the link (rm " +
+          cur + "; what it points to is left as it is) or name another --out");
+    if (i + 1 < parts.size() && !S_ISDIR(st.st_mode))
+      throw std::runtime_error(cur + ": not a directory, inside " + where + " " + r +
+                               ", where ampcheck keeps a directory. HINT: remove it, or name another --out");
+  }
+}
+
+void make_dirs_below(const std::string& root, const std::string& path, const std::string& where) {
+  refuse_links_below(root, path, where);
+  make_dirs(path);
+  refuse_links_below(root, path, where);
+}
+
+std::string read_tail(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const off_t size = st.st_size;
+    const off_t from = size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+    out.resize(static_cast<size_t>(size - from));
+    size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, from + static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    out.resize(done);
+  }
+  ::close(fd);
+  return out;
+}
+
+namespace {
 int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 }  // namespace
 

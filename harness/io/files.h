@@ -19,6 +19,18 @@ void remove_stale_temporaries(const std::string& path);
 int create_temporary(const std::string& tmp);
 // The entries of dir named <prefix><pid> whose process is gone (full paths): what a killed writer left.
 std::vector<std::string> stale_pid_entries(const std::string& dir, const std::string& prefix);
+// Refuses (throws naming it) a symbolic link at any component of `path` below the directory `root` — root itself is
+// the user's choice and may be one —, and a component before the last that is not a directory. A component that does
+// not exist ends the check (nothing below it exists). `where` names root in the message ("the sweep directory").
+// What it guards against is a link present before the caller writes (a directory restored from a cache); the caller
+// calls it right before each use.
+void refuse_links_below(const std::string& root, const std::string& path, const std::string& where);
+// make_dirs of `path` (below `root`), with refuse_links_below before and after: no directory is created through a
+// link, and an existing link is refused.
+void make_dirs_below(const std::string& root, const std::string& path, const std::string& where);
+// The last max_bytes of a file (all of it when shorter), read without following a link and without reading the rest;
+// "" when it cannot be opened.
+std::string read_tail(const std::string& path, size_t max_bytes);
 // rm -rf with POSIX nftw (std::filesystem is avoided: the libtorch.so the harness links exports std::filesystem
 // symbols of its own build that shadow libstdc++'s; a call through them crashed).
 void remove_tree(const std::string& path);

@@ -2,8 +2,8 @@
 # `ampcheck sweep`'s failure paths end the run, never the sweep: a run that hangs past --timeout is stopped (SIGTERM:
 # the recorder writes what it has as `interrupted`) and judged as a partial row on its steps; a run that kills itself
 # (SIGKILL, as the OOM killer does) before its first snapshot is an error row with the end of its log; a run that
-# raises is an error row with the exception's text. The sweep itself finishes (exit 0) with every row and a
-# recommendation. The script is a tiny torch-only loop (no transformers: a run costs the torch import) that misbehaves
+# raises is an error row with the exception's text. The sweep itself finishes with every row and a recommendation, and
+# exits 1 (rows FAIL). The script is a tiny torch-only loop (no transformers: a run costs the torch import) that misbehaves
 # in the run its plan names; the FP32 runs finish well inside the limit.
 set -euo pipefail
 ampcheck=$1; src=$2; python=${3:-python3}
@@ -36,8 +36,9 @@ PY
 t0=$SECONDS
 # the limit: 5x an FP32 run on 2 idle cores (2 s: a torch import and 10 steps of a tiny MLP; twice that with both
 # cores busy), well below a CTest timeout; the hung run waits it out
-"$ampcheck" sweep --out "$work/s" --steps 10 --timeout 10 -- "$python" "$work/misbehave.py" > "$work/s.log" 2>&1 \
-  || { cat "$work/s.log"; fail "the sweep exited non-zero"; }
+rc=0
+"$ampcheck" sweep --out "$work/s" --steps 10 --timeout 10 -- "$python" "$work/misbehave.py" > "$work/s.log" 2>&1 || rc=$?
+[ $rc = 1 ] || { cat "$work/s.log"; fail "the sweep exited $rc (wanted 1: its error rows FAIL)"; }
 "$python" - "$work/s/sweep.json" <<'PY' || { cat "$work/s.log"; exit 1; }
 import json, sys
 s = json.load(open(sys.argv[1]))

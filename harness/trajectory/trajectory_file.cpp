@@ -331,7 +331,14 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
 TrajectoryFile read_trajectory(const std::string& path, Columns required) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) throw std::runtime_error(path + ": cannot open as HDF5. HINT: re-run to regenerate it");
+  if (f < 0) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 && errno == ENOENT)
+      throw std::runtime_error(path +
+                               ": does not exist. HINT: check the path (a file the command was to write: "
+                               "re-run the command that writes it)");
+    throw std::runtime_error(path + ": cannot open as HDF5. HINT: re-run to regenerate it");
+  }
   TrajectoryFile out;
   hsize_t idx = 0;
   H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_attr, &out.attributes);

@@ -85,11 +85,19 @@ trajectory::TrajectoryFile build_reference(const ReferenceInputs& in) {
     spread_runs.push_back(read_spread_run(arg));
     has_valid_alternative |= spread_runs.back().kind == "seed" || spread_runs.back().kind == "order";
   }
+  bool only_ulp = true;
+  std::string kinds_given;
+  for (const auto& s : spread_runs) {
+    only_ulp &= s.kind == "ulp";
+    kinds_given += (kinds_given.empty() ? "" : ", ") + s.kind + ":" + s.path;
+  }
   if (!has_valid_alternative)
     throw std::runtime_error(
-        "--spread: every spread run is an ulp nudge; a reference needs at least one seed or order "
-        "run. HINT: ±1-ulp runs measure how fast rounding grows in FP32, not how far an equally "
-        "valid training lies, so correct mixed precision would fail against them. Train the FP32 "
+        std::string(only_ulp ? "--spread: every spread run is an ulp nudge"
+                             : "--spread: no seed or order run among the spread runs (" + kinds_given + ")") +
+        "; a reference needs at least one seed or order "
+        "run. HINT: ±1-ulp runs and a skipped first step measure how fast a small perturbation grows in FP32, not how "
+        "far an equally valid training lies, so correct mixed precision would fail against them. Train the FP32 "
         "setup once more with another init seed (torch.manual_seed before building the model) or "
         "another data order (the sampler's / data loader's seed; HF TrainingArguments(data_seed=...)) "
         "and pass it as --spread seed:FILE or order:FILE");

@@ -7,6 +7,7 @@
 #include "usecases/scenario_files.h"
 #include "usecases/sweep_runs.h"
 
+#include "engine/device.h"
 #include "io/files.h"
 #include "reference/external_run.h"
 #include "report/format.h"
@@ -22,7 +23,11 @@
 #include <cstdlib>
 #include <climits>
 #include <ostream>
+#include <cstring>
+#include <fcntl.h>
 #include <sstream>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace ampcheck::usecases {
@@ -41,18 +46,101 @@ std::string hex64(uint64_t v) {
   return b;
 }
 
-// The FP32 runs' cache key: the command, the directory it runs in, --steps (FNV-1a 64).
-std::string cache_key(const SweepOptions& o) {
+uint64_t fnv1a(uint64_t h, const char* data, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+  return h;
+}
+
+// Files larger than this enter the key by size and modification time, not contents (a data file of gigabytes).
+constexpr off_t kHashedBytes = 64ll << 20;
+
+// A file an argument names ("train.py", "--config=cfg.yaml"), folded into h: its contents (its size and mtime past
+// kHashedBytes); false when the argument names no regular file.
+bool fold_file(uint64_t& h, const std::string& path, std::string& covered) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  h = fnv1a(h, path.data(), path.size() + 1);
+  if (st.st_size > kHashedBytes) {
+    const std::string meta =
+        std::to_string(st.st_size) + "@" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+    h = fnv1a(h, meta.data(), meta.size());
+    covered += (covered.empty() ? "" : ", ") + path + " (size and time: larger than 64 MiB)";
+    return true;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) h = fnv1a(h, buf, static_cast<size_t>(n));
+  ::close(fd);
+  covered += (covered.empty() ? "" : ", ") + path;
+  return true;
+}
+
+// What the command reads that the FP32 runs' cache key covers besides argv: environment variables that change what a
+// training computes or which code it runs (the numerics ones of the stack fingerprint, engine/device.h, and these).
+const std::vector<std::string>& keyed_environment() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = {"CUDA_VISIBLE_DEVICES", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV",
+                                  "PL_GLOBAL_SEED"};
+    for (const auto& [key, value] : engine::numerics_environment()) n.push_back(key.substr(4));  // "env_NAME"
+    return n;
+  }();
+  return names;
+}
+
+// The FP32 runs' cache key (FNV-1a 64): the command's argv, the directory it runs in, --steps, the contents of every
+// file an argument names (the script's own source: `python train.py`, `bash train.sh`; a --config=FILE), and the
+// environment variables of keyed_environment(). `covered` says which files it read.
+std::string cache_key(const SweepOptions& o, std::string& covered) {
   std::string text;
   for (const auto& a : o.command) text += a + '\0';
   char cwd[4096];
-  text += std::string(::getcwd(cwd, sizeof cwd) ? cwd : "?") + '\0' + std::to_string(o.steps);
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  text += std::string(::getcwd(cwd, sizeof cwd) ? cwd : "?") + '\0' + std::to_string(o.steps) + '\0';
+  for (const auto& name : keyed_environment()) {
+    const char* v = std::getenv(name.c_str());
+    text += name + '=' + (v ? v : "\x01unset") + '\0';
+  }
+  uint64_t h = fnv1a(1469598103934665603ull, text.data(), text.size());
+  for (const auto& a : o.command) {
+    if (fold_file(h, a, covered)) continue;
+    const auto eq = a.find('=');
+    if (a.rfind("-", 0) == 0 && eq != std::string::npos) fold_file(h, a.substr(eq + 1), covered);
+  }
   return hex64(h).substr(0, 12);
 }
 
-SweepPaths prepare_paths(const SweepOptions& o) {
+// One sweep per directory at a time: an exclusive lock on <dir>/.sweep.lock, held (its descriptor open) as long as the
+// sweep — and its keeper, which inherits it until the command it runs has ended — lives.
+struct SweepLock {
+  int fd = -1;
+  SweepLock(const SweepLock&) = delete;
+  SweepLock& operator=(const SweepLock&) = delete;
+  explicit SweepLock(const std::string& dir) {
+    const std::string path = dir + "/.sweep.lock";
+    io::refuse_links_below(dir, path, "the sweep directory");
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(path + ": cannot open the sweep's lock file (" + std::strerror(errno) + ")");
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      ::close(fd);
+      throw std::runtime_error(
+          dir + ": another sweep (pid " + pid +
+          ", or the training it started, still ending) is writing this sweep directory; two sweeps into one --out "
+          "would train, reuse and delete each other's runs. HINT: wait for it to end, or name another --out");
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    }  // the pid is for the message only
+  }
+  ~SweepLock() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+SweepPaths prepare_paths(const SweepOptions& o, std::string& covered) {
   SweepPaths p;
   p.dir = o.out_dir;
   open_run_directory_in_place(p.dir);  // new, empty, or an earlier sweep's: never a user's directory
@@ -61,12 +149,11 @@ SweepPaths prepare_paths(const SweepOptions& o) {
     p.dir = real;
     std::free(real);
   }
-  p.key = cache_key(o);
+  p.key = cache_key(o, covered);
   p.workload = "sweep-" + p.key;
   p.runs = p.dir + "/runs/" + p.key;
   p.plans = p.dir + "/plans/" + p.key;
   p.logs = p.dir + "/logs/" + p.key;
-  for (const auto& d : {p.runs, p.plans, p.logs}) make_dirs(d);
   return p;
 }
 
@@ -91,6 +178,27 @@ trajectory::TrajectoryFile fp32_reference(const std::vector<ExecutedRun>& fp32, 
   return ref;
 }
 
+// judge_recording, with the sweep's HINT where the run is not the same training as the FP32 runs (judge's HINT speaks
+// of building another reference; in a sweep the FP32 runs it reused are the stale ones).
+report::ScenarioSummary judge_in_sweep(const ExecutedRun& e, const trajectory::TrajectoryFile& ref,
+                                       const std::string& ref_path, const JudgeInputs& j, const std::string& dir,
+                                       bool strict) {
+  try {
+    return judge_recording(e.recording, ref, ref_path, j, dir, strict);
+  } catch (const std::exception& ex) {
+    std::string what = ex.what();
+    if (what.find("not the same training") == std::string::npos &&
+        what.find("a reference of the same training") == std::string::npos)
+      throw;
+    what = what.substr(0, what.find(". HINT:"));
+    throw std::runtime_error(
+        what + ". HINT: the run '" + e.plan.run +
+        "' trained another model, data or length than the sweep's FP32 runs — reused from an earlier sweep of this "
+        "command into this --out, before something it reads changed: pass --force to train every run again, or "
+        "name another --out");
+  }
+}
+
 // Why a pure low-precision strategy fails when its updates are lost (the fix is not a module).
 bool lost_updates(const SweepRow& r) {
   return !fix_without_modules(r.strategy).empty() &&
@@ -113,10 +221,21 @@ SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& 
     return row;
   }
   JudgeInputs j{{}, ref_path, "tracks", e.plan.strategy, {}};
-  row.judged = judge_recording(e.recording, ref, ref_path, j, dir, o.strict);
+  const std::string stopped = "; stopped at the time limit (" + e.process.describe() + ")";
+  try {
+    row.judged = judge_in_sweep(e, ref, ref_path, j, dir, o.strict);
+  } catch (const std::exception& ex) {
+    if (c.outcome != "partial") throw;
+    // a partial run judge cannot judge (too few steps): its row says why; the sweep goes on
+    row.judged.name = row.judged.strategy = e.plan.strategy;
+    row.judged.verdict = "-";
+    row.judged.pass = false;
+    row.judged.message = std::string("not judged: ") + ex.what() + stopped;
+    return row;
+  }
   row.judged.name = e.plan.strategy;
   // (the first non-finite module, where the recording names one, is in judge's message: judge_run)
-  if (c.outcome == "partial") row.judged.message += "; stopped at the time limit (" + e.process.describe() + ")";
+  if (c.outcome == "partial") row.judged.message += stopped;
   if (lost_updates(row)) row.judged.message += "; lost updates: " + fix_without_modules(row.strategy);
   row.speedup = fp32_ms / row.judged.median_step_ms;
   return row;
@@ -143,7 +262,7 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
       return out;
     }
     JudgeInputs j{{}, ref_path, "tracks", row.strategy, {}};
-    const auto judged = judge_recording(e.recording, cut, ref_path, j, paths.runs, o.strict);
+    const auto judged = judge_in_sweep(e, cut, ref_path, j, paths.runs, o.strict);
     out.tracks = judged.verdict == "tracks";
     out.verdict = judged.verdict;
     out.message = judged.message;
@@ -245,8 +364,32 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
   SweepResult r;
   r.device = o.device == "auto" ? (at::hasCUDA() ? "cuda" : "cpu") : o.device;
   if (r.device != "cpu" && r.device != "cuda") throw std::invalid_argument("--device: expected auto, cpu or cuda");
+  if (r.device == "cuda" && !at::hasCUDA())
+    throw std::invalid_argument(
+        "--device cuda: no CUDA device is visible to ampcheck here, so the runs would train on the CPU while "
+        "the sweep offered GPU strategies. HINT: run the sweep on a machine with a GPU (check CUDA_VISIBLE_DEVICES "
+        "and `ampcheck doctor`), or pass --device cpu");
+  for (size_t i = 0; i < o.strategies.size(); ++i) {
+    if (o.strategies[i].empty())
+      throw std::invalid_argument(
+          "--strategies: an empty name in the list. HINT: leave --strategies out for every "
+          "strategy the device supports, or name them, e.g. --strategies bf16-autocast,pure-bf16");
+    for (size_t j = 0; j < i; ++j)
+      if (o.strategies[j] == o.strategies[i])
+        throw std::invalid_argument("--strategies: '" + o.strategies[i] +
+                                    "' is named twice (each strategy runs once). HINT: name each strategy once");
+  }
   const std::vector<std::string> strategies = o.strategies.empty() ? sweep_strategies(r.device) : o.strategies;
-  const SweepPaths paths = prepare_paths(o);
+  std::string covered;
+  const SweepPaths paths = prepare_paths(o, covered);
+  const SweepLock lock(paths.dir);  // one sweep per directory at a time
+  for (const auto& d : {paths.runs, paths.plans, paths.logs}) io::make_dirs_below(paths.dir, d, "the sweep directory");
+  // the files it writes at the top (renamed into place, so a link there would be replaced, not followed): a link is
+  // refused all the same, before any training
+  std::vector<std::string> top = {"reference.h5", "summary.json", "summary.md",
+                                  "junit.xml",    "report.html",  "sweep.json"};
+  for (const auto& s : strategies) top.push_back(s + ".h5");
+  for (const auto& name : top) io::refuse_links_below(paths.dir, paths.dir + "/" + name, "the sweep directory");
   r.dir = paths.dir;
   r.key = paths.key;
   log << "sweep " << r.key << " (" << r.device << "): 3 FP32 runs + " << strategies.size() << " strategies\n";
@@ -289,6 +432,12 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
           row.judged.verdict != "error")
         localize_row(row, tree, ref, ref_path, paths, o, log, r.trainings);
   }
+  if (r.reused > 0)  // what reusing a run assumes, said every time
+    log << "reused " << r.reused << " run(s) of an earlier sweep (--force trains them again). The cache key covers "
+        << "the command's arguments, its working directory, --steps, the contents of the files its arguments name ("
+        << (covered.empty() ? std::string("none") : covered) << ") and " << keyed_environment().size()
+        << " environment variables (docs/USING.md); it assumes nothing else the command reads — the modules it "
+           "imports, data directories, files it opens by a name not on its command line — changed since\n";
   r.recommendation = recommend(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   write_sweep_reports(r);

@@ -10,20 +10,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 namespace ampcheck::usecases {
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// A plan file (small; ampcheck's own), read without following a link.
+std::string read_plan(const std::string& path) { return io::read_tail(path, 1 << 20); }
+
+constexpr const char* kSweepDirectory = "the sweep directory";
 
 // What the recorder must have seen for a strategy: autocast dtype and parameter dtype ("" = not checked).
 std::pair<std::string, std::string> expected_precision(const std::string& strategy) {
@@ -51,26 +48,40 @@ std::string plan_text(const PlannedRun& p, const std::string& recording, const s
 }
 
 std::string log_tail(const std::string& path, size_t max_chars) {
-  const std::string s = read_text(path);
-  return s.size() > max_chars ? "..." + s.substr(s.size() - max_chars) : s;
+  std::string s = io::read_tail(path, max_chars + 1);  // only the end is read, however long the log
+  const bool cut = s.size() > max_chars;
+  if (cut) s.erase(0, 1);
+  // NUL bytes (a preallocated or sparse stretch of the file) would end the message where it is read as a C string
+  s.erase(std::remove(s.begin(), s.end(), '\0'), s.end());
+  return cut ? "..." + s : s;
+}
+
+bool reusable(const PlannedRun& p, const std::string& status, const std::string& plan_applied) {
+  // a refused run ended before training: run again (what refused it — the script, the package — may be fixed);
+  // a run that crashed (error) or was stopped (interrupted, running) is run again: the script may be fixed since
+  if (plan_applied.rfind("refused", 0) == 0) return false;
+  if (p.strategy == "fp32") return status == "completed";  // the reference: only a run that completed
+  return status == "completed" || status == "nonfinite";
 }
 
 ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const SweepOptions& o, std::ostream& log) {
   ExecutedRun e{p, paths.runs + "/" + p.run + ".h5", paths.logs + "/" + p.run + ".log", {}, false};
   const std::string plan_path = paths.plans + "/" + p.run + ".json";
   const std::string plan = plan_text(p, e.recording, paths.workload);
-  if (!o.force && file_exists(e.recording) && file_exists(plan_path) && read_text(plan_path) == plan) {
+  // no link anywhere below --out on these paths (a directory restored from a cache may hold one): refused, never
+  // followed — checked right before each is read, deleted or handed to the command
+  for (const auto& path : {e.recording, e.log, plan_path}) io::refuse_links_below(paths.dir, path, kSweepDirectory);
+  if (!o.force && file_exists(e.recording) && file_exists(plan_path) && read_plan(plan_path) == plan) {
     try {
       const auto f = reference::read_external_run(e.recording);
       const std::string status = attribute(f, "status", "completed");
-      // a refused run ended before training: run again (what refused it — the script, the package — may be fixed)
-      const bool refused = attribute(f, "plan_applied", "yes").rfind("refused", 0) == 0;
-      if (!refused && (status == "completed" || status == "nonfinite" || status == "error")) {
+      if (reusable(p, status, attribute(f, "plan_applied", "yes"))) {
         e.reused = true;
         e.process.exit_code = 0;
-        log << "  " << p.run << ": reused " << e.recording << "\n";
+        log << "  " << p.run << ": reused " << e.recording << " (status " << status << ")\n";
         return e;
       }
+      log << "  " << p.run << ": not reusing " << e.recording << " (status " << status << "): trained again\n";
     } catch (const std::exception&) {  // an unreadable or unfinished recording is run again
     }
   }
@@ -83,6 +94,14 @@ ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const Swee
       << std::flush;
   e.process = io::run_process(o.command, {{"AMPCHECK_PLAN", plan_path}}, e.log, o.timeout_s);
   log << " " << e.process.describe() << ", " << static_cast<int64_t>(e.process.seconds + 0.5) << " s\n" << std::flush;
+  if (e.process.interrupted_by != 0) {
+    // the user stopped the sweep: the signal went on to the command, which has ended; the sweep ends the same way
+    log << "sweep interrupted by " << io::signal_name(e.process.interrupted_by) << " during run '" << p.run
+        << "' (forwarded to the command, which ended: " << e.process.describe() << "); its recording " << e.recording
+        << " is trained again by the next sweep, the finished runs are reused\n"
+        << std::flush;
+    io::end_by_signal(e.process.interrupted_by);
+  }
   return e;
 }
 

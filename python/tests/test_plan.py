@@ -63,7 +63,9 @@ def test_a_bad_plan_names_the_file_and_the_field(tmp_path):
     good = json.load(open(plan_util.write_plan(str(tmp_path), "fp32", "fp32")))
     for field, value, says in [
         ("strategy", "fp12", "'strategy': expected one of fp32"),
-        ("max_steps", -1, "'max_steps': expected a whole number >= 0"),
+        ("max_steps", -1, "'max_steps': expected a whole number from 0 to 10,000,000"),
+        ("max_steps", 10**30, "'max_steps': expected a whole number from 0 to 10,000,000"),  # (issue 51)
+        ("seed_offset", 10**30, "'seed_offset': expected a whole number from"),  # was torch's bare ValueError
         ("record", "relative.h5", "'record': expected an absolute path"),
         ("version", 2, "'version': expected 1"),
         ("keep_fp32", "lm_head", "'keep_fp32'"),

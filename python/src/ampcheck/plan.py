@@ -24,6 +24,8 @@ import torch
 ENV = "AMPCHECK_PLAN"
 VERSION = 1
 PERTURBATIONS = ("", "seed", "order", "skip")
+MAX_STEPS = 10_000_000  # the bound of `ampcheck sweep --steps`
+SEED_OFFSET_LIMIT = 2**31 - 1  # the sweep writes 0 or 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,10 +133,14 @@ def load_plan(path: str) -> Plan:
     record = field("record", str, "an absolute path ending in .h5, .hdf5 or .jsonl")
     if not os.path.isabs(record) or not record.endswith((".h5", ".hdf5", ".jsonl")):
         raise _error(path, "record", "an absolute path ending in .h5, .hdf5 or .jsonl", record)
-    max_steps = field("max_steps", int, "a whole number >= 0 (0: the script's own length)")
-    if max_steps < 0:
-        raise _error(path, "max_steps", "a whole number >= 0 (0: the script's own length)", max_steps)
-    seed_offset = field("seed_offset", int, "a whole number")
+    steps_expected = f"a whole number from 0 to {MAX_STEPS:,} (0: the script's own length)"
+    max_steps = field("max_steps", int, steps_expected)
+    if not 0 <= max_steps <= MAX_STEPS:
+        raise _error(path, "max_steps", steps_expected, max_steps)
+    offset_expected = f"a whole number from {-SEED_OFFSET_LIMIT:,} to {SEED_OFFSET_LIMIT:,} (added to a seed)"
+    seed_offset = field("seed_offset", int, offset_expected)
+    if not -SEED_OFFSET_LIMIT <= seed_offset <= SEED_OFFSET_LIMIT:  # (torch.manual_seed takes 64 bits)
+        raise _error(path, "seed_offset", offset_expected, seed_offset)
     perturbation = field("perturbation", str, "one of '', 'seed', 'order', 'skip'")
     if perturbation not in PERTURBATIONS:
         raise _error(path, "perturbation", "one of '', 'seed', 'order', 'skip'", perturbation)
