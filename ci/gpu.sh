@@ -25,7 +25,7 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor}
-KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor sweep llama llamavalidate llamabench overhead"
+KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor sweep llama llamavalidate llamabench overhead guard"
 for s in $STAGES; do [[ " $KNOWN " == *" $s "* ]] || die "unknown stage '$s' (known: $KNOWN)"; done
 has() { [[ " $STAGES " == *" $1 "* ]] && STAGE=$1; }
 
@@ -105,6 +105,31 @@ if has llamabench; then
     echo "llama bench $s rc=$rc"; tail -8 "$OUT/llama-bench-$s.txt"; tail -3 "$OUT/llama-bench-$s.err"
     ok $rc "bench/llama_bench.sh $s"
   done
+fi
+if has guard; then
+  # issue 51: the live guard on this GPU. First what the native core's link holds (a private libstdc++ inside the
+  # module crashed the training process here: python/tests/test_private_runtime.py), then the in-process judge in fresh
+  # processes (python/tools/guard_crash_probe.py), the guard's cost case (nanoGPT-style loop, GPT-2 124M, fp16 +
+  # GradScaler, judge_every=50, background) and the HF Trainer's planted fp16 blow-up stopped by the guard, on CUDA.
+  so=$(ls "$BUILD_DIR"/python/ampcheck/_native*.so)
+  { env | grep -E "^(LD|CXX|C|CPP)FLAGS=" || echo "no LDFLAGS / CXXFLAGS / CFLAGS in the environment"
+    grep -E "^CMAKE_(SHARED|MODULE|EXE)_LINKER_FLAGS:" "$BUILD_DIR/CMakeCache.txt"
+    ( cd "$BUILD_DIR" && ninja -t commands ampcheck_native | tail -1 | tr ' ' '\n' | grep -E "static|stdc\+\+|\.a$" | sort -u )
+    echo "libstdc++ symbols defined in $so (none expected):"
+    nm -D --defined-only "$so" | grep -E "_ZNSt6locale7classicEv|_ZNSo9_M_insertIdEERSoT_|_ZNSt8ios_base4InitC1Ev" || echo "  none"
+    python3 -c "import sys; sys.path.insert(0, 'python/src'); import ampcheck; print('native_available', ampcheck.native_available())"
+  } > "$OUT/guard-link.txt" 2>&1; cat "$OUT/guard-link.txt"
+  timeout 300 python3 python/tools/guard_crash_probe.py --device cuda --size small --steps 60 --out "$WORK/guard-probe" \
+    --ampcheck "$BUILD_DIR/ampcheck" 2>&1 | grep -v Warning > "$OUT/guard-probe.txt"; cat "$OUT/guard-probe.txt"
+  grep -q "rc=-" "$OUT/guard-probe.txt" && die "the in-process judge died by a signal (guard-probe.txt)"
+  AMPCHECK_BIN="$BUILD_DIR/ampcheck" python3 python/tools/overhead.py --device cuda --loops nanogpt --sizes gpt2 \
+    --dtype fp16 --cases none default guard > "$OUT/guard-overhead.md" 2>"$OUT/guard-overhead.err"; rc=$?
+  echo "guard overhead rc=$rc"; cat "$OUT/guard-overhead.md"; grep "guard:" "$OUT/guard-overhead.err" | tail -3
+  tail -3 "$OUT/guard-overhead.err"; ok $rc "python/tools/overhead.py --cases guard (cuda)"
+  AMPCHECK_BIN="$BUILD_DIR/ampcheck" python3 python/tools/guard_check.py --parts stop --device cuda \
+    > "$OUT/guard-stop.md" 2>"$OUT/guard-stop.err"; rc=$?
+  echo "guard stop rc=$rc"; cat "$OUT/guard-stop.md"; tail -3 "$OUT/guard-stop.err"
+  ok $rc "python/tools/guard_check.py --parts stop --device cuda"
 fi
 if has overhead; then
   # issue 42: the recorder's cost per step on this GPU (python/tools/overhead.py: the loop without the recorder in the

@@ -10,9 +10,18 @@ if(NOT Torch_DIR AND NOT DEFINED ENV{Torch_DIR})
   endif()
   execute_process(COMMAND ${_py} -c "import torch; print(torch.utils.cmake_prefix_path)"
     OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL 0 AND (DEFINED ENV{PYTHONPATH} OR DEFINED ENV{PYTHONNOUSERSITE}))
+    # pip's build isolation (a plain `pip install ./python`): the same interpreter with its own site-packages hidden
+    # behind PYTHONPATH / PYTHONNOUSERSITE. The torch the package will run with is that interpreter's own: asked
+    # without the overlay. (Nothing is downloaded: torch is never a build requirement.)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=PYTHONPATH --unset=PYTHONNOUSERSITE --unset=PYTHONHOME
+                            ${_py} -c "import torch; print(torch.utils.cmake_prefix_path)"
+      OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
+  endif()
   if(NOT _rc EQUAL 0)
-    message(FATAL_ERROR "ampcheck: could not import torch with ${_py}. HINT: run ci/setup.sh "
-      "(pip install torch==2.11.0) or set Torch_DIR.")
+    message(FATAL_ERROR "ampcheck: could not import torch with ${_py} (also without PYTHONPATH: a pip build "
+      "isolation's overlay). HINT: install torch into that Python first (ci/setup.sh: pip install torch==2.11.0), "
+      "then `pip install --no-build-isolation ./python`; or set Torch_DIR.")
   endif()
   list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
   set(AMPCHECK_PYTHON_EXE ${_py} CACHE FILEPATH "python3 with torch (the oracle for tests)")

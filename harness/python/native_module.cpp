@@ -15,8 +15,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
+
 #include <memory>
 #include <ostream>
+#include <stdexcept>
 #include <streambuf>
 #include <string>
 #include <vector>
@@ -162,6 +165,35 @@ std::string validate(const std::vector<std::string>& scenarios, const std::strin
   return suite_json(r);
 }
 
+// ---------------------------------------------------------------------------------------------------------------------
+// A private C++ runtime: the core symbols of libstdc++'s streams and locales defined inside a shared object (a link
+// that put libstdc++.a into it, e.g. -static-libstdc++ from the environment). Loaded into a Python whose torch already
+// loaded libstdc++.so, part of the object's calls bind to the process's copy and part stay in its own, whose locale
+// facets were never set up: `ostream << double` crashes (GCC 13: the live guard's SIGSEGV on the H100 machine) or
+// prints nothing (GCC 12). Returns the symbols found ("" = none: safe); `path` "" = this module itself.
+std::string private_cxx_runtime(const std::string& path) {
+  Dl_info self{};
+  if (!dladdr(reinterpret_cast<void*>(&private_cxx_runtime), &self) || self.dli_fname == nullptr) return "";
+  const std::string object = path.empty() ? std::string(self.dli_fname) : path;
+  void* handle = dlopen(object.c_str(), RTLD_LAZY | RTLD_LOCAL | (path.empty() ? RTLD_NOLOAD : 0));
+  if (handle == nullptr) throw std::runtime_error(object + ": cannot open it (" + std::string(dlerror()) + ")");
+  std::string found;
+  // std::locale::classic(), ios_base::Init::Init(), ostream::_M_insert<double>: defined in libstdc++ alone
+  for (const char* symbol : {"_ZNSt6locale7classicEv", "_ZNSt8ios_base4InitC1Ev", "_ZNSo9_M_insertIdEERSoT_"}) {
+    void* address = dlsym(handle, symbol);
+    Dl_info where{};
+    if (address != nullptr && dladdr(address, &where) && where.dli_fname != nullptr) {
+      // the same file: both names as the dynamic loader reports them
+      Dl_info mine{};
+      void* own = dlsym(handle, "PyInit__native");
+      const char* own_file = own != nullptr && dladdr(own, &mine) ? mine.dli_fname : object.c_str();
+      if (std::string(where.dli_fname) == own_file) found += (found.empty() ? "" : " ") + std::string(symbol);
+    }
+  }
+  dlclose(handle);
+  return found;
+}
+
 }  // namespace
 
 }  // namespace ampcheck::python
@@ -194,4 +226,5 @@ PYBIND11_MODULE(_native, m) {
   m.def("validate", &validate, py::arg("scenarios"), py::arg("suite"), py::arg("device"), py::arg("references"),
         py::arg("out_dir"), py::arg("steps"), py::arg("force"), py::arg("plants"), py::arg("replays"), py::arg("log"));
   m.def("version", [] { return std::string(AMPCHECK_VERSION); });
+  m.def("private_cxx_runtime", &private_cxx_runtime, py::arg("path") = std::string());
 }

@@ -3,6 +3,7 @@
 
 #include "io/text.h"
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -144,6 +145,34 @@ void check_same_training(const trajectory::TrajectoryFile& run, const std::strin
                                b->second +
                                "': not the same training (mismatched provenance). HINT: judge "
                                "a run against a reference built from FP32 runs of the same model, data and steps");
+  }
+}
+
+void check_noise_runs_are_noise(const std::vector<trajectory::LabelledTrajectory>& noise,
+                                const trajectory::Trajectory& base, const std::string& path) {
+  for (const auto& nr : noise) {
+    const bool seed = nr.label.rfind("seed", 0) == 0, order = nr.label.rfind("order", 0) == 0;
+    if (!seed && !order) continue;
+    const auto& a = nr.trajectory.rows;
+    const auto& b = base.rows;
+    if (a.size() != b.size() || a.empty()) continue;
+    bool identical = true;
+    for (size_t s = 0; s < a.size() && identical; ++s)
+      for (size_t c = 0; c < a[s].size() && identical; ++c)  // what the training computed; the step time is not
+        identical = c == trajectory::kStepTimeMs || std::memcmp(&a[s][c], &b[s][c], sizeof(double)) == 0;
+    if (!identical) continue;
+    throw std::runtime_error(
+        path + ": noise run '" + nr.label + "' is bit-identical to the FP32 run at every step (" +
+        std::to_string(a.size()) + " steps): " + (seed ? "the other init seed" : "the other data order") +
+        " never reached the training, so it measures no noise and every allowed deviation would rest on the other "
+        "runs alone. HINT: " +
+        (seed ? "the script must take its seed from the recorder or the sweep's plan: seed after creating the "
+                "Recorder / integration (plain loop: torch.manual_seed(SEED) where SEED comes from the command line "
+                "or AMPCHECK_PLAN; HF Trainer: TrainingArguments(seed=...); Lightning: seed_everything(...)), or "
+                "record the seed run by changing the script's own seed"
+              : "pass the data order's seed to the sampler / data loader (HF TrainingArguments(data_seed=...)), "
+                "then record the order run again") +
+        ", and rebuild the reference");
   }
 }
 

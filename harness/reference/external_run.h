@@ -27,4 +27,15 @@ trajectory::TrajectoryFile read_external_run(const std::string& path, bool conta
 void check_same_training(const trajectory::TrajectoryFile& run, const std::string& run_path,
                          const trajectory::TrajectoryFile& ref, const std::string& ref_path);
 
+// A seed or order noise run whose every recorded value equals the FP32 run's, bit for bit, measured no noise: the
+// perturbation never reached the training (a script that seeds itself after the recorder's seed was applied, a data
+// order fixed elsewhere). A reference whose band would rest on such a run (`noise` = its noise runs, `base` the FP32
+// run) is refused: throws naming the file, the run and how the seed must reach the script. ulp and skip runs are not
+// checked (a skip run equals the FP32 run at its first step by construction).
+void check_noise_runs_are_noise(const std::vector<trajectory::LabelledTrajectory>& noise,
+                                const trajectory::Trajectory& base, const std::string& path);
+inline void check_noise_runs_are_noise(const trajectory::TrajectoryFile& ref, const std::string& path) {
+  check_noise_runs_are_noise(ref.noise_runs, ref.trajectory, path);
+}
+
 }  // namespace ampcheck::reference

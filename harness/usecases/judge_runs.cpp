@@ -97,7 +97,7 @@ void keep_first_steps(trajectory::Trajectory& t, int64_t n) {
 }
 
 Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref, const std::string& reference_path,
-                 int64_t first_steps, bool written_here) {
+                 int64_t first_steps, bool written_here, int64_t min_partial_steps) {
   Input in{path, "", reference::read_external_run(path, !written_here), ""};
   const int64_t recorded = in.file.trajectory.size();
   in.status = attr(in.file, "status", "completed");
@@ -127,6 +127,16 @@ Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref,
   if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
       !std::isfinite(in.file.trajectory.rows.back()[trajectory::kLoss]))
     in.status = "nonfinite";
+  // a partial run shorter than the smoothing window: every signal is a trailing mean over `window` steps and the
+  // noise envelope a window of the reference's noise runs, so fewer steps compare a step or two of the run with a
+  // band that is not yet measured (a correct run fails at step 0 where the noise runs start where the reference
+  // does). Not judged, said so — unless it went non-finite, which needs no band.
+  if (!in.partial.empty() && in.status == "completed" && steps < min_partial_steps)
+    throw std::runtime_error(path + ": " + in.partial + ": " + std::to_string(steps) + " step(s), fewer than the " +
+                             std::to_string(min_partial_steps) +
+                             " steps a partial run needs to be judged (the signals' smoothing window). HINT: judge it "
+                             "after at least " +
+                             std::to_string(min_partial_steps) + " steps (the live guard waits for them by itself)");
   reference::check_same_training(in.file, path, ref, reference_path);
   if (in.status == "completed" && in.partial.empty() && steps != ref_steps)
     throw std::runtime_error(path + ": " + steps_text(steps) + " steps, the reference " + reference_path + " has " +
@@ -141,7 +151,7 @@ Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref,
 std::vector<Input> read_inputs(const JudgeInputs& j, const trajectory::TrajectoryFile& ref) {
   std::vector<Input> inputs;
   for (const auto& path : j.runs) try {
-      Input in = read_input(path, ref, j.reference, j.first_steps, j.runs_written_here);
+      Input in = read_input(path, ref, j.reference, j.first_steps, j.runs_written_here, j.tolerance.window);
       for (const auto& other : inputs)
         if (file_stem(other.path) == file_stem(path))
           throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
@@ -252,7 +262,7 @@ report::ScenarioSummary judge_recording(const std::string& path, const trajector
                                         const std::string& reference_path, const JudgeInputs& j,
                                         const std::string& out_dir, bool strict) {
   try {
-    const Input in = read_input(path, ref, reference_path, j.first_steps, j.runs_written_here);
+    const Input in = read_input(path, ref, reference_path, j.first_steps, j.runs_written_here, j.tolerance.window);
     return judge_one(in, j, ref, attr(ref, "device_class", "external"), out_dir, strict);
   } catch (const std::exception& e) {
     rethrow_naming(path, e);
@@ -265,6 +275,7 @@ trajectory::TrajectoryFile read_reference(const std::string& path) {
     throw std::runtime_error(path +
                              ": the reference has no noise runs. HINT: build it with `ampcheck "
                              "reference FP32_RUN --spread RUN...` (or `ampcheck record` for ampcheck's own scenarios)");
+  reference::check_noise_runs_are_noise(ref, path);
   return ref;
 }
 

@@ -21,11 +21,23 @@ def data(seed=5):
 
 
 def train(
-    path, steps, *, seed=0, data_seed=1, fp16=False, blow_at=None, lr_jump_at=None, perturbation=None, **recorder_kw
+    path,
+    steps,
+    *,
+    seed=0,
+    data_seed=1,
+    fp16=False,
+    blow_at=None,
+    lr_jump_at=None,
+    perturbation=None,
+    hidden=64,
+    attributes_extra=None,
+    **recorder_kw,
 ):
-    """Train `steps` steps recorded at `path`; returns the Recorder (GuardStop propagates)."""
+    """Train `steps` steps recorded at `path`; returns the Recorder (GuardStop propagates). hidden: the MLP's width
+    (another width: another model); attributes_extra: more recorder attributes (run_key, ...)."""
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(), torch.nn.Linear(64, CLASSES))
+    model = torch.nn.Sequential(torch.nn.Linear(FEATURES, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, CLASSES))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     scaler = torch.amp.GradScaler("cpu", enabled=fp16)
     x, y = data()
@@ -33,6 +45,7 @@ def train(
     attrs = {"run_key": "guard-mlp", "strategy": "fp16-autocast-scaler" if fp16 else "fp32"}
     if perturbation:
         attrs["perturbation"] = perturbation
+    attrs.update(attributes_extra or {})
     with Recorder(path, model, opt, scaler if fp16 else None, attributes=attrs, overwrite=True, **recorder_kw) as rec:
         for step in range(steps):
             if step == blow_at:

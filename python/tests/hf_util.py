@@ -75,12 +75,14 @@ def run(
     fail_at=None,
     blow_at=None,
     guard=None,
+    device="cpu",
 ):
     """Trains and records runs/<name>.h5; cpu_scaler: give accelerate a CPU GradScaler and fp16 autocast (on a CPU it
     makes none: fp16=True alone trains FP32), so the Trainer's GradScaler path runs; inf_at: an inf written into one
     gradient after backward at that step (a scaler must skip it); blow_at: an fp16 blow-up planted at that step (the
     first MLP's weights multiplied by 1e6: its fp16 activations overflow from then on); guard: the live guard's
-    arguments for the callback (reference=, judge_every=, stop_on=)."""
+    arguments for the callback (reference=, judge_every=, stop_on=); device: cpu, or cuda (the Trainer's own fp16
+    autocast and GradScaler there: cpu_scaler is not needed)."""
     m = model(seed, torch.bfloat16 if bf16_pure else None)
     if half:
         m = m.half()
@@ -96,7 +98,7 @@ def run(
         logging_steps=1000,
         save_strategy="no",
         report_to=[],
-        use_cpu=True,
+        use_cpu=device == "cpu",
         seed=seed,
         data_seed=data_seed,
         fp16=fp16,

@@ -79,8 +79,10 @@ def test_a_finite_divergence_judged_in_the_background_stops_the_loop(tmp_path):
     ref = guard_util.make_reference(d, 200)
     with pytest.raises(ampcheck.GuardStop) as stop:
         guard_util.train(f"{d}/div.h5", 200, fp16=True, lr_jump_at=30, reference=ref, judge_every=10, stop_on=STOP_ON)
-    final = stop.value.judgement
-    assert final.verdict == "diverges" and 30 < final.steps < 200, final
+    stopping, final = stop.value.judgement, stop.value.final
+    assert stopping.verdict == "diverges" and 30 < stopping.steps < 200, stopping
+    # the stop comes at the first step after the background judgement finished: the file has those steps too
+    assert final is not None and final.steps >= stopping.steps, (stopping, final)
     with h5py.File(f"{d}/div.h5") as f:
         assert f.attrs["status"] == "interrupted" and "judged diverges" in f.attrs["note"]
         assert len(f["steps/loss"]) == final.steps
@@ -135,3 +137,101 @@ def test_a_shared_hdf5_library_moves_the_in_process_judgement_to_the_training_th
     assert guard.Guard(ref, 10, judge=guard.command_judge).background is True  # a subprocess reads: no shared library
     monkeypatch.setattr(guard, "hdf5_shared_with_h5py", lambda: False)
     assert guard.Guard(ref, 10, judge=guard.NativeJudge()).background is True
+
+
+# -- issue 51, finding 7: the reference checked before training, a non-finite loss always stops, partial runs judged
+#    from the smoothing window on, GuardStop carries the judgement that stopped the run
+
+
+def test_a_reference_whose_seed_run_is_bit_identical_is_refused_before_training(tmp_path):
+    """The sweep's references where the script seeds itself after the recorder (issue 52): the seed run equals the FP32
+    run bit for bit, the band rests on nothing, and a correct fp16 run was stopped after its first judged step."""
+    d = str(tmp_path)
+    guard_util.train(f"{d}/fp32.h5", 30)
+    guard_util.train(f"{d}/seed.h5", 30, perturbation="seed")  # "seed" run with the same seed: bit-identical
+    r = guard_util.ampcheck("reference", f"{d}/fp32.h5", "--spread", f"{d}/seed.h5", "--out", f"{d}/ref.h5")
+    if r.returncode == 0:  # (`ampcheck reference` may already refuse it; the judge and the guard refuse it anyway)
+        with pytest.raises(ValueError, match="noise run 'seed' is bit-identical to the FP32 run"):
+            guard_util.train(f"{d}/run.h5", 30, fp16=True, reference=f"{d}/ref.h5", stop_on=STOP_ON)
+        out = judged(f"{d}/fp32.h5", f"{d}/ref.h5", f"{d}/j")
+        assert "bit-identical" in out, out
+    else:
+        assert "bit-identical" in r.stdout, r.stdout
+
+
+def test_a_reference_of_another_training_or_not_hdf5_is_refused_before_training(mlp_reference, tmp_path):
+    d, ref = mlp_reference
+    with pytest.raises(ValueError, match="reference's run_key is 'guard-mlp', this run's is 'other'"):
+        guard_util.train(f"{tmp_path}/x.h5", 1, reference=ref, attributes_extra={"run_key": "other"})
+    with pytest.raises(ValueError, match="reference's model_parameters is '\\d+', this run's is '\\d+'"):
+        guard_util.train(f"{tmp_path}/x.h5", 1, reference=ref, hidden=128)
+    (tmp_path / "notes.h5").write_text("not hdf5")
+    with pytest.raises(ValueError, match="is not an HDF5 file"):
+        guard_util.train(f"{tmp_path}/x.h5", 1, reference=f"{tmp_path}/notes.h5")
+    assert not (tmp_path / "x.h5").exists()  # refused before any step
+
+
+def test_a_run_past_a_shorter_reference_still_stops_on_its_nonfinite_loss(mlp_reference, tmp_path):
+    """The reference has 60 steps, the run 100 with a blow-up at step 75: judged on its first 60 steps (tracks), then
+    stopped on the non-finite loss at the first judged step after 75."""
+    d, ref = mlp_reference
+    with pytest.raises(ampcheck.GuardStop) as stop:
+        guard_util.train(
+            f"{tmp_path}/long.h5", 100, fp16=True, blow_at=75, reference=ref, judge_every=10, stop_on=STOP_ON
+        )
+    j = stop.value.judgement
+    assert j.verdict == "nonfinite" and 75 < j.steps <= 80, j
+
+
+def test_a_failing_judge_does_not_keep_a_nonfinite_run_going(mlp_reference, tmp_path):
+    d, ref = mlp_reference
+
+    def broken(run, reference):
+        raise RuntimeError("the judge is broken")
+
+    with pytest.raises(ampcheck.GuardStop) as stop:
+        guard_util.train(
+            f"{tmp_path}/b.h5",
+            60,
+            fp16=True,
+            blow_at=30,
+            reference=ref,
+            judge_every=10,
+            stop_on=("nonfinite",),
+            judge=broken,
+        )
+    j = stop.value.judgement
+    assert j.verdict == "nonfinite" and 30 < j.steps <= 40 and "the judge is broken" in j.message, j
+    assert stop.value.final is None  # the file written at the stop could not be judged either: said, not invented
+
+
+def test_guardstop_carries_the_judgement_that_stopped_the_run(mlp_reference, tmp_path):
+    d, ref = mlp_reference
+    verdicts = iter(["diverges"] + ["tracks"] * 10)
+
+    def scripted(run, reference):
+        v = next(verdicts)
+        return guard.GuardJudgement(verdict=v, passed=v == "tracks", message=f"scripted {v}", steps=0)
+
+    with pytest.raises(ampcheck.GuardStop) as stop:
+        guard_util.train(
+            f"{tmp_path}/s.h5",
+            40,
+            reference=ref,
+            judge_every=10,
+            stop_on=STOP_ON,
+            judge=scripted,
+            judge_in_background=False,
+        )
+    assert stop.value.judgement.verdict == "diverges" and stop.value.final.verdict == "tracks"
+    assert "diverges" in str(stop.value)
+
+
+def test_partial_runs_are_judged_from_the_smoothing_window_on(mlp_reference, tmp_path):
+    d, ref = mlp_reference
+    rec = guard_util.train(f"{tmp_path}/p.h5", 30, fp16=True, reference=ref, judge_every=3, judge_in_background=False)
+    assert [j.steps for j in rec.guard.judgements] == [12, 15, 18, 21, 24, 27, 30], rec.guard.judgements
+    r = guard_util.ampcheck(
+        "judge", f"{tmp_path}/p.h5", "--reference", ref, "--first-steps", "1", "--out", f"{tmp_path}/j1"
+    )
+    assert r.returncode != 0 and "fewer than the 10 steps a partial run needs" in r.stdout, r.stdout

@@ -22,6 +22,7 @@ reports/python/guard.md.
 
 import argparse
 import contextlib
+import functools
 import os
 import statistics
 import sys
@@ -49,6 +50,8 @@ def quiet(fn, *args, **kwargs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="part stop's device (cuda: the Trainer's "
+                    "own fp16 autocast + GradScaler)")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=200, help="steps of each correct run")
     ap.add_argument("--reference-steps", type=int, default=400)
@@ -68,10 +71,11 @@ def main():
     ref = f"{d}/reference.h5"
     guard = dict(reference=ref, judge_every=a.judge_every, stop_on=STOP_ON)
     if "stop" in a.parts or a.seeds_loop == "hf":
-        quiet(hf_util.make_reference, d, hf_util.run, steps=a.reference_steps, probe_every=DEFAULT_PROBE_EVERY)
-        print(f"HF reference: FP32 + seed + data-order runs of {a.reference_steps} steps.\n")
+        run = functools.partial(hf_util.run, device=a.device)
+        quiet(hf_util.make_reference, d, run, steps=a.reference_steps, probe_every=DEFAULT_PROBE_EVERY)
+        print(f"HF reference ({a.device}): FP32 + seed + data-order runs of {a.reference_steps} steps.\n")
     if "stop" in a.parts:
-        stop_part(d, guard)
+        stop_part(d, guard, a.device)
     if "seeds" in a.parts:
         seeds_part(a, d, guard)
     if "cost" in a.parts:
@@ -79,7 +83,7 @@ def main():
     print(f"(total {time.time() - t0:.0f} s)")
 
 
-def stop_part(d, guard):
+def stop_part(d, guard, device="cpu"):
     """1. the planted blow-up"""
     cb, _ = quiet(
         hf_util.run,
@@ -87,7 +91,8 @@ def stop_part(d, guard):
         "blow",
         steps=1000,
         fp16=True,
-        cpu_scaler=True,
+        cpu_scaler=device == "cpu",
+        device=device,
         blow_at=120,
         guard=guard,
         probe_every=DEFAULT_PROBE_EVERY,

@@ -60,7 +60,7 @@ def native() -> ModuleType:
 
     errors: list[str] = []
     try:
-        _native = importlib.import_module("ampcheck._native")
+        _native = _safe(importlib.import_module("ampcheck._native"))
         return _native
     except ImportError as e:
         if getattr(e, "name", None) != "ampcheck._native":
@@ -73,7 +73,7 @@ def native() -> ModuleType:
             module = importlib.util.module_from_spec(spec)
             sys.modules["ampcheck._native"] = module
             spec.loader.exec_module(module)
-            _native = module
+            _native = _safe(module)
             return module
         except ImportError as e:
             sys.modules.pop("ampcheck._native", None)
@@ -88,6 +88,23 @@ def native() -> ModuleType:
         "./python` in the ampcheck checkout (needs CMake, a C++17 compiler and the libraries ci/setup.sh installs) — "
         "or, in a checkout, build it with `bash ci/build.sh`"
     )
+
+
+def _safe(module: ModuleType) -> ModuleType:
+    """The module, unless it carries a private copy of the C++ runtime (libstdc++ linked into it): then its judge
+    would crash this process (issue 51: SIGSEGV in `ostream << double` on the H100 machine, GCC 13) or print numbers
+    as nothing (GCC 12) — AmpcheckError, and the live guard judges through the `ampcheck` command instead."""
+    check = getattr(module, "private_cxx_runtime", None)
+    found = check() if check is not None else ""
+    if found:
+        sys.modules.pop("ampcheck._native", None)
+        raise AmpcheckError(
+            f"{getattr(module, '__file__', 'ampcheck._native')}: the native core carries its own copy of the C++ "
+            f"runtime (libstdc++'s {found} are defined inside it): loaded beside torch's libstdc++ it would crash "
+            f"this process. HINT: rebuild it (`bash ci/build.sh`, or pip install --no-build-isolation ./python) "
+            f"without -static-libstdc++ in LDFLAGS / CMAKE_*_LINKER_FLAGS; the `ampcheck` command is not affected"
+        )
+    return module
 
 
 def native_available() -> bool:

@@ -204,9 +204,35 @@ class Reference:
         return f"Reference({self.path!r}, steps={self.steps}, noise={list(self.noise_labels)})"
 
 
+def _path(name: str, value: Any) -> str:
+    """A path argument as str, or AmpcheckError naming the argument and what was expected (never pybind11's
+    "incompatible function arguments")."""
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise AmpcheckError(f"{name}={value!r}: expected a path (str or os.PathLike), got {type(value).__name__}")
+    return os.fspath(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise AmpcheckError(f"{name}={value!r}: expected True or False, got {type(value).__name__}")
+    return value
+
+
+def _text(name: str, value: Any) -> str:
+    if value is not None and not isinstance(value, str):
+        raise AmpcheckError(f"{name}={value!r}: expected a string or None, got {type(value).__name__}")
+    return value or ""
+
+
+def _count(name: str, value: Any, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise AmpcheckError(f"{name}={value!r}: expected a whole number, at least {least}")
+    return value
+
+
 def load_reference(path: PathLike) -> Reference:
     """Reads and checks a reference (`ampcheck reference`'s or `ampcheck record`'s file), for judge()."""
-    return Reference(native().load_reference(os.fspath(path)))
+    return Reference(native().load_reference(_path("path", path)))
 
 
 def judge(
@@ -232,11 +258,10 @@ def judge(
         raise AmpcheckError(f"expect={expect!r}: expected one of {', '.join(VERDICTS)}")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise AmpcheckError(f"steps={steps!r}: expected a whole number of steps, at least 1 (or None: every step)")
-    ref = reference if isinstance(reference, Reference) else load_reference(reference)
-    path = os.fspath(run)
-    row = json.loads(
-        native().judge(path, ref._handle, expect or "", strategy or "", steps or 0, bool(strict), bool(written_here))
-    )
+    path, strategy_text = _path("run", run), _text("strategy", strategy)
+    strict, written_here = _flag("strict", strict), _flag("written_here", written_here)
+    ref = reference if isinstance(reference, Reference) else load_reference(_path("reference", reference))
+    row = json.loads(native().judge(path, ref._handle, expect or "", strategy_text, steps or 0, strict, written_here))
     return Judgement.from_row(path, row)
 
 
@@ -246,9 +271,10 @@ def make_reference(
     """Builds a reference from your FP32 run and the runs that measure FP32's own spread, as `ampcheck reference
     FP32_RUN --spread [KIND:]FILE... --out OUT` does: each spread run is [KIND:]FILE, KIND seed | order | skip | ulp
     (default: the file's `perturbation` attribute). An existing `out` is replaced only with force=True."""
-    if isinstance(spread, (str, bytes, os.PathLike)):
-        raise AmpcheckError("spread: expected a list of [KIND:]FILE runs, got a single string")
-    r = native().make_reference(os.fspath(fp32_run), [os.fspath(s) for s in spread], os.fspath(out), bool(force))
+    if isinstance(spread, (str, bytes, os.PathLike)) or not isinstance(spread, (list, tuple)):
+        raise AmpcheckError(f"spread={spread!r}: expected a list of [KIND:]FILE runs")
+    runs = [_path(f"spread[{i}]", s) for i, s in enumerate(spread)]
+    r = native().make_reference(_path("fp32_run", fp32_run), runs, _path("out", out), _flag("force", force))
     return ReferenceInfo(path=str(r["path"]), steps=int(r["steps"]), noise_labels=tuple(r["noise_labels"]))
 
 
@@ -275,17 +301,21 @@ def validate(
     progress lines go to `log` (None: silent)."""
     if isinstance(scenarios, str) or isinstance(plants, str):
         raise AmpcheckError("scenarios / plants: expected a list of names, got a single string")
+    names = [_text(f"scenarios[{i}]", x) for i, x in enumerate(scenarios or [])]
+    planted = [_text(f"plants[{i}]", x) for i, x in enumerate(plants)]
+    if log is not None and not callable(log):
+        raise AmpcheckError(f"log={log!r}: expected a function of one line (str), or None")
     r = json.loads(
         native().validate(
-            list(scenarios or []),
-            suite or "",
-            device or "",
-            os.fspath(references) if references else "",
-            os.fspath(out),
-            int(steps or 0),
-            bool(force),
-            list(plants),
-            int(replays),
+            names,
+            _text("suite", suite),
+            _text("device", device),
+            _path("references", references) if references else "",
+            _path("out", out),
+            _count("steps", steps, 1) if steps is not None else 0,
+            _flag("force", force),
+            planted,
+            _count("replays", replays, 1),
             log,
         )
     )

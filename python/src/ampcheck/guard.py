@@ -44,6 +44,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 VERDICTS_THAT_STOP = ("nonfinite", "diverges", "stalls", "error")  # the judge's failing verdicts (`tracks` passes)
+# The fewest steps a partial run is judged on: the verdict's smoothing window (harness/verdict/signals.h,
+# Tolerance::window; `ampcheck judge` refuses a shorter partial run). Fewer compare a step or two of the run with a band
+# that is not measured yet (at step 0 a skip run equals the FP32 run: the band is zero there).
+MIN_JUDGED_STEPS = 10
+# The provenance attributes a run and its reference must agree on (harness/reference/external_run.cpp,
+# check_same_training: only those both carry are compared).
+SAME_TRAINING = ("run_key", "model", "model_parameters", "dataset", "reference_key")
 
 logger = logging.getLogger("ampcheck")
 
@@ -63,13 +70,16 @@ class GuardStop(RuntimeError):
     """Raised by `Recorder.step()` when the live guard stops the run (a verdict in `stop_on`); the file is written
     (status `interrupted`) and judged. `judgement` is that judgement, `path` the file."""
 
-    def __init__(self, path: str, judgement: GuardJudgement) -> None:
+    def __init__(self, path: str, judgement: GuardJudgement, final: GuardJudgement | None = None) -> None:
         super().__init__(
             f"ampcheck: {path}: stopped by the live guard after {judgement.steps} step(s): "
             f"{judgement.verdict}: {judgement.message}"
         )
         self.path = path
-        self.judgement = judgement
+        self.judgement = judgement  # the judgement that stopped the run
+        self.final = (
+            final  # the file written at the stop (status interrupted), judged once more; None if it could not be
+        )
 
 
 JudgeFunction = Callable[[str, str], GuardJudgement]
@@ -89,12 +99,15 @@ class Guard:
         background: bool = True,
     ) -> None:
         self.reference, self.judge_every, self.stop_on = check_arguments(reference, judge_every, stop_on)
+        self.reference_steps: int | None = None  # the reference's length, once check_reference() has read it
         self._judge = judge or default_judge()
         # the in-process judge reads HDF5 with the native core's library; where h5py is linked to that same library
         # (Debian's python3-h5py; not thread-safe), the judgement runs on the training thread instead
         self.background = background and not (
             getattr(self._judge, "reads_hdf5_in_process", False) and hdf5_shared_with_h5py()
         )
+        self._last_error = ""  # the last error a judge raised
+        self._steps = 0  # the rows of the file last submitted
         self.judgements: list[GuardJudgement] = []  # every judgement so far, in order
         self.stopped: GuardJudgement | None = None  # the judgement that stopped the run
         self.final: GuardJudgement | None = None  # the judgement of the file written when it stopped
@@ -103,17 +116,38 @@ class Guard:
         self._pool: ThreadPoolExecutor | None = None
         self._inflight: tuple[str, Future[GuardJudgement | Exception]] | None = None
 
-    def due(self, steps: int) -> bool:
-        """Whether the guard judges after this many recorded steps."""
-        return steps > 0 and steps % self.judge_every == 0
+    def check_reference(self, run: dict[str, str]) -> None:
+        """The reference read and checked against this run before any training (ValueError naming the file, the
+        attribute and both values): an HDF5 reference (`ampcheck reference`) with noise runs, of the same training
+        (`run`: this run's provenance attributes — model, model_parameters, run_key, ...), whose seed / order noise
+        runs measured noise (not bit-identical to its FP32 run)."""
+        self.reference_steps = read_reference_facts(self.reference, run)
 
-    def submit(self, path: str, urgent: bool = False) -> None:
-        """A judged step: the file at `path` judged on the background thread (the verdict taken in by `poll()`), or
-        here and now where urgent (new non-finite rows) or not background. A judged step that comes while the previous
-        background judgement still runs is passed over."""
-        if urgent or not self.background:
+    def due(self, steps: int) -> bool:
+        """Whether the guard judges after this many recorded steps: every judge_every steps, from MIN_JUDGED_STEPS
+        on (a partial run shorter than the smoothing window is not judged)."""
+        return steps >= MIN_JUDGED_STEPS and steps % self.judge_every == 0
+
+    def submit(self, path: str, urgent: bool = False, steps: int = 0, nonfinite_step: int | None = None) -> None:
+        """A judged step: the file at `path` (`steps` rows) judged on the background thread (the verdict taken in by
+        `poll()`), or here and now where urgent (new non-finite rows) or not background. A judged step that comes
+        while the previous background judgement still runs is passed over. `nonfinite_step`: the first step whose
+        loss is not finite, where it is the last step's — with `nonfinite` in stop_on the run stops on it even where the
+        judge could not judge."""
+        self._steps = steps
+        if urgent or not self.background or nonfinite_step is not None:
             self.wait()
             self.judge(path)
+            if nonfinite_step is not None and "nonfinite" in self.stop_on and self.stopped is None:
+                # the judge could not judge (a failing judge, a run past the reference): the loss decides alone
+                self.stopped = GuardJudgement(
+                    verdict="nonfinite",
+                    passed=False,
+                    message=f"loss is not finite at step {nonfinite_step}, the last step recorded (the judge could "
+                    f"not judge the run: {self._last_error or 'no verdict'})",
+                    steps=steps,
+                )
+                self.judgements.append(self.stopped)
             return
         if self._inflight is not None:
             if not self._inflight[1].done():
@@ -152,15 +186,34 @@ class Guard:
         that fails (a reference of another training, a missing tool) is logged once and never stops the training."""
         return self._take(path, self._judge_quietly(path))
 
+    def _call_judge(self, path: str) -> GuardJudgement:
+        """The judge on the file; a run longer than the reference is judged on the reference's steps (said once)."""
+        steps = getattr(self, "_steps", 0)
+        if self.reference_steps is not None and steps > self.reference_steps:
+            if "past" not in self._logged:
+                self._logged.add("past")
+                logger.warning(
+                    "ampcheck: %s: the run has more steps than the reference %s (%d): the live guard judges its first "
+                    "%d (a non-finite loss still stops it)",
+                    path,
+                    self.reference,
+                    self.reference_steps,
+                    self.reference_steps,
+                )
+            if self._judge is command_judge or getattr(self._judge, "takes_steps", False):  # ours: first N steps
+                return self._judge(path, self.reference, steps=self.reference_steps)  # type: ignore[call-arg]
+        return self._judge(path, self.reference)
+
     def _judge_quietly(self, path: str) -> GuardJudgement | Exception:
         """The judgement, or the error that stopped it (the background thread's work: nothing logged there)."""
         try:
-            return self._judge(path, self.reference)
+            return self._call_judge(path)
         except Exception as e:  # noqa: BLE001 (the training goes on; the error is said once, by _take)
             return e
 
     def _take(self, path: str, j: GuardJudgement | Exception) -> GuardJudgement | None:
         if isinstance(j, Exception):
+            self._last_error = str(j)
             if "error" not in self._logged:
                 self._logged.add("error")
                 logger.warning("ampcheck: %s: the live guard could not judge the run: %s", path, j)
@@ -179,9 +232,11 @@ class Guard:
             self.stopped = j
         return j
 
-    def judge_final(self, path: str) -> GuardJudgement:
-        """Judge the file the stop wrote (status interrupted): `final`, not counted among the judgements."""
-        self.final = self._judge(path, self.reference)
+    def judge_final(self, path: str) -> GuardJudgement | None:
+        """Judge the file the stop wrote (status interrupted): `final`, not counted among the judgements; None where
+        the judge could not (the stop stands: it was decided by `stopped`)."""
+        j = self._judge_quietly(path)
+        self.final = None if isinstance(j, Exception) else j
         return self.final
 
 
@@ -222,19 +277,74 @@ class NativeJudge:
 
     __name__ = "native"
     reads_hdf5_in_process = True
+    takes_steps = True
 
     def __init__(self) -> None:
         self._loaded: dict[str, Any] = {}
 
-    def __call__(self, run: str, reference: str) -> GuardJudgement:
+    def __call__(self, run: str, reference: str, steps: int | None = None) -> GuardJudgement:
         import ampcheck
 
         if reference not in self._loaded:
             self._loaded[reference] = ampcheck.load_reference(reference)
-        j = ampcheck.judge(run, self._loaded[reference], written_here=True)  # the Recorder's own snapshot
+        j = ampcheck.judge(run, self._loaded[reference], steps=steps, written_here=True)  # the Recorder's snapshot
         return GuardJudgement(
             verdict=str(j.verdict), passed=str(j.verdict) == "tracks", message=str(j.message), steps=int(j.steps)
         )
+
+
+def read_reference_facts(path: str, run: dict[str, str]) -> int:
+    """The reference's step count, after checking it is one (HDF5, noise runs), of this run's training (`run`: the
+    run's provenance attributes) and that its seed / order noise runs are not bit-identical to its FP32 run — the
+    checks `ampcheck judge` makes, made before the training instead of at the first judged step. ValueError naming the
+    file and what was expected."""
+    try:
+        import h5py
+        import numpy as np
+    except ImportError:  # a recorder writing JSON lines on a machine without h5py: the judge checks at its first call
+        return 0
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ValueError(
+            f"{path}: the reference (reference=) is not an HDF5 file ({e}). HINT: build it with "
+            f"`ampcheck reference FP32_RUN --spread ...`"
+        ) from None
+    with f:
+        attrs = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in f.attrs.items()}
+        if "steps" not in f or "loss" not in f["steps"] or "noise" not in f or not len(f["noise"]):
+            raise ValueError(
+                f"{path}: not an ampcheck reference (expected /steps/loss and the noise runs under /noise, as "
+                f"`ampcheck reference` writes them). HINT: build it with `ampcheck reference FP32_RUN --spread ...`"
+            )
+        for key in SAME_TRAINING:
+            mine, theirs = run.get(key, ""), attrs.get(key, "")
+            if mine and theirs and mine != theirs:
+                raise ValueError(
+                    f"{path}: the reference's {key} is {theirs!r}, this run's is {mine!r}: not the same training. "
+                    f"HINT: pass a reference built from FP32 runs of this model and data (`ampcheck reference`)"
+                )
+        base = f["steps"]
+        for label in f["noise"]:
+            if not (label.startswith("seed") or label.startswith("order")):
+                continue
+            run_ = f["noise"][label]
+            same = all(
+                c in run_
+                and base[c].shape == run_[c].shape
+                and np.array_equal(base[c][()], run_[c][()], equal_nan=True)
+                for c in base
+                if c != "step_time_ms"
+            )
+            if same and len(base["loss"]):
+                what = "the other init seed" if label.startswith("seed") else "the other data order"
+                raise ValueError(
+                    f"{path}: noise run {label!r} is bit-identical to the FP32 run at every step: {what} never reached "
+                    f"the training, so the reference measures no noise and a correct run would be stopped. HINT: "
+                    f"record that run again with the seed taken by the training (seed after creating the Recorder, "
+                    f"or from the command line) and rebuild the reference with `ampcheck reference`"
+                )
+        return int(base["loss"].shape[0])
 
 
 def hdf5_libraries(maps: str) -> set[str]:
@@ -260,8 +370,9 @@ def hdf5_shared_with_h5py() -> bool:
         return True
 
 
-def command_judge(run: str, reference: str) -> GuardJudgement:
-    """`ampcheck judge RUN --reference REF --out TMP` (AMPCHECK_BIN, else `ampcheck` on PATH): its summary.json."""
+def command_judge(run: str, reference: str, steps: int | None = None) -> GuardJudgement:
+    """`ampcheck judge RUN --reference REF --out TMP [--first-steps N]` (AMPCHECK_BIN, else `ampcheck` on PATH): its
+    summary.json."""
     binary = os.environ.get("AMPCHECK_BIN") or shutil.which("ampcheck")
     if not binary:
         raise FileNotFoundError(
@@ -272,7 +383,8 @@ def command_judge(run: str, reference: str) -> GuardJudgement:
     out = tempfile.mkdtemp(prefix=".ampcheck-guard-", dir=os.path.dirname(os.path.abspath(run)))
     try:
         r = subprocess.run(
-            [binary, "judge", run, "--reference", reference, "--out", os.path.join(out, "j")],
+            [binary, "judge", run, "--reference", reference, "--out", os.path.join(out, "j")]
+            + (["--first-steps", str(steps)] if steps else []),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

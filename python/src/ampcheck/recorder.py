@@ -198,6 +198,14 @@ class Recorder:
                     f"{self.attributes['perturbation']!r} disagree"
                 )
             self.attributes["perturbation"] = str(perturbation)
+        if (
+            self.guard is not None
+        ):  # the reference read and checked against this run before any training (and before any hook)
+            facts = {k: v for k, v in self.attributes.items() if k in ("run_key", "dataset", "reference_key")}
+            if model is not None:
+                facts["model"] = type(model).__name__
+                facts["model_parameters"] = str(sum(p.numel() for p in model.parameters()))
+            self.guard.check_reference(facts)
         self._measured = {"loss", "step_time_ms"}
         self._step = 0
         self._closed = False
@@ -366,7 +374,8 @@ class Recorder:
             self._snapshot_rows = len(self.rows)
         urgent = any(not math.isfinite(r.get("loss", 0.0)) for r in self.rows[self._guard_rows :])
         self._guard_rows = len(self.rows)
-        self.guard.submit(self.path, urgent)
+        last_nonfinite = bool(self.rows) and not math.isfinite(self.rows[-1].get("loss", 0.0))
+        self.guard.submit(self.path, urgent, len(self.rows), len(self.rows) - 1 if last_nonfinite else None)
         self._agree_on_stop()
 
     def _agree_on_stop(self) -> None:
@@ -392,7 +401,7 @@ class Recorder:
             )
             self.guard.judge_final(self.path)  # the file as written, judged
         if self.stop_raises:
-            raise GuardStop(self.path, getattr(self.guard, "final", None) or stopped)
+            raise GuardStop(self.path, stopped, self.guard.final)
 
     def flush(self) -> None:
         """Copy the pending steps to the host (one device->host copy; the only sync the recorder makes)."""
