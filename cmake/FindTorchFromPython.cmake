@@ -9,7 +9,7 @@ if(NOT Torch_DIR AND NOT DEFINED ENV{Torch_DIR})
     find_program(_py NAMES python3 REQUIRED)
   endif()
   execute_process(COMMAND ${_py} -c "import torch; print(torch.utils.cmake_prefix_path)"
-    OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
+    OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc ERROR_VARIABLE _torch_error)
   if(NOT _rc EQUAL 0 AND (DEFINED ENV{PYTHONPATH} OR DEFINED ENV{PYTHONNOUSERSITE}))
     # pip's build isolation (a plain `pip install ./python`): the same interpreter with its own site-packages hidden
     # behind PYTHONPATH / PYTHONNOUSERSITE. The torch the package will run with is that interpreter's own: asked
@@ -19,7 +19,7 @@ if(NOT Torch_DIR AND NOT DEFINED ENV{Torch_DIR})
       OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
   endif()
   if(NOT _rc EQUAL 0)
-    message(FATAL_ERROR "ampcheck: could not import torch with ${_py} (also without PYTHONPATH: a pip build "
+    message(FATAL_ERROR "ampcheck: could not import torch with ${_py}: ${_torch_error} (also without PYTHONPATH: a pip build "
       "isolation's overlay). HINT: install torch into that Python first (ci/setup.sh: pip install torch==2.11.0), "
       "then `pip install --no-build-isolation ./python`; or set Torch_DIR.")
   endif()
