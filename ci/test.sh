@@ -15,7 +15,9 @@ if [ "${SANITIZE:-1}" != 0 ] && ! nvidia-smi -L > /dev/null 2>&1; then
   # build makes just what the other tests run — the ampcheck executable, the Python extension the package test
   # installs, the components benchmark — not the gtest and fuzz binaries (about 200 CPU-seconds of compiling, 100 s
   # of CI on 2 cores); label gtest is left out of it.
-  BUILD_TARGETS="ampcheck ampcheck_native ampcheck_bench_components" bash ci/build.sh
+  # (+ the Python extension's two test variants, cpu.python_native_safety's: links of the same objects, seconds)
+  BUILD_TARGETS="ampcheck ampcheck_native ampcheck_native_private_runtime ampcheck_native_private_runtime_guarded
+    ampcheck_bench_components" bash ci/build.sh
   # label gpu would only skip here (exit 77, about 60 tests at ~0.4 s each): one of them runs, to show the skip
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2 -LE '^(sanitize|gtest|extended|gpu)$'
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --no-tests=error -R '^gpu\.scenario\.fp32$'

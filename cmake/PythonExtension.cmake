@@ -20,27 +20,30 @@ file(CREATE_LINK ${PROJECT_SOURCE_DIR}/harness/python ${AMPCHECK_INCLUDE_ROOTS}/
 # the module, and beside torch's it crashes `ostream << double` in the judge (issue 51; _loader.py refuses such a
 # module). With libstdc++.so.6 first, no libstdc++.a member is left to pull.
 set(AMPCHECK_SHARED_LIBSTDCXX "-Wl,--push-state,-Bdynamic" "-l:libstdc++.so.6" "-Wl,--pop-state")
-# ampcheck_native_module(TARGET DIR [UNGUARDED] [LINK_OPTIONS ...]): the module built from harness/python into
-# DIR/_native*.so; UNGUARDED leaves the shared libstdc++ out (the tests' module that shows what it guards against).
+# The module's code compiled once (an object library), linked into the module and into the tests' variants below.
+add_library(ampcheck_native_objects OBJECT harness/python/native_module.cpp)
+target_include_directories(ampcheck_native_objects PRIVATE ${AMPCHECK_INCLUDE_ROOTS}/python)
+target_link_libraries(ampcheck_native_objects PRIVATE Python::Module ampcheck_usecases ampcheck_report ampcheck_io)
+target_compile_options(ampcheck_native_objects PRIVATE -Wall -Wextra -Wno-unused-parameter)
+target_compile_definitions(ampcheck_native_objects PRIVATE AMPCHECK_VERSION="${PROJECT_VERSION}")
+set_target_properties(ampcheck_native_objects PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden)
+ampcheck_use_pch(ampcheck_native_objects)
+# ampcheck_native_module(TARGET DIR [UNGUARDED] [LINK_OPTIONS ...]): the module linked into DIR/_native*.so;
+# UNGUARDED leaves the shared libstdc++ out (the tests' module that shows what it guards against).
 function(ampcheck_native_module target dir)
   cmake_parse_arguments(M "UNGUARDED" "" "LINK_OPTIONS" ${ARGN})
-  Python_add_library(${target} MODULE WITH_SOABI harness/python/native_module.cpp)
-  target_include_directories(${target} PRIVATE ${AMPCHECK_INCLUDE_ROOTS}/python)
+  Python_add_library(${target} MODULE WITH_SOABI $<TARGET_OBJECTS:ampcheck_native_objects>)
   if(NOT M_UNGUARDED)
     target_link_libraries(${target} PRIVATE ${AMPCHECK_SHARED_LIBSTDCXX})
   endif()
   target_link_libraries(${target} PRIVATE ampcheck_usecases ampcheck_report ampcheck_io)
   target_link_options(${target} PRIVATE ${M_LINK_OPTIONS})
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
-  target_compile_definitions(${target} PRIVATE AMPCHECK_VERSION="${PROJECT_VERSION}")
-  set_target_properties(${target} PROPERTIES OUTPUT_NAME _native CXX_VISIBILITY_PRESET hidden
-    LIBRARY_OUTPUT_DIRECTORY ${dir})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME _native LIBRARY_OUTPUT_DIRECTORY ${dir})
 endfunction()
 ampcheck_native_module(ampcheck_native ${PROJECT_BINARY_DIR}/python/ampcheck)
-ampcheck_use_pch(ampcheck_native)
-# For CTest cpu.python_private_runtime: the module linked with -static-libstdc++ as the H100 machine's build was, once
-# as it was (unguarded: the C++ runtime's streams inside it) and once with the guard above (none inside). Built with
-# the tests where the compiler has a static libstdc++.
+# For CTest cpu.python_native_safety: the module linked with -static-libstdc++ as the H100 machine's build was, once
+# as it was (unguarded: the C++ runtime's streams inside it) and once with the guard above (none inside) — links of the
+# same objects, a second each. Built with the tests where the compiler has a static libstdc++.
 if(AMPCHECK_BUILD_TESTS AND NOT DEFINED SKBUILD)
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.a OUTPUT_VARIABLE _ampcheck_libstdcxx_a
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
@@ -49,9 +52,6 @@ if(AMPCHECK_BUILD_TESTS AND NOT DEFINED SKBUILD)
                            UNGUARDED LINK_OPTIONS -static-libstdc++)
     ampcheck_native_module(ampcheck_native_private_runtime_guarded ${PROJECT_BINARY_DIR}/private-runtime/guarded/python/ampcheck
                            LINK_OPTIONS -static-libstdc++)
-    foreach(t ampcheck_native_private_runtime ampcheck_native_private_runtime_guarded)
-      ampcheck_use_pch(${t})
-    endforeach()
   endif()
 endif()
 # the libtorch the module links: the installed torch package's, found beside the module in site-packages, else where
