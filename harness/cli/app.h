@@ -47,7 +47,7 @@ class CommandLine {
   RunOptions run_opts_;
 };
 
-// --tolerance KEY=VALUE overrides of the verdict constants; throws naming the option on a bad one (judge.cpp).
+// --tolerance KEY=VALUE overrides of the verdict constants; throws naming the option on a bad one (app.cpp).
 verdict::Tolerance parse_tolerance_overrides(const std::vector<std::string>& overrides);
 
 }  // namespace ampcheck::cli

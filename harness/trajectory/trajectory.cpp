@@ -1,4 +1,4 @@
-// Trajectory helpers.
+// A run's per-step record (trajectory.h): column names, a column as a series, the labelled runs of a reference.
 #include "trajectory/trajectory.h"
 
 #include <cmath>

@@ -51,7 +51,7 @@ FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostre
 // validate --seal: the seal (validate/golden.h) added to goldens recorded before it existed, from their own content.
 void seal_goldens(const std::vector<std::string>& paths, std::ostream& log);
 
-// judge: external runs against a reference built from the user's FP32 runs (external_runs.cpp).
+// judge: external runs against a reference built from the user's FP32 runs (judge_runs.cpp, judge_run.cpp).
 SuiteResult judge_runs(const JudgeInputs& in, const RunOptions& opts, std::ostream& log);
 
 // reference: a reference from the user's FP32 run and spread runs, written to in.out.
