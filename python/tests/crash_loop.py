@@ -1,4 +1,4 @@
-"""A recorded loop to be killed (test_crash_safety.py, python/crash_safety.py): a small MLP, one Recorder step per
+"""A recorded loop to be killed (test_crash_safety.py, python/tools/crash_safety.py): a small MLP, one Recorder step per
 optimizer step, a snapshot every SNAPSHOT steps, STEPS steps, a short sleep per step so kills land mid-run. Run as a
 script (crash_loop.py PATH STEPS SNAPSHOT [SEED [SLEEP]]) it prints "ready" before the first step and, with
 CRASH_LOOP_PROGRESS set, the number of steps recorded after each step; train() is the same loop in the caller's

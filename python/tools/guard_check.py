@@ -50,8 +50,12 @@ def quiet(fn, *args, **kwargs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="part stop's device (cuda: the Trainer's "
-                    "own fp16 autocast + GradScaler)")
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="part stop's device (cuda: the Trainer's own fp16 autocast + GradScaler)",
+    )
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=200, help="steps of each correct run")
     ap.add_argument("--reference-steps", type=int, default=400)

@@ -50,8 +50,11 @@ def main():
     overhead.nanogpt_loop(a.size, a.device, "fp32", a.steps, 0, 10, ref_runs[1], seed=2, perturbation="seed")
     overhead.nanogpt_loop(a.size, a.device, "fp16", a.steps, 0, 10, run)
     ref = os.path.join(a.out, "reference.h5")
-    r = subprocess.run([a.ampcheck, "reference", ref_runs[0], "--spread", f"seed:{ref_runs[1]}", "--out", ref,
-                        "--force"], capture_output=True, text=True)
+    r = subprocess.run(
+        [a.ampcheck, "reference", ref_runs[0], "--spread", f"seed:{ref_runs[1]}", "--out", ref, "--force"],
+        capture_output=True,
+        text=True,
+    )
     print(f"ampcheck reference rc={r.returncode} {r.stdout.strip().splitlines()[-1:] if r.stdout else r.stderr[-300:]}")
     cases = [("cli", None)]
     for what in (["here"], ["h5py", "here"], ["h5py"], ["cuda", "here"], ["h5py", "cuda", "here"], ["h5py", "cuda"]):

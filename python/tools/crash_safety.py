@@ -3,7 +3,7 @@
 with SIGKILL at random moments N times, and once with SIGTERM; every file opened with h5py, its status and rows
 checked against the steps the loop had recorded when it was killed. Prints a markdown table.
 
-    python3 python/crash_safety.py --kills 25 --snapshot 10 > reports/python/crash-safety.md
+    python3 python/tools/crash_safety.py --kills 25 --snapshot 10 > reports/python/crash-safety.md
 """
 
 from __future__ import annotations
@@ -27,7 +27,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def one(path: str, sig: signal.Signals, delay: float, snapshot: int) -> tuple[int, str, int, bool, str]:
     env = dict(os.environ, CRASH_LOOP_PROGRESS="1")
     p = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "tests", "crash_loop.py"), path, "100000", str(snapshot), "0", "0.005"],
+        [
+            sys.executable,
+            os.path.join(HERE, "..", "tests", "crash_loop.py"),
+            path,
+            "100000",
+            str(snapshot),
+            "0",
+            "0.005",
+        ],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -71,7 +79,7 @@ def main() -> None:
         rows.append(("SIGTERM",) + one(os.path.join(d, f"t{i}.h5"), signal.SIGTERM, rng.uniform(0.2, 3.0), a.snapshot))
     print(f"# Crash-safe recording: {a.kills} SIGKILLs and 3 SIGTERMs at random moments (seed {a.seed})\n")
     print(
-        f"Command: `python3 python/crash_safety.py --kills {a.kills} --snapshot {a.snapshot}`; the loop: "
+        f"Command: `python3 python/tools/crash_safety.py --kills {a.kills} --snapshot {a.snapshot}`; the loop: "
         f"python/tests/crash_loop.py (an MLP, 5 ms sleep a step), a snapshot every {a.snapshot} steps.\n"
     )
     kills = [r for r in rows if r[0] == "SIGKILL"]
