@@ -57,7 +57,9 @@ if has sweep; then
   [ -d .gpu-site ] && export PYTHONPATH="$PWD/.gpu-site${PYTHONPATH:+:$PYTHONPATH}"
   python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 | tail -1
   sweep_rc=0
+  # SWEEPS (default "llama llama-localize"): which of the two run
   for what in "llama|" "llama-localize|--localize --strategies fp16-autocast-scaler,bf16-autocast"; do
+    [[ " ${SWEEPS:-llama llama-localize} " == *" ${what%%|*} "* ]] || continue
     name=sweep-${what%%|*}; extra=${what#*|}; plant=()
     [ "$name" = sweep-llama-localize ] && plant=(--plant-overflow model.layers.1.mlp.up_proj)
     rm -rf "$WORK/$name"
