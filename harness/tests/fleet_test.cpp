@@ -120,6 +120,40 @@ TEST(ValidateFleetVote, NamesTheOutlierAndRefusesToGuessWithoutAMajority) {
   EXPECT_EQ(failed[0].outliers, std::vector<int64_t>{1});
 }
 
+TEST(ValidateFleetVote, GoldensOutrankTheMajorityAndASmallMajorityCannotTell) {
+  const auto groups = validate::group_by_fingerprint({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")});
+  auto with_golden = [](int64_t rank, const std::string& hash, const std::string& golden) {
+    FleetRuns r = runs_of(rank, hash);
+    r.runs[0].golden = "g.h5";
+    r.runs[0].golden_result = golden;
+    return r;
+  };
+  // issue 52: ranks 1 and 2 carry the same flip; rank 0 is the golden's bit for bit
+  const auto gv = validate::vote(
+      groups, {with_golden(0, "aa", "identical"), with_golden(1, "bb", "differs"), with_golden(2, "bb", "differs")});
+  EXPECT_TRUE(gv[0].against_golden);
+  EXPECT_EQ(gv[0].cleared, std::vector<int64_t>{0});
+  EXPECT_EQ(gv[0].outliers, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(validate::votes_to_settle(gv).size(), 1u);
+  // without a golden, 2 vs 1 cannot tell which side (kFleetMinMajority 3); 3 vs 1 names the one
+  const auto pv = validate::vote(groups, {runs_of(0, "aa"), runs_of(1, "bb"), runs_of(2, "bb")});
+  EXPECT_TRUE(pv[0].cannot_tell);
+  EXPECT_TRUE(pv[0].outliers.empty());
+  EXPECT_TRUE(validate::votes_to_settle(pv).empty());
+  auto s = usecases::summarize_fleet({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")}, groups, {pv},
+                                     {{runs_of(0, "aa"), runs_of(1, "bb"), runs_of(2, "bb")}}, {{}});
+  EXPECT_FALSE(s.pass);
+  for (const auto& r : s.ranks) EXPECT_EQ(r.status, "cannot tell") << r.message;
+  // a 2-2 split with goldens: resolved by them
+  const auto four =
+      validate::group_by_fingerprint({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x"), rank_on(3, "x")});
+  const auto sv = validate::vote(four, {with_golden(0, "aa", "identical"), with_golden(1, "aa", "identical"),
+                                        with_golden(2, "bb", "differs"), with_golden(3, "bb", "differs")});
+  EXPECT_TRUE(sv[0].no_majority);
+  EXPECT_FALSE(sv[0].cannot_tell);
+  EXPECT_EQ(sv[0].outliers, (std::vector<int64_t>{2, 3}));
+}
+
 TEST(ValidateFleetVote, PairsRunsByNameNotByPosition) {
   // rank 1 ran the same two scenarios in another order: its runs are paired by name, it agrees
   FleetRuns r0 = runs_of(0, "aa"), r1 = runs_of(1, "xx"), r2 = runs_of(2, "aa");
@@ -217,14 +251,16 @@ TEST(ValidateFleetSlurm, SrunVariablesMapToTorchrunsAndTorchrunWins) {
 }
 
 TEST(ValidateFleetSummary, AFaultInOneRepetitionOfFiveIsReportedWithItsRate) {
+  // four ranks of the main stack (without a golden a majority of 3 names an outlier: kFleetMinMajority) and drift
   const std::vector<FleetRankIdentity> ids = {rank_on(0, "avx512"), rank_on(1, "avx512"), rank_on(2, "avx512"),
-                                              rank_on(3, "avx2")};
+                                              rank_on(3, "avx2"), rank_on(4, "avx512")};
   const auto groups = validate::group_by_fingerprint(ids);
   std::vector<std::vector<validate::FleetVote>> votes;
   std::vector<std::vector<FleetRuns>> runs;
   std::vector<std::vector<validate::FleetFinding>> findings;
   for (int rep = 1; rep <= 5; ++rep) {
-    runs.push_back({runs_of(0, "aa"), runs_of(1, rep == 3 ? "bb" : "aa"), runs_of(2, "aa"), runs_of(3, "cc")});
+    runs.push_back(
+        {runs_of(0, "aa"), runs_of(1, rep == 3 ? "bb" : "aa"), runs_of(2, "aa"), runs_of(3, "cc"), runs_of(4, "aa")});
     votes.push_back(validate::vote(groups, runs.back()));
     findings.push_back({});
     if (rep == 3) {
@@ -246,5 +282,5 @@ TEST(ValidateFleetSummary, AFaultInOneRepetitionOfFiveIsReportedWithItsRate) {
   EXPECT_TRUE(s.ranks[3].pass) << "drift is not corruption: " << s.ranks[3].message;
   EXPECT_NE(s.verdict.find("configuration drift"), std::string::npos) << s.verdict;
   const std::string junit = usecases::fleet_junit_xml(s);
-  EXPECT_NE(junit.find("tests=\"4\" failures=\"1\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("tests=\"5\" failures=\"1\""), std::string::npos) << junit;
 }

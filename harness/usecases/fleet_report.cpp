@@ -31,11 +31,24 @@ std::string where(const FleetRankRow& r) {
   if (r.gpu_uuid.empty() && r.pci_bus.empty()) s += " (" + r.cpu_model + ")";
   return s;
 }
-std::string first_finding(const FleetRankRow& r) {
-  if (r.findings.empty()) return "";
-  const auto& f = r.findings.front();
-  return "repetition " + std::to_string(f.repetition) + ", " + f.scenario + ": " + f.difference +
-         (f.replay.empty() ? "" : "; replay: " + f.replay);
+std::string against(const validate::FleetFinding& f) {
+  return f.against.empty() ? "the majority (rank " + std::to_string(f.majority_rank) + ")" : f.against;
+}
+// every finding of a rank, in one cell, one after another
+std::string all_findings(const FleetRankRow& r, const std::string& separator) {
+  std::string s;
+  for (const auto& f : r.findings)
+    s += (s.empty() ? "" : separator) + "repetition " + std::to_string(f.repetition) + ", " + f.scenario +
+         " (against " + against(f) + "): " + f.difference + (f.replay.empty() ? "" : "; replay: " + f.replay);
+  return s;
+}
+// a rank's row's last cell: every finding, or what else decided its status
+std::string rank_cell(const FleetRankRow& r, const std::string& separator) {
+  std::string s = all_findings(r, separator);
+  if (s.empty() && r.status != "agrees") s = r.message;
+  if (r.message.find("no measurable effect") != std::string::npos)
+    s += (s.empty() ? "" : separator) + "its plant (" + r.plants + ") had no measurable effect";
+  return s;
 }
 
 }  // namespace
@@ -59,11 +72,15 @@ std::string fleet_summary_md(const FleetSummary& s) {
       << markdown_text(joined(g.hosts)) << " | " << markdown_text(g.golden_class) << " | "
       << markdown_text(g.drift.empty() ? "-" : g.drift) << " | " << markdown_text(g.goldens) << " | " << g.no_majority
       << " | " << (g.pass ? "PASS" : "FAIL") << " |\n";
-  m << "\n## Ranks\n\n| rank | where | group | status | disagreed | first difference |\n"
+  m << "\n## Ranks\n\n| rank | where | group | status | disagreed | findings (every one) |\n"
     << "| --- | --- | --- | --- | --- | --- |\n";
   for (const auto& r : s.ranks)
     m << "| " << r.rank << " | " << markdown_text(where(r)) << " | " << r.group << " | " << markdown_text(r.status)
-      << " | " << r.rate << " | " << markdown_text(first_finding(r)) << " |\n";
+      << " | " << r.rate << " | " << markdown_text(rank_cell(r, " / ")) << " |\n";
+  if (!s.plants_without_effect.empty()) {
+    m << "\n## Plants with no measurable effect\n\n";
+    for (const auto& p : s.plants_without_effect) m << "- " << markdown_text(p) << "\n";
+  }
   m << "\n## Exchange\n\n"
     << s.exchange.backend << ": " << s.exchange.exchanges << " exchanges, rank 0 sent " << s.exchange.bytes_sent
     << " bytes and received " << s.exchange.bytes_received << " bytes in "
@@ -113,11 +130,11 @@ std::string fleet_report_html(const FleetSummary& s) {
       << escape_markup(g.goldens) << "</td><td class=\"" << (g.pass ? "pass" : "fail") << "\">"
       << escape_markup(g.message) << "</td></tr>\n";
   h << "</table>\n<h2>Ranks</h2>\n<table>\n<tr><th>rank</th><th>where</th><th>group</th><th>status</th>"
-    << "<th>disagreed</th><th>first difference and replay</th></tr>\n";
+    << "<th>disagreed</th><th>findings (every one) and replays</th></tr>\n";
   for (const auto& r : s.ranks)
     h << "<tr><td>" << r.rank << "</td><td>" << escape_markup(where(r)) << "</td><td>" << r.group << "</td><td class=\""
-      << (r.pass ? "pass" : "fail") << "\">" << escape_markup(r.status) << "</td><td>" << r.rate << "</td><td>"
-      << escape_markup(first_finding(r)) << "</td></tr>\n";
+      << (r.pass ? "pass" : "fail") << "\">" << escape_markup(r.status) << "</td><td>" << r.rate
+      << "</td><td style=\"white-space:pre-line\">" << escape_markup(rank_cell(r, "\n")) << "</td></tr>\n";
   h << "</table>\n<h2>Outliers</h2>\n";
   bool any = false;
   for (const auto& r : s.ranks)
@@ -127,10 +144,16 @@ std::string fleet_report_html(const FleetSummary& s) {
           << "<th>first difference</th><th>replay</th></tr>\n";
       any = true;
       h << "<tr><td>" << r.rank << "</td><td>" << f.repetition << "</td><td>" << escape_markup(f.scenario)
-        << "</td><td>majority (rank " << f.majority_rank << ")</td><td>" << escape_markup(f.difference) << "</td><td>"
+        << "</td><td>" << escape_markup(against(f)) << "</td><td>" << escape_markup(f.difference) << "</td><td>"
         << escape_markup(f.replay + (f.replay_message.empty() ? "" : ": " + f.replay_message)) << "</td></tr>\n";
     }
-  h << (any ? "</table>\n" : "<p>none</p>\n") << "</body>\n</html>\n";
+  h << (any ? "</table>\n" : "<p>none</p>\n");
+  if (!s.plants_without_effect.empty()) {
+    h << "<h2>Plants with no measurable effect</h2>\n<ul>\n";
+    for (const auto& p : s.plants_without_effect) h << "<li>" << escape_markup(p) << "</li>\n";
+    h << "</ul>\n";
+  }
+  h << "</body>\n</html>\n";
   return h.str();
 }
 

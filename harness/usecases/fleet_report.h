@@ -16,13 +16,18 @@ namespace ampcheck::usecases {
 // A rank's row: where it runs (validate::FleetRankPlace, from its identity), its group and how it voted.
 struct FleetRankRow : validate::FleetRankPlace {
   int64_t group = 0;
-  // agrees | outlier | no majority | run failed | group differs from its golden | lost (died or stopped answering)
+  // agrees | differs from its golden | outlier (of a majority of kFleetMinMajority or more, no golden) | non-finite
+  // (its run went non-finite where another rank's completed) | diverges (a drift group's loss off the main stack's)
+  // | cannot tell (its group split with no golden and no large enough majority) | run failed | lost
   std::string status;
   bool pass = false;
   int64_t repetitions = 0;                       // repetitions run
   int64_t disagreements = 0;                     // repetitions in which this rank differed from its group's majority
   std::string rate;                              // "1/5": disagreements / repetitions
-  std::vector<validate::FleetFinding> findings;  // each difference from the majority, replayed on this rank
+  std::vector<validate::FleetFinding> findings;  // each difference from the golden or majority, replayed on this rank
+  // the largest relative loss difference from the main stack's reference run, at any step (-1: not compared: the
+  // main group itself, or no reference run there)
+  double loss_deviation = -1;
   std::string message;
 };
 template <class V>
@@ -35,6 +40,7 @@ void visit_fields(FleetRankRow& r, V& v) {
   v("disagreements", r.disagreements);
   v("rate", r.rate);
   v("findings", r.findings);
+  v("loss_deviation", r.loss_deviation);
   v("message", r.message);
 }
 
@@ -105,6 +111,8 @@ struct FleetSummary {
   std::vector<int64_t> lost_ranks;
   std::vector<FleetGroupRow> groups;
   std::vector<FleetRankRow> ranks;
+  std::vector<validate::FleetVote> votes;          // every vote (group x scenario x repetition): sides, who is blamed
+  std::vector<std::string> plants_without_effect;  // "rank 1: bitflip:...": runs bit for bit the golden's / peers'
   FleetExchange exchange;
 };
 template <class V>
@@ -124,6 +132,8 @@ void visit_fields(FleetSummary& s, V& v) {
   v("lost_ranks", s.lost_ranks);
   v("groups", s.groups);
   v("ranks", s.ranks);
+  v("votes", s.votes);
+  v("plants_without_effect", s.plants_without_effect);
   v("exchange", s.exchange);
 }
 

@@ -210,6 +210,7 @@ FleetRuns run_repetition(const std::vector<FleetScenario>& scenarios, const std:
       trajectories[i] = result.trajectory;
       r.trajectory_hash = validate::trajectory_hash(result.trajectory);
       r.steps = result.trajectory.size();
+      for (const auto& row : result.trajectory.rows) r.losses.push_back(row[trajectory::kLoss]);
       if (!s.golden_path.empty()) {
         const auto cmp = validate::compare_bitwise(result.trajectory, s.golden.trajectory);
         r.golden = s.golden_path;
@@ -238,21 +239,32 @@ std::vector<FleetFinding> settle(distributed::RankExchange& x, const std::vector
     size_t s = 0;
     while (s < scenarios.size() && scenarios[s].sc.run.name != vote->scenario) ++s;
     const bool have = s < scenarios.size();  // always, once the ranks' scenarios were checked alike
+    // goldens outrank the majority: an outlier of a group that compared goldens compares with its own copy of the
+    // golden (nothing broadcast); otherwise with the majority's trajectory, broadcast from its representative
+    const bool golden = vote->against_golden;
     const bool representative = x.rank() == vote->majority_rank;
-    const std::string majority_bytes =
-        x.broadcast(representative && have ? validate::encode_trajectory(mine[s]) : std::string(), vote->majority_rank);
+    std::string majority_bytes;
+    if (!golden)
+      majority_bytes = x.broadcast(representative && have ? validate::encode_trajectory(mine[s]) : std::string(),
+                                   vote->majority_rank);
     if (std::find(vote->outliers.begin(), vote->outliers.end(), x.rank()) == vote->outliers.end()) continue;
     FleetFinding f;
     f.rank = x.rank();
     f.repetition = rep;
-    f.majority_rank = vote->majority_rank;
+    f.majority_rank = golden ? -1 : vote->majority_rank;
     f.scenario = vote->scenario;
-    if (!have) {
-      f.difference = "this rank has no scenario of that name";
+    if (!have || (golden && scenarios[s].golden_path.empty())) {
+      f.against = golden ? "the golden" : "the majority (rank " + std::to_string(vote->majority_rank) + ")";
+      f.difference =
+          !have ? "this rank has no scenario of that name"
+                : "the group's other ranks compared a golden this rank has not (" + scenarios[s].golden_skip + ")";
       found.push_back(std::move(f));
       continue;
     }
-    const trajectory::Trajectory majority = validate::decode_trajectory(majority_bytes);
+    f.against = golden ? "the " + scenarios[s].golden_path + " golden"
+                       : "the majority (rank " + std::to_string(vote->majority_rank) + ")";
+    const trajectory::Trajectory majority =
+        golden ? scenarios[s].golden.trajectory : validate::decode_trajectory(majority_bytes);
     const auto cmp = validate::compare_bitwise(mine[s], majority);
     f.first_step = cmp.step;
     f.column = cmp.column;
@@ -261,9 +273,9 @@ std::vector<FleetFinding> settle(distributed::RankExchange& x, const std::vector
     if (mine[s].size() > cmp.step && !mine[s].digests.empty()) {
       try {
         io::make_dirs(scratch);
-        const auto rp =
-            validate::replay_step(validate::planted(scenarios[s].sc.run, plants, /*replay=*/true), device, cmp.step,
-                                  mine[s], majority, static_cast<int>(v.replays), scratch, "majority");
+        const auto rp = validate::replay_step(validate::planted(scenarios[s].sc.run, plants, /*replay=*/true), device,
+                                              cmp.step, mine[s], majority, static_cast<int>(v.replays), scratch,
+                                              golden ? "golden" : "majority");
         f.replay = rp.kind;
         f.replay_message = rp.message;
       } catch (const std::exception& e) {

@@ -221,28 +221,77 @@ std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::ve
       if (r.scenario == name) return &r;
     return nullptr;
   };
+  auto has = [](const std::vector<int64_t>& xs, int64_t x) { return std::find(xs.begin(), xs.end(), x) != xs.end(); };
   for (const auto& g : groups)
     for (const auto& first : runs.front().runs) {
       FleetVote v;
       v.group = g.id;
       v.scenario = first.scenario;
       std::map<std::string, std::vector<int64_t>> holders;  // hash -> ranks (a rank without a run holds none)
+      std::map<std::string, std::string> golden_of;         // hash -> its ranks' golden result (the same bits)
+      bool golden_compared = false;
       for (int64_t rank : g.ranks) {
         const FleetRun* own = run_of(rank, v.scenario);
-        if (own && !own->trajectory_hash.empty()) holders[own->trajectory_hash].push_back(rank);
+        if (!own || own->trajectory_hash.empty()) continue;
+        holders[own->trajectory_hash].push_back(rank);
+        if (!own->golden_result.empty()) {
+          golden_compared = true;
+          golden_of[own->trajectory_hash] = own->golden_result;
+          if (v.golden.empty()) v.golden = own->golden;
+        }
       }
-      for (const auto& [hash, who] : holders)
+      for (const auto& [hash, who] : holders) {
+        v.sides.push_back({hash, who, golden_of.count(hash) ? golden_of[hash] : ""});
         if (2 * who.size() > g.ranks.size()) {  // more than half of the group's ranks
           v.majority_hash = hash;
           v.majority = who;
           v.majority_rank = who.front();
         }
-      if (v.majority_hash.empty()) {
+      }
+      std::stable_sort(v.sides.begin(), v.sides.end(),
+                       [](const FleetSide& a, const FleetSide& b) { return a.ranks.size() > b.ranks.size(); });
+      if (golden_compared) {
+        // goldens outrank the majority: identical to it -> cleared; differing from it -> an outlier
+        v.against_golden = true;
+        std::string identical_hash;
+        for (const auto& side : v.sides)
+          if (side.golden_result == "identical") identical_hash = side.hash;
+        for (int64_t rank : g.ranks) {
+          const FleetRun* own = run_of(rank, v.scenario);
+          const bool identical = own && !own->trajectory_hash.empty() &&
+                                 (own->golden_result == "identical" ||
+                                  (own->golden_result.empty() && own->trajectory_hash == identical_hash));
+          (identical ? v.cleared : v.outliers).push_back(rank);
+        }
+        const FleetRun* rep = v.cleared.empty() ? nullptr : run_of(v.cleared.front(), v.scenario);
+        if (!rep && !v.majority.empty()) rep = run_of(v.majority_rank, v.scenario);
+        if (!rep && !v.sides.empty()) rep = run_of(v.sides.front().ranks.front(), v.scenario);
+        if (rep) {
+          v.golden_result = rep->golden_result.empty() ? "identical" : rep->golden_result;
+          v.golden_message = rep->golden_message;
+        }
+        v.no_majority = v.majority_hash.empty() && g.ranks.size() >= 2;
+      } else if (v.majority_hash.empty()) {
         // one rank alone holds its own majority (unless its run failed); two or more that split cannot tell
         v.no_majority = g.ranks.size() >= 2;
+        v.cannot_tell = v.sides.size() >= 2;
+        if (!v.cannot_tell)  // one hash (or none) and ranks without a run: those are outliers of a run that failed
+          for (int64_t rank : g.ranks)
+            if (v.sides.empty() || !has(v.sides.front().ranks, rank)) v.outliers.push_back(rank);
+        if (const FleetRun* any = v.sides.empty() ? nullptr : run_of(v.sides.front().ranks.front(), v.scenario))
+          v.golden_message = any->golden_message;
       } else {
         for (int64_t rank : g.ranks)
-          if (std::find(v.majority.begin(), v.majority.end(), rank) == v.majority.end()) v.outliers.push_back(rank);
+          if (!has(v.majority, rank)) v.outliers.push_back(rank);
+        // ranks holding another hash (not a failed run): the majority names them only where it is large enough
+        if (v.sides.size() >= 2 && static_cast<int64_t>(v.majority.size()) < kFleetMinMajority) {
+          v.cannot_tell = true;
+          v.outliers.clear();
+          for (int64_t rank : g.ranks) {
+            const FleetRun* own = run_of(rank, v.scenario);
+            if (!own || own->trajectory_hash.empty()) v.outliers.push_back(rank);
+          }
+        }
         const FleetRun* rep = run_of(v.majority_rank, v.scenario);  // it holds the majority's hash: it has the run
         v.golden = rep->golden;
         v.golden_result = rep->golden_result;
@@ -256,7 +305,7 @@ std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::ve
 std::vector<const FleetVote*> votes_to_settle(const std::vector<FleetVote>& votes) {
   std::vector<const FleetVote*> out;
   for (const auto& v : votes)
-    if (!v.no_majority && !v.outliers.empty()) out.push_back(&v);
+    if (!v.outliers.empty() && (v.against_golden || v.majority_rank >= 0)) out.push_back(&v);
   return out;
 }
 

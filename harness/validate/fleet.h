@@ -99,6 +99,8 @@ struct FleetRun {
   std::string golden;          // the golden of this rank's class compared with ("" none)
   std::string golden_result;   // "identical" | "differs" | "" (no golden of the class, or its stack differs)
   std::string golden_message;  // compare_bitwise's message, or why no golden was compared
+  // the loss at every step: a rank alone in a drift group is compared with the main stack statistically through it
+  std::vector<double> losses;
 };
 template <class V>
 void visit_fields(FleetRun& r, V& v) {
@@ -110,6 +112,7 @@ void visit_fields(FleetRun& r, V& v) {
   v("golden", r.golden);
   v("golden_result", r.golden_result);
   v("golden_message", r.golden_message);
+  v("losses", r.losses);
 }
 struct FleetRuns {  // one rank's repetition, as one message
   int64_t rank = 0;
@@ -122,9 +125,10 @@ void visit_fields(FleetRuns& r, V& v) {
 }
 
 // An outlier's finding, computed on the outlier against the majority's trajectory (broadcast from the group's
-// representative), then gathered.
+// representative) or, where its group compared goldens, against its own copy of the golden; then gathered.
 struct FleetFinding {
-  int64_t rank = 0, repetition = 0, majority_rank = -1;
+  int64_t rank = 0, repetition = 0, majority_rank = -1;  // majority_rank -1: compared with the golden
+  std::string against;                                   // "the majority (rank 0)" | "the cpu-avx512 golden"
   std::string scenario;
   int64_t first_step = -1;
   std::string column, tensor;  // the first differing column / tensor at that step ("" none)
@@ -137,6 +141,7 @@ void visit_fields(FleetFinding& r, V& v) {
   v.required("rank", r.rank);
   v("repetition", r.repetition);
   v("majority_rank", r.majority_rank);
+  v("against", r.against);
   v.required("scenario", r.scenario);
   v("first_step", r.first_step);
   v("column", r.column);
@@ -193,22 +198,69 @@ struct FleetGroup {
 };
 std::vector<FleetGroup> group_by_fingerprint(const std::vector<FleetRankIdentity>& ranks);
 
-// One group's vote on one scenario in one repetition.
+// Without a golden, the vote names outliers only where its majority holds at least this many ranks: a majority of
+// two (2 vs 1) is as likely a pair carrying the same fault as a healthy pair (issue 52: two ranks with the same bit
+// flip out-voted a healthy one), so below it the fleet says it cannot tell which side is wrong. Chosen on the fleet
+// blame campaign's tuning draw (docs/VALIDATE.md, "Fleet blame campaign").
+constexpr int64_t kFleetMinMajority = 3;
+// A rank alone in a drift group has no peer of its stack: it is compared with the main stack's reference run
+// statistically, by its loss at every step. Beyond this relative difference at any step it diverges — a fault
+// whatever its fingerprint (as a non-finite run is). Configuration drift moves this MLP's loss by ~1e-7 relative;
+// chosen on the campaign's tuning draw (docs/VALIDATE.md, "Fleet blame campaign"; docs/TOLERANCE.md).
+constexpr double kFleetDriftLossTolerance = 1e-3;
+
+// The ranks of a group that hold one trajectory hash in a vote, and what they found against their golden.
+struct FleetSide {
+  std::string hash;
+  std::vector<int64_t> ranks;
+  std::string golden_result;  // "identical" | "differs" | "" (no golden compared)
+};
+template <class V>
+void visit_fields(FleetSide& r, V& v) {
+  v("hash", r.hash);
+  v("ranks", r.ranks);
+  v("golden_result", r.golden_result);
+}
+
+// One group's vote on one scenario in one repetition. Goldens outrank the majority: where the group's ranks compared
+// a golden, a rank identical to it is cleared and every rank that differs from it is an outlier (compared with the
+// golden on its own rank), whatever the majority holds. Without a golden the majority decides only where it holds
+// kFleetMinMajority ranks or more; below that (2 vs 1, 2 vs 2, no majority) nobody is named: `cannot_tell`.
 struct FleetVote {
+  int64_t repetition = 0;  // 1-based (set by the caller: summary.json's `votes`)
   int64_t group = 0;
   std::string scenario;
   std::string majority_hash;                // held by more than half the group's ranks ("" no majority)
   int64_t majority_rank = -1;               // the lowest rank holding it: the representative broadcast to outliers
-  std::vector<int64_t> majority, outliers;  // outliers: the group's ranks that differ from the majority
-  bool no_majority = false;                 // two or more ranks and no hash held by more than half: cannot tell
-  std::string golden_result, golden_message, golden;  // the majority's comparison with its class's golden
+  std::vector<int64_t> majority, outliers;  // outliers: the group's ranks blamed (against the golden or the majority)
+  std::vector<int64_t> cleared;             // ranks identical to the golden
+  bool no_majority = false;                 // two or more ranks and no hash held by more than half
+  bool cannot_tell = false;                 // ranks differ and neither a golden nor a large enough majority decides
+  bool against_golden = false;              // outliers were decided by the golden (compared with it, not broadcast)
+  std::vector<FleetSide> sides;             // every hash and its ranks, largest first
+  std::string golden_result, golden_message, golden;  // the reference side's comparison with its class's golden
 };
+template <class V>
+void visit_fields(FleetVote& r, V& v) {
+  v("repetition", r.repetition);
+  v("group", r.group);
+  v.required("scenario", r.scenario);
+  v("majority_rank", r.majority_rank);
+  v("majority", r.majority);
+  v("outliers", r.outliers);
+  v("cleared", r.cleared);
+  v("no_majority", r.no_majority);
+  v("cannot_tell", r.cannot_tell);
+  v("against_golden", r.against_golden);
+  v("sides", r.sides);
+  v("golden_result", r.golden_result);
+}
 // runs[k]: rank k's runs of this repetition. Runs are paired by scenario name (the order on a rank is its own); the
 // scenarios voted on are runs[0]'s; a rank without a run of that name holds no hash in its vote.
 std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::vector<FleetRuns>& runs);
 
-// The votes whose outliers are replayed (a majority exists and someone differs from it), in the order every rank
-// walks them.
+// The votes whose outliers are compared and replayed (a golden or a large enough majority named them), in the order
+// every rank walks them.
 std::vector<const FleetVote*> votes_to_settle(const std::vector<FleetVote>& votes);
 
 }  // namespace ampcheck::validate
