@@ -17,6 +17,7 @@ import tiny_models
 
 tiny_models.import_ampcheck()
 from ampcheck import Recorder  # noqa: E402
+from ampcheck.plan import current_plan  # noqa: E402
 
 
 def main():
@@ -28,7 +29,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1337)
     args = ap.parse_args()
 
-    torch.manual_seed(args.seed)
+    # under `ampcheck sweep` the seed run's offset must reach this seed: the model and the data order are drawn here,
+    # before the Recorder exists (a seed run bit-identical to the FP32 run is refused: it measures no noise)
+    plan = current_plan()
+    torch.manual_seed(args.seed + (plan.seed_offset if plan else 0))
     model = tiny_models.build(args.model)
     if args.plant_overflow:
         tiny_models.plant_overflow(model, args.plant_overflow)

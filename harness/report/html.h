@@ -39,4 +39,39 @@ std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& 
 // Loads every scenario's trajectory from dir and writes dir/report.html atomically. Returns the path.
 std::string write_html_report(const std::string& dir, const RunSummary& s);
 
+// A sweep's own page (`ampcheck sweep`): the answer first — the recommendation, the per-strategy table (verdict,
+// ms/step with its spread, the speed ranking against FP32, tokens/s, peak memory), each localization with every probe,
+// and the fix — then the scenario table and charts of render_html.
+struct SweepPage {
+  struct Row {
+    std::string strategy, outcome, verdict, signal, message;
+    std::string speed;  // faster | slower | not decisive | "" (unmeasured); "reference" for FP32's row
+    bool pass = false;
+    double margin = NAN, ms = NAN, p10_ms = NAN, p90_ms = NAN, speedup = NAN, noise = NAN, tokens_per_s = NAN;
+    int64_t skipped_steps = 0, peak_memory_bytes = 0;
+    std::vector<double> runs_ms;     // FP32's row: its three runs' ms/step
+    std::vector<double> retimed_ms;  // interleaved timing re-runs: this strategy's ms/step
+    std::vector<double> retimed_fp32_ms;
+  };
+  struct Probe {
+    std::vector<std::string> keep_fp32;
+    std::string verdict, message;
+    double ms = NAN;
+    int64_t peak_memory_bytes = 0;
+  };
+  struct Localized {
+    std::string strategy, message, parent, fix;
+    bool found = false;
+    std::vector<std::string> modules;
+    std::vector<Probe> probes;
+  };
+  std::string key, command, recommendation, timing;  // timing: how speed was ranked, in words
+  std::vector<Row> rows;                             // FP32's first
+  std::vector<Localized> localizations;
+};
+
+std::string render_sweep_html(const RunSummary& s, const SweepPage& page, const std::vector<ScenarioSeries>& series);
+// Writes dir/report.html (the scenarios' trajectories loaded from dir, as write_html_report). Returns the path.
+std::string write_sweep_html_report(const std::string& dir, const RunSummary& s, const SweepPage& page);
+
 }  // namespace ampcheck::report

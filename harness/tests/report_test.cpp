@@ -356,6 +356,59 @@ TEST(ReportHtml, ASectionWithThreeChartsPerScenarioAndNothingExternal) {
   EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg")) << "no URL but the SVG namespace";
 }
 
+// A sweep's page (issue 52): the answer first — recommendation, the strategies' table (ms/step with its spread and
+// timing runs, speed ranking, tokens/s, peak memory), each localization with every probe and the fix — then the
+// generic scenario table; escaped, self-contained.
+TEST(ReportHtml, SweepPageLeadsWithTheAnswerEveryProbeAndTheFix) {
+  RunSummary s = sample();
+  SweepPage p;
+  p.key = "abc123";
+  p.recommendation = "not decisive: bf16-autocast: tracks FP32 <margin 0.1>";
+  p.timing = "Speed: FP32's three runs 10 / 80 / 10 ms/step";
+  SweepPage::Row f;
+  f.strategy = "fp32";
+  f.speed = "reference";
+  f.ms = 10, f.p10_ms = 9, f.p90_ms = 12, f.speedup = 1, f.runs_ms = {10, 80, 10};
+  f.peak_memory_bytes = 3 << 20;
+  SweepPage::Row b;
+  b.strategy = "bf16-autocast", b.outcome = "judged", b.verdict = "tracks", b.pass = true, b.speed = "not decisive";
+  b.ms = 20, b.speedup = 0.5, b.noise = 8, b.tokens_per_s = 12345, b.retimed_ms = {20, 21, 19};
+  b.retimed_fp32_ms = {10, 80, 10};
+  SweepPage::Row h;
+  h.strategy = "fp16-autocast-scaler", h.outcome = "judged", h.verdict = "nonfinite", h.speed = "slower";
+  h.message = "first non-finite: module layers.1.attn";
+  p.rows = {f, b, h};
+  SweepPage::Localized l;
+  l.strategy = "fp16-autocast-scaler";
+  l.found = true;
+  l.modules = {"layers.1.attn.q_proj"};
+  l.parent = "layers.1.attn";
+  l.message = "keep layers.1.attn.q_proj in FP32";
+  l.probes = {{{"a", "b", "layers.1.attn.q_proj"}, "tracks", "", 11, 0},
+              {{"a"}, "nonfinite", "inf at 3", NAN, 0},
+              {{"layers.1.attn.q_proj"}, "tracks", "", 12, 0}};
+  p.localizations = {l};
+  const std::string html = render_sweep_html(s, p, {series(50, {}, true), series(50, {}, false)});
+  const size_t rec = html.find("<h2>Recommendation</h2>"), table = html.find("<h2>Strategies</h2>"),
+               loc = html.find("<h2>Localization: fp16-autocast-scaler</h2>"), fix = html.find("<h3>Fix</h3>"),
+               generic = html.find("<h2>Scenarios</h2>");
+  ASSERT_NE(rec, std::string::npos);
+  ASSERT_NE(generic, std::string::npos);
+  EXPECT_TRUE(rec < table && table < loc && loc < fix && fix < generic) << "the answer leads the page";
+  EXPECT_NE(html.find("tracks FP32 &lt;margin 0.1&gt;"), std::string::npos) << "escaped";
+  EXPECT_NE(html.find("10 / 80 / 10"), std::string::npos) << "FP32's three runs";
+  EXPECT_NE(html.find("re-runs: 20 / 21 / 19 (FP32 interleaved: 10 / 80 / 10)"), std::string::npos);
+  EXPECT_NE(html.find("<span class=\"warn\">not decisive</span>"), std::string::npos);
+  EXPECT_NE(html.find("12.3k"), std::string::npos) << "tokens/s";
+  EXPECT_NE(html.find("3 MiB"), std::string::npos) << "peak memory";
+  EXPECT_NE(html.find("[9, 12]"), std::string::npos) << "the step time's spread";
+  EXPECT_EQ(count(html.substr(loc, generic - loc), "<tr><td class=\"n\">"), 3u) << "a row per probe";
+  EXPECT_NE(html.find("inf at 3"), std::string::npos);
+  EXPECT_NE(html.find("keep_fp32(model, [&quot;layers.1.attn.q_proj&quot;])"), std::string::npos) << "the fix";
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg")) << "no URL but the SVG namespace";
+}
+
 // The engine path (check --engine fast) travels through summary.json and shows in summary.md and report.html; the
 // stock engine adds nothing to either.
 TEST(ReportSummary, EnginePathIsWrittenReadAndShown) {

@@ -17,8 +17,9 @@ import json, os, signal, sys, time
 sys.path.insert(0, "$src/python/src")
 import torch
 from ampcheck import Recorder
-run = json.load(open(os.environ["AMPCHECK_PLAN"]))["run"]
-torch.manual_seed(0)
+plan = json.load(open(os.environ["AMPCHECK_PLAN"]))
+run = plan["run"]
+torch.manual_seed(plan["seed_offset"])  # the seed run's offset reaches the init (else refused: bit-identical)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 x = torch.randn(64, 8); y = x.sum(1, keepdim=True)

@@ -109,6 +109,8 @@ trajectory::TrajectoryFile build_reference(const ReferenceInputs& in) {
   for (const auto& sr : spread_runs) {
     reference::check_same_training(sr.file, sr.path, ref, in.fp32_run);
     check_reference_run(sr.file, sr.path, ref.trajectory.size());
+    // a seed or order run bit-identical to the FP32 run measured no noise: refused here, not only when judged
+    reference::check_noise_runs_are_noise({{sr.kind, sr.file.trajectory}}, ref.trajectory, sr.path);
     // labels: the kind, numbered from the second run of a kind on (seed, seed-2, ...); ulp runs start with "ulp"
     const int k = ++per_kind[sr.kind];
     const std::string label = k == 1 ? sr.kind : sr.kind + "-" + std::to_string(k);

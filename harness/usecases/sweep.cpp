@@ -17,6 +17,7 @@
 #include <ATen/Context.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -170,8 +171,37 @@ void check_fp32_run(const ExecutedRun& e) {
         "it run in FP32 first");
 }
 
+// The seed run (plan seed_offset 1) bit-identical to the FP32 run: the offset reached nothing the training draws from
+// (the script seeds itself, builds its model and data before the Recorder or callback reseeded, and draws nothing
+// after), so the reference's band would rest on the skip run alone. Refused, saying how the seed must reach the plan.
+void refuse_seed_run_without_noise(const std::vector<ExecutedRun>& fp32) {
+  const auto base = reference::read_external_run(fp32[0].recording);
+  const auto seed = reference::read_external_run(fp32[1].recording);
+  try {
+    reference::check_noise_runs_are_noise({{"seed", seed.trajectory}}, base.trajectory, fp32[1].recording);
+  } catch (const std::runtime_error&) {
+    throw std::runtime_error(
+        "the FP32 run '" + fp32[1].plan.run + "' (plan seed_offset " + std::to_string(fp32[1].plan.seed_offset) +
+        ") is bit-identical to '" + fp32[0].plan.run + "' at every step (" + std::to_string(base.trajectory.size()) +
+        " steps, " + fp32[1].recording +
+        "): the plan's seed never reached the training, so it measured no noise and the reference's allowed "
+        "deviations would rest on the skip run alone; no reference is built from it. The script seeds itself and "
+        "builds its model and data before the plan's seed is applied, and draws nothing random after. HINT: let "
+        "the plan's seed_offset reach the seed your script uses — plain loop (ampcheck.Recorder): create the "
+        "Recorder before building the model and the data loader (it reseeds torch, random and numpy with "
+        "torch.initial_seed() + seed_offset), or seed with it yourself: `from ampcheck.plan import current_plan; "
+        "plan = current_plan(); torch.manual_seed(SEED + (plan.seed_offset if plan else 0))` before building the "
+        "model; HF Trainer (AmpcheckCallback): build the model inside the Trainer (TrainingArguments(seed=SEED), "
+        "Trainer(model_init=...)) or seed as above before from_pretrained / from_config — the callback offsets "
+        "args.seed and args.data_seed, which change the data order only where the data is shuffled; Lightning "
+        "(AmpcheckLightningCallback): seed_everything(SEED + (plan.seed_offset if plan else 0)) before building "
+        "the LightningModule and its data. Then sweep again (the FP32 runs are trained again: the script changed)");
+  }
+}
+
 // The reference from the three FP32 runs (each checked by check_fp32_run).
 trajectory::TrajectoryFile fp32_reference(const std::vector<ExecutedRun>& fp32, const std::string& path) {
+  refuse_seed_run_without_noise(fp32);
   ReferenceInputs in{fp32[0].recording, {"seed:" + fp32[1].recording, "skip:" + fp32[2].recording}, path, true};
   auto ref = build_reference(in);
   trajectory::write_trajectory(path, ref, /*overwrite=*/true);  // the sweep directory's own file
@@ -291,41 +321,239 @@ std::vector<ModuleInfo> module_tree(const trajectory::TrajectoryFile& f) {
   return tree;
 }
 
-std::string recommend(const SweepResult& r) {
-  const SweepRow* best = nullptr;
-  for (const auto& row : r.rows)
-    if (row.outcome == "judged" && row.judged.verdict == "tracks" && row.judged.pass && std::isfinite(row.speedup) &&
-        (!best || row.speedup > best->speedup))
-      best = &row;
-  if (!best)
-    return "none of the strategies tracks FP32 here: train in FP32" +
-           std::string(r.rows.empty() ? "" : " (--localize names the modules to keep in FP32)");
-  const std::string signal =
-      best->judged.deciding_signal.empty() ? best->judged.max_signal : best->judged.deciding_signal;
+double median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x) || x <= 0; }), v.end());
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The largest over the smallest (NaN with fewer than two measured values).
+double spread(const std::vector<double>& v) {
+  double lo = INFINITY, hi = 0;
+  int n = 0;
+  for (double x : v)
+    if (std::isfinite(x) && x > 0) lo = std::min(lo, x), hi = std::max(hi, x), ++n;
+  return n >= 2 ? hi / lo : NAN;
+}
+
+// faster / slower where the ratio (FP32's ms over the strategy's) lies outside the noise factor, else not decisive.
+std::string speed_class(double speedup, double noise) {
+  if (!std::isfinite(speedup) || !std::isfinite(noise)) return "not decisive";
+  if (speedup > noise) return "faster";
+  if (speedup < 1 / noise) return "slower";
+  return "not decisive";
+}
+
+bool can_be_recommended(const SweepRow& row) {
+  return row.outcome == "judged" && row.judged.verdict == "tracks" && row.judged.pass && std::isfinite(row.speedup);
+}
+
+// Where a tracking strategy's first ranking is not decisive: rounds of short re-runs interleaved with FP32 (an FP32
+// run, then the strategy's; each trained now, never reused: a measurement of this moment's load), until the ratio of
+// their medians lies outside both series' spread or kTimingRounds rounds are spent.
+void retime(SweepRow& row, SweepResult& r, const SweepPaths& paths, const SweepOptions& o, int64_t steps,
+            std::ostream& log) {
+  SweepOptions fresh = o;
+  fresh.force = true;
+  log << "timing " << row.strategy << " against FP32: " << report::format_number(row.speedup, 3)
+      << "x lies within the timing noise (x" << report::format_number(row.speed_noise, 3)
+      << "): interleaved re-runs of " << steps << " steps, at most " << kTimingRounds << " rounds\n";
+  for (int k = 1; k <= kTimingRounds; ++k) {
+    for (const bool is_fp32 : {true, false}) {
+      const std::string label = is_fp32 ? "time-fp32-" + row.strategy + "-" + std::to_string(k)
+                                        : "time-" + row.strategy + "-" + std::to_string(k);
+      const ExecutedRun e = execute_run({label, is_fp32 ? "fp32" : row.strategy, "", 0, {}, steps}, paths, fresh, log);
+      ++r.trainings;
+      ++r.timing_reruns;
+      const RecordingCheck c = check_recording(e);
+      double ms = NAN;
+      if (c.outcome == "judged") {
+        report::ScenarioSummary t;
+        fill_recorded_measurements(t, c.file);
+        ms = t.median_step_ms;
+      }
+      if (!std::isfinite(ms)) {
+        log << "  " << label << ": no step time (" << c.outcome << "): timing re-runs stopped\n";
+        return;
+      }
+      (is_fp32 ? row.retimed_fp32_ms : row.retimed_ms).push_back(ms);
+    }
+    if (k < 2) continue;  // a spread needs two runs of each
+    const double ratio = median(row.retimed_fp32_ms) / median(row.retimed_ms);
+    const double noise = std::max({kTimingFloor, spread(row.retimed_fp32_ms), spread(row.retimed_ms)});
+    row.speedup = ratio;
+    row.speed_noise = noise;
+    row.speed = speed_class(ratio, noise);
+    if (row.speed != "not decisive") return;
+  }
+}
+
+// Every measured row's ranking against FP32; the tracking rows that are not decisive are timed again (retime).
+void rank_speeds(SweepResult& r, const SweepPaths& paths, const SweepOptions& o, int64_t run_steps, std::ostream& log) {
+  const double noise = std::max(kTimingFloor, std::isfinite(r.timing_spread) ? r.timing_spread : INFINITY);
+  const int64_t steps = std::min<int64_t>(kTimingSteps, run_steps > 0 ? run_steps : kTimingSteps);
+  for (auto& row : r.rows) {
+    row.speedup = r.fp32.median_step_ms / row.judged.median_step_ms;
+    if (!std::isfinite(row.speedup)) {
+      row.speed.clear();
+      continue;
+    }
+    row.speed_noise = noise;
+    row.speed = speed_class(row.speedup, noise);
+    if (row.speed == "not decisive" && can_be_recommended(row)) retime(row, r, paths, o, steps, log);
+  }
+}
+
+// How a row's speed was measured, for the recommendation: its ms/step against FP32's and the noise it had to exceed.
+std::string timing_words(const SweepRow& row, const SweepResult& r) {
   std::ostringstream s;
-  if (best->speedup < 1) s << "fp32: every strategy that tracks is slower than FP32 on this device; the fastest, ";
-  s << best->strategy << ": tracks FP32 (largest deviation: " << signal << ", margin "
-    << report::format_number(best->judged.max_deviation_bands, 3) << "), " << report::format_number(best->speedup, 3)
-    << "x FP32's speed (" << report::format_number(best->judged.median_step_ms, 3) << " vs "
-    << report::format_number(r.fp32.median_step_ms, 3) << " ms/step)";
-  if (std::isfinite(r.timing_spread) && r.timing_spread > 1.05 &&
-      std::max(best->speedup, 1 / best->speedup) < r.timing_spread)
-    s << " — within the timing noise: the three FP32 runs' ms/step differ by "
-      << report::format_number((r.timing_spread - 1) * 100, 2)
-      << "%, so this speed ranking is not decisive; sweep again on a quiet machine";
-  if (best->judged.peak_memory_bytes > 0 && r.fp32.peak_memory_bytes > 0)
-    s << ", peak memory " << report::format_number(best->judged.peak_memory_bytes / 1048576.0, 4) << " MiB (FP32 "
-      << report::format_number(r.fp32.peak_memory_bytes / 1048576.0, 4) << " MiB)";
+  if (!row.retimed_ms.empty())
+    s << report::format_number(median(row.retimed_ms), 3) << " vs "
+      << report::format_number(median(row.retimed_fp32_ms), 3) << " ms/step in " << row.retimed_ms.size()
+      << " interleaved re-run(s) each";
+  else
+    s << report::format_number(row.judged.median_step_ms, 3) << " vs "
+      << report::format_number(r.fp32.median_step_ms, 3) << " ms/step";
+  s << "; timing noise x" << report::format_number(row.speed_noise, 3);
+  if (row.retimed_ms.empty())
+    s << ": FP32's three runs' ms/step differ by " << report::format_number((r.timing_spread - 1) * 100, 2) << "%";
+  else
+    s << ": the re-runs' own spread";
   return s.str();
 }
 
-void write_sweep_reports(SweepResult& r) {
+std::string recommend(const SweepResult& r) {
+  const SweepRow *faster = nullptr, *undecided = nullptr, *fastest = nullptr;
+  for (const auto& row : r.rows) {
+    if (!can_be_recommended(row)) continue;
+    if (!fastest || row.speedup > fastest->speedup) fastest = &row;
+    if (row.speed == "faster" && (!faster || row.speedup > faster->speedup)) faster = &row;
+    if (row.speed == "not decisive" && (!undecided || row.speedup > undecided->speedup)) undecided = &row;
+  }
+  if (!fastest)
+    return "none of the strategies tracks FP32 here: train in FP32" +
+           std::string(r.rows.empty() ? "" : " (--localize names the modules to keep in FP32)");
+  auto tracks = [](const SweepRow& row) {
+    const std::string signal = row.judged.deciding_signal.empty() ? row.judged.max_signal : row.judged.deciding_signal;
+    return row.strategy + ": tracks FP32 (largest deviation: " + signal + ", margin " +
+           report::format_number(row.judged.max_deviation_bands, 3) + ")";
+  };
+  auto memory = [&](const SweepRow& row) {
+    if (row.judged.peak_memory_bytes <= 0 || r.fp32.peak_memory_bytes <= 0) return std::string();
+    return ", peak memory " + report::format_number(row.judged.peak_memory_bytes / 1048576.0, 4) + " MiB (FP32 " +
+           report::format_number(r.fp32.peak_memory_bytes / 1048576.0, 4) + " MiB)";
+  };
+  std::ostringstream s;
+  if (faster) {
+    s << tracks(*faster) << ", " << report::format_number(faster->speedup, 3) << "x FP32's speed — faster, decisively ("
+      << timing_words(*faster, r) << ")" << memory(*faster);
+    if (undecided && undecided->speedup > faster->speedup)
+      s << "; " << undecided->strategy << " measured " << report::format_number(undecided->speedup, 3)
+        << "x, not decisive";
+    return s.str();
+  }
+  if (undecided) {
+    s << "not decisive: " << tracks(*undecided) << ", but its speed against FP32 ("
+      << report::format_number(undecided->speedup, 3) << "x; " << timing_words(*undecided, r)
+      << ") lies within the timing noise after " << undecided->retimed_ms.size() << " of " << kTimingRounds
+      << " rounds of interleaved timing re-runs, so no strategy is shown to beat FP32's speed here; train in FP32 for "
+         "speed's sake, or sweep again on a quiet machine"
+      << memory(*undecided);
+    return s.str();
+  }
+  s << "fp32: every strategy that tracks is slower than FP32 on this device, decisively; the fastest, "
+    << tracks(*fastest) << ", " << report::format_number(fastest->speedup, 3) << "x FP32's speed ("
+    << timing_words(*fastest, r) << ")" << memory(*fastest);
+  return s.str();
+}
+
+nlohmann::json finite_or_null(const std::vector<double>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double x : v) a.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
+  return a;
+}
+
+// report.html's lead (report::SweepPage): the recommendation, the strategies' table, every localization and its fix.
+report::SweepPage sweep_page(const SweepResult& r, const std::string& command) {
+  report::SweepPage p;
+  p.key = r.key;
+  p.command = command;
+  p.recommendation = r.recommendation;
+  std::ostringstream t;
+  t << "Speed: each run's ms/step is the median of its step times after warm-up (the recording's step_time_ms). "
+       "FP32's is the median of its three runs (";
+  for (size_t i = 0; i < r.fp32_runs_ms.size(); ++i)
+    t << (i ? " / " : "") << report::format_number(r.fp32_runs_ms[i], 4);
+  t << " ms/step); their spread (x" << report::format_number(r.timing_spread, 3)
+    << ") is this machine's timing noise. A strategy is called faster or slower only where its ratio to FP32 lies "
+       "outside max(x"
+    << kTimingFloor << ", that spread); where it does not, up to " << kTimingRounds << " rounds of " << kTimingSteps
+    << "-step re-runs interleaved with FP32 (" << r.timing_reruns
+    << " trained in this sweep) decide, else the ranking is not decisive.";
+  p.timing = t.str();
+  report::SweepPage::Row f;
+  f.strategy = "fp32";
+  f.outcome = "judged";
+  f.verdict = f.signal = "-";
+  f.speed = "reference";
+  f.pass = true;
+  f.ms = r.fp32.median_step_ms;
+  f.p10_ms = r.fp32.p10_step_ms;
+  f.p90_ms = r.fp32.p90_step_ms;
+  f.speedup = 1;
+  f.noise = r.timing_spread;
+  f.tokens_per_s = r.fp32.tokens_per_s;
+  f.skipped_steps = r.fp32.skipped_steps;
+  f.peak_memory_bytes = r.fp32.peak_memory_bytes;
+  f.runs_ms = r.fp32_runs_ms;
+  p.rows.push_back(f);
+  for (const auto& row : r.rows) {
+    const auto& j = row.judged;
+    report::SweepPage::Row x;
+    x.strategy = row.strategy;
+    x.outcome = row.outcome;
+    x.verdict = j.verdict;
+    x.signal = j.deciding_signal.empty() ? j.max_signal : j.deciding_signal;
+    x.message = j.message;
+    x.speed = row.speed;
+    x.pass = j.pass;
+    x.margin = j.max_deviation_bands;
+    x.ms = j.median_step_ms;
+    x.p10_ms = j.p10_step_ms;
+    x.p90_ms = j.p90_step_ms;
+    x.speedup = row.speedup;
+    x.noise = row.speed_noise;
+    x.tokens_per_s = j.tokens_per_s;
+    x.skipped_steps = j.skipped_steps;
+    x.peak_memory_bytes = j.peak_memory_bytes;
+    x.retimed_ms = row.retimed_ms;
+    x.retimed_fp32_ms = row.retimed_fp32_ms;
+    p.rows.push_back(x);
+    if (!row.localized) continue;
+    report::SweepPage::Localized l;
+    l.strategy = row.strategy;
+    l.message = row.localization.message;
+    l.parent = row.localization.parent;
+    l.found = row.localization.found;
+    l.modules = row.localization.modules;
+    if (!l.found) l.fix = fix_without_modules(row.strategy);
+    for (const auto& pr : row.localization.probes)
+      l.probes.push_back(
+          {pr.keep_fp32, pr.outcome.verdict, pr.outcome.message, pr.outcome.ms_per_step, pr.outcome.peak_memory_bytes});
+    p.localizations.push_back(l);
+  }
+  return p;
+}
+
+void write_sweep_reports(SweepResult& r, const std::string& command) {
   r.summary.suite = "sweep";
   r.summary.device_class = r.fp32.device_class;
   r.summary.date = run::utc_now();
   for (const auto& row : r.rows) r.summary.scenarios.push_back(row.judged);
   report::write_run_reports(r.dir, r.summary);
-  report::write_html_report(r.dir, r.summary);
+  report::write_sweep_html_report(r.dir, r.summary, sweep_page(r, command));
   nlohmann::ordered_json j;
   j["key"] = r.key;
   j["device"] = r.device;
@@ -335,6 +563,8 @@ void write_sweep_reports(SweepResult& r) {
   j["seconds"] = r.seconds;
   j["fp32_ms_per_step"] = r.fp32.median_step_ms;
   j["fp32_timing_spread"] = std::isfinite(r.timing_spread) ? nlohmann::json(r.timing_spread) : nlohmann::json(nullptr);
+  j["fp32_runs_ms_per_step"] = finite_or_null(r.fp32_runs_ms);
+  j["timing_reruns"] = r.timing_reruns;
   for (const auto& row : r.rows) {
     nlohmann::ordered_json s;
     s["strategy"] = row.strategy;
@@ -343,11 +573,19 @@ void write_sweep_reports(SweepResult& r) {
     s["pass"] = row.judged.pass;
     s["message"] = row.judged.message;
     s["speedup"] = std::isfinite(row.speedup) ? nlohmann::json(row.speedup) : nlohmann::json(nullptr);
+    s["speed"] = row.speed;  // faster | slower | not decisive | "" (unmeasured)
+    s["speed_noise"] = std::isfinite(row.speed_noise) ? nlohmann::json(row.speed_noise) : nlohmann::json(nullptr);
+    s["ms_per_step"] =
+        std::isfinite(row.judged.median_step_ms) ? nlohmann::json(row.judged.median_step_ms) : nlohmann::json(nullptr);
+    s["retimed_ms_per_step"] = finite_or_null(row.retimed_ms);
+    s["retimed_fp32_ms_per_step"] = finite_or_null(row.retimed_fp32_ms);
     if (row.localized) {
       s["localization"]["found"] = row.localization.found;
       s["localization"]["modules"] = row.localization.modules;
       s["localization"]["parent"] = row.localization.parent;
       s["localization"]["probes"] = row.localization.probes.size();
+      for (const auto& pr : row.localization.probes)
+        s["localization"]["probe_list"].push_back({{"keep_fp32", pr.keep_fp32}, {"verdict", pr.outcome.verdict}});
       s["localization"]["message"] = row.localization.message;
     }
     j["strategies"].push_back(s);
@@ -409,14 +647,20 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
   const auto ref = fp32_reference(fp32, ref_path);
   const auto fp32_file = reference::read_external_run(fp32[0].recording);
   fill_recorded_measurements(r.fp32, fp32_file);
-  double fastest = r.fp32.median_step_ms, slowest = r.fp32.median_step_ms;
+  // FP32's steady-state step time: the median of its three runs' (each the median after warm-up); their spread is the
+  // machine's timing noise (the same training three times)
+  r.fp32_runs_ms.push_back(r.fp32.median_step_ms);
   for (size_t i = 1; i < fp32.size(); ++i) {
     report::ScenarioSummary other;
     fill_recorded_measurements(other, reference::read_external_run(fp32[i].recording));
-    fastest = std::min(fastest, other.median_step_ms);
-    slowest = std::max(slowest, other.median_step_ms);
+    r.fp32_runs_ms.push_back(other.median_step_ms);
   }
-  r.timing_spread = slowest / fastest;
+  r.timing_spread = spread(r.fp32_runs_ms);
+  if (const double center = median(r.fp32_runs_ms); std::isfinite(center) && center > 0) {
+    r.fp32.tokens_per_s *= r.fp32.median_step_ms / center;
+    r.fp32.samples_per_s *= r.fp32.median_step_ms / center;
+    r.fp32.median_step_ms = center;
+  }
   r.fp32.device_class = attribute(fp32_file, "device_class", r.device);
   r.summary.libtorch_version = attribute(fp32_file, "torch_version", "-");
   r.summary.cuda_version = attribute(fp32_file, "cuda_version");
@@ -425,6 +669,7 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
     const ExecutedRun e = run({s, s, "", 0, {}, o.steps});
     r.rows.push_back(judge_strategy(e, ref, ref_path, o, r.dir, r.fp32.median_step_ms));
   }
+  rank_speeds(r, paths, o, ref.trajectory.size(), log);
   if (o.localize) {
     const auto tree = module_tree(fp32_file);
     for (auto& row : r.rows)
@@ -440,7 +685,9 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
            "imports, data directories, files it opens by a name not on its command line — changed since\n";
   r.recommendation = recommend(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  write_sweep_reports(r);
+  std::string command;
+  for (const auto& a : o.command) command += (command.empty() ? "" : " ") + a;
+  write_sweep_reports(r, command);
   return r;
 }
 

@@ -34,11 +34,25 @@ struct SweepOptions {
 // The strategies a sweep offers on a device ("cpu" | "cuda").
 std::vector<std::string> sweep_strategies(const std::string& device);
 
+// Speed rankings (docs/USING.md "Speed rankings"): a ratio to FP32 is decisive only outside max(kTimingFloor, the
+// FP32 runs' spread); otherwise up to kTimingRounds rounds of short interleaved re-runs (an FP32 run, then the
+// strategy's, kTimingSteps steps each) measure both under the same load, until decisive.
+constexpr double kTimingFloor = 1.05;
+constexpr int kTimingRounds = 3;
+constexpr int64_t kTimingSteps = 20;
+
 struct SweepRow {
   std::string strategy;
   std::string outcome;  // judged | error | refused | not-opted-in | ignored-plan | recorded-nothing | partial
   report::ScenarioSummary judged;  // the verdict, its signals, measurements (verdict "-" where not judged)
   double speedup = 0;              // FP32's ms/step over this run's (NaN where unmeasured)
+  // the speed ranking against FP32: "faster" / "slower" only where the ratio lies outside the timing noise (the FP32
+  // runs' spread, at least kTimingFloor), else "not decisive"; "" where unmeasured
+  std::string speed;
+  double speed_noise = NAN;  // the noise factor the ratio had to exceed
+  // interleaved timing re-runs (FP32, this strategy, FP32, ...) where the first ranking was not decisive: each run's
+  // steady-state ms/step (median after warm-up)
+  std::vector<double> retimed_fp32_ms, retimed_ms;
   bool localized = false;
   Localization localization;
 };
@@ -50,6 +64,8 @@ struct SweepResult {
   // the timing noise: the largest over the smallest ms/step of the three FP32 runs (the same training, so any spread
   // is the machine's); a speed-up within it is not decisive (NaN where unmeasured)
   double timing_spread = 0;
+  std::vector<double> fp32_runs_ms;  // the three FP32 runs' steady-state ms/step (fp32, fp32-seed, fp32-skip)
+  int timing_reruns = 0;             // timing re-runs trained (not reused: a measurement of now)
   std::vector<SweepRow> rows;
   std::string recommendation;     // the fastest strategy that tracks, with what it costs and saves
   int trainings = 0, reused = 0;  // runs trained by this sweep, runs reused from an earlier one
