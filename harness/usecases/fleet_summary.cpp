@@ -74,7 +74,7 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
 
   // ---- per rank, over the repetitions
   std::vector<int64_t> disagreements(n, 0), failed_runs(n, 0), blamed(n, 0), nonfinite(n, 0), diverged(n, 0),
-      undecided(n, 0), cleared(n, 0), planted_reps(n, 0), unaffected_reps(n, 0);
+      undecided(n, 0), cleared(n, 0), planted_reps(n, 0), unaffected_reps(n, 0), unmeasured_reps(n, 0);
   std::vector<bool> golden_blame(n, false);
   std::vector<double> deviation(n, -1);
   std::vector<std::string> first_error(n), first_nonfinite(n), first_divergence(n), first_undecided(n);
@@ -108,7 +108,14 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
         if (v.against_golden) golden_blame[static_cast<size_t>(o)] = true;
       }
       for (int64_t c : v.cleared) ++cleared[static_cast<size_t>(c)];
-      if (v.cannot_tell)
+      // a side whose runs went non-finite where other ranks' completed is a fault on its own (below): the split it
+      // makes is explained; the vote cannot tell only between sides that remain
+      size_t finite_sides = 0;
+      for (const auto& side : v.sides) {
+        const validate::FleetRun* r = run_of(rep, side.ranks.front(), v.scenario);
+        finite_sides += r && r->status != "nonfinite" ? 1 : 0;
+      }
+      if (v.cannot_tell && finite_sides >= 2)
         for (int64_t r : g.ranks) {
           if (undecided[static_cast<size_t>(r)]++ > 0) continue;
           std::string sides;
@@ -140,8 +147,7 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
         if (planted(r, rep1)) {
           const validate::FleetRun* own = run_of(rep, r, v.scenario);
           if (!own || own->trajectory_hash.empty()) continue;
-          bool decided = !good.empty();
-          if (decided) planted_effect[r].insert(good.count(own->trajectory_hash) ? "no" : "yes");
+          planted_effect[r].insert(good.empty() ? "unmeasured" : good.count(own->trajectory_hash) ? "no" : "yes");
         }
       // a run that went non-finite where another rank's completed: a fault whatever its fingerprint or its vote
       bool any_completed = false;
@@ -195,7 +201,9 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
     }
     for (const auto& [r, seen] : planted_effect) {
       ++planted_reps[static_cast<size_t>(r)];
-      if (!seen.count("yes")) ++unaffected_reps[static_cast<size_t>(r)];
+      if (seen.count("unmeasured") && !seen.count("yes")) ++unmeasured_reps[static_cast<size_t>(r)];
+      else if (!seen.count("yes"))
+        ++unaffected_reps[static_cast<size_t>(r)];
     }
     for (size_t k = 0; k < runs[rep].size(); ++k)
       for (const auto& r : runs[rep][k].runs)
@@ -303,7 +311,9 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
       r.message += "; its plant (" + r.plants + ") had no measurable effect: its runs are bit for bit " +
                    (cleared[k] ? "the golden's" : "its unplanted peers'") + " in " +
                    plural(planted_reps[k], "planted repetition", "planted repetitions");
-    }
+    } else if (planted_reps[k] > 0 && unmeasured_reps[k] > 0 && r.status == "agrees")
+      r.message += "; its plant (" + r.plants +
+                   ")'s effect cannot be measured: no unplanted peer of its stack and no golden to compare with";
     r.pass = r.status == "agrees";
     s.ranks.push_back(std::move(r));
   }
