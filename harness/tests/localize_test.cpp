@@ -88,3 +88,98 @@ TEST(Localize, SaysWhenNoSmallSetOrNoModuleExplainsIt) {
   EXPECT_EQ(none.probes.size(), 1u);
   EXPECT_NE(none.message.find("does not make it track"), std::string::npos) << none.message;
 }
+
+// ---- issue 52: the search over the module tree, the first non-finite module first; probe verdicts ----
+
+namespace {
+
+// keeping a module covers a culprit when it is the culprit or one of its ancestors ("" the whole model); a culprit
+// that is a block (its own operations between its children, an attention core) is covered only by the block or above
+ampcheck::usecases::Probe covering_tree(std::set<std::string> culprits, int* probes) {
+  return [culprits, probes](const std::vector<std::string>& keep) {
+    ++*probes;
+    ProbeOutcome o;
+    o.tracks = std::all_of(culprits.begin(), culprits.end(), [&](const std::string& c) {
+      return std::any_of(keep.begin(), keep.end(),
+                         [&](const std::string& k) { return k.empty() || c == k || c.rfind(k + ".", 0) == 0; });
+    });
+    o.verdict = o.tracks ? "tracks" : "nonfinite";
+    return o;
+  };
+}
+
+}  // namespace
+
+TEST(LocalizeTree, TheFirstNonfiniteModuleIsTestedFirst) {
+  int probes = 0;
+  const auto L = ampcheck::usecases::localize_tree(gpt_tree(4), covering_tree({"transformer.h.2.attn.c_proj"}, &probes),
+                                                   "transformer.h.2.attn.c_proj");
+  ASSERT_TRUE(L.found) << L.message;
+  EXPECT_EQ(L.modules, std::vector<std::string>{"transformer.h.2.attn.c_proj"});
+  EXPECT_EQ(probes, 1);
+}
+
+TEST(LocalizeTree, FindsALeafFromTheWholeModelWithoutAHint) {
+  for (const std::string culprit : {"transformer.h.3.mlp.c_fc", "lm_head", "transformer.wte", "transformer.h.0.ln_2"}) {
+    int probes = 0;
+    const auto L = ampcheck::usecases::localize_tree(gpt_tree(4), covering_tree({culprit}, &probes), "");
+    ASSERT_TRUE(L.found) << L.message;
+    EXPECT_EQ(L.modules, std::vector<std::string>{culprit}) << L.message;
+    EXPECT_LE(probes, static_cast<int>(ampcheck::usecases::kMaxTreeProbes));
+  }
+}
+
+TEST(LocalizeTree, NamesABlocksOwnOperations) {
+  // the attention core of h.1.attn (between its projections), the first non-finite module one of its projections
+  int probes = 0;
+  const auto L = ampcheck::usecases::localize_tree(gpt_tree(2), covering_tree({"transformer.h.1.attn"}, &probes),
+                                                   "transformer.h.1.attn.c_attn");
+  ASSERT_TRUE(L.found) << L.message;
+  EXPECT_EQ(L.modules, std::vector<std::string>{"transformer.h.1.attn"});
+  EXPECT_NE(L.message.find("the attention core of transformer.h.1.attn"), std::string::npos) << L.message;
+  EXPECT_LE(probes, 3);
+}
+
+TEST(LocalizeTree, AFailedWholeModelProbeIsExplained) {
+  int probes = 0;
+  auto never = [&](const std::vector<std::string>&) {
+    ++probes;
+    ProbeOutcome o;
+    o.verdict = "diverges";
+    o.explanation = "diverges: loss from step 3 (margin 2.1)";
+    return o;
+  };
+  const auto L = ampcheck::usecases::localize_tree(gpt_tree(2), never, "transformer.h.1.mlp.c_fc");
+  EXPECT_FALSE(L.found);
+  EXPECT_NE(L.message.find("outside the model's forward"), std::string::npos) << L.message;
+  EXPECT_NE(L.message.find("loss from step 3"), std::string::npos) << L.message;
+  EXPECT_EQ(probes, 4);  // the module, its two blocks, the whole model
+}
+
+TEST(LocalizeTree, ProbeVerdictDiscountsTheScalersWarmup) {
+  ampcheck::report::ScenarioSummary j;
+  j.verdict = "diverges";
+  j.steps = 30;
+  ampcheck::report::SignalSummary loss, grad;
+  loss.name = "loss";
+  loss.judged = true;
+  grad.name = "grad_norm";
+  grad.judged = grad.fired = true;
+  grad.deviation = 1.6;  // above the reference's
+  grad.first_step = 20;
+  j.signals = {loss, grad};
+  const auto warm = ampcheck::usecases::probe_outcome(j, {0, 1, 2, 3});
+  EXPECT_TRUE(warm.tracks) << warm.explanation;
+  EXPECT_NE(warm.explanation.find("warm-up"), std::string::npos) << warm.explanation;
+  // the same with the loss outside its band, or norms below the reference's (lost updates), or no skips: not discounted
+  auto j2 = j;
+  j2.signals[0].fired = true;
+  EXPECT_FALSE(ampcheck::usecases::probe_outcome(j2, {0, 1, 2, 3}).tracks);
+  auto j3 = j;
+  j3.signals[1].deviation = -1.6;
+  EXPECT_FALSE(ampcheck::usecases::probe_outcome(j3, {0, 1, 2, 3}).tracks);
+  EXPECT_FALSE(ampcheck::usecases::probe_outcome(j, {}).tracks);
+  // every step skipped is not a warm-up
+  j.verdict = "nonfinite";
+  EXPECT_FALSE(ampcheck::usecases::probe_outcome(j, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}).tracks);
+}

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
 
 namespace ampcheck::usecases {
 
@@ -121,6 +124,259 @@ Localization localize(const std::vector<ModuleInfo>& tree, const Probe& probe) {
   L.parent = common_parent(L.modules);
   L.message = "keep " + joined(L.modules) + " in FP32" + (L.parent.empty() ? "" : " (in " + L.parent + ")") +
               ": found in " + std::to_string(L.probes.size()) + " probe runs";
+  return L;
+}
+
+// ---- issue 52: probe verdicts that discount the strategy's own costs; the search over the module tree ----
+
+namespace {
+
+std::string steps_list(const std::vector<int64_t>& at) {
+  std::string s;
+  for (size_t i = 0; i < at.size() && i < 8; ++i) s += (i ? "," : "") + std::to_string(at[i]);
+  if (at.size() > 8) s += ",... (" + std::to_string(at.size()) + ")";
+  return s;
+}
+
+// The skipped steps are a GradScaler's warm-up: steps 0..k-1, nothing skipped after.
+bool warmup_prefix(const std::vector<int64_t>& at) {
+  for (size_t i = 0; i < at.size(); ++i)
+    if (at[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+}  // namespace
+
+ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vector<int64_t>& skipped_at) {
+  ProbeOutcome out;
+  out.verdict = judged.verdict;
+  out.message = judged.message;
+  out.ms_per_step = judged.median_step_ms;
+  out.peak_memory_bytes = judged.peak_memory_bytes;
+  std::ostringstream why;
+  const report::SignalSummary* loss = nullptr;
+  std::vector<const report::SignalSummary*> fired;
+  for (const auto& sig : judged.signals) {
+    if (sig.name == "loss") loss = &sig;
+    if (sig.fired && sig.decides) fired.push_back(&sig);
+  }
+  for (const auto* sig : fired)
+    why << (why.tellp() > 0 ? "; " : "") << sig->name << " from step " << sig->first_step << " (margin "
+        << (std::isfinite(sig->max_margin) ? std::to_string(sig->max_margin).substr(0, 5) : "-") << ")";
+  if (!skipped_at.empty())
+    why << (why.tellp() > 0 ? "; " : "") << skipped_at.size() << " skipped step(s) at " << steps_list(skipped_at)
+        << (warmup_prefix(skipped_at) &&
+                    skipped_at.size() * 3 <= static_cast<size_t>(std::max<int64_t>(judged.steps, 1))
+                ? " (the loss scaler's warm-up)"
+                : "");
+  out.explanation = judged.verdict + (why.tellp() > 0 ? ": " + why.str() : std::string());
+  if (judged.verdict == "tracks") {
+    out.tracks = true;
+    return out;
+  }
+  if (judged.verdict != "diverges" || !loss || !loss->judged || loss->fired) return out;
+  // diverges: discount the strategy's own warm-up, nothing else
+  const int64_t steps = std::max<int64_t>(judged.steps, 1);
+  const bool prefix =
+      !skipped_at.empty() && warmup_prefix(skipped_at) && static_cast<int64_t>(skipped_at.size()) * 3 <= steps;
+  bool skips_fired = false;
+  for (const auto* sig : fired) skips_fired = skips_fired || sig->name == "skipped" || sig->name == "nonfinite_grads";
+  // the scaler calibrating: skips at the start, or few enough that the skipped signal allows them
+  const bool calibrating = !skipped_at.empty() && (prefix || !skips_fired);
+  if (!calibrating) return out;
+  for (const auto* sig : fired) {
+    const bool scaled_up = (sig->name == "grad_norm" || sig->name == "update_norm") && sig->deviation > 0;
+    const bool skips = (sig->name == "skipped" || sig->name == "nonfinite_grads") && prefix;
+    if (!scaled_up && !skips) return out;
+  }
+  out.tracks = true;
+  out.explanation +=
+      " — discounted: the loss tracks (skip-aware) and every other difference is the loss scaler's "
+      "calibration (skips at the start or within the skipped signal's allowance, norms read above the reference's), a "
+      "cost of the strategy "
+      "itself, not the failure";
+  return out;
+}
+
+std::string first_nonfinite_module(const std::string& message) {
+  const std::string key = "first non-finite: module ";
+  const auto at = message.find(key);
+  if (at == std::string::npos) return "";
+  const auto start = at + key.size();
+  const auto end = message.find(" (", start);
+  if (end == std::string::npos) return "";
+  const std::string name = message.substr(start, end - start);
+  return name == "(the model)" ? "" : name;
+}
+
+namespace {
+
+std::string parent_of(const std::string& name) {
+  const auto dot = name.rfind('.');
+  return dot == std::string::npos ? "" : name.substr(0, dot);
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// What a block's own operations between its submodules are, by the block's name.
+std::string own_operations(const std::string& node) {
+  const std::string last = lower(node.substr(node.rfind('.') == std::string::npos ? 0 : node.rfind('.') + 1));
+  if (node.empty()) return "the model's own operations (outside its submodules: e.g. the loss its forward computes)";
+  if (last.find("attn") != std::string::npos || last.find("attention") != std::string::npos || last == "self")
+    return "the attention core of " + node + " (its scores, softmax / SDPA between its projections)";
+  if (last.find("mlp") != std::string::npos || last.find("ffn") != std::string::npos ||
+      last.find("feed_forward") != std::string::npos || last.find("dense") != std::string::npos ||
+      last == "intermediate")
+    return "the activation / products of " + node + " (between its projections)";
+  return "the own operations of " + node + " (between its submodules: residual adds, activations, scaling)";
+}
+
+class TreeSearch {
+ public:
+  TreeSearch(Localization& L, const std::vector<ModuleInfo>& tree, const Probe& probe)
+      : L_(L), tree_(tree), probe_(probe) {}
+
+  struct Budget {};
+
+  bool fixes(std::vector<std::string> keep) {
+    std::sort(keep.begin(), keep.end());
+    keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+    const auto hit = memo_.find(keep);
+    if (hit != memo_.end()) return hit->second;
+    if (L_.probes.size() >= kMaxTreeProbes) throw Budget{};
+    L_.probes.push_back({keep, probe_(keep)});
+    return memo_[keep] = L_.probes.back().outcome.tracks;
+  }
+
+  std::vector<std::string> children(const std::string& node) const {
+    std::vector<std::string> kids;
+    for (const auto& m : tree_)
+      if (is_child(m.name, node) && m.name.find('.', node.empty() ? 0 : node.size() + 1) == std::string::npos)
+        kids.push_back(m.name);
+    return kids;
+  }
+
+  // given keep(base ∪ {node}) fixes it: the finest set within node that, with base, does
+  std::vector<std::string> refine(const std::string& node, const std::vector<std::string>& base) {
+    const auto kids = children(node);
+    if (kids.empty()) return {node};
+    if (!fixes(with(base, kids))) {
+      notes_.push_back("keeping every submodule of " + (node.empty() ? std::string("the model") : node) +
+                       " in FP32 does not fix it, keeping " + (node.empty() ? "the model" : node) +
+                       " does: the cause is " + own_operations(node));
+      return {node};
+    }
+    std::vector<std::string> found;
+    try {
+      found = find(kids, base);
+    } catch (const TooMany&) {
+      notes_.push_back("more than " + std::to_string(kSmallSet) + " submodules of " + node + " are needed");
+      return {node};
+    }
+    std::vector<std::string> current = found;
+    for (const auto& c : found) {
+      std::vector<std::string> rest = base;
+      for (const auto& o : current)
+        if (o != c) rest.push_back(o);
+      const auto r = refine(c, rest);
+      current.erase(std::find(current.begin(), current.end(), c));
+      current.insert(current.end(), r.begin(), r.end());
+    }
+    return current;
+  }
+
+  std::vector<std::string> notes_;
+
+ private:
+  struct TooMany {};
+  std::vector<std::string> find(const std::vector<std::string>& set, const std::vector<std::string>& base) {
+    if (set.size() == 1) return set;
+    const auto mid = set.begin() + static_cast<std::ptrdiff_t>(set.size() / 2);
+    const std::vector<std::string> a(set.begin(), mid), b(mid, set.end());
+    if (fixes(with(base, a))) return find(a, base);
+    if (fixes(with(base, b))) return find(b, base);
+    if (++certain_ > kSmallSet) throw TooMany{};
+    const auto in_a = find(a, with(base, b));
+    const auto in_b = find(b, with(base, in_a));
+    return with(in_a, in_b);
+  }
+  static std::vector<std::string> with(std::vector<std::string> x, const std::vector<std::string>& y) {
+    x.insert(x.end(), y.begin(), y.end());
+    return x;
+  }
+  Localization& L_;
+  const std::vector<ModuleInfo>& tree_;
+  const Probe& probe_;
+  std::map<std::vector<std::string>, bool> memo_;
+  size_t certain_ = 1;
+};
+
+std::string shown(const std::string& node) { return node.empty() ? "the whole model" : node; }
+
+}  // namespace
+
+Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& probe,
+                           const std::string& first_nonfinite) {
+  Localization L;
+  if (tree.empty()) {
+    L.message = "the recording lists no modules: nothing to search";
+    return L;
+  }
+  TreeSearch search(L, tree, probe);
+  std::vector<std::string> hypotheses;
+  bool known = false;
+  for (const auto& m : tree) known = known || (!first_nonfinite.empty() && m.name == first_nonfinite);
+  for (std::string h = first_nonfinite; known && !h.empty() && hypotheses.size() < 3; h = parent_of(h))
+    hypotheses.push_back(h);
+  std::string start;
+  bool have_start = false;
+  std::string story;
+  std::vector<std::string> found;
+  try {
+    for (const auto& h : hypotheses) {
+      if (search.fixes({h})) {
+        start = h;
+        have_start = true;
+        story = "first hypothesis " + first_nonfinite + " (the first non-finite module)" +
+                (h == first_nonfinite
+                     ? " fixes it"
+                     : ": not alone (" + L.probes.front().outcome.explanation + "); its block " + h + " does");
+        break;
+      }
+    }
+    if (!have_start) {
+      if (!hypotheses.empty())
+        story = "the first non-finite module " + first_nonfinite + " and its blocks kept alone do not fix it (" +
+                L.probes.back().outcome.explanation + "); ";
+      if (!search.fixes({""})) {
+        L.message = story + "keeping the whole model in FP32 does not fix it either (" +
+                    L.probes.back().outcome.explanation +
+                    "): the cause is outside the model's forward — the optimizer's update on low-precision weights, a "
+                    "loss computed outside the model — not a set of modules; " +
+                    std::to_string(L.probes.size()) + " probe runs";
+        return L;
+      }
+      story += "the whole model in FP32 fixes it";
+      have_start = true;
+    }
+    found = search.refine(start, {});
+  } catch (const TreeSearch::Budget&) {
+    L.message = story + "; probe budget (" + std::to_string(kMaxTreeProbes) + ") spent before a set was found";
+    if (!have_start) return L;
+    found = {start};
+  }
+  L.found = true;
+  L.modules = found;
+  L.parent = common_parent(found);
+  std::string notes;
+  for (const auto& n : search.notes_) notes += "; " + n;
+  std::vector<std::string> names;
+  for (const auto& f : found) names.push_back(shown(f));
+  L.message = "keep " + joined(names) + " in FP32" + (L.parent.empty() ? "" : " (in " + L.parent + ")") +
+              ": found in " + std::to_string(L.probes.size()) + " probe runs (" + story + ")" + notes;
   return L;
 }
 

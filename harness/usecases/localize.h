@@ -14,6 +14,8 @@
 //      probes.
 #pragma once
 
+#include "report/summary.h"
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -28,12 +30,23 @@ struct ModuleInfo {
 
 // A probe's outcome as judged against the reference.
 struct ProbeOutcome {
-  bool tracks = false;
+  bool tracks = false;  // the probe is free of the failure (tracks, or differs only by the strategy's own costs)
   std::string verdict;  // the judged verdict (tracks, diverges, stalls, nonfinite, error)
   std::string message;
   double ms_per_step = 0;         // NaN where unmeasured
   int64_t peak_memory_bytes = 0;  // the probe's peak memory (0 where unmeasured)
+  std::string explanation;        // what failed (signal, from which step, skipped steps), or what was discounted
 };
+
+// A probe's outcome from its judgement (issue 52): `tracks` where judge said tracks, and also where it said diverges
+// only through costs of the strategy itself, which the failing run's cause does not explain and a kept module cannot
+// remove: a GradScaler's calibration — skipped steps that are all a prefix of the run (steps 0..k-1, the scale
+// calibrating down from its initial value; at most a third of the probe), or few enough that the skipped signal allows
+// them — and, with such skips, gradient / update norms above the reference's while the loss signal (skip-aware)
+// tracks (the scaled-gradient reading of the warm-up).
+// A non-finite loss, a loss outside its band, stalls, scattered skips, norms below the reference's: not discounted.
+// `skipped_at`: the probe's skipped steps (indices).
+ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vector<int64_t>& skipped_at);
 
 // Runs one probe: keep these modules in FP32 (names from the tree), train briefly, judge.
 using Probe = std::function<ProbeOutcome(const std::vector<std::string>& keep_fp32)>;
@@ -59,6 +72,23 @@ std::vector<std::string> candidate_leaves(const std::vector<ModuleInfo>& tree);
 std::string common_parent(const std::vector<std::string>& names);
 
 Localization localize(const std::vector<ModuleInfo>& tree, const Probe& probe);
+
+// The search over the module tree (issue 52; `sweep --localize`):
+//   1. hypotheses first: the first non-finite module (`first_nonfinite`, where the failing run names one), then its
+//      parent and grandparent block, each kept alone; the first that fixes the failure is refined (3.).
+//   2. else keep the whole model ("" — every module, its own operations, the loss its forward computes): if that does
+//      not fix it, the cause is outside the model's forward (the optimizer's update on low-precision weights, a loss
+//      computed outside the model): said so with what failed (the probe's signal, its skipped steps).
+//   3. refine a node that fixes it: keep all its children — if that does not fix it, the node's own operations between
+//      its children are the cause (an attention block's core: SDPA / softmax; an MLP block's activation): the node is
+//      the finest answer, said so; else adaptive group testing over its children (the leaves' bisection of localize),
+//      each child found refined in turn with the others kept.
+// The answer is the finest set found; at most kMaxTreeProbes probes (then the finest set reached so far).
+constexpr size_t kMaxTreeProbes = 24;
+Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& probe, const std::string& first_nonfinite);
+
+// The module named by a verdict message's "first non-finite: module NAME (forward|backward)" ("" when none).
+std::string first_nonfinite_module(const std::string& message);
 
 // A probe's length: `requested` where > 0; else as long as needed to show the failure — the whole run when it is short
 // (≤ 100 steps) or fails only as a whole (no first divergence: skipped fraction, stalls), else up to its first

@@ -293,14 +293,15 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
     }
     JudgeInputs j{{}, ref_path, "tracks", row.strategy, {}};
     const auto judged = judge_in_sweep(e, cut, ref_path, j, paths.runs, o.strict);
-    out.tracks = judged.verdict == "tracks";
-    out.verdict = judged.verdict;
-    out.message = judged.message;
-    out.ms_per_step = judged.median_step_ms;
-    out.peak_memory_bytes = judged.peak_memory_bytes;
+    std::vector<int64_t> skipped_at;  // the strategy's own warm-up skips are discounted (localize.h probe_outcome)
+    for (size_t i = 0; i < c.file.trajectory.rows.size(); ++i)
+      if (c.file.trajectory.rows[i][trajectory::kSkipped] > 0.5) skipped_at.push_back(static_cast<int64_t>(i));
+    out = probe_outcome(judged, skipped_at);
+    log << "    " << (out.tracks ? "fixes it" : "not fixed") << ": " << out.explanation << "\n";
     return out;
   };
-  row.localization = localize(tree, probe);
+  // the module tree, the first non-finite module first (localize.h localize_tree)
+  row.localization = localize_tree(tree, probe, first_nonfinite_module(row.judged.message));
   row.localized = true;
   if (!row.localization.found && !fix_without_modules(row.strategy).empty())
     row.localization.message += "; " + fix_without_modules(row.strategy);
