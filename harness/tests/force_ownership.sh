@@ -35,7 +35,11 @@ sc=$w/tiny.yaml; scenario "$sc" tiny-mlp
 sc2=$w/tiny2.yaml; scenario "$sc2" tiny-mlp-2                   # (the same training: one reference for both)
 "$amp" run "$sc" --out "$w/rec" > /dev/null                      # a recording: $w/rec/tiny-mlp.h5
 "$amp" record "$sc" --references "$w/refs" > /dev/null           # ampcheck's FP32 reference of it
-"$amp" reference "$w/rec/tiny-mlp.h5" --spread "seed:$w/rec/tiny-mlp.h5" --out "$w/R.h5" > /dev/null
+# its seed run (another init seed: a seed run bit-identical to the FP32 run is refused, issue 52)
+sed "s/^name: tiny-mlp$/name: tiny-mlp-seed/; s/^seed: 7$/seed: 8/" "$sc" > "$w/tiny-seed.yaml"
+"$amp" run "$w/tiny-seed.yaml" --out "$w/recseed" > /dev/null   # $w/recseed/tiny-mlp-seed.h5
+seed_run=$w/recseed/tiny-mlp-seed.h5
+"$amp" reference "$w/rec/tiny-mlp.h5" --spread "seed:$seed_run" --out "$w/R.h5" > /dev/null
 "$amp" validate "$sc" --record --references "$w/gold" > /dev/null  # ampcheck's golden of it
 ref_file=$(ls "$w"/refs/*/*.h5); golden=$(ls "$w"/gold/validate/*/tiny-mlp.h5)
 
@@ -87,7 +91,7 @@ for t in user oldrun fake-text; do  # localize and sweep: the same run directori
 done
 for t in recording.h5 notes.h5 ref-link.h5 user; do
   expect_refusal "reference --out $t" "refusing to replace" -- \
-    "$amp" reference "$w/rec/tiny-mlp.h5" --spread "seed:$w/rec/tiny-mlp.h5" --out "$p/$t" --force
+    "$amp" reference "$w/rec/tiny-mlp.h5" --spread "seed:$seed_run" --out "$p/$t" --force
 done
 expect_refusal "reference --out its own input" "not an FP32 reference ampcheck wrote" -- \
   "$amp" reference "$p/user/fp32.h5" --spread "seed:$p/user/fp32-seed.h5" --out "$p/user/fp32.h5" --force
@@ -131,7 +135,7 @@ replaced "judge" "$w/own-judge" -- "$amp" judge "$w/rec/tiny-mlp.h5" --reference
 "$amp" validate "$sc" --references "$w/gold" --out "$w/own-validate" > /dev/null || true
 replaced "validate" "$w/own-validate" -- "$amp" validate "$sc" --references "$w/gold" --out "$w/own-validate" --force
 replaced "reference" "$w/R.h5" -- \
-  "$amp" reference "$w/rec/tiny-mlp.h5" --spread "seed:$w/rec/tiny-mlp.h5" --out "$w/R.h5" --force
+  "$amp" reference "$w/rec/tiny-mlp.h5" --spread "seed:$seed_run" --out "$w/R.h5" --force
 replaced "record" "$ref_file" -- "$amp" record "$sc" --references "$w/refs" --force
 replaced "validate --record" "$golden" -- "$amp" validate "$sc" --record --references "$w/gold" --force
 mkdir "$w/marker-only" && cp "$w/own-check/.ampcheck-run" "$w/marker-only/"
