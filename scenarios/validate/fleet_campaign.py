@@ -191,7 +191,8 @@ def main():
         cls, hb = classify(case, blamed, cannot)
         row.update({"class": cls, "healthy_blamed": hb, "blamed": sorted(blamed), "cannot": sorted(cannot),
                     "statuses": [r["status"] for r in s["ranks"]], "verdict": s["verdict"],
-                    "no_effect_said": bool(s.get("plants_without_effect")),
+                    "no_effect_said": any("no measurable effect" in r["message"] or "cannot be measured" in r["message"]
+                                          for r in s["ranks"]),
                     "loss_deviation": {r["rank"]: r["loss_deviation"] for r in s["ranks"] if r["loss_deviation"] >= 0},
                     "summary": s})
         for m in (2, 3, 4):
@@ -204,7 +205,8 @@ def main():
     print()
     print(table(rows, f"seed {args.seed}"))
     noeff = [r for r in rows if r["kind"] == "no-effect" and "summary" in r]
-    print(f"\nno-effect plants said in the report: {sum(r['no_effect_said'] for r in noeff)} of {len(noeff)}")
+    print(f"\nno-effect plants said in the report (no measurable effect, or cannot be measured): "
+          f"{sum(r['no_effect_said'] for r in noeff)} of {len(noeff)}")
     healthy_dev = [d for r in rows for k, d in r.get("loss_deviation", {}).items() if int(k) not in r["faulty"]]
     faulty_dev = [d for r in rows for k, d in r.get("loss_deviation", {}).items() if int(k) in r["faulty"]]
     if healthy_dev:
