@@ -22,6 +22,8 @@ import pytest
 import guard_util
 
 BUILD = os.environ.get("AMPCHECK_BUILD_DIR", "")
+# the build's modules are this test's subject: run by CTest cpu.python_native_safety, which names the build
+pytestmark = pytest.mark.skipif(not BUILD, reason="AMPCHECK_BUILD_DIR (the build with the test modules) not given")
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 
