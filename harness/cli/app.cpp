@@ -297,6 +297,10 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
            1, kMaxSteps);
   s.number(s.sweep, "--timeout", s.sweep_opts.timeout_s, "seconds per run before it is stopped (default: none)", 1,
            1e7);
+  s.number(s.sweep, "--timing-rounds", s.sweep_opts.timing_rounds,
+           "rounds of short timing re-runs interleaved with FP32 where a strategy's speed is within the FP32 runs' "
+           "spread (default 3; 0: none, the ranking stays 'not decisive')",
+           0, 20);
   s.sweep->add_flag("--force", s.sweep_opts.force, "train every run again, the cached FP32 runs included");
   s.sweep->add_flag("--strict", s.sweep_opts.strict, "warnings fail (as for check)");
 

@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # 1. the planted fault: fp16 fails, bf16 tracks, localization names the module; a FAIL row: exit 1
 rc1=0
-"$ampcheck" sweep --out "$work/s1" --steps 30 --localize --strategies fp16-autocast-scaler,bf16-autocast -- \
+"$ampcheck" sweep --out "$work/s1" --steps 30 --localize --timing-rounds 0 --strategies fp16-autocast-scaler,bf16-autocast -- \
   "$python" "$script" --model gpt2 --plant-overflow transformer.h.0.mlp.c_fc > "$work/s1.log" 2>&1 || rc1=$?
 [ $rc1 = 1 ] || { cat "$work/s1.log"; fail "sweep 1 exited $rc1 (wanted 1: fp16's row FAILs)"; }
 "$python" - "$work/s1" <<'PY' || { cat "$work/s1.log"; exit 1; }
@@ -38,7 +38,7 @@ print(f"planted fault: fp16 {fp16['verdict']}, localized {loc['modules']} in {lo
 PY
 grep -q "RECOMMENDATION: " "$work/s1.log" || fail "no recommendation on the terminal"
 # 2. resumed: nothing trained again
-"$ampcheck" sweep --out "$work/s1" --steps 30 --localize --strategies fp16-autocast-scaler,bf16-autocast -- \
+"$ampcheck" sweep --out "$work/s1" --steps 30 --localize --timing-rounds 0 --strategies fp16-autocast-scaler,bf16-autocast -- \
   "$python" "$script" --model gpt2 --plant-overflow transformer.h.0.mlp.c_fc > "$work/s1b.log" 2>&1 || true
 grep -q ": 0 trainings, " "$work/s1b.log" || { tail -3 "$work/s1b.log"; fail "a second sweep trained again"; }
 

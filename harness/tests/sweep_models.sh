@@ -38,7 +38,7 @@ for entry in "${sweeps[@]}"; do
   # exit 1 where a row FAILs (a lost-updates row), else 0
   want_rc=0; [[ " $expected " == *" lost-updates "* ]] && want_rc=1
   # shellcheck disable=SC2086  # the command is words
-  rc=0; "$ampcheck" sweep --out "$work/$name" --steps $steps -- $command > "$work/$name.log" 2>&1 || rc=$?
+  rc=0; "$ampcheck" sweep --out "$work/$name" --steps $steps --timing-rounds 0 -- $command > "$work/$name.log" 2>&1 || rc=$?
   [ $rc = $want_rc ] || { cat "$work/$name.log"; fail "$name: the sweep exited $rc, wanted $want_rc"; }
   "$python" - "$work/$name" "$name" "$expected" $steps <<'PY' || { cat "$work/$name.log"; exit 1; }
 import json, sys

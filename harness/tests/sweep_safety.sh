@@ -52,7 +52,7 @@ with Recorder("unused.h5", model, opt) as rec:
 PY
 s=$w/s
 cmd=("$python" "$w/train.py")
-sweep() { "$ampcheck" sweep --out "$s" --steps 6 "$@"; }
+sweep() { "$ampcheck" sweep --out "$s" --steps 6 --timing-rounds 0 "$@"; }  # (no timing re-runs: CI time)
 run() {  # run WANT_RC LOG ARGS...: the sweep with ARGS, its exit code checked
   local want=$1 log=$2; shift 2
   local rc=0; sweep "$@" > "$log" 2>&1 || rc=$?

@@ -356,17 +356,17 @@ bool can_be_recommended(const SweepRow& row) {
 // their medians lies outside both series' spread or kTimingRounds rounds are spent.
 void retime(SweepRow& row, SweepResult& r, const SweepPaths& paths, const SweepOptions& o, int64_t steps,
             std::ostream& log) {
-  SweepOptions fresh = o;
-  fresh.force = true;
+  if (o.timing_rounds <= 0) return;
   log << "timing " << row.strategy << " against FP32: " << report::format_number(row.speedup, 3)
       << "x lies within the timing noise (x" << report::format_number(row.speed_noise, 3)
-      << "): interleaved re-runs of " << steps << " steps, at most " << kTimingRounds << " rounds\n";
-  for (int k = 1; k <= kTimingRounds; ++k) {
+      << "): interleaved re-runs of " << steps << " steps, at most " << o.timing_rounds << " rounds\n";
+  for (int k = 1; k <= o.timing_rounds; ++k) {
     for (const bool is_fp32 : {true, false}) {
       const std::string label = is_fp32 ? "time-fp32-" + row.strategy + "-" + std::to_string(k)
                                         : "time-" + row.strategy + "-" + std::to_string(k);
-      const ExecutedRun e = execute_run({label, is_fp32 ? "fp32" : row.strategy, "", 0, {}, steps}, paths, fresh, log);
-      ++r.trainings;
+      // (reused where a resumed sweep finds them: the same answer as the sweep that trained them)
+      const ExecutedRun e = execute_run({label, is_fp32 ? "fp32" : row.strategy, "", 0, {}, steps}, paths, o, log);
+      (e.reused ? r.reused : r.trainings) += 1;
       ++r.timing_reruns;
       const RecordingCheck c = check_recording(e);
       double ms = NAN;
@@ -458,7 +458,7 @@ std::string recommend(const SweepResult& r) {
   if (undecided) {
     s << "not decisive: " << tracks(*undecided) << ", but its speed against FP32 ("
       << report::format_number(undecided->speedup, 3) << "x; " << timing_words(*undecided, r)
-      << ") lies within the timing noise after " << undecided->retimed_ms.size() << " of " << kTimingRounds
+      << ") lies within the timing noise after " << undecided->retimed_ms.size() << " of " << r.timing_rounds
       << " rounds of interleaved timing re-runs, so no strategy is shown to beat FP32's speed here; train in FP32 for "
          "speed's sake, or sweep again on a quiet machine"
       << memory(*undecided);
@@ -490,7 +490,7 @@ report::SweepPage sweep_page(const SweepResult& r, const std::string& command) {
   t << " ms/step); their spread (x" << report::format_number(r.timing_spread, 3)
     << ") is this machine's timing noise. A strategy is called faster or slower only where its ratio to FP32 lies "
        "outside max(x"
-    << kTimingFloor << ", that spread); where it does not, up to " << kTimingRounds << " rounds of " << kTimingSteps
+    << kTimingFloor << ", that spread); where it does not, up to " << r.timing_rounds << " rounds of " << kTimingSteps
     << "-step re-runs interleaved with FP32 (" << r.timing_reruns
     << " trained in this sweep) decide, else the ranking is not decisive.";
   p.timing = t.str();
@@ -670,6 +670,7 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
     const ExecutedRun e = run({s, s, "", 0, {}, o.steps});
     r.rows.push_back(judge_strategy(e, ref, ref_path, o, r.dir, r.fp32.median_step_ms));
   }
+  r.timing_rounds = o.timing_rounds;
   rank_speeds(r, paths, o, ref.trajectory.size(), log);
   if (o.localize) {
     const auto tree = module_tree(fp32_file);

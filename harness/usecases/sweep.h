@@ -18,6 +18,13 @@
 
 namespace ampcheck::usecases {
 
+// Speed rankings (docs/USING.md "Speed rankings"): a ratio to FP32 is decisive only outside max(kTimingFloor, the
+// FP32 runs' spread); otherwise up to kTimingRounds rounds (--timing-rounds) of short interleaved re-runs (an FP32 run,
+// then the strategy's, kTimingSteps steps each) measure both under the same load, until decisive.
+constexpr double kTimingFloor = 1.05;
+constexpr int kTimingRounds = 3;
+constexpr int64_t kTimingSteps = 20;
+
 struct SweepOptions {
   std::vector<std::string> command;     // the user's training command (argv)
   std::string out_dir = "sweep";        // the sweep directory
@@ -28,18 +35,13 @@ struct SweepOptions {
   std::vector<std::string> strategies;  // the candidates (empty: every one the device supports)
   std::string device = "auto";          // which strategies the device supports: auto (CUDA when present), cpu, cuda
   double timeout_s = 0;                 // per run, seconds (0: none)
+  int64_t timing_rounds =
+      kTimingRounds;  // the budget of interleaved timing re-runs per strategy (kTimingRounds; 0: none)
   bool strict = false;
 };
 
 // The strategies a sweep offers on a device ("cpu" | "cuda").
 std::vector<std::string> sweep_strategies(const std::string& device);
-
-// Speed rankings (docs/USING.md "Speed rankings"): a ratio to FP32 is decisive only outside max(kTimingFloor, the
-// FP32 runs' spread); otherwise up to kTimingRounds rounds of short interleaved re-runs (an FP32 run, then the
-// strategy's, kTimingSteps steps each) measure both under the same load, until decisive.
-constexpr double kTimingFloor = 1.05;
-constexpr int kTimingRounds = 3;
-constexpr int64_t kTimingSteps = 20;
 
 struct SweepRow {
   std::string strategy;
@@ -65,7 +67,8 @@ struct SweepResult {
   // is the machine's); a speed-up within it is not decisive (NaN where unmeasured)
   double timing_spread = 0;
   std::vector<double> fp32_runs_ms;  // the three FP32 runs' steady-state ms/step (fp32, fp32-seed, fp32-skip)
-  int timing_reruns = 0;             // timing re-runs trained (not reused: a measurement of now)
+  int timing_reruns = 0;             // timing re-runs run (trained or reused)
+  int64_t timing_rounds = 0;         // their budget per strategy (SweepOptions::timing_rounds)
   std::vector<SweepRow> rows;
   std::string recommendation;     // the fastest strategy that tracks, with what it costs and saves
   int trainings = 0, reused = 0;  // runs trained by this sweep, runs reused from an earlier one
