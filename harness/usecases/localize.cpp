@@ -166,7 +166,7 @@ ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vec
   if (!skipped_at.empty())
     why << (why.tellp() > 0 ? "; " : "") << skipped_at.size() << " skipped step(s) at " << steps_list(skipped_at)
         << (warmup_prefix(skipped_at) &&
-                    skipped_at.size() * 3 <= static_cast<size_t>(std::max<int64_t>(judged.steps, 1))
+                    skipped_at.size() * 2 <= static_cast<size_t>(std::max<int64_t>(judged.steps, 1))
                 ? " (the loss scaler's warm-up)"
                 : "");
   out.explanation = judged.verdict + (why.tellp() > 0 ? ": " + why.str() : std::string());
@@ -178,7 +178,7 @@ ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vec
   // diverges: discount the strategy's own warm-up, nothing else
   const int64_t steps = std::max<int64_t>(judged.steps, 1);
   const bool prefix =
-      !skipped_at.empty() && warmup_prefix(skipped_at) && static_cast<int64_t>(skipped_at.size()) * 3 <= steps;
+      !skipped_at.empty() && warmup_prefix(skipped_at) && static_cast<int64_t>(skipped_at.size()) * 2 <= steps;
   bool skips_fired = false;
   for (const auto* sig : fired) skips_fired = skips_fired || sig->name == "skipped" || sig->name == "nonfinite_grads";
   // the scaler calibrating: skips at the start, or few enough that the skipped signal allows them
@@ -196,6 +196,33 @@ ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vec
       "cost of the strategy "
       "itself, not the failure";
   return out;
+}
+
+std::string fix_in_script(const Localization& L, const report::ScenarioSummary& failing) {
+  std::string names;
+  for (const auto& m : L.modules) names += (names.empty() ? "\"" : ", \"") + m + "\"";
+  std::ostringstream s;
+  s << "fix (plain loop, HF Trainer, Lightning alike: before training, on the model you pass them): "
+       "`for name in ["
+    << names
+    << "]: ampcheck.keep_fp32(model, name)` — or, without ampcheck, wrap each module's forward in "
+       "`torch.autocast(device_type, enabled=False)` with its floating inputs cast to float32 (docs/USING.md, "
+       "\"Keeping modules in FP32\")";
+  std::vector<std::string> want = L.modules;
+  std::sort(want.begin(), want.end());
+  for (const auto& p : L.probes) {
+    auto kept = p.keep_fp32;
+    std::sort(kept.begin(), kept.end());
+    if (kept != want || !p.outcome.tracks) continue;
+    if (std::isfinite(p.outcome.ms_per_step) && p.outcome.ms_per_step > 0 && std::isfinite(failing.median_step_ms))
+      s << "; its cost, measured by the probe that kept exactly that: " << p.outcome.ms_per_step << " vs "
+        << failing.median_step_ms << " ms/step";
+    if (p.outcome.peak_memory_bytes > 0 && failing.peak_memory_bytes > 0)
+      s << ", peak memory " << p.outcome.peak_memory_bytes / 1048576.0 << " vs "
+        << failing.peak_memory_bytes / 1048576.0 << " MiB";
+    break;
+  }
+  return s.str();
 }
 
 std::string first_nonfinite_module(const std::string& message) {

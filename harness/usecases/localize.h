@@ -41,11 +41,11 @@ struct ProbeOutcome {
 // A probe's outcome from its judgement (issue 52): `tracks` where judge said tracks, and also where it said diverges
 // only through costs of the strategy itself, which the failing run's cause does not explain and a kept module cannot
 // remove: a GradScaler's calibration — skipped steps that are all a prefix of the run (steps 0..k-1, the scale
-// calibrating down from its initial value; at most a third of the probe), or few enough that the skipped signal allows
-// them — and, with such skips, gradient / update norms above the reference's while the loss signal (skip-aware)
-// tracks (the scaled-gradient reading of the warm-up).
-// A non-finite loss, a loss outside its band, stalls, scattered skips, norms below the reference's: not discounted.
-// `skipped_at`: the probe's skipped steps (indices).
+// calibrating down from its initial value; at most half the probe: 9 of a 20-step probe on draw A), or few enough that
+// the skipped signal allows them — and, with such skips, gradient / update norms above the reference's while the loss
+// signal (skip-aware) tracks (the scaled-gradient reading of the warm-up). A non-finite loss, a loss outside its band,
+// stalls, scattered skips, norms below the reference's: not discounted. `skipped_at`: the probe's skipped steps
+// (indices).
 ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vector<int64_t>& skipped_at);
 
 // Runs one probe: keep these modules in FP32 (names from the tree), train briefly, judge.
@@ -86,6 +86,11 @@ Localization localize(const std::vector<ModuleInfo>& tree, const Probe& probe);
 // The answer is the finest set found; at most kMaxTreeProbes probes (then the finest set reached so far).
 constexpr size_t kMaxTreeProbes = 24;
 Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& probe, const std::string& first_nonfinite);
+
+// The fix in the user's script, for a set found: the lines to paste (the same for a plain loop, the HF Trainer and
+// Lightning: a wrapper of each module's forward, applied to the model before training) and its measured cost — the
+// probe that kept exactly that set against the failing run (ms/step, peak memory), where measured.
+std::string fix_in_script(const Localization& L, const report::ScenarioSummary& failing);
 
 // The module named by a verdict message's "first non-finite: module NAME (forward|backward)" ("" when none).
 std::string first_nonfinite_module(const std::string& message);

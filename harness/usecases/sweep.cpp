@@ -305,6 +305,7 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
   row.localized = true;
   if (!row.localization.found && !fix_without_modules(row.strategy).empty())
     row.localization.message += "; " + fix_without_modules(row.strategy);
+  if (row.localization.found) row.localization.message += "; " + fix_in_script(row.localization, row.judged);
   row.judged.message += "; localized: " + row.localization.message;
 }
 

@@ -207,8 +207,8 @@ def main() -> None:
                                      lr_scheduler_type="constant", weight_decay=0.0, logging_steps=1,
                                      save_strategy="no", report_to=[], seed=args.seed, use_cpu=True,
                                      dataloader_num_workers=0, disable_tqdm=True)
-        tf.Trainer(model=model, args=targs, train_dataset=data,
-                   callbacks=[AmpcheckCallback(args.out, attributes=attrs, overwrite=True)]).train()
+        callback = AmpcheckCallback(args.out, attributes=attrs, overwrite=True)
+        callback.train(tf.Trainer(model=model, args=targs, train_dataset=data, callbacks=[callback]))
     else:
         import lightning as L
 

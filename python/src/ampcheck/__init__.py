@@ -32,6 +32,7 @@ from ampcheck.api import (
     validate,
 )
 from ampcheck.guard import GuardJudgement, GuardStop
+from ampcheck.keep import keep_fp32
 from ampcheck.noise import nudge_ulps, seed_everything
 from ampcheck.plan import Plan, PlanError, current_plan
 from ampcheck.preflight import PreflightFinding, preflight
@@ -39,6 +40,7 @@ from ampcheck.recorder import COLUMNS, FORMAT, FORMAT_VERSION, PERTURBATIONS, Re
 
 __all__ = [
     "Recorder",
+    "keep_fp32",
     "nudge_ulp",
     "nudge_ulps",
     "seed_everything",
