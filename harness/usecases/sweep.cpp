@@ -457,12 +457,18 @@ std::string recommend(const SweepResult& r) {
     return s.str();
   }
   if (undecided) {
-    s << "not decisive: " << tracks(*undecided) << ", but its speed against FP32 ("
-      << report::format_number(undecided->speedup, 3) << "x; " << timing_words(*undecided, r)
-      << ") lies within the timing noise after " << undecided->retimed_ms.size() << " of " << r.timing_rounds
-      << " rounds of interleaved timing re-runs, so no strategy is shown to beat FP32's speed here; train in FP32 for "
-         "speed's sake, or sweep again on a quiet machine"
-      << memory(*undecided);
+    // every tracking strategy the timing cannot tell from FP32, in the sweep's order (not by their measured ratios,
+    // which are noise): the answer is FP32's, whatever the load
+    s << "not decisive: ";
+    int n = 0;
+    for (const auto& row : r.rows)
+      if (can_be_recommended(row) && row.speed == "not decisive")
+        s << (n++ ? ", " : "") << row.strategy << " (" << report::format_number(row.speedup, 3) << "x)";
+    s << (n == 1 ? " tracks" : " track") << " FP32, but " << (n == 1 ? "its speed" : "their speed")
+      << " against FP32 lies within the timing noise (the fastest measured, " << undecided->strategy << ": "
+      << timing_words(*undecided, r) << ", after " << undecided->retimed_ms.size() << " of " << r.timing_rounds
+      << " rounds of interleaved timing re-runs): no strategy is shown to beat FP32's speed here; train in FP32 for "
+         "speed's sake, or sweep again on a quiet machine";
     return s.str();
   }
   s << "fp32: every strategy that tracks is slower than FP32 on this device, decisively; the fastest, "
