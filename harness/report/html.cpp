@@ -417,7 +417,7 @@ std::string sweep_lead(const SweepPage& p) {
     for (size_t i = 0; i < l.probes.size(); ++i) {
       const auto& pr = l.probes[i];
       std::string keep;
-      for (const auto& m : pr.keep_fp32) keep += (keep.empty() ? "" : ", ") + m;
+      for (const auto& m : pr.keep_fp32) keep += (keep.empty() ? "" : ", ") + (m.empty() ? "(the whole model)" : m);
       if (pr.keep_fp32.size() > 8)
         keep = std::to_string(pr.keep_fp32.size()) + " modules: " + pr.keep_fp32.front() + " … " + pr.keep_fp32.back();
       o << "<tr><td class=\"n\">" << i + 1 << "</td><td>" << escape(keep.empty() ? "(none)" : keep) << "</td><td>"

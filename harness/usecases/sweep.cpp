@@ -434,9 +434,21 @@ std::string recommend(const SweepResult& r) {
     if (row.speed == "faster" && (!faster || row.speedup > faster->speedup)) faster = &row;
     if (row.speed == "not decisive" && (!undecided || row.speedup > undecided->speedup)) undecided = &row;
   }
-  if (!fastest)
+  if (!fastest) {
+    // where the localization found the modules that make a strategy track, the answer is that fix
+    std::string fixed;
+    for (const auto& row : r.rows)
+      if (row.localized && row.localization.found) {
+        std::string mods;
+        for (const auto& m : row.localization.modules) mods += (mods.empty() ? "" : ", ") + m;
+        fixed += (fixed.empty() ? "" : "; ") + row.strategy + " tracks with " + mods + " kept in FP32 (" +
+                 std::to_string(row.localization.probes.size()) + " probe runs; the fix: report.html)";
+      }
+    if (!fixed.empty())
+      return "none of the strategies tracks FP32 here as the script stands: train in FP32, or " + fixed;
     return "none of the strategies tracks FP32 here: train in FP32" +
            std::string(r.rows.empty() ? "" : " (--localize names the modules to keep in FP32)");
+  }
   auto tracks = [](const SweepRow& row) {
     const std::string signal = row.judged.deciding_signal.empty() ? row.judged.max_signal : row.judged.deciding_signal;
     return row.strategy + ": tracks FP32 (largest deviation: " + signal + ", margin " +
@@ -658,16 +670,21 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
   // FP32's steady-state step time: the median of its three runs' (each the median after warm-up); their spread is the
   // machine's timing noise (the same training three times)
   r.fp32_runs_ms.push_back(r.fp32.median_step_ms);
+  const report::ScenarioSummary* middle = &r.fp32;  // the run whose ms/step is the median of the three
+  std::vector<report::ScenarioSummary> others(fp32.size());
   for (size_t i = 1; i < fp32.size(); ++i) {
-    report::ScenarioSummary other;
-    fill_recorded_measurements(other, reference::read_external_run(fp32[i].recording));
-    r.fp32_runs_ms.push_back(other.median_step_ms);
+    fill_recorded_measurements(others[i], reference::read_external_run(fp32[i].recording));
+    r.fp32_runs_ms.push_back(others[i].median_step_ms);
   }
   r.timing_spread = spread(r.fp32_runs_ms);
   if (const double center = median(r.fp32_runs_ms); std::isfinite(center) && center > 0) {
+    for (size_t i = 1; i < fp32.size(); ++i)
+      if (others[i].median_step_ms == center) middle = &others[i];
     r.fp32.tokens_per_s *= r.fp32.median_step_ms / center;
     r.fp32.samples_per_s *= r.fp32.median_step_ms / center;
     r.fp32.median_step_ms = center;
+    r.fp32.p10_step_ms = middle->p10_step_ms;  // (its own quantiles: the p10-p90 spread around that median)
+    r.fp32.p90_step_ms = middle->p90_step_ms;
   }
   r.fp32.device_class = attribute(fp32_file, "device_class", r.device);
   r.summary.libtorch_version = attribute(fp32_file, "torch_version", "-");
