@@ -352,14 +352,18 @@ bool can_be_recommended(const SweepRow& row) {
   return row.outcome == "judged" && row.judged.verdict == "tracks" && row.judged.pass && std::isfinite(row.speedup);
 }
 
-// Where a tracking strategy's first ranking is not decisive: rounds of short re-runs interleaved with FP32 (an FP32
-// run, then the strategy's; each trained now, never reused: a measurement of this moment's load), until the ratio of
-// their medians lies outside both series' spread or kTimingRounds rounds are spent.
+// A tracking strategy (one the recommendation may name) is ranked by rounds of short re-runs interleaved with FP32
+// (an FP32 run, then the strategy's, both under the load of that moment), whatever the first ranking said: the first
+// ranking compares runs minutes apart, and a load that changes between them (another job starting) passes the FP32
+// runs' spread unseen (the load campaign: a 1.47x "faster" that was 0.72x under a steady load). From the second round
+// on, decisive when the ratio of the two series' medians lies outside max(kTimingFloor, either series' spread) and
+// every round's own ratio lies on the same side of 1; else another round, up to --timing-rounds; else not decisive.
 void retime(SweepRow& row, SweepResult& r, const SweepPaths& paths, const SweepOptions& o, int64_t steps,
             std::ostream& log) {
-  if (o.timing_rounds <= 0) return;
-  log << "timing " << row.strategy << " against FP32: " << report::format_number(row.speedup, 3)
-      << "x lies within the timing noise (x" << report::format_number(row.speed_noise, 3)
+  if (o.timing_rounds <= 0) return;  // (the first ranking stands)
+  const std::string first = row.speed;
+  log << "timing " << row.strategy << " against FP32 (first ranking: " << first << ", "
+      << report::format_number(row.speedup, 3) << "x, noise x" << report::format_number(row.speed_noise, 3)
       << "): interleaved re-runs of " << steps << " steps, at most " << o.timing_rounds << " rounds\n";
   for (int k = 1; k <= o.timing_rounds; ++k) {
     for (const bool is_fp32 : {true, false}) {
@@ -377,22 +381,31 @@ void retime(SweepRow& row, SweepResult& r, const SweepPaths& paths, const SweepO
         ms = t.median_step_ms;
       }
       if (!std::isfinite(ms)) {
-        log << "  " << label << ": no step time (" << c.outcome << "): timing re-runs stopped\n";
+        log << "  " << label << ": no step time (" << c.outcome << "): timing re-runs stopped, not decisive\n";
+        row.speed = "not decisive";
         return;
       }
       (is_fp32 ? row.retimed_fp32_ms : row.retimed_ms).push_back(ms);
     }
-    if (k < 2) continue;  // a spread needs two runs of each
-    const double ratio = median(row.retimed_fp32_ms) / median(row.retimed_ms);
-    const double noise = std::max({kTimingFloor, spread(row.retimed_fp32_ms), spread(row.retimed_ms)});
-    row.speedup = ratio;
+    if (k < 2 && k < o.timing_rounds) continue;  // a spread needs two runs of each
+    bool above = true, below = true;             // every round's own ratio on one side of 1
+    for (size_t i = 0; i < row.retimed_ms.size(); ++i) {
+      above = above && row.retimed_fp32_ms[i] > row.retimed_ms[i];
+      below = below && row.retimed_fp32_ms[i] < row.retimed_ms[i];
+    }
+    double noise = kTimingFloor;
+    for (double x : {spread(row.retimed_fp32_ms), spread(row.retimed_ms), k < 2 ? row.speed_noise : 1.0})
+      if (std::isfinite(x)) noise = std::max(noise, x);
+    row.speedup = median(row.retimed_fp32_ms) / median(row.retimed_ms);
     row.speed_noise = noise;
-    row.speed = speed_class(ratio, noise);
+    row.speed = speed_class(row.speedup, noise);
+    if ((row.speed == "faster" && !above) || (row.speed == "slower" && !below)) row.speed = "not decisive";
     if (row.speed != "not decisive") return;
   }
 }
 
-// Every measured row's ranking against FP32; the tracking rows that are not decisive are timed again (retime).
+// Every measured row's first ranking against FP32 (the FP32 runs' spread as its noise); the rows that can be
+// recommended are then ranked by interleaved re-runs (retime).
 void rank_speeds(SweepResult& r, const SweepPaths& paths, const SweepOptions& o, int64_t run_steps, std::ostream& log) {
   const double noise = std::max(kTimingFloor, std::isfinite(r.timing_spread) ? r.timing_spread : INFINITY);
   const int64_t steps = std::min<int64_t>(kTimingSteps, run_steps > 0 ? run_steps : kTimingSteps);
@@ -404,7 +417,7 @@ void rank_speeds(SweepResult& r, const SweepPaths& paths, const SweepOptions& o,
     }
     row.speed_noise = noise;
     row.speed = speed_class(row.speedup, noise);
-    if (row.speed == "not decisive" && can_be_recommended(row)) retime(row, r, paths, o, steps, log);
+    if (can_be_recommended(row)) retime(row, r, paths, o, steps, log);
   }
 }
 
@@ -509,9 +522,10 @@ report::SweepPage sweep_page(const SweepResult& r, const std::string& command) {
   t << " ms/step); their spread (x" << report::format_number(r.timing_spread, 3)
     << ") is this machine's timing noise. A strategy is called faster or slower only where its ratio to FP32 lies "
        "outside max(x"
-    << kTimingFloor << ", that spread); where it does not, up to " << r.timing_rounds << " rounds of " << kTimingSteps
-    << "-step re-runs interleaved with FP32 (" << r.timing_reruns
-    << " trained in this sweep) decide, else the ranking is not decisive.";
+    << kTimingFloor << ", that spread); a strategy that tracks is then ranked by up to " << r.timing_rounds
+    << " rounds of " << kTimingSteps << "-step re-runs interleaved with FP32 (" << r.timing_reruns
+    << " in this sweep): decisive only where the ratio of their medians lies outside both series' spread and every "
+       "round agrees, else not decisive.";
   p.timing = t.str();
   report::SweepPage::Row f;
   f.strategy = "fp32";
