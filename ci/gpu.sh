@@ -64,7 +64,8 @@ if has sweep; then
     [ "$name" = sweep-llama-localize ] && plant=(--plant-overflow model.layers.1.mlp.up_proj)
     rm -rf "$WORK/$name"
     # shellcheck disable=SC2086  # $extra is a list of options
-    ( time "$BUILD_DIR/ampcheck" sweep --steps ${SWEEP_STEPS:-200} --out "$WORK/$name" --timeout 600 $extra -- \
+    # SWEEP_EXTRA: more sweep options (e.g. --timing-rounds 1 where device time is short)
+    ( time "$BUILD_DIR/ampcheck" sweep --steps ${SWEEP_STEPS:-200} --out "$WORK/$name" --timeout 600 $extra ${SWEEP_EXTRA:-} -- \
         python3 examples/sweep/plain_loop.py --model llama --steps 100000 "${plant[@]}" ) > "$OUT/$name.log" 2>&1 \
       || { rc=$?; [ $rc = 1 ] || sweep_rc=$rc; }  # exit 1: a strategy's row FAILs (a finding, not a broken stage)
     echo "$name rc=$sweep_rc"; tail -24 "$OUT/$name.log"
