@@ -17,6 +17,8 @@ Trainer, Lightning). Scores, against the planted module P:
   wrong      anything else found
   cannot     nothing named (the localization's message is the reason)
   no effect  the strategy tracks FP32 with the plant in place: nothing to localize (listed, not scored)
+  invalid    the plant makes the FP32 run itself non-finite, or names no module of the model (a generator error, since
+             fixed: gpt_neox's head is `lm_head` in transformers 5): no reference, nothing to localize (not scored)
 
 Writes OUT/cases.json (one entry per case: the draw, the command, the answer, the score) and prints the table.
 """
@@ -94,7 +96,7 @@ SITES: dict[str, dict[str, str]] = {
         "mlp_out": "gpt_neox.layers.{i}.mlp.dense_4h_to_h",
         "norm": "gpt_neox.layers.{i}.input_layernorm",
         "embed": "gpt_neox.embed_in",
-        "head": "embed_out",
+        "head": "lm_head",
     },
     "phi": {
         "attn_q": "model.layers.{i}.self_attn.q_proj",
@@ -182,6 +184,25 @@ def score(planted: str, row: dict[str, Any]) -> tuple[str, str]:
     return "wrong", ", ".join(m or "(whole model)" for m in found)
 
 
+def planted_name(c: dict[str, Any]) -> str:
+    """The planted module as the recording names it: Lightning's recording names the LightningModule's modules (the
+    transformers model is its attribute `model`)."""
+    return ("model." if c["integration"] == "lightning" else "") + c["module"]
+
+
+def rescore(c: dict[str, Any]) -> dict[str, Any]:
+    """A case's score again from its answer (the modules found), with planted_name; a case whose plant breaks the FP32
+    run itself (the sweep refuses: no reference) is `invalid`, not scored."""
+    answer = c.get("answer", "")
+    if "FP32 reference run must complete" in answer or "did not complete" in answer or "has no attribute" in answer:
+        return dict(c, score="invalid")
+    if c.get("score") not in ("exact", "block", "wrong"):
+        return c
+    found = [m if m != "(whole model)" else "" for m in c["answer"].split(", ")]
+    row = {"verdict": c.get("verdict"), "localization": {"found": True, "modules": found}}
+    return dict(c, score=score(planted_name(c), row)[0])
+
+
 def run_case(c: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     out = os.path.join(os.path.abspath(args.out), f"case-{c['case']:03d}")
     cmd = [
@@ -219,7 +240,7 @@ def run_case(c: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     except (OSError, KeyError, IndexError, ValueError):
         c.update(score="cannot", answer="the sweep wrote no row: " + (p.stdout + p.stderr)[-300:])
         return c
-    c["score"], c["answer"] = score(c["module"], row)
+    c["score"], c["answer"] = score(planted_name(c), row)
     loc = row.get("localization") or {}
     c["probes"] = loc.get("probes", 0)
     c["verdict"] = row.get("verdict")
@@ -272,10 +293,15 @@ def main() -> None:
 
 
 def table(done: list[dict[str, Any]]) -> None:
-    scored = [c for c in done if c["score"] != "no effect"]
+    done = [rescore(c) for c in done]
+    scored = [c for c in done if c["score"] not in ("no effect", "invalid")]
     counts = {k: sum(c["score"] == k for c in scored) for k in ("exact", "block", "wrong", "cannot")}
     n = max(len(scored), 1)
-    print(f"\n{len(done)} cases, {len(done) - len(scored)} without effect, {len(scored)} scored:")
+    invalid = sum(c["score"] == "invalid" for c in done)
+    print(
+        f"\n{len(done)} cases, {len(done) - len(scored) - invalid} without effect, {invalid} invalid (the plant breaks "
+        f"FP32), {len(scored)} scored:"
+    )
     for k, v in counts.items():
         print(f"  {k:7s} {v:3d}  {100 * v / n:5.1f}%")
     print(f"  exact or block: {100 * (counts['exact'] + counts['block']) / n:.1f}%")
