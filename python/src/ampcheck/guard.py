@@ -116,11 +116,15 @@ class Guard:
         self._pool: ThreadPoolExecutor | None = None
         self._inflight: tuple[str, Future[GuardJudgement | Exception]] | None = None
 
-    def check_reference(self, run: dict[str, str]) -> None:
+    def check_reference(self, attributes: dict[str, str], model: Any = None) -> None:
         """The reference read and checked against this run before any training (ValueError naming the file, the
         attribute and both values): an HDF5 reference (`ampcheck reference`) with noise runs, of the same training
-        (`run`: this run's provenance attributes — model, model_parameters, run_key, ...), whose seed / order noise
-        runs measured noise (not bit-identical to its FP32 run)."""
+        (the run's provenance: `attributes`' run_key, dataset, reference_key; the model's class and parameter count),
+        whose seed / order noise runs measured noise (not bit-identical to its FP32 run)."""
+        run = {k: v for k, v in attributes.items() if k in ("run_key", "dataset", "reference_key")}
+        if model is not None:
+            run["model"] = type(model).__name__
+            run["model_parameters"] = str(sum(p.numel() for p in model.parameters()))
         self.reference_steps = read_reference_facts(self.reference, run)
 
     def due(self, steps: int) -> bool:

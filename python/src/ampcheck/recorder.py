@@ -198,14 +198,8 @@ class Recorder:
                     f"{self.attributes['perturbation']!r} disagree"
                 )
             self.attributes["perturbation"] = str(perturbation)
-        if (
-            self.guard is not None
-        ):  # the reference read and checked against this run before any training (and before any hook)
-            facts = {k: v for k, v in self.attributes.items() if k in ("run_key", "dataset", "reference_key")}
-            if model is not None:
-                facts["model"] = type(model).__name__
-                facts["model_parameters"] = str(sum(p.numel() for p in model.parameters()))
-            self.guard.check_reference(facts)
+        if self.guard is not None:  # the reference checked against this run before any training or hook
+            self.guard.check_reference(self.attributes, model)
         self._measured = {"loss", "step_time_ms"}
         self._step = 0
         self._closed = False
