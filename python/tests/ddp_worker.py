@@ -46,7 +46,10 @@ def main():
     run(out, "per-rank", steps, per_rank=True)
     cb = run(out, "seed", steps, seed=1338, per_rank=True)
     assert torch.distributed.is_initialized() and torch.distributed.get_world_size() == 2, "not distributed"
-    print(f"rank {torch.distributed.get_rank()}: recorded {cb.recorder.path}")
+    print(f"rank {torch.distributed.get_rank()}: recorded {cb.recorder.path}", flush=True)
+    # The Trainer initialised the Gloo process group and never destroys it; PyTorch asks every rank to, and a rank that
+    # exits without it can abort in Gloo's teardown ("terminate called without an active exception", seen once in CI).
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
