@@ -1,6 +1,7 @@
 """What every integration does at the start of training: a Recorder over the torch optimizer inside the framework's
 wrapper, then `ampcheck.preflight` — a setup PyTorch will refuse is recorded as the error run and raised before any
-step. Under a sweep plan (AMPCHECK_PLAN) the integration applies the plan through its framework first and hands the
+step. Under a sweep plan (AMPCHECK_PLAN) the integration applies the plan through its framework first — what every
+integration does alike (refusal, TF32, reseeding, fp8 conversion) is `RecordingSession.plan_prologue` — and hands the
 Recorder what it applied (`UnderPlan`); the Recorder then records where the plan says, with the plan's attributes."""
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import torch
 from torch.amp.grad_scaler import GradScaler
 
 from ampcheck.guard import check_arguments
-from ampcheck.plan import Plan, current_plan
+from ampcheck.plan import Plan, current_plan, reseed, set_tf32
 from ampcheck.plan_hooks import BackwardHookScaler, StepWrapper
 from ampcheck.preflight import PreflightError, PreflightFinding, preflight
 from ampcheck.recorder import DEFAULT_PROBE_EVERY, PERTURBATIONS, Recorder, unwrap_optimizer
-from ampcheck.under_plan import UnderPlan
+from ampcheck.under_plan import UnderPlan, check, fp8_convert
 
 
 class RecordingSession:
@@ -80,6 +81,30 @@ class RecordingSession:
         the PlanHooks made by the integration do it)."""
         if self.plan is None and self.skip_first_step and optimizer is not None and self._skipper is None:
             self._skipper = StepWrapper(unwrap_optimizer(optimizer), skip_first=True, scaler=None)
+
+    def plan_prologue(self, model: torch.nn.Module, framework: str, strategy: str, seed: int | None) -> Plan:
+        """What the sweep's plan asks of every integration's run before its framework's own part: the plan refused
+        where `framework` cannot apply it to this model (the error run recorded at the plan's path with `strategy`,
+        then the process ends: SystemExit), TF32 set, the global RNGs reseeded from `seed` + the plan's seed_offset
+        (seed None: the integration reseeds later, with reseed_for_plan), an fp8 plan's nn.Linear layers converted
+        (torchao). Called under a plan only; returns it."""
+        plan = self.plan
+        assert plan is not None  # called only under a plan
+        why = check(plan, model, framework)
+        if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
+            self.under_plan = UnderPlan(plan, f"refused: {why}")
+            self.start(model, None, None, None, strategy)
+        set_tf32(plan.precision.tf32)
+        if seed is not None:
+            self.reseed_for_plan(seed)
+        if plan.strategy == "fp8":
+            fp8_convert(model)
+        return plan
+
+    def reseed_for_plan(self, seed: int) -> None:
+        """The global RNGs reseeded with `seed` + the plan's seed_offset (data order and dropout), where it has one."""
+        if self.plan is not None and self.plan.seed_offset:
+            reseed(seed, self.plan)
 
     def planned_skips(self) -> list[int]:
         if self.under_plan is not None:

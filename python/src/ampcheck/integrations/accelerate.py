@@ -32,10 +32,9 @@ from accelerate import Accelerator
 from torch.amp.grad_scaler import GradScaler
 
 from ampcheck.integrations._session import RecordingSession
-from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import BackwardHookScaler, PlanHooks
 from ampcheck.recorder import Recorder, unwrap_optimizer
-from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
+from ampcheck.under_plan import UnderPlan, model_device
 
 
 def ampcheck_recorder(
@@ -81,16 +80,8 @@ def _apply_plan(
     scaler: GradScaler | None,
 ) -> tuple[GradScaler | BackwardHookScaler | None, str]:
     """The plan applied by hooks (module docstring); returns (the scaler to record, the mixed precision in effect)."""
-    plan = session.plan
-    assert plan is not None  # called only under a plan
-    why = check(plan, model, "an Accelerate loop")
-    if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
-        session.under_plan = UnderPlan(plan, f"refused: {why}")
-        session.start(model, None, None, None, "accelerate")
+    plan = session.plan_prologue(model, "an Accelerate loop", "accelerate", torch.initial_seed())
     prec = plan.precision
-    set_tf32(prec.tf32)
-    if plan.seed_offset:
-        reseed(torch.initial_seed(), plan)
     hook_scaler = None
     recorded: GradScaler | BackwardHookScaler | None = scaler
     if prec.grad_scaler and (scaler is None or not scaler.is_enabled()):
@@ -101,8 +92,6 @@ def _apply_plan(
         if hasattr(optimizer, "scaler"):
             optimizer.scaler = disabled
         recorded = None
-    if plan.strategy == "fp8":
-        fp8_convert(model)
     session.under_plan = UnderPlan(
         plan,
         "yes",

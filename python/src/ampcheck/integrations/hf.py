@@ -37,10 +37,9 @@ from torch.utils.hooks import RemovableHandle
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from ampcheck.integrations._session import RecordingSession
-from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import PlanHooks, StepWrapper
 from ampcheck.recorder import unwrap_optimizer
-from ampcheck.under_plan import UnderPlan, check, fp8_convert, model_device
+from ampcheck.under_plan import UnderPlan, model_device
 
 _MIXED = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "no"}
 
@@ -169,14 +168,11 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
             raise
 
     def _apply_plan(self, trainer: Trainer) -> None:
-        plan, model, args = self.plan, trainer.model, trainer.args
-        assert plan is not None and model is not None  # called under a plan; a Trainer has its model
-        why = check(plan, model, "the Hugging Face Trainer")
-        if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
-            self.under_plan = UnderPlan(plan, f"refused: {why}")
-            self.start(model, None, None, None, "hf-trainer")
+        model, args = trainer.model, trainer.args
+        assert model is not None  # a Trainer has its model
+        # reseeded below, once the accelerator is re-created from the offset seed
+        plan = self.plan_prologue(model, "the Hugging Face Trainer", "hf-trainer", None)
         prec = plan.precision
-        set_tf32(prec.tf32)
         mixed = _MIXED[prec.autocast_dtype]
         args.fp16, args.bf16, args.mixed_precision = mixed == "fp16", mixed == "bf16", mixed
         if plan.seed_offset:
@@ -188,13 +184,10 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
 
             AcceleratorState._reset_state()  # as Trainer's hyperparameter search does before re-creating it
             trainer.create_accelerator_and_postprocess()
-        if plan.seed_offset:
-            reseed(args.seed - plan.seed_offset, plan)  # data order and dropout from the offset seed
+        self.reseed_for_plan(args.seed - plan.seed_offset)  # data order and dropout from the offset seed
         if mixed == "fp16" and trainer.accelerator.scaler is None:  # a CPU: accelerate makes none (docs/USING.md)
             trainer.accelerator.scaler = GradScaler(model_device(model).type)
             trainer.accelerator.native_amp = True
-        if plan.strategy == "fp8":
-            fp8_convert(model)
         hooks = PlanHooks(plan, model, None, autocast=False, param_dtype=True)
         self.under_plan = UnderPlan(plan, "yes", hooks)
 

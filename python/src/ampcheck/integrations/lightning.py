@@ -34,9 +34,8 @@ from lightning.pytorch.plugins.precision import HalfPrecision, MixedPrecision, P
 from torch.amp.grad_scaler import GradScaler
 
 from ampcheck.integrations._session import RecordingSession
-from ampcheck.plan import reseed, set_tf32
 from ampcheck.plan_hooks import PlanHooks
-from ampcheck.under_plan import UnderPlan, check, fp8_convert
+from ampcheck.under_plan import UnderPlan
 
 
 def _mixed(precision: str) -> str | None:
@@ -53,14 +52,9 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         plan = self.plan
         if stage != "fit" or plan is None or self.under_plan is not None:
             return
-        why = check(plan, pl_module, "Lightning")
-        if why is not None:  # the error run at the plan's path, then the process ends (SystemExit)
-            self.under_plan = UnderPlan(plan, f"refused: {why}")
-            self.start(pl_module, None, None, None, "lightning")
-        prec = plan.precision
-        set_tf32(prec.tf32)
-        if plan.seed_offset:
-            reseed(int(os.environ.get("PL_GLOBAL_SEED", torch.initial_seed())), plan)
+        self.plan_prologue(
+            pl_module, "Lightning", "lightning", int(os.environ.get("PL_GLOBAL_SEED", torch.initial_seed()))
+        )
         device = trainer.strategy.root_device.type
         plugin: Precision
         if plan.strategy == "bf16-autocast":
@@ -72,8 +66,6 @@ class AmpcheckLightningCallback(Callback, RecordingSession):
         else:
             plugin = Precision()
         trainer.strategy.precision_plugin = plugin
-        if plan.strategy == "fp8":
-            fp8_convert(pl_module)
         self.under_plan = UnderPlan(plan, "yes")
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
