@@ -221,3 +221,42 @@ def test_skip_first_step_outside_a_plan(tmp_path):
             rec.step(torch.tensor(1.0))
     attrs, cols = plan_util.read(str(tmp_path / "skip.h5"))
     assert attrs["perturbation"] == "skip" and list(cols["skipped"]) == [1, 0, 0]
+
+
+class _LossInside(torch.nn.Module):
+    """A model that computes its loss inside forward from float32 logits and returns both (as transformers does given
+    labels, with logits upcast): the plan's scaler must scale the grad that reaches the logits once, not twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Linear(8, 16)
+        self.head = torch.nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.head(self.body(x)).float()
+        return {"loss": torch.nn.functional.cross_entropy(logits, y), "logits": logits}
+
+
+@pytest.mark.parametrize("keep", [[], ["head"], [""]])
+def test_the_plans_scaler_scales_a_loss_computed_inside_the_model_once(keep):
+    from ampcheck.plan import Plan
+    from ampcheck.plan_hooks import BackwardHookScaler, PlanHooks
+
+    def grads(strategy: str) -> tuple[list[torch.Tensor], bool]:
+        torch.manual_seed(0)
+        model = _LossInside()
+        x, y = torch.randn(32, 8), torch.randint(0, 5, (32,))
+        plan = Plan("p.json", 1, "probe", strategy, "", 0, 0, "", keep if strategy != "fp32" else [], "w")
+        scaler = BackwardHookScaler(torch.device("cpu")) if strategy != "fp32" else None
+        hooks = PlanHooks(plan, model, None, scaler=scaler)
+        model(x, y)["loss"].backward()
+        hooks.remove()
+        return [p.grad.float() for p in model.parameters()], torch.is_autocast_enabled("cpu")
+
+    ref, _ = grads("fp32")
+    got, autocast_after = grads("fp16-autocast-scaler")
+    assert not autocast_after, "the plan left autocast on after the model's forward"
+    # fp16 compute (bf16 on CPU autocast: the device's autocast dtype) rounds at ~1e-2 relative; a double scaling is a
+    # factor 65536 off
+    for r, g in zip(ref, got):
+        assert torch.allclose(g, r, rtol=5e-2, atol=1e-3), (keep, (g.norm() / r.norm()).item())

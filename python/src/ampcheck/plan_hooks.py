@@ -7,8 +7,11 @@ Everything here is undone by `PlanHooks.remove()` except the parameters' dtype, 
                       (always_call) leaves it; floating outputs leave an autocast or pure-bf16 forward as float32 (as
                       accelerate's convert_outputs_to_fp32), floating inputs enter a pure-bf16 model as bfloat16
   - keep_fp32         per named module: autocast off inside it, floating inputs cast to float32; under pure-bf16 its
-                      parameters stay float32 and its floating outputs are cast back to the model's dtype
-  - GradScaler        BackwardHookScaler: the grads flowing into the model's outputs are multiplied by the scale (as
+                      parameters stay float32 and its floating outputs are cast back to the model's dtype; "" (the
+                      root): the whole model in FP32 (its autocast entered disabled, its parameters float32)
+  - GradScaler        BackwardHookScaler: the grads flowing into the model's outputs — those no other output is
+                      computed from: a loss the model computes from its logits is scaled, the logits not again — are
+                      multiplied by the scale (as
                       scaling the loss would: the backward runs on scaled values and overflows where a scaled loss's
                       would), each parameter's grad is unscaled and checked for inf/NaN before it is accumulated
                       (torch's own fused unscale kernel; no sync), and the optimizer's step is wrapped: skipped when
@@ -53,6 +56,32 @@ def _floating_tensors(obj: Any) -> list[torch.Tensor]:
     if isinstance(obj, dict):
         return [t for v in obj.values() if v is not None for t in _floating_tensors(v)]
     return []
+
+
+def _terminal_tensors(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Of a forward's floating outputs that require grad, those no other of them is computed from. A loss computed
+    inside the model from its logits (transformers, given labels) reaches the logits' grad through the loss: scaling
+    both would scale that grad twice (the param grads then come out `scale` times too large, and the backward
+    overflows at the square of the scale). Walks the autograd graph from each output until the others are found or
+    the graph ends; a single output needs no walk."""
+    if len(tensors) < 2:
+        return tensors
+    by_fn = {t.grad_fn: i for i, t in enumerate(tensors) if t.grad_fn is not None}
+    upstream: set[int] = set()
+    for t in tensors:
+        if t.grad_fn is None:
+            continue
+        seen, frontier = {t.grad_fn}, [t.grad_fn]
+        while frontier and len(upstream) < len(by_fn) - 1:
+            fn = frontier.pop()
+            for nxt, _ in fn.next_functions:
+                if nxt is None or nxt in seen:
+                    continue
+                seen.add(nxt)
+                if nxt in by_fn:
+                    upstream.add(by_fn[nxt])
+                frontier.append(nxt)
+    return [t for i, t in enumerate(tensors) if i not in upstream]
 
 
 def _device_type(module: torch.nn.Module) -> str:
@@ -181,7 +210,13 @@ class PlanHooks:
         )
         if param_dtype:
             model.to(prec.param_dtype)
-        keep = [model.get_submodule(n) for n in plan.keep_fp32]
+        # keep_fp32 "" (the root): the whole model in FP32 — the model's own autocast entered disabled, not a second
+        # pair of hooks on the root (two autocast contexts on one module leave in the wrong order)
+        self.whole_model_fp32 = "" in plan.keep_fp32
+        keep = [model.get_submodule(n) for n in plan.keep_fp32 if n]
+        if self.whole_model_fp32:
+            model.float()
+            self.model_dtype = torch.float32
         for m in keep:
             m.float()
         if autocast or scaler is not None:
@@ -216,7 +251,8 @@ class PlanHooks:
         if not self._autocast:
             return None
         dtype = self.plan.precision.autocast_dtype
-        ctx = torch.autocast(_device_type(module), dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+        enabled = dtype is not None and not self.whole_model_fp32
+        ctx = torch.autocast(_device_type(module), dtype=dtype or torch.bfloat16, enabled=enabled)
         ctx.__enter__()
         self._autocast_stack.append(ctx)
         if self.model_dtype != torch.float32:  # pure 16-bit: floating inputs in the parameters' dtype
@@ -231,9 +267,8 @@ class PlanHooks:
                 # would fail in the backward on the mixed dtypes, a crash the plan made, not the precision)
                 out = cast_floating(out, torch.float32)
         if self.scaler is not None and torch.is_grad_enabled():
-            for t in _floating_tensors(out):
-                if t.requires_grad:
-                    t.register_hook(self.scaler.scale_output_grad)
+            for t in _terminal_tensors([t for t in _floating_tensors(out) if t.requires_grad]):
+                t.register_hook(self.scaler.scale_output_grad)
         return out
 
     # -- keep_fp32 modules --------------------------------------------------------------------------------------------
