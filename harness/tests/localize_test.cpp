@@ -183,3 +183,17 @@ TEST(LocalizeTree, ProbeVerdictDiscountsTheScalersWarmup) {
   j.verdict = "nonfinite";
   EXPECT_FALSE(ampcheck::usecases::probe_outcome(j, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}).tracks);
 }
+
+TEST(LocalizeTree, SearchesThroughAContainerTheRecordingLeavesOut) {
+  // The recorder leaves out containers (a ModuleList is never called: keeping it keeps nothing, as an H100 sweep
+  // found — "keep every submodule of model" then kept no layer and the answer blamed model's own operations).
+  // Without "transformer.h", the blocks are the children of "transformer": the search reaches the culprit.
+  auto tree = gpt_tree(4);
+  tree.erase(std::remove_if(tree.begin(), tree.end(), [](const ModuleInfo& m) { return m.name == "transformer.h"; }),
+             tree.end());
+  int probes = 0;
+  const auto L = ampcheck::usecases::localize_tree(tree, covering_tree({"transformer.h.2.mlp.c_fc"}, &probes), "");
+  ASSERT_TRUE(L.found) << L.message;
+  EXPECT_EQ(L.modules, std::vector<std::string>{"transformer.h.2.mlp.c_fc"}) << L.message;
+  EXPECT_EQ(L.message.find("own operations"), std::string::npos) << L.message;
+}

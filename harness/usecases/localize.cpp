@@ -278,11 +278,20 @@ class TreeSearch {
     return memo_[keep] = L_.probes.back().outcome.tracks;
   }
 
+  // The modules right under `node` in the tree: its descendants with no other module of the tree between them and
+  // it. A container the recording leaves out (a ModuleList, never called: keeping it would keep nothing) makes its
+  // children its parent's.
   std::vector<std::string> children(const std::string& node) const {
+    std::set<std::string> names;
+    for (const auto& m : tree_) names.insert(m.name);
     std::vector<std::string> kids;
-    for (const auto& m : tree_)
-      if (is_child(m.name, node) && m.name.find('.', node.empty() ? 0 : node.size() + 1) == std::string::npos)
-        kids.push_back(m.name);
+    for (const auto& m : tree_) {
+      if (!is_child(m.name, node)) continue;
+      bool nearest = true;
+      for (std::string p = parent_of(m.name); nearest && p != node && !p.empty(); p = parent_of(p))
+        nearest = names.count(p) == 0;
+      if (nearest) kids.push_back(m.name);
+    }
     return kids;
   }
 

@@ -6,7 +6,8 @@
 
 Inside the module autocast is off and its floating inputs are cast to float32 (its parameters are made float32):
 what the sweep's `keep_fp32` probes did. A block kept keeps its own operations too (an attention block's softmax /
-SDPA, an MLP block's activation). Returns the handles; `.remove()` them to undo the hooks (the parameters stay float32).
+SDPA, an MLP block's activation); a container (ModuleList, ModuleDict), never called itself, keeps each of its children.
+Returns the handles; `.remove()` them to undo the hooks (the parameters stay float32).
 """
 
 from __future__ import annotations
@@ -16,12 +17,17 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from ampcheck.plan import is_container
 from ampcheck.plan_hooks import cast_floating
 
 
 def keep_fp32(model: torch.nn.Module, name: str) -> list[RemovableHandle]:
     """Runs model.get_submodule(name) ("" the whole model) in FP32 under autocast."""
     module = model.get_submodule(name)
+    if is_container(module):  # a ModuleList / ModuleDict is never called: keep each of its children
+        return [
+            h for child, _ in module.named_children() for h in keep_fp32(model, f"{name}.{child}" if name else child)
+        ]
     module.float()
     contexts: list[torch.autocast] = []
 

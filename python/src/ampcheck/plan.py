@@ -241,11 +241,19 @@ def reseed(base_seed: int, plan: Plan) -> int:
     return seed
 
 
+def is_container(module: torch.nn.Module) -> bool:
+    """A module with no forward of its own (ModuleList, ModuleDict): never called, so hooks on it never run — keeping
+    it in FP32 would keep nothing; its children are what runs."""
+    return type(module).forward is torch.nn.Module.forward
+
+
 def module_table(model: torch.nn.Module) -> str:
     """The 'modules' attribute: JSON list of [name, parameter count (the module's and its children's)] in
-    model.named_modules() order; the root is ''."""
+    model.named_modules() order; the root is ''. Containers (is_container) are left out: a localization searches
+    the modules that run (a container's children are its parent's in the search)."""
     return json.dumps(
-        [[name, sum(p.numel() for p in m.parameters())] for name, m in model.named_modules()], separators=(",", ":")
+        [[name, sum(p.numel() for p in m.parameters())] for name, m in model.named_modules() if not is_container(m)],
+        separators=(",", ":"),
     )
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import torch
 
-from ampcheck.plan import Plan
+from ampcheck.plan import Plan, is_container
 
 
 def cast_floating(obj: Any, dtype: torch.dtype) -> Any:
@@ -82,6 +82,13 @@ def _terminal_tensors(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
                     upstream.add(by_fn[nxt])
                 frontier.append(nxt)
     return [t for i, t in enumerate(tensors) if i not in upstream]
+
+
+def _called(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """The module, or for a container (never called: its hooks would never run) the modules in it that are."""
+    if not is_container(module):
+        return [module]
+    return [m for child in module.children() for m in _called(child)]
 
 
 def _device_type(module: torch.nn.Module) -> str:
@@ -213,7 +220,7 @@ class PlanHooks:
         # keep_fp32 "" (the root): the whole model in FP32 — the model's own autocast entered disabled, not a second
         # pair of hooks on the root (two autocast contexts on one module leave in the wrong order)
         self.whole_model_fp32 = "" in plan.keep_fp32
-        keep = [model.get_submodule(n) for n in plan.keep_fp32 if n]
+        keep = [m for n in plan.keep_fp32 if n for m in _called(model.get_submodule(n))]
         if self.whole_model_fp32:
             model.float()
             self.model_dtype = torch.float32
