@@ -194,7 +194,7 @@ NumericsGuard::NumericsGuard(const Strategy& s, const StackFault& fault) {
   ctx.setAllowTF32CuDNN(s.tf32);
   if (s.deterministic) {
     // cuBLAS is deterministic only with a fixed workspace; must be set before cuBLAS's first use in the process.
-    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    setenv("CUBLAS_WORKSPACE_CONFIG", kDeterministicCublasWorkspace, /*overwrite=*/0);
   }
   ctx.setDeterministicAlgorithms(s.deterministic, /*warn_only=*/false);
   ctx.setBenchmarkCuDNN(!s.deterministic && cudnn_benchmark_);

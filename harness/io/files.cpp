@@ -119,6 +119,14 @@ void remove_tree(const std::string& path) {
   if (::lstat(path.c_str(), &st) == 0) ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+std::pair<std::string, std::string> parent_and_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const auto slash = p.rfind('/');
+  if (slash == std::string::npos) return {".", p};
+  return {slash == 0 ? "/" : p.substr(0, slash), p.substr(slash + 1)};
+}
+
 int create_temporary(const std::string& tmp) {
   // a leftover at this exact name (an earlier process of this pid was killed mid-write): unlink removes the name
   // (a link's target is untouched)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ampcheck::io {
@@ -34,5 +35,8 @@ std::string read_tail(const std::string& path, size_t max_bytes);
 // rm -rf with POSIX nftw (std::filesystem is avoided: the libtorch.so the harness links exports std::filesystem
 // symbols of its own build that shadow libstdc++'s; a call through them crashed).
 void remove_tree(const std::string& path);
+// A path's directory and last component, trailing slashes ignored: "a/b/" -> {"a", "b"}, "b" -> {".", "b"},
+// "/b" -> {"/", "b"} (what is written beside --out: its staging directory, a rank's scratch directory).
+std::pair<std::string, std::string> parent_and_name(const std::string& path);
 
 }  // namespace ampcheck::io

@@ -2,6 +2,7 @@
 #include "io/text.h"
 
 #include <cstdint>
+#include <sstream>
 
 namespace ampcheck::io {
 
@@ -87,6 +88,19 @@ std::string line_and_column(const std::string& s, size_t offset) {
       ++column;
   }
   return std::to_string(line) + ":" + std::to_string(column);
+}
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : ", ") + parts[i];
+  return s;
+}
+
+std::string number_text(double v, int significant_digits) {
+  std::ostringstream os;
+  os.precision(significant_digits);
+  os << v;
+  return os.str();
 }
 
 }  // namespace ampcheck::io

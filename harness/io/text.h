@@ -4,10 +4,12 @@
 // not part of a valid UTF-8 sequence, and each byte of a control character other than newline and tab (C0 — ESC
 // starts a terminal escape sequence —, DEL, and C1, U+0080..U+009F), is written as \xNN (upper-case hex). The result
 // is valid, printable UTF-8 that every format can hold, and a second pass leaves it unchanged.
+// Below the rule, the two pieces of text every layer writes into its messages: a list joined, a number.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace ampcheck::io {
 
@@ -20,5 +22,13 @@ size_t first_unprintable(const std::string& s);
 size_t first_invalid_utf8(const std::string& s);
 // 1-based line and column (in bytes) of a byte offset of s: "LINE:COLUMN".
 std::string line_and_column(const std::string& s, size_t offset);
+
+// ---- pieces of messages
+
+// The parts separated by ", " ("a, b, c"; "" for none).
+std::string joined(const std::vector<std::string>& parts);
+// v as a stream writes it with `significant_digits` significant digits ("0.125", "1.5e-05", "nan", "inf"): the
+// numbers of messages and events (report::format_number, for tables, writes a NaN as "-").
+std::string number_text(double v, int significant_digits);
 
 }  // namespace ampcheck::io

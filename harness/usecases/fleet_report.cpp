@@ -2,6 +2,7 @@
 #include "usecases/fleet_report.h"
 
 #include "io/record_json.h"
+#include "io/text.h"
 #include "report/format.h"
 
 #include <sstream>
@@ -16,11 +17,6 @@ using report::markdown_text;
 std::string ranks_text(const std::vector<int64_t>& ranks) {
   std::string s;
   for (int64_t r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
-  return s;
-}
-std::string joined(const std::vector<std::string>& xs) {
-  std::string s;
-  for (const auto& x : xs) s += (s.empty() ? "" : ", ") + x;
   return s;
 }
 // where a rank runs, in one cell: host, device, and the GPU's UUID / PCI bus where known, else the CPU model
@@ -63,13 +59,13 @@ std::string fleet_summary_md(const FleetSummary& s) {
   std::ostringstream m;
   m << "# ampcheck validate --fleet: " << (s.pass ? "PASS" : "FAIL") << "\n\n"
     << markdown_text(s.verdict) << "\n\n"
-    << s.world_size << " ranks, " << s.repetitions << " repetition(s) of " << markdown_text(joined(s.scenarios)) << "; "
-    << s.groups.size() << " stack group(s).\n\n## Groups\n\n"
+    << s.world_size << " ranks, " << s.repetitions << " repetition(s) of " << markdown_text(io::joined(s.scenarios))
+    << "; " << s.groups.size() << " stack group(s).\n\n## Groups\n\n"
     << "| group | ranks | hosts | golden class | drift from the main group | goldens | no majority | result |\n"
     << "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& g : s.groups)
     m << "| " << g.id << (g.main ? " (main)" : "") << " | " << ranks_text(g.ranks) << " | "
-      << markdown_text(joined(g.hosts)) << " | " << markdown_text(g.golden_class) << " | "
+      << markdown_text(io::joined(g.hosts)) << " | " << markdown_text(g.golden_class) << " | "
       << markdown_text(g.drift.empty() ? "-" : g.drift) << " | " << markdown_text(g.goldens) << " | " << g.no_majority
       << " | " << (g.pass ? "PASS" : "FAIL") << " |\n";
   m << "\n## Ranks\n\n| rank | where | group | status | disagreed | findings (every one) |\n"
@@ -120,12 +116,12 @@ std::string fleet_report_html(const FleetSummary& s) {
     << ".pass{color:#060}.fail{color:#b00;font-weight:bold}.drift{background:#fff6d8}\n"
     << "</style>\n</head>\n<body>\n<h1>ampcheck validate --fleet: <span class=\"" << (s.pass ? "pass" : "fail") << "\">"
     << (s.pass ? "PASS" : "FAIL") << "</span></h1>\n<p>" << escape_markup(s.verdict) << "</p>\n<p>" << s.world_size
-    << " ranks, " << s.repetitions << " repetition(s) of " << escape_markup(joined(s.scenarios))
+    << " ranks, " << s.repetitions << " repetition(s) of " << escape_markup(io::joined(s.scenarios))
     << "</p>\n<h2>Groups (one stack fingerprint each)</h2>\n<table>\n<tr><th>group</th><th>ranks</th><th>hosts</th>"
     << "<th>golden class</th><th>drift from the main group</th><th>goldens</th><th>result</th></tr>\n";
   for (const auto& g : s.groups)
     h << "<tr" << (g.drift.empty() ? "" : " class=\"drift\"") << "><td>" << g.id << (g.main ? " (main)" : "")
-      << "</td><td>" << ranks_text(g.ranks) << "</td><td>" << escape_markup(joined(g.hosts)) << "</td><td>"
+      << "</td><td>" << ranks_text(g.ranks) << "</td><td>" << escape_markup(io::joined(g.hosts)) << "</td><td>"
       << escape_markup(g.golden_class) << "</td><td>" << escape_markup(g.drift.empty() ? "-" : g.drift) << "</td><td>"
       << escape_markup(g.goldens) << "</td><td class=\"" << (g.pass ? "pass" : "fail") << "\">"
       << escape_markup(g.message) << "</td></tr>\n";

@@ -1,6 +1,8 @@
 // Localization by bisection over the model's parameterised leaves (localize.h).
 #include "usecases/localize.h"
 
+#include "io/text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -14,12 +16,6 @@ namespace {
 bool is_child(const std::string& child, const std::string& parent) {
   if (parent.empty()) return !child.empty();
   return child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '.';
-}
-
-std::string joined(const std::vector<std::string>& xs) {
-  std::string s;
-  for (const auto& x : xs) s += (s.empty() ? "" : ", ") + x;
-  return s;
 }
 
 }  // namespace
@@ -122,7 +118,7 @@ Localization localize(const std::vector<ModuleInfo>& tree, const Probe& probe) {
   }
   L.found = true;
   L.parent = common_parent(L.modules);
-  L.message = "keep " + joined(L.modules) + " in FP32" + (L.parent.empty() ? "" : " (in " + L.parent + ")") +
+  L.message = "keep " + io::joined(L.modules) + " in FP32" + (L.parent.empty() ? "" : " (in " + L.parent + ")") +
               ": found in " + std::to_string(L.probes.size()) + " probe runs";
   return L;
 }
@@ -411,7 +407,7 @@ Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& pro
   for (const auto& n : search.notes_) notes += "; " + n;
   std::vector<std::string> names;
   for (const auto& f : found) names.push_back(shown(f));
-  L.message = "keep " + joined(names) + " in FP32" + (L.parent.empty() ? "" : " (in " + L.parent + ")") +
+  L.message = "keep " + io::joined(names) + " in FP32" + (L.parent.empty() ? "" : " (in " + L.parent + ")") +
               ": found in " + std::to_string(L.probes.size()) + " probe runs (" + story + ")" + notes;
   return L;
 }

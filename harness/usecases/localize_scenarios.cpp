@@ -8,6 +8,7 @@
 #include "usecases/scenario_files.h"
 
 #include "io/files.h"
+#include "io/text.h"
 #include "reference/reference_store.h"
 #include "report/format.h"
 #include "report/html.h"
@@ -54,12 +55,6 @@ JudgedRun run_and_judge(const scenario::Scenario& sc, const engine::RunConfig& r
                                                         reference, noise);
                        });
   return j;
-}
-
-std::string joined(const std::vector<std::string>& xs) {
-  std::string s;
-  for (const auto& x : xs) s += (s.empty() ? "" : ", ") + x;
-  return s;
 }
 
 std::string mib(int64_t bytes) { return bytes > 0 ? report::format_number(bytes / 1048576.0, 4) + " MiB" : "-"; }
@@ -145,8 +140,8 @@ ScenarioLocalization localize_one(const Prepared& p, const LocalizeOptions& o, c
     out.ms_per_step = j.result.timing.median_ms;
     out.peak_memory_bytes = j.result.peak_memory_bytes;
     log << "  probe " << ++n << ": keep "
-        << (keep.size() <= 3 ? joined(keep) : std::to_string(keep.size()) + " modules") << " in FP32 -> " << out.verdict
-        << " (" << report::format_number(out.ms_per_step, 3) << " ms/step)\n"
+        << (keep.size() <= 3 ? io::joined(keep) : std::to_string(keep.size()) + " modules") << " in FP32 -> "
+        << out.verdict << " (" << report::format_number(out.ms_per_step, 3) << " ms/step)\n"
         << std::flush;
     return out;
   };

@@ -106,16 +106,10 @@ std::string strip_slashes(std::string p) {
   return p;
 }
 
-std::pair<std::string, std::string> parent_and_name(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return {".", path};
-  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
 // The staging directories of processes that are gone, beside out: <parent>/.<name>.partial-<pid> with a dead pid,
 // and only a real directory holding the marker (written first) or nothing (killed right after its mkdir).
 void remove_stale_staging(const std::string& out) {
-  const auto [parent, name] = parent_and_name(out);
+  const auto [parent, name] = io::parent_and_name(out);
   for (const auto& s : io::stale_pid_entries(parent, "." + name + ".partial-")) {
     struct stat st {};
     if (::lstat(s.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
@@ -140,7 +134,7 @@ std::string described(const std::string& named, const std::string& real) {
 void check_run_directory_replaceable(const RunOptions& opts) {
   const std::string out = strip_slashes(opts.out_dir);
   if (out.empty()) throw std::runtime_error("--out: an empty path; expected a directory");
-  const std::string last = parent_and_name(out).second;
+  const std::string last = io::parent_and_name(out).second;
   if (out == "/" || last == "." || last == "..")
     throw std::runtime_error("--out " + out +
                              ": expected a run directory of its own (it is written whole, then put in "
@@ -219,7 +213,7 @@ RunDirectory::RunDirectory(const RunOptions& opts, bool single_writer) : out_(st
       std::free(real);
     }
   }
-  const auto [parent, name] = parent_and_name(out_);
+  const auto [parent, name] = io::parent_and_name(out_);
   if (!single_writer && distributed::in_distributed_environment()) {  // a job's ranks share --out: written in place
     direct_ = true;
     staging_ = out_;

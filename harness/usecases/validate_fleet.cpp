@@ -33,8 +33,6 @@
 #include "validate/golden.h"
 #include "validate/validate.h"
 
-#include <ATen/Parallel.h>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -375,8 +373,7 @@ void refuse_different_inputs(distributed::RankExchange& x, const std::vector<Fle
 
 FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostream& log) {
   const auto start = std::chrono::steady_clock::now();
-  at::set_num_threads(1);  // as validate: a golden does not depend on the core count (validate_stack.cpp)
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", engine::kDeterministicCublasWorkspace, /*overwrite=*/0);
+  validate::settle_process();
   if (opts.scenarios.empty() && opts.suite.empty()) opts.suite = "validate";
   distributed::apply_slurm_environment();  // an srun task: its SLURM_* variables as torchrun's
   if (!distributed::in_distributed_environment())
@@ -466,11 +463,7 @@ FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostre
   }
   // a replay's checkpoint: a hidden directory of this rank beside --out (rank 0's staging directory holds only the
   // report, which the watch may publish at any time)
-  std::string out_dir = opts.out_dir;
-  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
-  const size_t slash = out_dir.rfind('/');
-  const std::string parent = slash == std::string::npos ? "." : out_dir.substr(0, slash == 0 ? 1 : slash);
-  const std::string name = slash == std::string::npos ? out_dir : out_dir.substr(slash + 1);
+  const auto [parent, name] = io::parent_and_name(opts.out_dir);
   const std::string scratch =
       parent + "/." + name + ".fleet-rank" + std::to_string(env.rank) + "-" + std::to_string(::getpid());
   {

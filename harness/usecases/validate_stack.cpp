@@ -11,6 +11,7 @@
 #include "usecases/usecases.h"
 
 #include "engine/device.h"
+#include "io/text.h"
 #include "reference/reference_store.h"
 #include "trajectory/trajectory_file.h"
 #include "report/summary.h"
@@ -20,8 +21,6 @@
 #include "validate/golden.h"
 #include "validate/validate.h"
 #include "verdict/verdict.h"
-
-#include <ATen/Parallel.h>
 
 #include <filesystem>
 #include <iostream>
@@ -63,12 +62,6 @@ std::string reference_class(const std::string& root, const std::string& device_c
   for (const auto& other : validate::nearest_classes(device_class, classes))
     if (file_exists(reference::reference_path(root, other, key))) return other;
   return "";
-}
-
-std::string joined(const std::vector<std::string>& xs) {
-  std::string s;
-  for (const auto& x : xs) s += (s.empty() ? "" : ", ") + x;
-  return s;
 }
 
 // The reference root validate reads: it must be a directory, and (unless recording) hold goldens under validate/.
@@ -365,7 +358,7 @@ report::ScenarioSummary validate_one(const Prepared& p, const std::vector<valida
   const scenario::Scenario& sc = p.sc;
   report::ScenarioSummary row = scenario_row(sc, p.device);
   auto& val = row.validation;
-  val.plants = joined(v.plants);
+  val.plants = io::joined(v.plants);
   val.mode = p.bitwise ? "bitwise" : "statistical";  // decided before training: never absent from the row
   val.golden = p.golden_path;
   val.golden_class = p.golden_cls;
@@ -412,15 +405,6 @@ report::ScenarioSummary validate_one(const Prepared& p, const std::vector<valida
   return row;
 }
 
-// Every validate command starts here: one intra-op thread (a golden then does not depend on the machine's core
-// count: a different split of a reduction over threads changes its bits; the validation scenarios are small), and
-// the cuBLAS workspace every deterministic run sets before cuBLAS's first use (engine/precision.cpp), set first: each
-// scenario's fingerprint, taken before it trains, then reads what cuBLAS will use, whatever ran before it.
-void settle_process() {
-  at::set_num_threads(1);
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", engine::kDeterministicCublasWorkspace, /*overwrite=*/0);
-}
-
 std::vector<validate::Plant> parse_plants(const ValidateOptions& v) {
   std::vector<validate::Plant> plants;
   for (const auto& t : v.plants) plants.push_back(validate::parse_plant(t));
@@ -435,12 +419,12 @@ std::vector<validate::Plant> parse_plants(const ValidateOptions& v) {
 }  // namespace
 
 void seal_goldens(const std::vector<std::string>& paths, std::ostream& log) {
-  settle_process();
+  validate::settle_process();
   seal_each(paths, log);
 }
 
 SuiteResult validate_stack(RunOptions opts, const ValidateOptions& v, std::ostream& log) {
-  settle_process();
+  validate::settle_process();
   SuiteResult result;
   if (opts.scenarios.empty() && opts.suite.empty()) opts.suite = "validate";
   const auto files = resolve_scenario_files(opts);

@@ -7,7 +7,10 @@
 #include "inject/injection.h"
 #include "models/model.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -41,6 +44,11 @@ std::string hex(uint64_t v) {
 }
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 }  // namespace
+
+void settle_process() {
+  at::set_num_threads(1);
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", engine::kDeterministicCublasWorkspace, /*overwrite=*/0);
+}
 
 std::string golden_class(const Fingerprint& fp) {
   const std::string& cls = value_of(fp, "device_class");

@@ -27,6 +27,13 @@ namespace ampcheck::validate {
 
 using Fingerprint = std::vector<std::pair<std::string, std::string>>;  // engine::stack_fingerprint
 
+// Every validate command (a lone process or a rank of a fleet) starts here: one intra-op thread (a golden then does
+// not depend on the machine's core count: a different split of a reduction over threads changes its bits; the
+// validation scenarios are small), and the cuBLAS workspace every deterministic run sets before cuBLAS's first use
+// (engine/precision.cpp), set first: each scenario's fingerprint, taken before it trains, then reads what cuBLAS will
+// use, whatever ran before it.
+void settle_process();
+
 // ---- golden classes and paths
 
 // "cuda-sm90" for a GPU (its device class), "cpu-avx512" for a CPU (device class + ATen's CPU capability).
