@@ -167,3 +167,17 @@ def _write_atomically_now(path: str, rows: list[dict[str, float]], columns: list
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def check_path(path: str, overwrite: bool) -> None:
+    """The file a Recorder is to write, checked before any training: its suffix (.h5 / .hdf5: HDF5, h5py importable
+    now rather than after the training; .jsonl: JSON lines), its directory, and no file there unless overwrite."""
+    if not (path.endswith(".h5") or path.endswith(".hdf5") or path.endswith(".jsonl")):
+        raise ValueError(f"{path}: the trajectory file must end in .h5, .hdf5 (HDF5) or .jsonl (JSON lines)")
+    if not path.endswith(".jsonl"):
+        import h5py  # noqa: F401  (fail now, not after the training)
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{path}: directory {parent} does not exist")
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path}: exists; refusing to overwrite it (pass overwrite=True)")

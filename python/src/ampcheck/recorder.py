@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -55,11 +54,14 @@ from torch.utils.hooks import RemovableHandle
 
 from ampcheck._grad_reader import GradReader
 from ampcheck._probes import norm, nudge_ulp
+from ampcheck._recorder_options import DEFAULT_PROBE_EVERY, PERTURBATIONS, RecorderOptions
+from ampcheck._step_clock import StepClock
 from ampcheck._torch_context import autocast_dtype, device_attributes, rank_and_world, rank_path, unwrap_optimizer
 from ampcheck._trajectory_file import (
     COLUMNS,
     FORMAT,
     FORMAT_VERSION,
+    check_path,
     error_text,
     forget_open,
     register_open,
@@ -74,12 +76,13 @@ __all__ = [
     "GRAD_PROBES",
     "PERTURBATIONS",
     "Recorder",
+    "RecorderOptions",
     "nudge_ulp",
     "rank_and_world",
     "rank_path",
     "unwrap_optimizer",
 ]
-from ampcheck.guard import Guard, GuardStop, JudgeFunction
+from ampcheck.guard import GuardStop, JudgeFunction
 from ampcheck.nonfinite import NonfiniteTracker
 from ampcheck.plan import current_plan, module_table
 from ampcheck.plan_hooks import BackwardHookScaler, StepWrapper
@@ -88,12 +91,13 @@ from ampcheck.under_plan import PlanRefused, UnderPlan, apply_to_loop
 _DEVICE_COLUMNS = COLUMNS[:9]  # the columns computed on the loss's device (the others are host values)
 _GRAD_COLUMNS = ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")
 GRAD_PROBES = ("backward-hooks", "after_backward", "at_step")  # the values of the attribute grad_probe (and `none`)
-PERTURBATIONS = ("none", "ulp", "seed", "order", "skip")  # the values of the attribute perturbation
-DEFAULT_PROBE_EVERY = 10  # grads, update and parameter norms every 10th step: <= 2% of a GPU step (python/README.md)
 _FORWARDS_LOOKED_AT = 16  # the forward pre-hook looks at this many forwards at most, then removes itself
 
 
 class Recorder:
+    """Records one training run (module docstring). The keyword arguments are the Recorder's options, each documented
+    in RecorderOptions (`self.options`)."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -118,26 +122,39 @@ class Recorder:
         per_rank: bool = False,
         judge_in_background: bool = True,
     ) -> None:
+        self.options = options = RecorderOptions(
+            attributes=attributes,
+            probe_every=probe_every,
+            flush_every=flush_every,
+            overwrite=overwrite,
+            perturbation=perturbation,
+            snapshot_every=snapshot_every,
+            skip_first_step=skip_first_step,
+            track_nonfinite=track_nonfinite,
+            under_plan=under_plan,
+            reference=reference,
+            judge_every=judge_every,
+            stop_on=stop_on,
+            judge=judge,
+            stop_raises=stop_raises,
+            per_rank=per_rank,
+            judge_in_background=judge_in_background,
+        )
         self.path = os.fspath(path)
         # under torch.distributed (DDP, torchrun, accelerate launch): rank 0 records, or each rank its own file
-        rank, world = rank_and_world()
-        self.rank, self.world_size = rank, world
-        if world > 1 and per_rank:
-            self.path = rank_path(self.path, rank)
-        self.guard = (
-            Guard(os.fspath(reference), judge_every, stop_on, judge, judge_in_background)
-            if reference is not None
-            else None
-        )
+        self.rank, self.world_size = rank_and_world()
+        if self.world_size > 1 and per_rank:
+            self.path = rank_path(self.path, self.rank)
+        self.guard = options.guard()
         self._guard_rows = 0  # the rows the guard has seen (a judged step with non-finite new rows is judged at once)
         self.stop_raises = stop_raises
-        self.recording = world == 1 or per_rank or rank == 0
+        self.recording = self.world_size == 1 or per_rank or self.rank == 0
         self.rows: list[dict[str, float]] = []  # finished host rows: dict column -> float
         # (columns, device row tensor, host dict, timing mark) of the steps not yet copied to the host
         self._pending: list[tuple[list[str], torch.Tensor, dict[str, float], tuple[Any, ...]]] = []
+        self.probe_every, self.flush_every = probe_every, flush_every
         if not self.recording:  # another rank's recorder: counts steps (the guard's stop is agreed by all ranks)
-            self.model, self.optimizer, self.scaler, self._step = model, optimizer, scaler, 0
-            self._closed, self.probe_every, self.flush_every = True, probe_every, flush_every
+            self.model, self.optimizer, self.scaler, self._step, self._closed = model, optimizer, scaler, 0, True
             self.attributes = {k: str(v) for k, v in (attributes or {}).items()}
             self.snapshot_every, self._under_plan = 0, under_plan
             return
@@ -148,63 +165,27 @@ class Recorder:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             if under_plan is None:
                 under_plan, scaler = apply_to_loop(plan, model, optimizer, scaler, skip_first=skip_first_step)
-        elif skip_first_step:
-            if optimizer is None:
-                raise ValueError("skip_first_step=True needs the optimizer (Recorder(..., optimizer=...))")
-            if perturbation not in (None, "skip"):
-                raise ValueError(f"skip_first_step=True records perturbation 'skip', not {perturbation!r}")
-            perturbation = "skip"
+        else:
+            perturbation = options.perturbation_outside_a_plan(optimizer)
         self._under_plan = under_plan
-        if not (self.path.endswith(".h5") or self.path.endswith(".hdf5") or self.path.endswith(".jsonl")):
-            raise ValueError(f"{self.path}: the trajectory file must end in .h5, .hdf5 (HDF5) or .jsonl (JSON lines)")
-        if self._hdf5():
-            import h5py  # noqa: F401  (fail now, not after the training)
-        parent = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(parent):
-            raise FileNotFoundError(f"{self.path}: directory {parent} does not exist")
-        if os.path.exists(self.path) and not overwrite:
-            raise FileExistsError(f"{self.path}: exists; refusing to overwrite it (pass overwrite=True)")
-        if probe_every < 0 or flush_every < 1:
-            raise ValueError("probe_every must be >= 0 (0: never) and flush_every >= 1")
-        snapshot_every = flush_every if snapshot_every is None else snapshot_every
-        if snapshot_every < 0:
-            raise ValueError("snapshot_every must be >= 0 (0: no snapshots)")
-        self.snapshot_every = snapshot_every
+        check_path(self.path, overwrite)
+        self.snapshot_every = options.checked_snapshot_every()
         self._snapshot_rows = 0  # rows in the last snapshot written
         wrapped = optimizer
         optimizer = unwrap_optimizer(optimizer) if optimizer is not None else None
         self._skipper: StepWrapper | None = None
         if skip_first_step and plan is None:  # the first optimizer step not taken: the `skip` noise run
             self._skipper = StepWrapper(optimizer, skip_first=True, scaler=None)
-        if under_plan is not None:  # the plan's attributes win over the script's
-            attributes = dict(attributes or {})
-            attributes.update(under_plan.plan.attributes(under_plan.applied))
-            perturbation = None
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
-        self.probe_every, self.flush_every = probe_every, flush_every
-        self.attributes = {k: str(v) for k, v in (attributes or {}).items()}
+        self.attributes = options.recorded_attributes(under_plan, perturbation)
         if optimizer is not wrapped:  # the hooks go on the torch optimizer that steps; the wrapper is named
             self.attributes.setdefault("optimizer_wrapper", type(wrapped).__name__)
-        for given in (self.attributes.get("perturbation"), perturbation):
-            if given is not None and str(given) not in PERTURBATIONS:
-                raise ValueError(
-                    f"perturbation {str(given)!r}: must be one of 'none' (the FP32 reference run "
-                    f"itself), 'ulp', 'seed', 'order', 'skip' (a noise run of that kind)"
-                )
-        if perturbation is not None:
-            if self.attributes.get("perturbation", str(perturbation)) != str(perturbation):
-                raise ValueError(
-                    f"perturbation={perturbation!r} and attributes['perturbation']="
-                    f"{self.attributes['perturbation']!r} disagree"
-                )
-            self.attributes["perturbation"] = str(perturbation)
         if self.guard is not None:  # the reference checked against this run before any training or hook
             self.guard.check_reference(self.attributes, model)
         self._measured = {"loss", "step_time_ms"}
         self._step = 0
         self._closed = False
-        self._cuda: bool | None = None  # decided on the first step() by the loss's device
-        self._last_mark = self._mark_cpu()
+        self._clock = StepClock()  # step_time_ms
         self._next_scale = self._current_scale()  # the scale the next step's backward uses (update() ran before)
         self._stepped = False
         self._found_inf: torch.Tensor | None = None
@@ -214,9 +195,8 @@ class Recorder:
         self._param_list: list[torch.nn.Parameter] = []  # the model's, filled once by _params()
         self._buffers: list[torch.Tensor] | None = None  # the parameter snapshot, reused from probe to probe
         self._param_dtype: str | None = None  # decided on the first step()
-        self._autocast: tuple[str, bool] | None = (
-            None  # (autocast dtype name, from a forward with grad enabled) from the pre-hook
-        )
+        # (autocast dtype name, from a forward with grad enabled) from the forward pre-hook
+        self._autocast: tuple[str, bool] | None = None
         self._forwards = 0
         self._forward_hook: list[RemovableHandle] = []
         if optimizer is not None and not hasattr(optimizer, "register_step_pre_hook"):
@@ -240,19 +220,7 @@ class Recorder:
             bool(getattr(scaler, "grads_unscaled_in_backward", False)),
         )
         if model is not None:
-            self._measured.add("param_norm")
-            # on the submodules with parameters of their own: they run inside the model's forward, where a framework's
-            # autocast wrapper of model.forward (accelerate's prepare_model) is in effect — a hook on the model itself
-            # runs before that wrapper and would see autocast off. All of them, as the first one need not run (T5's
-            # `shared` embedding: the encoder calls its own embed_tokens); the first to run decides, then all go.
-            owners = [m for m in model.modules() if m is not model and any(True for _ in m.parameters(False))]
-            self._forward_hook = [m.register_forward_pre_hook(self._on_forward) for m in owners or [model]]
-            self._hooks.extend(self._forward_hook)
-            if probe_every:
-                self._measured.update(_GRAD_COLUMNS)
-                if optimizer is not None:
-                    self._measured.add("update_norm")
-                self._hooks.extend(self._grads.hooks())
+            self._hook_model(model)
         if self._scaler_on():
             self._measured.add("loss_scale")
         self._nonfinite: NonfiniteTracker | None = None
@@ -266,6 +234,22 @@ class Recorder:
             refused = under_plan.plan
             self._finish(PlanRefused(f"plan {refused.run} ({refused.strategy}): {under_plan.applied}"))
             raise SystemExit(f"ampcheck: {self.path}: plan {refused.run} ({refused.strategy}) {under_plan.applied}")
+
+    def _hook_model(self, model: torch.nn.Module) -> None:
+        """The model's hooks: forward pre-hooks for the autocast in effect, and the grad hooks where grads are probed.
+        The forward pre-hooks go on the submodules with parameters of their own: they run inside the model's forward,
+        where a framework's autocast wrapper of model.forward (accelerate's prepare_model) is in effect — a hook on the
+        model itself runs before that wrapper and would see autocast off. All of them, as the first one need not run
+        (T5's `shared` embedding: the encoder calls its own embed_tokens); the first to run decides, then all go."""
+        self._measured.add("param_norm")
+        owners = [m for m in model.modules() if m is not model and any(True for _ in m.parameters(False))]
+        self._forward_hook = [m.register_forward_pre_hook(self._on_forward) for m in owners or [model]]
+        self._hooks.extend(self._forward_hook)
+        if self.probe_every:
+            self._measured.update(_GRAD_COLUMNS)
+            if self.optimizer is not None:
+                self._measured.add("update_norm")
+            self._hooks.extend(self._grads.hooks())
 
     # -- the loop's calls -----------------------------------------------------------------------------------------
 
@@ -290,8 +274,8 @@ class Recorder:
             raise RuntimeError(f"{self.path}: the recorder is closed")
         loss_t = loss.detach().reshape(()) if torch.is_tensor(loss) else torch.tensor(float(loss), dtype=torch.float64)
         dev = loss_t.device
-        if self._cuda is None:
-            self._cuda = dev.type == "cuda"
+        if self._clock.cuda is None:
+            self._clock.cuda = dev.type == "cuda"
         lr = (
             self._lr if self._stepped else (float(self.optimizer.param_groups[0]["lr"]) if self.optimizer else math.nan)
         )
@@ -331,7 +315,7 @@ class Recorder:
             vals.extend(self._nonfinite.collect(dev))
         if eval_loss is not None:
             self._measured.add("eval_loss")
-        self._pending.append((cols, torch.stack(vals), host, self._mark()))
+        self._pending.append((cols, torch.stack(vals), host, self._clock.mark()))
         self._step += 1
         self._snapshot, self._stepped, self._lr, self._found_inf = None, False, math.nan, None
         self._grads.step_done()
@@ -359,13 +343,7 @@ class Recorder:
         assert self.guard is not None  # called only with a guard
         self.flush()
         if self._snapshot_rows != len(self.rows):
-            write_atomically(
-                self.path,
-                self.rows,
-                [c for c in COLUMNS if c in self._measured],
-                self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"),
-            )
-            self._snapshot_rows = len(self.rows)
+            self._write_snapshot()
         urgent = any(not math.isfinite(r.get("loss", 0.0)) for r in self.rows[self._guard_rows :])
         self._guard_rows = len(self.rows)
         last_nonfinite = bool(self.rows) and not math.isfinite(self.rows[-1].get("loss", 0.0))
@@ -410,8 +388,7 @@ class Recorder:
             if "_nonfinite_forward" in r:
                 assert self._nonfinite is not None  # (the tracker's columns)
                 self._nonfinite.seen(len(self.rows), r.pop("_nonfinite_forward"), r.pop("_nonfinite_backward"))
-            r["step_time_ms"] = self._elapsed_ms(self._last_mark, mark)
-            self._last_mark = mark
+            r["step_time_ms"] = self._clock.elapsed_ms(mark)
             self.rows.append(r)
         self._pending.clear()
 
@@ -429,9 +406,6 @@ class Recorder:
         return False  # an exception goes on up: the recorder only records it
 
     # -- internals ------------------------------------------------------------------------------------------------
-
-    def _hdf5(self) -> bool:
-        return not self.path.endswith(".jsonl")
 
     def _scaler_on(self) -> bool:
         return self.scaler is not None and self.scaler.is_enabled()
@@ -501,37 +475,22 @@ class Recorder:
     def _dtypes(self) -> str:
         return ",".join(sorted({str(p.dtype).replace("torch.", "") for p in self._param_list})) or "none"
 
-    def _mark_cpu(self) -> tuple[Any, ...]:
-        return ("cpu", time.perf_counter())
-
-    def _mark(self) -> tuple[Any, ...]:
-        if self._cuda:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            if self._last_mark[0] == "cpu":  # the first CUDA mark: time up to here is host time
-                return ("cuda", ev, time.perf_counter())
-            return ("cuda", ev, None)
-        return self._mark_cpu()
-
-    @staticmethod
-    def _elapsed_ms(a: tuple[Any, ...], b: tuple[Any, ...]) -> float:
-        if b[0] == "cpu" or a[0] == "cpu":
-            return (b[-1] - a[-1]) * 1e3 if b[-1] is not None and a[-1] is not None else math.nan
-        b[1].synchronize()
-        return float(a[1].elapsed_time(b[1]))
-
     def _snapshot_if_due(self) -> None:
         """Crash safety: every snapshot_every recorded steps, the file is rewritten (atomically: a temporary file, then
         a rename) with every step so far and status `running` — so a run killed outright (SIGKILL, the OOM killer)
         leaves a readable file up to its last snapshot, which `ampcheck judge` judges as a partial run."""
         if self.snapshot_every and len(self.rows) - self._snapshot_rows >= self.snapshot_every:
-            write_atomically(
-                self.path,
-                self.rows,
-                [c for c in COLUMNS if c in self._measured],
-                self._attributes("running", None, f"snapshot after {len(self.rows)} step(s)"),
-            )
-            self._snapshot_rows = len(self.rows)
+            self._write_snapshot()
+
+    def _write_snapshot(self) -> None:
+        """The file written with every step so far, status `running`."""
+        note = f"snapshot after {len(self.rows)} step(s)"
+        write_atomically(self.path, self.rows, self._columns(), self._attributes("running", None, note))
+        self._snapshot_rows = len(self.rows)
+
+    def _columns(self) -> list[str]:
+        """The columns measured, in the file's order."""
+        return [c for c in COLUMNS if c in self._measured]
 
     def _finish(self, exc: BaseException | None, status: str | None = None, note: str | None = None) -> None:
         if self._closed or not self.recording:
@@ -559,7 +518,7 @@ class Recorder:
         attrs = self._attributes(status or ("error" if exc is not None else "completed"), exc, note)
         if exc is not None:
             attrs["failed_step"] = str(len(self.rows))
-        write_atomically(self.path, self.rows, [c for c in COLUMNS if c in self._measured], attrs)
+        write_atomically(self.path, self.rows, self._columns(), attrs)
 
     def _attributes(self, status: str, exc: BaseException | None, note: str | None) -> dict[str, str]:
         attrs = {
@@ -571,7 +530,9 @@ class Recorder:
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "torch_version": torch.__version__.split("+")[0],
         }
-        attrs.update(device_attributes(self._cuda if self._cuda is not None else self._model_device().type == "cuda"))
+        attrs.update(
+            device_attributes(self._clock.cuda if self._clock.cuda is not None else self._model_device().type == "cuda")
+        )
         if self.model is not None:
             attrs["device"] = str(self._model_device())
         if self.model is not None:
