@@ -144,7 +144,8 @@ assert r[1]["status"] == "lost" and "rank 1 (" in r[1]["message"] and "repetitio
 assert [x["status"] for i, x in enumerate(r) if i != 1] == ["agrees", "agrees"], r
 how = "did not answer the stop" if sys.argv[3] == "killed" else "stopped answering"
 assert how in s["stopped"], s["stopped"]
-bound = 5 + 1 + 4  # killed: torchrun's stop + ack_wait 5 s; hung: --fleet-lost-after 5 + a period; + slack (load)
+bound = 5 + 1 + 14  # killed: torchrun's stop + ack_wait 5 s; hung: --fleet-lost-after 5 + a period; + slack (a loaded
+# 2-core machine: 4 s of slack failed once with helpers building beside the test; the point is a bound, not a speed)
 assert named_after < bound, f"named {named_after:.1f} s after rank 1 was {sys.argv[3]} (bound {bound} s)"
 print(f"{sys.argv[3]}: rank 1 named and {s['repetitions']} repetitions published {named_after:.1f} s after it was "
       f"{sys.argv[3]}")
