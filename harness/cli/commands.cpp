@@ -12,8 +12,6 @@ namespace ampcheck::cli {
 
 namespace {
 
-std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
-
 // check, validate and judge: SKIPPED, or the table, the command's notes, where the reports are, the counts.
 int print_suite(const usecases::SuiteResult& r) {
   if (!r.skipped.empty()) {
@@ -57,8 +55,9 @@ int cmd_run(const RunOptions& opts) {
   for (const auto& s : r.results)
     std::cout << std::left << std::setw(30) << s.name << std::setw(11) << s.device_class << std::setw(11)
               << engine::status_name(s.outcome.status) << std::setw(8) << s.trajectory.size() << std::setw(10)
-              << fmt(s.first_loss) << std::setw(10) << fmt(s.final_loss) << std::setw(9) << s.trajectory.skipped_steps()
-              << std::setw(10) << fmt(s.timing.median_ms, 3) << (s.expectation_met ? "PASS" : "FAIL") << "  "
+              << report::format_number(s.first_loss) << std::setw(10) << report::format_number(s.final_loss)
+              << std::setw(9) << s.trajectory.skipped_steps() << std::setw(10)
+              << report::format_number(s.timing.median_ms, 3) << (s.expectation_met ? "PASS" : "FAIL") << "  "
               << s.expectation_note << "\n";
   std::cout << (r.results.size() - r.failures()) << " passed, " << r.failures() << " failed\n";
   return r.failures() == 0 ? 0 : 1;

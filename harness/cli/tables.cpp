@@ -10,10 +10,6 @@
 
 namespace ampcheck::cli {
 
-namespace {
-std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
-}  // namespace
-
 void print_result_table(const report::RunSummary& summary) {
   std::ostringstream table;  // printed printable (io/text.h): names, messages and warnings may quote a file's text
   table << "\n"
@@ -24,11 +20,13 @@ void print_result_table(const report::RunSummary& summary) {
         << "result\n";
   for (const auto& r : summary.scenarios) {
     table << std::left << std::setw(38) << r.name << std::setw(11) << r.device_class << std::setw(10) << r.expect
-          << std::setw(10) << r.verdict << std::setw(17) << (fmt(r.first_loss) + ">" + fmt(r.final_loss))
-          << std::setw(8) << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-")
-          << std::setw(16) << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal) << std::setw(9)
-          << fmt(r.max_deviation_bands, 3) << std::setw(9) << fmt(r.final_loss_ratio, 4) << std::setw(9)
-          << fmt(r.param_drift, 3) << std::setw(8) << r.skipped_steps << (r.pass ? "PASS" : "FAIL") << "\n";
+          << std::setw(10) << r.verdict << std::setw(17)
+          << (report::format_number(r.first_loss) + ">" + report::format_number(r.final_loss)) << std::setw(8)
+          << (r.first_divergence_step >= 0 ? std::to_string(r.first_divergence_step) : "-") << std::setw(16)
+          << (r.deciding_signal.empty() ? r.max_signal : r.deciding_signal) << std::setw(9)
+          << report::format_number(r.max_deviation_bands, 3) << std::setw(9)
+          << report::format_number(r.final_loss_ratio, 4) << std::setw(9) << report::format_number(r.param_drift, 3)
+          << std::setw(8) << r.skipped_steps << (r.pass ? "PASS" : "FAIL") << "\n";
   }
   // findings that did not set a verdict, one line each (signals not judged, diagnostics, precision not in effect)
   for (const auto& r : summary.scenarios)
@@ -41,23 +39,25 @@ void print_result_table(const report::RunSummary& summary) {
 
 void print_sweep_table(const usecases::SweepResult& r) {
   std::ostringstream t;
-  auto mib = [](double b) { return b > 0 ? fmt(b / 1048576.0, 4) : std::string("-"); };
+  auto mib = [](double b) { return b > 0 ? report::format_number(b / 1048576.0, 4) : std::string("-"); };
   t << "\n"
     << std::left << std::setw(22) << "strategy" << std::setw(11) << "verdict" << std::setw(16) << "signal"
     << std::setw(9) << "margin" << std::setw(9) << "skipped" << std::setw(10) << "ms/step" << std::setw(11)
     << "tokens/s" << std::setw(10) << "peak MiB" << std::setw(9) << "vs fp32"
     << "result\n";
   t << std::left << std::setw(22) << "fp32 (reference)" << std::setw(11) << "-" << std::setw(16) << "-" << std::setw(9)
-    << "-" << std::setw(9) << r.fp32.skipped_steps << std::setw(10) << fmt(r.fp32.median_step_ms, 3) << std::setw(11)
-    << fmt(r.fp32.tokens_per_s, 4) << std::setw(10) << mib(r.fp32.peak_memory_bytes) << std::setw(9) << "1"
+    << "-" << std::setw(9) << r.fp32.skipped_steps << std::setw(10) << report::format_number(r.fp32.median_step_ms, 3)
+    << std::setw(11) << report::format_number(r.fp32.tokens_per_s, 4) << std::setw(10) << mib(r.fp32.peak_memory_bytes)
+    << std::setw(9) << "1"
     << "\n";
   for (const auto& row : r.rows) {
     const auto& j = row.judged;
     t << std::left << std::setw(22) << row.strategy << std::setw(11)
       << (row.outcome == "judged" ? j.verdict : row.outcome) << std::setw(16)
-      << (j.deciding_signal.empty() ? j.max_signal : j.deciding_signal) << std::setw(9) << fmt(j.max_deviation_bands, 3)
-      << std::setw(9) << j.skipped_steps << std::setw(10) << fmt(j.median_step_ms, 3) << std::setw(11)
-      << fmt(j.tokens_per_s, 4) << std::setw(10) << mib(j.peak_memory_bytes) << std::setw(9) << fmt(row.speedup, 3)
+      << (j.deciding_signal.empty() ? j.max_signal : j.deciding_signal) << std::setw(9)
+      << report::format_number(j.max_deviation_bands, 3) << std::setw(9) << j.skipped_steps << std::setw(10)
+      << report::format_number(j.median_step_ms, 3) << std::setw(11) << report::format_number(j.tokens_per_s, 4)
+      << std::setw(10) << mib(j.peak_memory_bytes) << std::setw(9) << report::format_number(row.speedup, 3)
       << (row.outcome == "refused" ? "n/a"
           : j.pass                 ? "PASS"
                                    : "FAIL")
@@ -71,7 +71,7 @@ void print_sweep_table(const usecases::SweepResult& r) {
 
 void print_localize_table(const usecases::LocalizeResult& r) {
   std::ostringstream t;
-  auto mib = [](int64_t b) { return b > 0 ? fmt(b / 1048576.0, 4) : std::string("-"); };
+  auto mib = [](int64_t b) { return b > 0 ? report::format_number(b / 1048576.0, 4) : std::string("-"); };
   t << "\n"
     << std::left << std::setw(30) << "scenario" << std::setw(22) << "strategy" << std::setw(11) << "verdict"
     << std::setw(32) << "keep in FP32" << std::setw(9) << "probes" << std::setw(17) << "ms/step kept/run"
@@ -86,8 +86,9 @@ void print_localize_table(const usecases::LocalizeResult& r) {
     const bool cost = s.localized && L.found;
     t << std::left << std::setw(30) << s.scenario << std::setw(22) << s.strategy << std::setw(11) << s.row.verdict
       << std::setw(32) << keep << std::setw(9) << probes << std::setw(17)
-      << (cost ? fmt(s.kept_ms_per_step, 3) + "/" + fmt(s.failing_ms_per_step, 3) : "-") << std::setw(20)
-      << (cost ? mib(s.kept_peak_memory_bytes) + "/" + mib(s.failing_peak_memory_bytes) : "-")
+      << (cost ? report::format_number(s.kept_ms_per_step, 3) + "/" + report::format_number(s.failing_ms_per_step, 3)
+               : "-")
+      << std::setw(20) << (cost ? mib(s.kept_peak_memory_bytes) + "/" + mib(s.failing_peak_memory_bytes) : "-")
       << (s.row.pass ? "PASS" : "FAIL") << "\n";
   }
   for (const auto& s : r.scenarios) t << s.scenario << ": " << s.row.message << "\n";

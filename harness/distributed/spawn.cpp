@@ -1,6 +1,8 @@
 // Starting and watching the ranks of a job (spawn.h).
 #include "distributed/spawn.h"
 
+#include "io/text.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -34,13 +36,6 @@ std::string tail(const std::string& path, size_t max_lines = 12) {
   for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i)
     out += "\n    " + lines[i];
   return out;
-}
-
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
 }
 
 const char* signal_name(int s) {
@@ -215,9 +210,10 @@ c10::intrusive_ptr<c10d::TCPStore> spawn_ranks(const SpawnSpec& spec) {
         std::string late;
         for (int64_t k = 0; k < world; ++k)
           if (running[k]) late += (late.empty() ? "" : ", ") + std::to_string(k);
-        throw std::runtime_error("rank " + late + " still running " + num(spec.grace_s) + " s after rank " +
-                                 std::to_string(first_done_rank) + " finished: stopped (hung?). " + "Rank " +
-                                 std::to_string(first_done_rank) + "'s log:" + tail(logs.paths[first_done_rank], 4));
+        throw std::runtime_error("rank " + late + " still running " + io::number_text(spec.grace_s, 17) +
+                                 " s after rank " + std::to_string(first_done_rank) + " finished: stopped (hung?). " +
+                                 "Rank " + std::to_string(first_done_rank) +
+                                 "'s log:" + tail(logs.paths[first_done_rank], 4));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -1,6 +1,8 @@
 // Injector implementation.
 #include "inject/injection.h"
 
+#include "io/text.h"
+
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
@@ -31,11 +33,6 @@ namespace {
 bool fires(const InjectionConfig& c, int64_t step) {
   return (c.from_step >= 0 && step >= c.from_step) || std::find(c.steps.begin(), c.steps.end(), step) != c.steps.end();
 }
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 }  // namespace
 
 void Injector::at_init(std::vector<models::NamedParameter>& params, std::vector<std::string>& events) const {
@@ -50,7 +47,7 @@ void Injector::at_init(std::vector<models::NamedParameter>& params, std::vector<
       ++hits;
     }
     events.push_back("init: the weights of " + c.module + " (" + std::to_string(hits) + " tensor(s)) scaled by " +
-                     num(c.factor));
+                     io::number_text(c.factor, 6));
   }
 }
 
@@ -94,7 +91,7 @@ models::ForwardOptions Injector::forward_options(int64_t step, std::vector<std::
                             ? "c_fc matmul input (output divided back) of block "
                             : "hidden state after block ";
     events.push_back("step " + std::to_string(step) + ": " + where + std::to_string(c.block) + " scaled by " +
-                     num(c.factor));
+                     io::number_text(c.factor, 6));
   }
   return o;
 }
@@ -113,8 +110,8 @@ at::Tensor Injector::on_loss(const at::Tensor& loss, int64_t step, std::vector<s
     if (c.kind == InjectionKind::LossScale) {
       out = out * c.factor;
       if (step == c.from_step || c.from_step < 0)
-        events.push_back("step " + std::to_string(step) + ": loss scaled by " + num(c.factor) + " before backward" +
-                         (c.from_step >= 0 ? " (and every step after)" : "") +
+        events.push_back("step " + std::to_string(step) + ": loss scaled by " + io::number_text(c.factor, 6) +
+                         " before backward" + (c.from_step >= 0 ? " (and every step after)" : "") +
                          (c.compensate ? ", grads scaled back" : ""));
     } else if (c.kind == InjectionKind::NanLoss) {
       out = out * std::numeric_limits<double>::quiet_NaN();
@@ -163,8 +160,8 @@ void flip_bit(const InjectionConfig& c, const std::vector<models::NamedParameter
                                       : static_cast<int64_t>(static_cast<int16_t>(static_cast<uint16_t>(1u << c.bit)));
     word.bitwise_xor_(mask);
     events.push_back("step " + std::to_string(step) + ": flipped bit " + std::to_string(c.bit) + " of element " +
-                     std::to_string(c.element) + " of " + what + ": " + num(before) + " -> " +
-                     num(flat[c.element].item<double>()));
+                     std::to_string(c.element) + " of " + what + ": " + io::number_text(before, 6) + " -> " +
+                     io::number_text(flat[c.element].item<double>(), 6));
     return;
   }
 }
@@ -186,8 +183,8 @@ void Injector::on_grads(const std::vector<models::NamedParameter>& params, int64
       flat.slice(0, 0, std::min<int64_t>(c.count, flat.numel())).fill_(c.value);
       ++hits;
     }
-    events.push_back("step " + std::to_string(step) + ": wrote " + num(c.value) + " into " + std::to_string(hits) +
-                     " grad(s) matching '" + c.params + "'");
+    events.push_back("step " + std::to_string(step) + ": wrote " + io::number_text(c.value, 6) + " into " +
+                     std::to_string(hits) + " grad(s) matching '" + c.params + "'");
   }
 }
 

@@ -21,7 +21,6 @@ bool Comparison::regressed() const {
 
 namespace {
 double ratio(double b, double a) { return (std::isfinite(a) && std::isfinite(b) && a > 0) ? b / a : NAN; }
-std::string fmt(double v, int prec = 3) { return report::format_number(v, prec); }
 }  // namespace
 
 Comparison compare_runs(const RunSummary& a, const RunSummary& b, const CompareThresholds& t) {
@@ -55,15 +54,18 @@ Comparison compare_runs(const RunSummary& a, const RunSummary& b, const CompareT
       // median ratio alone decides.
       const bool spreads = std::isfinite(sa.p90_step_ms) && std::isfinite(sb.p10_step_ms);
       if (!spreads || sb.p10_step_ms > sa.p90_step_ms)
-        x.regressions.push_back("step time x" + fmt(x.step_time_ratio) + " > x" + fmt(t.max_slowdown));
+        x.regressions.push_back("step time x" + format_number(x.step_time_ratio, 3) + " > x" +
+                                format_number(t.max_slowdown, 3));
       else
-        x.notes.push_back("step time x" + fmt(x.step_time_ratio) + " within noise (B p10 " + fmt(sb.p10_step_ms) +
-                          " ms <= A p90 " + fmt(sa.p90_step_ms) + " ms)");
+        x.notes.push_back("step time x" + format_number(x.step_time_ratio, 3) + " within noise (B p10 " +
+                          format_number(sb.p10_step_ms, 3) + " ms <= A p90 " + format_number(sa.p90_step_ms, 3) +
+                          " ms)");
     }
     if (x.memory_ratio > t.max_memory_growth)
-      x.regressions.push_back("peak memory x" + fmt(x.memory_ratio) + " > x" + fmt(t.max_memory_growth));
+      x.regressions.push_back("peak memory x" + format_number(x.memory_ratio, 3) + " > x" +
+                              format_number(t.max_memory_growth, 3));
     if (std::isfinite(x.final_loss_ratio) && std::abs(x.final_loss_ratio - 1.0) > t.max_loss_change)
-      x.regressions.push_back("final loss x" + fmt(x.final_loss_ratio, 4));
+      x.regressions.push_back("final loss x" + format_number(x.final_loss_ratio, 4));
     c.scenarios.push_back(x);
   }
   for (const auto& sb : b.scenarios)
@@ -85,8 +87,8 @@ std::string format_comparison(const RunSummary& a, const RunSummary& b, const Co
     for (const auto& r : s.regressions) regs += (regs.empty() ? "" : "; ") + r;
     for (const auto& n : s.notes) regs += (regs.empty() ? "" : "; ") + std::string("note: ") + n;
     os << std::left << std::setw(38) << s.name << std::setw(24) << (s.verdict_a + " -> " + s.verdict_b) << std::setw(12)
-       << fmt(s.step_time_ratio) << std::setw(12) << fmt(s.memory_ratio) << std::setw(12) << fmt(s.final_loss_ratio, 5)
-       << (regs.empty() ? "-" : regs) << "\n";
+       << format_number(s.step_time_ratio, 3) << std::setw(12) << format_number(s.memory_ratio, 3) << std::setw(12)
+       << format_number(s.final_loss_ratio, 5) << (regs.empty() ? "-" : regs) << "\n";
   }
   for (const auto& n : c.only_in_a) os << n << ": only in A (missing from B)\n";
   for (const auto& n : c.only_in_b) os << n << ": only in B (new)\n";

@@ -4,6 +4,7 @@
 
 #include "io/text.h"
 
+#include <cmath>
 #include <initializer_list>
 #include <utility>
 
@@ -28,6 +29,8 @@ std::string escaped(const std::string& raw, std::initializer_list<std::pair<char
 }
 
 }  // namespace
+
+std::string format_number(double v, int prec) { return std::isnan(v) ? "-" : io::number_text(v, prec); }
 
 std::string escape_markup(const std::string& raw) {
   return escaped(raw, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}});

@@ -9,12 +9,7 @@
 
 namespace ampcheck::report {
 
-inline std::string format_number(double v, int prec = 4) {
-  if (std::isnan(v)) return "-";
-  std::ostringstream os;
-  os << std::setprecision(prec) << v;
-  return os.str();
-}
+std::string format_number(double v, int prec = 4);
 
 // Text for XML and HTML (junit.xml, report.html): printable first (io::printable_text — a byte that is not UTF-8 or a
 // control character other than newline and tab, which XML 1.0 forbids, as \xNN), then the five markup characters as

@@ -28,20 +28,18 @@ constexpr const char* kSkipColor = "#d62728";
 constexpr const char* kEventColor = "#ff7f0e";
 constexpr const char* kDevColor = "#e377c2";
 
-std::string fmt(double v, int prec = 4) { return format_number(v, prec); }
-
 std::string si(double v, const char* unit) {  // 374000 -> "374k"
   if (!std::isfinite(v)) return "-";
   const char* prefixes[] = {"", "k", "M", "G", "T"};
   int p = 0;
   while (std::abs(v) >= 1000 && p < 4) v /= 1000, ++p;
-  return fmt(v, 3) + prefixes[p] + unit;
+  return format_number(v, 3) + prefixes[p] + unit;
 }
 
 std::string bytes(int64_t b) {
   if (b <= 0) return "-";
   const double mib = static_cast<double>(b) / (1 << 20);
-  return mib >= 1024 ? fmt(mib / 1024, 3) + " GiB" : fmt(mib, 3) + " MiB";
+  return mib >= 1024 ? format_number(mib / 1024, 3) + " GiB" : format_number(mib, 3) + " MiB";
 }
 
 std::string anchor(const std::string& name) {
@@ -142,13 +140,15 @@ std::string strategy_comparison(const RunSummary& s) {
                                ? 1.0 - static_cast<double>(r->peak_memory) / static_cast<double>(fp32->peak_memory)
                                : NAN;
       o << "<tr><td>" << escape(r->strategy) << "</td><td class=\"n\">" << r->runs.size() << "</td><td class=\"n\">"
-        << si(r->tokens_per_s, "") << "</td><td class=\"n\">" << (std::isfinite(speedup) ? fmt(speedup, 3) + "x" : "-")
-        << "</td><td class=\"n\">" << (std::isfinite(r->mfu) ? fmt(100 * r->mfu, 3) + "%" : "-")
-        << "</td><td class=\"n\">" << bytes(r->peak_memory) << "</td><td class=\"n\">"
-        << (std::isfinite(saved) ? fmt(100 * saved, 3) + "%" : "-") << "</td><td class=\"n\">" << fmt(r->worst_bands, 3)
-        << "</td></tr>\n";
-      tput.push_back({r->strategy, r->tokens_per_s, kRunColor,
-                      si(r->tokens_per_s, " tok/s") + (std::isfinite(speedup) ? " (" + fmt(speedup, 3) + "x)" : "")});
+        << si(r->tokens_per_s, "") << "</td><td class=\"n\">"
+        << (std::isfinite(speedup) ? format_number(speedup, 3) + "x" : "-") << "</td><td class=\"n\">"
+        << (std::isfinite(r->mfu) ? format_number(100 * r->mfu, 3) + "%" : "-") << "</td><td class=\"n\">"
+        << bytes(r->peak_memory) << "</td><td class=\"n\">"
+        << (std::isfinite(saved) ? format_number(100 * saved, 3) + "%" : "-") << "</td><td class=\"n\">"
+        << format_number(r->worst_bands, 3) << "</td></tr>\n";
+      tput.push_back(
+          {r->strategy, r->tokens_per_s, kRunColor,
+           si(r->tokens_per_s, " tok/s") + (std::isfinite(speedup) ? " (" + format_number(speedup, 3) + "x)" : "")});
       mem.push_back({r->strategy, r->peak_memory > 0 ? static_cast<double>(r->peak_memory) : NAN, kScaleColor,
                      bytes(r->peak_memory)});
     }
@@ -227,12 +227,13 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   o << "</div>\n<p class=\"meta\">";
   o << c.steps << " steps";
   if (std::isfinite(c.median_step_ms))
-    o << " · step " << fmt(c.median_step_ms, 4) << " ms median [p10 " << fmt(c.p10_step_ms, 4) << ", p90 "
-      << fmt(c.p90_step_ms, 4) << "] after " << c.warmup_steps << " warm-up steps (" << escape(c.timing_method)
-      << ") · " << si(c.tokens_per_s, " tokens/s") << " · " << fmt(c.samples_per_s, 4) << " samples/s · "
-      << fmt(c.tflops, 3) << " TFLOP/s, MFU " << (std::isfinite(c.mfu) ? fmt(100 * c.mfu, 3) + "%" : "-") << " of "
-      << fmt(c.peak_tflops, 3) << " measured (" << escape(c.compute_dtype) << ") · peak memory "
-      << bytes(c.peak_memory_bytes) << " (reserved " << bytes(c.peak_reserved_bytes) << ")";
+    o << " · step " << format_number(c.median_step_ms, 4) << " ms median [p10 " << format_number(c.p10_step_ms, 4)
+      << ", p90 " << format_number(c.p90_step_ms, 4) << "] after " << c.warmup_steps << " warm-up steps ("
+      << escape(c.timing_method) << ") · " << si(c.tokens_per_s, " tokens/s") << " · "
+      << format_number(c.samples_per_s, 4) << " samples/s · " << format_number(c.tflops, 3) << " TFLOP/s, MFU "
+      << (std::isfinite(c.mfu) ? format_number(100 * c.mfu, 3) + "%" : "-") << " of " << format_number(c.peak_tflops, 3)
+      << " measured (" << escape(c.compute_dtype) << ") · peak memory " << bytes(c.peak_memory_bytes) << " (reserved "
+      << bytes(c.peak_reserved_bytes) << ")";
   if (!c.engine.empty() && c.engine != "stock") o << "<br>engine: " << escape(c.engine);
   if (!ser.events.empty()) {
     o << "<br>events: " << escape(ser.events.front());
@@ -255,7 +256,7 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
             : g.fired             ? "fail\">" + escape(g.verdict)
             : g.judged            ? "pass\">within"
                                   : "\">not judged")
-        << "</td><td class=\"n\">" << (g.judged ? fmt(g.max_margin, 3) : "-") << "</td><td class=\"n\">"
+        << "</td><td class=\"n\">" << (g.judged ? format_number(g.max_margin, 3) : "-") << "</td><td class=\"n\">"
         << (g.max_step >= 0 ? std::to_string(g.max_step) : "-") << "</td><td>" << escape(g.message) << "</td></tr>\n";
     o << "</table>\n";
   }
@@ -316,9 +317,9 @@ std::string data_parallel_table(const RunSummary& s) {
     const auto& d = c.distributed;
     if (d.world_size == 0) continue;
     std::string ms, share;
-    for (double v : d.rank_median_step_ms) ms += (ms.empty() ? "" : " / ") + fmt(v, 4);
+    for (double v : d.rank_median_step_ms) ms += (ms.empty() ? "" : " / ") + format_number(v, 4);
     for (double v : d.rank_collective_share)
-      share += (share.empty() ? "" : " / ") + (std::isfinite(v) ? fmt(100 * v, 3) + "%" : "-");
+      share += (share.empty() ? "" : " / ") + (std::isfinite(v) ? format_number(100 * v, 3) + "%" : "-");
     o << "<tr><td><a href=\"#" << anchor(c.name) << "\">" << escape(c.name) << "</a></td><td class=\"n\">"
       << d.world_size << "</td><td>" << escape(d.backend) << "</td><td>" << escape(d.sharding) << "</td><td>"
       << escape(d.reduce_dtype) << "</td><td class=\"n\">" << ms << "</td><td class=\"n\">" << share << "</td><td>"
@@ -348,7 +349,7 @@ namespace {
 
 std::string ms_list(const std::vector<double>& v) {
   std::string t;
-  for (double x : v) t += (t.empty() ? "" : " / ") + fmt(x, 4);
+  for (double x : v) t += (t.empty() ? "" : " / ") + format_number(x, 4);
   return t;
 }
 
@@ -392,13 +393,14 @@ std::string sweep_lead(const SweepPage& p) {
     if (!r.retimed_ms.empty())
       runs = "re-runs: " + ms_list(r.retimed_ms) + " (FP32 interleaved: " + ms_list(r.retimed_fp32_ms) + ")";
     o << "<tr><td>" << escape(r.strategy) << "</td><td>" << escape(r.outcome) << "</td><td>" << escape(r.verdict)
-      << "</td><td>" << escape(r.signal) << "</td><td class=\"n\">" << fmt(r.margin, 3) << "</td><td class=\"n\">"
-      << r.skipped_steps << "</td><td class=\"n\">" << fmt(r.ms, 4) << "</td><td class=\"n\">[" << fmt(r.p10_ms, 4)
-      << ", " << fmt(r.p90_ms, 4) << "]</td><td class=\"n\">" << escape(runs.empty() ? "-" : runs)
-      << "</td><td class=\"n\">" << (std::isfinite(r.speedup) ? fmt(r.speedup, 3) + "x" : "-")
-      << (std::isfinite(r.noise) ? " (noise x" + fmt(r.noise, 3) + ")" : "") << "</td><td>" << speed_badge(r.speed)
-      << "</td><td class=\"n\">" << si(r.tokens_per_s, "") << "</td><td class=\"n\">" << bytes(r.peak_memory_bytes)
-      << "</td><td>"
+      << "</td><td>" << escape(r.signal) << "</td><td class=\"n\">" << format_number(r.margin, 3)
+      << "</td><td class=\"n\">" << r.skipped_steps << "</td><td class=\"n\">" << format_number(r.ms, 4)
+      << "</td><td class=\"n\">[" << format_number(r.p10_ms, 4) << ", " << format_number(r.p90_ms, 4)
+      << "]</td><td class=\"n\">" << escape(runs.empty() ? "-" : runs) << "</td><td class=\"n\">"
+      << (std::isfinite(r.speedup) ? format_number(r.speedup, 3) + "x" : "-")
+      << (std::isfinite(r.noise) ? " (noise x" + format_number(r.noise, 3) + ")" : "") << "</td><td>"
+      << speed_badge(r.speed) << "</td><td class=\"n\">" << si(r.tokens_per_s, "") << "</td><td class=\"n\">"
+      << bytes(r.peak_memory_bytes) << "</td><td>"
       << (r.speed == "reference" ? std::string("reference")
                                  : std::string("<span class=\"") + (r.pass ? "pass\">PASS" : "fail\">FAIL") + "</span>")
       << "</td></tr>\n";
@@ -422,8 +424,8 @@ std::string sweep_lead(const SweepPage& p) {
         keep = std::to_string(pr.keep_fp32.size()) + " modules: " + pr.keep_fp32.front() + " … " + pr.keep_fp32.back();
       o << "<tr><td class=\"n\">" << i + 1 << "</td><td>" << escape(keep.empty() ? "(none)" : keep) << "</td><td>"
         << "<span class=\"" << (pr.verdict == "tracks" ? "pass" : "fail") << "\">" << escape(pr.verdict)
-        << "</span></td><td class=\"n\">" << fmt(pr.ms, 4) << "</td><td class=\"n\">" << bytes(pr.peak_memory_bytes)
-        << "</td><td>" << escape(pr.message) << "</td></tr>\n";
+        << "</span></td><td class=\"n\">" << format_number(pr.ms, 4) << "</td><td class=\"n\">"
+        << bytes(pr.peak_memory_bytes) << "</td><td>" << escape(pr.message) << "</td></tr>\n";
     }
     o << "</table>\n<h3>Fix</h3>\n";
     if (!l.fix.empty()) o << "<p class=\"msg\">" << escape(l.fix) << "</p>\n";
@@ -470,11 +472,12 @@ std::string render_page(const RunSummary& s, const std::vector<ScenarioSeries>& 
                              : " <span class=\"warn\">" + std::to_string(c.warnings.size()) +
                                    (c.warnings.size() == 1 ? " warning" : " warnings") + "</span>")
       << "</td><td>" << escape(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << "</td><td class=\"n\">"
-      << fmt(c.first_loss) << " → " << fmt(c.final_loss) << "</td><td class=\"n\">"
+      << format_number(c.first_loss) << " → " << format_number(c.final_loss) << "</td><td class=\"n\">"
       << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-") << "</td><td class=\"n\">"
-      << fmt(c.max_deviation_bands, 3) << "</td><td class=\"n\">" << c.skipped_steps << "</td><td class=\"n\">"
-      << fmt(c.median_step_ms, 4) << "</td><td class=\"n\">" << si(c.tokens_per_s, "") << "</td><td class=\"n\">"
-      << (std::isfinite(c.mfu) ? fmt(100 * c.mfu, 3) + "%" : "-") << "</td><td class=\"n\">"
+      << format_number(c.max_deviation_bands, 3) << "</td><td class=\"n\">" << c.skipped_steps
+      << "</td><td class=\"n\">" << format_number(c.median_step_ms, 4) << "</td><td class=\"n\">"
+      << si(c.tokens_per_s, "") << "</td><td class=\"n\">"
+      << (std::isfinite(c.mfu) ? format_number(100 * c.mfu, 3) + "%" : "-") << "</td><td class=\"n\">"
       << bytes(c.peak_memory_bytes) << "</td><td><span class=\"" << (c.pass ? "pass" : "fail") << "\">"
       << (c.pass ? "PASS" : "FAIL") << "</span></td></tr>\n";
   o << "</table>\n";

@@ -28,7 +28,6 @@ int64_t RunSummary::failed() const { return static_cast<int64_t>(scenarios.size(
 namespace {
 std::string xml_escape(const std::string& s) { return escape_markup(s); }
 std::string md(const std::string& s) { return markdown_text(s); }
-std::string fmt(double v, int prec = 4) { return report::format_number(v, prec); }
 constexpr const char* kHint = ". HINT: pass a run directory written by `ampcheck check` (or re-run it)";
 }  // namespace
 
@@ -108,7 +107,7 @@ void write_junit(const std::string& path, const RunSummary& s) {
   for (const auto& c : s.scenarios) {
     const double seconds = std::isfinite(c.median_step_ms) ? c.median_step_ms * c.steps / 1000.0 : 0.0;
     x << "    <testcase classname=\"ampcheck." << xml_escape(c.device_class) << "\" name=\"" << xml_escape(c.name)
-      << "\" time=\"" << fmt(seconds, 6) << "\">\n";
+      << "\" time=\"" << format_number(seconds, 6) << "\">\n";
     if (!c.warnings.empty()) {  // a non-failing note: properties CI viewers list, and the text in system-out
       x << "      <properties>\n";
       for (const auto& w : c.warnings)
@@ -146,10 +145,12 @@ void write_markdown(const std::string& path, const RunSummary& s) {
   for (const auto& c : s.scenarios)
     m << "| " << md(c.name) << " | " << md(c.strategy) << " | " << md(c.expect) << " | "
       << (validation ? (c.validation.mode.empty() ? "-" : md(c.validation.mode)) + " | " : "") << md(c.verdict) << " | "
-      << md(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << " | " << fmt(c.first_loss) << " → "
-      << fmt(c.final_loss) << " | " << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-")
-      << " | " << fmt(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | " << fmt(c.median_step_ms, 3)
-      << " | " << fmt(std::round(c.tokens_per_s), 7) << " | " << (c.pass ? "PASS" : "**FAIL**") << " |\n";
+      << md(c.deciding_signal.empty() ? c.max_signal : c.deciding_signal) << " | " << format_number(c.first_loss)
+      << " → " << format_number(c.final_loss) << " | "
+      << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-") << " | "
+      << format_number(c.max_deviation_bands, 3) << " | " << c.skipped_steps << " | "
+      << format_number(c.median_step_ms, 3) << " | " << format_number(std::round(c.tokens_per_s), 7) << " | "
+      << (c.pass ? "PASS" : "**FAIL**") << " |\n";
   bool any_engine = false;  // runs on an engine option (check --engine fast): which, and where it was refused
   for (const auto& c : s.scenarios)
     if (!c.engine.empty() && c.engine != "stock") {

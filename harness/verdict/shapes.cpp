@@ -1,6 +1,8 @@
 // Shapes: a fired outcome signal's trajectory named in words (shapes.h has the rules).
 #include "verdict/shapes.h"
 
+#include "io/text.h"
+
 #include <algorithm>
 #include <sstream>
 #include <vector>
@@ -9,14 +11,7 @@ namespace ampcheck::verdict {
 
 namespace {
 
-std::string num(double v, int prec = 3) {
-  std::ostringstream os;
-  os.precision(prec);
-  os << v;
-  return os.str();
-}
-
-std::string signed_nats(double v) { return (v >= 0 ? "+" : "") + num(v) + " nats"; }
+std::string signed_nats(double v) { return (v >= 0 ? "+" : "") + io::number_text(v, 3) + " nats"; }
 
 // The largest rise of a smoothed series over [from, to) above its value at `base`, and where it peaked.
 std::pair<double, int64_t> rise_over(const std::vector<double>& smoothed, int64_t base, int64_t from, int64_t to) {
@@ -99,15 +94,15 @@ std::string describe(const LossExcursion& e) {
       << " over its level before, smoothed), recovered by step " << e.back_from;
   else
     m << "loss out of its allowance from step " << e.out_from << ", recovered by step " << e.back_from;
-  m << ": within the allowance from there to the last step (" << e.last_step << ": " << num(std::abs(e.last_deviation))
-    << " nats " << (e.last_deviation >= 0 ? "above" : "below") << " the reference, " << num(e.last_margin, 2)
-    << " of the allowed)";
+  m << ": within the allowance from there to the last step (" << e.last_step << ": "
+    << io::number_text(std::abs(e.last_deviation), 3) << " nats " << (e.last_deviation >= 0 ? "above" : "below")
+    << " the reference, " << io::number_text(e.last_margin, 2) << " of the allowed)";
   if (e.run_spiked) {
     if (e.reference_spiked)
       m << "; FP32 spiked too (" << signed_nats(e.reference_rise) << " at step " << e.reference_spike_step << ")";
     else if (std::isfinite(e.reference_rise))
-      m << "; FP32 did not spike (its smoothed loss rose at most " << num(std::max(0.0, e.reference_rise))
-        << " nats over the same steps)";
+      m << "; FP32 did not spike (its smoothed loss rose at most "
+        << io::number_text(std::max(0.0, e.reference_rise), 3) << " nats over the same steps)";
   }
   return m.str();
 }
@@ -154,9 +149,10 @@ ScaledGrads scaled_grads(const SignalResult& grad_norm, const SignalResult& loss
 std::string describe(const ScaledGrads& g) {
   if (!g.scaled) return "";
   std::ostringstream m;
-  m << "scaled gradients: true grad norm " << num(g.factor, 2) << "x the reference's "
-    << (g.throughout ? std::string("throughout") : "from step " + std::to_string(g.out_from)) << " (" << num(g.low, 3)
-    << "x.." << num(g.high, 3) << "x, 10th..90th percentile), loss tracks — a loss/grad scaling "
+  m << "scaled gradients: true grad norm " << io::number_text(g.factor, 2) << "x the reference's "
+    << (g.throughout ? std::string("throughout") : "from step " + std::to_string(g.out_from)) << " ("
+    << io::number_text(g.low, 3) << "x.." << io::number_text(g.high, 3)
+    << "x, 10th..90th percentile), loss tracks — a loss/grad scaling "
     << "difference, e.g. the loss not divided by the accumulation steps or gradients read at the GradScaler's "
        "scale (before unscale_)";
   return m.str();

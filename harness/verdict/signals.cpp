@@ -4,6 +4,8 @@
 
 #include "verdict/shapes.h"
 
+#include "io/text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,12 +18,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string num(double v, int prec = 3) {
-  std::ostringstream os;
-  os.precision(prec);
-  os << v;
-  return os.str();
-}
 std::string pct(double f) {  // 0.0012 -> "0.12%"
   std::ostringstream os;
   os.precision(f >= 0.1 ? 3 : 2);
@@ -186,30 +182,32 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
   const double dev_last = dev[last];
   std::ostringstream m;
   if (!r.fired) {
-    m << "loss within " << num(r.max_margin, 2) << " of its allowed deviation (step " << r.max_step << ")";
+    m << "loss within " << io::number_text(r.max_margin, 2) << " of its allowed deviation (step " << r.max_step << ")";
   } else if (const LossExcursion e = loss_excursion(r, run, ref, tol); e.recovered) {
     // out for a while and back within the allowance until the last step: a transient, not a stall (shapes.h)
     r.verdict = "diverges";
-    m << describe(e) << "; at most " << num(std::abs(r.deviation)) << " nats " << (r.deviation > 0 ? "above" : "below")
-      << " the reference (step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
-      << ")";
+    m << describe(e) << "; at most " << io::number_text(std::abs(r.deviation), 3) << " nats "
+      << (r.deviation > 0 ? "above" : "below") << " the reference (step " << r.max_step << ", "
+      << io::number_text(r.max_margin, 3) << "x the allowed " << io::number_text(r.allowed, 3) << ")";
   } else if (dev_last > 0 && shed_run >= 0 && shed_run < shed_ref) {
     // learned less than the reference but still learned: a stall. A run that ends above the reference while it
     // shed as much or more (it started elsewhere, or went up and came down) moved elsewhere: diverges, below.
     r.verdict = "stalls";
     m << "loss ";
     if (shed_ref > allowed[last])
-      m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed (" << num(shed_run) << " of "
-        << num(shed_ref) << " nats); ";
-    m << "up to " << num(std::abs(r.deviation)) << " nats " << (r.deviation > 0 ? "above" : "below")
-      << " the reference (step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
-      << "; out from step " << r.first_step << "), not recovered: " << num(dev_last) << " nats above at the last step ("
-      << last << ", " << num(r.margin_series[last], 2) << "x the allowed)";
+      m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed (" << io::number_text(shed_run, 3)
+        << " of " << io::number_text(shed_ref, 3) << " nats); ";
+    m << "up to " << io::number_text(std::abs(r.deviation), 3) << " nats " << (r.deviation > 0 ? "above" : "below")
+      << " the reference (step " << r.max_step << ", " << io::number_text(r.max_margin, 3) << "x the allowed "
+      << io::number_text(r.allowed, 3) << "; out from step " << r.first_step
+      << "), not recovered: " << io::number_text(dev_last, 3) << " nats above at the last step (" << last << ", "
+      << io::number_text(r.margin_series[last], 2) << "x the allowed)";
   } else {
     r.verdict = "diverges";
-    m << "loss " << (r.deviation > 0 ? "above" : "below") << " the reference by " << num(std::abs(r.deviation))
-      << " nats at step " << r.max_step << ", " << num(r.max_margin) << "x the allowed " << num(r.allowed)
-      << " (out from step " << r.first_step << ")";
+    m << "loss " << (r.deviation > 0 ? "above" : "below") << " the reference by "
+      << io::number_text(std::abs(r.deviation), 3) << " nats at step " << r.max_step << ", "
+      << io::number_text(r.max_margin, 3) << "x the allowed " << io::number_text(r.allowed, 3) << " (out from step "
+      << r.first_step << ")";
   }
   r.message = m.str();
   return r;
@@ -264,11 +262,12 @@ SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, co
   const double lo = std::exp(-r.allowed), hi = std::exp(r.allowed);
   if (r.fired) {
     r.verdict = r.deviation < 0 ? "stalls" : "diverges";
-    m << what << " " << num(std::exp(r.deviation)) << "x the reference's at step " << r.max_step << " (allowed "
-      << num(lo) << "x.." << num(hi) << "x; out from step " << r.first_step << ")";
+    m << what << " " << io::number_text(std::exp(r.deviation), 3) << "x the reference's at step " << r.max_step
+      << " (allowed " << io::number_text(lo, 3) << "x.." << io::number_text(hi, 3) << "x; out from step "
+      << r.first_step << ")";
   } else {
-    m << what << " within " << num(r.max_margin, 2) << " of its allowed deviation (" << num(std::exp(r.deviation))
-      << "x at step " << r.max_step << ")";
+    m << what << " within " << io::number_text(r.max_margin, 2) << " of its allowed deviation ("
+      << io::number_text(std::exp(r.deviation), 3) << "x at step " << r.max_step << ")";
   }
   r.message = m.str();
   return r;
@@ -428,8 +427,8 @@ SignalResult fp8_signal(bool saturated, const trajectory::Trajectory& run, const
   if (r.fired) {
     r.verdict = saturated ? "diverges" : "stalls";
     msg << "FP8: " << pct(r.run_value) << " of " << cast << (saturated ? " saturated" : " flushed to zero")
-        << (saturated ? " at step " : " (trailing mean) at step ") << r.max_step << " (scale " << num(scale)
-        << "; allowed " << pct(floor) << ", out from step " << r.first_step << ")";
+        << (saturated ? " at step " : " (trailing mean) at step ") << r.max_step << " (scale "
+        << io::number_text(scale, 3) << "; allowed " << pct(floor) << ", out from step " << r.first_step << ")";
   } else {
     msg << "FP8 casts " << (saturated ? "saturated" : "flushed") << " at most " << pct(r.run_value) << " (" << cast
         << ", step " << r.max_step << ")";
