@@ -1,6 +1,8 @@
 // Reference keys and loading.
 #include "reference/reference_store.h"
 
+#include "io/fnv1a.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -11,17 +13,6 @@
 #include <sys/stat.h>
 
 namespace ampcheck::reference {
-
-namespace {
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-}  // namespace
 
 engine::RunConfig reference_run_config(const engine::RunConfig& run) {
   engine::RunConfig r = run;
@@ -80,7 +71,7 @@ ReferenceKey reference_key(const engine::RunConfig& run) {
   ReferenceKey k;
   k.canonical = os.str();
   std::ostringstream hex;
-  hex << std::hex << std::setw(16) << std::setfill('0') << fnv1a(k.canonical);
+  hex << std::hex << std::setw(16) << std::setfill('0') << io::fnv1a(k.canonical);
   k.key = m.kind + "-" + m.preset + "-" + hex.str();
   return k;
 }

@@ -10,6 +10,7 @@
 
 #include "engine/device.h"
 #include "io/files.h"
+#include "io/fnv1a.h"
 #include "reference/external_run.h"
 #include "report/format.h"
 #include "report/html.h"
@@ -48,11 +49,6 @@ std::string hex64(uint64_t v) {
   return b;
 }
 
-uint64_t fnv1a(uint64_t h, const char* data, size_t n) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
-  return h;
-}
-
 // Files larger than this enter the key by size and modification time, not contents (a data file of gigabytes).
 constexpr off_t kHashedBytes = 64ll << 20;
 
@@ -61,18 +57,18 @@ constexpr off_t kHashedBytes = 64ll << 20;
 bool fold_file(uint64_t& h, const std::string& path, std::string& covered) {
   struct stat st {};
   if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  h = fnv1a(h, path.data(), path.size() + 1);
+  h = io::fnv1a(h, path.data(), path.size() + 1);
   if (st.st_size > kHashedBytes) {
     const std::string meta =
         std::to_string(st.st_size) + "@" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
-    h = fnv1a(h, meta.data(), meta.size());
+    h = io::fnv1a(h, meta.data(), meta.size());
     covered += (covered.empty() ? "" : ", ") + path + " (size and time: larger than 64 MiB)";
     return true;
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[1 << 16];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) h = fnv1a(h, buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) h = io::fnv1a(h, buf, static_cast<size_t>(n));
   ::close(fd);
   covered += (covered.empty() ? "" : ", ") + path;
   return true;
@@ -102,7 +98,7 @@ std::string cache_key(const SweepOptions& o, std::string& covered) {
     const char* v = std::getenv(name.c_str());
     text += name + '=' + (v ? v : "\x01unset") + '\0';
   }
-  uint64_t h = fnv1a(1469598103934665603ull, text.data(), text.size());
+  uint64_t h = io::fnv1a(text);
   for (const auto& a : o.command) {
     if (fold_file(h, a, covered)) continue;
     const auto eq = a.find('=');

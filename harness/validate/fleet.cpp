@@ -1,6 +1,8 @@
 // The fleet's vote (fleet.h): trajectory hashes, groups by stack fingerprint, the majority within each group.
 #include "validate/fleet.h"
 
+#include "io/fnv1a.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -12,15 +14,7 @@ namespace ampcheck::validate {
 
 namespace {
 
-constexpr uint64_t kFnvOffset = 1469598103934665603ULL, kFnvPrime = 1099511628211ULL;
-
-void mix(uint64_t& h, const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= kFnvPrime;
-  }
-}
+void mix(uint64_t& h, const void* data, size_t n) { h = io::fnv1a(h, data, n); }
 void mix_u64(uint64_t& h, uint64_t x) { mix(h, &x, sizeof x); }
 
 bool is_cuda(const FleetRankIdentity& r) {
@@ -145,7 +139,7 @@ trajectory::Trajectory decode_trajectory(const std::string& bytes) {
 }
 
 std::string trajectory_hash(const trajectory::Trajectory& t) {
-  uint64_t h = kFnvOffset;
+  uint64_t h = io::kFnv1aOffset;
   mix_u64(h, static_cast<uint64_t>(t.size()));
   for (const auto& row : t.rows)
     for (int c = 0; c < trajectory::kNumColumns; ++c) {

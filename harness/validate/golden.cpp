@@ -2,6 +2,7 @@
 #include "validate/golden.h"
 
 #include "inject/injection.h"
+#include "io/fnv1a.h"
 #include "reference/reference_store.h"
 
 #include <cstdio>
@@ -12,18 +13,10 @@
 namespace ampcheck::validate {
 
 namespace {
-constexpr uint64_t kFnvOffset = 1469598103934665603ULL, kFnvPrime = 1099511628211ULL;
-
 // FNV-1a over bytes, fed in pieces; every piece is length-prefixed so that no two contents hash the same text
 struct Fnv {
-  uint64_t h = kFnvOffset;
-  void bytes(const void* p, size_t n) {
-    const auto* c = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) {
-      h ^= c[i];
-      h *= kFnvPrime;
-    }
-  }
+  uint64_t h = io::kFnv1aOffset;
+  void bytes(const void* p, size_t n) { h = io::fnv1a(h, p, n); }
   void u64(uint64_t v) { bytes(&v, sizeof v); }
   void text(const std::string& s) {
     u64(s.size());
