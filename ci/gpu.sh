@@ -51,14 +51,14 @@ if has sweep; then
   # every strategy the device offers (FP8 through torchao when importable: the device image has none, so a call may
   # carry one unpacked under .gpu-site/, which goes on PYTHONPATH; fp16 with fp32 masters is refused where the
   # framework keeps none); (2) the same Llama with a planted overflow (model.layers.1.mlp.up_proj's weights x 1e6, in
-  # the FP32 runs too): fp16 fails; its verdict names the first non-finite module, and --localize says whether
-  # one module's compute explains it (on an H100, 2026-12-07: no — keeping all 21 in FP32 still diverges;
-  # reports/examples/gpu-h100-sweep/). Tables and sweep.json back in $OUT/sweep-*/.
+  # the FP32 runs too): fp16 fails; its verdict names the first non-finite module, and --localize names the modules
+  # to keep in FP32 or says why it cannot (reports/examples/gpu-h100-sweep-localize/). Tables and sweep.json back in
+  # $OUT/sweep-*/. SWEEP_STRATEGIES: the localized sweep's strategies (default fp16-autocast-scaler,bf16-autocast).
   [ -d .gpu-site ] && export PYTHONPATH="$PWD/.gpu-site${PYTHONPATH:+:$PYTHONPATH}"
   python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 | tail -1
   sweep_rc=0
   # SWEEPS (default "llama llama-localize"): which of the two run
-  for what in "llama|" "llama-localize|--localize --strategies fp16-autocast-scaler,bf16-autocast"; do
+  for what in "llama|" "llama-localize|--localize --strategies ${SWEEP_STRATEGIES:-fp16-autocast-scaler,bf16-autocast}"; do
     [[ " ${SWEEPS:-llama llama-localize} " == *" ${what%%|*} "* ]] || continue
     name=sweep-${what%%|*}; extra=${what#*|}; plant=()
     [ "$name" = sweep-llama-localize ] && plant=(--plant-overflow model.layers.1.mlp.up_proj)
@@ -71,6 +71,7 @@ if has sweep; then
     echo "$name rc=$sweep_rc"; tail -24 "$OUT/$name.log"
     mkdir -p "$OUT/$name"
     cp "$WORK/$name"/{summary.json,summary.md,sweep.json,report.html} "$OUT/$name/" 2>/dev/null || true
+    cp -r "$WORK/$name/logs" "$OUT/$name/" 2>/dev/null || true  # each run's and probe's log (the probes' verdicts)
   done
   ok $sweep_rc "ampcheck sweep (tiny Llama, CUDA)"
 fi
