@@ -197,3 +197,32 @@ TEST(LocalizeTree, SearchesThroughAContainerTheRecordingLeavesOut) {
   EXPECT_EQ(L.modules, std::vector<std::string>{"transformer.h.2.mlp.c_fc"}) << L.message;
   EXPECT_EQ(L.message.find("own operations"), std::string::npos) << L.message;
 }
+
+TEST(LocalizeTree, AMarginalFailureIsNotLocalized) {
+  // the H100 bf16 sweep (reports/examples/gpu-h100-sweep-localize): grad norm 1.15x against an allowed 1.11x at the
+  // last step — margin 1.34, within the noise a kept module adds to a probe: cannot tell, no probe
+  ampcheck::report::ScenarioSummary j;
+  j.verdict = "diverges";
+  ampcheck::report::SignalSummary grad;
+  grad.name = "grad_norm";
+  grad.judged = grad.fired = true;
+  grad.max_margin = 1.34;
+  grad.message = "true grad norm 1.15x the reference's at step 149";
+  j.signals = {grad};
+  const auto why = ampcheck::usecases::marginal_failure(j);
+  EXPECT_EQ(why.rfind("cannot tell: the failure is marginal", 0), 0u) << why;
+  EXPECT_NE(why.find("grad_norm at 1.34x"), std::string::npos) << why;
+  // a failure well past the noise, or a non-finite one, is localized
+  j.signals[0].max_margin = 2.5;
+  EXPECT_EQ(ampcheck::usecases::marginal_failure(j), "");
+  j.signals[0].max_margin = 1.34;
+  j.verdict = "nonfinite";
+  EXPECT_EQ(ampcheck::usecases::marginal_failure(j), "");
+  // one deciding signal far out is enough to localize
+  j.verdict = "diverges";
+  auto loss = grad;
+  loss.name = "loss";
+  loss.max_margin = 4.0;
+  j.signals.push_back(loss);
+  EXPECT_EQ(ampcheck::usecases::marginal_failure(j), "");
+}

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <set>
 #include <sstream>
@@ -218,6 +219,24 @@ std::string fix_in_script(const Localization& L, const report::ScenarioSummary& 
         << failing.peak_memory_bytes / 1048576.0 << " MiB";
     break;
   }
+  return s.str();
+}
+
+std::string marginal_failure(const report::ScenarioSummary& failing) {
+  if (failing.verdict != "diverges" && failing.verdict != "stalls") return "";
+  const report::SignalSummary* largest = nullptr;
+  for (const auto& sig : failing.signals) {
+    if (!sig.fired || !sig.decides) continue;
+    if (!std::isfinite(sig.max_margin) || sig.max_margin >= kMarginalFailure) return "";
+    if (!largest || sig.max_margin > largest->max_margin) largest = &sig;
+  }
+  if (!largest) return "";
+  std::ostringstream s;
+  s << "cannot tell: the failure is marginal — " << largest->name << " at " << std::setprecision(3)
+    << largest->max_margin << "x its allowance (" << largest->message << "), below " << kMarginalFailure
+    << "x: keeping any module in FP32 moves a run by up to a third of the allowance, so a probe cannot tell a fix from "
+       "noise; no probe run. Judge it again with more noise runs or steps, or accept it if the final loss is what "
+       "FP32 reaches";
   return s.str();
 }
 

@@ -92,6 +92,15 @@ Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& pro
 // probe that kept exactly that set against the failing run (ms/step, peak memory), where measured.
 std::string fix_in_script(const Localization& L, const report::ScenarioSummary& failing);
 
+// A failure too small to localize: a probe that keeps any module in FP32 changes the run's rounding, which moves a
+// signal's margin (deviation / allowed) by as much as a correct run's own deviation — up to 0.335 of the allowance in
+// the verdict calibration campaign (docs/TOLERANCE.md) — and a probe compares two such runs (the failing one and the
+// probe), so a fix and a placebo differ beyond that noise only where the failure's margin exceeds 1 + 2 x 0.335.
+constexpr double kMarginalFailure = 1.67;
+// Why the failure cannot be localized, or "": a diverges / stalls verdict (not non-finite) whose every deciding
+// signal that fired lies within kMarginalFailure of its allowance.
+std::string marginal_failure(const report::ScenarioSummary& failing);
+
 // The module named by a verdict message's "first non-finite: module NAME (forward|backward)" ("" when none).
 std::string first_nonfinite_module(const std::string& message);
 

@@ -273,6 +273,14 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
                   const std::string& ref_path, const SweepPaths& paths, const SweepOptions& o, std::ostream& log,
                   int& trainings) {
   // a probe as long as needed to show the failure (localize.h probe_length)
+  // a failure within the probes' own noise: said so, no probe run (localize.h marginal_failure)
+  if (const std::string marginal = marginal_failure(row.judged); !marginal.empty()) {
+    row.localization.message = marginal;
+    row.localized = true;
+    row.judged.message += "; localized: " + marginal;
+    log << "not localizing " << row.strategy << ": " << marginal << "\n";
+    return;
+  }
   const int64_t steps = probe_length(ref.trajectory.size(), row.judged.first_divergence_step, o.probe_steps);
   const auto cut = first_steps(ref, steps);
   int n = 0;
