@@ -1,6 +1,6 @@
 // check: every scenario run and judged against its FP32 reference — in this process, one scenario after another, or
 // `--jobs` scenarios at once in processes of their own (parallel_check.cpp) — and the run directory written whole.
-#include "usecases/judge_run.h"
+#include "usecases/judge_engine_run.h"
 #include "usecases/result_rows.h"
 #include "usecases/run_directory.h"
 #include "usecases/scenario_files.h"
@@ -10,7 +10,6 @@
 #include "engine/device.h"
 #include "reference/reference_store.h"
 #include "run/progress.h"
-#include "run/engine_warnings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -37,28 +36,13 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
     bool writes = true;
     const auto r = run_any_scenario(sc, opts, &writes, run::terminal_progress(run.loop.steps));
     if (!writes) return std::nullopt;
-    const bool completed = r.outcome.status == engine::RunOutcome::Status::Completed;
-    const std::string nonfinite =
-        first_nonfinite_note(std::to_string(r.outcome.first_nonfinite_step), r.outcome.first_nonfinite_module,
-                             r.outcome.first_nonfinite_pass);
-    const Judged j =
-        judge_run({engine::status_name(r.outcome.status), r.outcome.error, r.trajectory, nonfinite},
-                  {ref.file.trajectory, ref.noise}, scenario::expectation(sc.expect), sc.tolerance, opts.strict,
-                  [&](verdict::Verdict& v) {
-                    verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
-                    if (completed)  // columns not judged, precision not in effect
-                      run::add_engine_run_warnings(v, r.trajectory, run.strategy, device.is_cuda(), ref.file.trajectory,
-                                                   ref.noise);
-                  });
-    fill_result(row, j);
+    const Judged j = judge_engine_run(r, run.strategy, device, {ref.file.trajectory, ref.noise},
+                                      scenario::expectation(sc.expect), sc.tolerance, opts.strict);
+    trajectory::TrajectoryFile tf = result_file(sc, device, r);
+    record_judgement(j, ref, row, tf, VerdictInFile::Written);
     fill_distributed(row, r);
     fill_measurements(row, r, device, peak_tflops);
     row.trajectory_file = sc.run.name + ".h5";
-    trajectory::TrajectoryFile tf = result_file(sc, device, r);
-    tf.attributes["verdict"] = j.verdict.verdict;
-    tf.attributes["verdict_message"] = j.verdict.message;
-    tf.attributes["reference"] = ref.path;
-    add_verdict_series(tf, j.verdict, ref.file.trajectory, ref.loss_spread);
     write_result(opts, row.trajectory_file, tf);
   } catch (const std::exception& e) {
     row.pass = false;

@@ -1,7 +1,7 @@
 // localize: the modules whose precision makes an engine scenario fail, by sweep's bisection (localize_scenarios.h).
 #include "usecases/localize_scenarios.h"
 
-#include "usecases/judge_run.h"
+#include "usecases/judge_engine_run.h"
 #include "usecases/recordings.h"
 #include "usecases/result_rows.h"
 #include "usecases/run_directory.h"
@@ -12,7 +12,6 @@
 #include "reference/reference_store.h"
 #include "report/format.h"
 #include "report/html.h"
-#include "run/engine_warnings.h"
 
 #include <nlohmann/json.hpp>
 
@@ -36,24 +35,15 @@ struct JudgedRun {
 };
 
 // The scenario as `run` configures it, trained and judged against `reference` (cut to the run's length by the
-// caller): the one judge_run, with check's engine warnings.
+// caller) as check judges (judge_engine_run).
 JudgedRun run_and_judge(const scenario::Scenario& sc, const engine::RunConfig& run, const RunOptions& opts,
                         const at::Device& device, const trajectory::Trajectory& reference,
                         const std::vector<trajectory::LabelledTrajectory>& noise) {
   scenario::Scenario probe = sc;
   probe.run = run;
   JudgedRun j{run::run_scenario(probe, opts.device), {}};
-  const engine::RunOutcome& out = j.result.outcome;
-  const bool completed = out.status == engine::RunOutcome::Status::Completed;
   const verdict::Expectation tracks;  // the question: does it track its FP32 reference?
-  j.judged = judge_run({engine::status_name(out.status), out.error, j.result.trajectory,
-                        first_nonfinite_note(std::to_string(out.first_nonfinite_step), out.first_nonfinite_module,
-                                             out.first_nonfinite_pass)},
-                       {reference, noise}, tracks, sc.tolerance, opts.strict, [&](verdict::Verdict& v) {
-                         if (completed)
-                           run::add_engine_run_warnings(v, j.result.trajectory, run.strategy, device.is_cuda(),
-                                                        reference, noise);
-                       });
+  j.judged = judge_engine_run(j.result, run.strategy, device, {reference, noise}, tracks, sc.tolerance, opts.strict);
   return j;
 }
 
@@ -87,14 +77,10 @@ ScenarioLocalization localize_one(const Prepared& p, const LocalizeOptions& o, c
   s.row.expect = "tracks";
   // 1. the scenario as written
   const JudgedRun failing = run_and_judge(sc, sc.run, opts, p.device, p.ref.file.trajectory, p.ref.noise);
-  fill_result(s.row, failing.judged);
+  trajectory::TrajectoryFile tf = result_file(sc, p.device, failing.result);
+  record_judgement(failing.judged, p.ref, s.row, tf, VerdictInFile::Written);
   fill_measurements(s.row, failing.result, p.device, peak_tflops);
   s.row.trajectory_file = sc.run.name + ".h5";
-  trajectory::TrajectoryFile tf = result_file(sc, p.device, failing.result);
-  tf.attributes["verdict"] = failing.judged.verdict.verdict;
-  tf.attributes["verdict_message"] = failing.judged.verdict.message;
-  tf.attributes["reference"] = p.ref.path;
-  add_verdict_series(tf, failing.judged.verdict, p.ref.file.trajectory, p.ref.loss_spread);
   write_result(opts, s.row.trajectory_file, tf);
   s.failing_ms_per_step = s.row.median_step_ms;
   s.failing_peak_memory_bytes = s.row.peak_memory_bytes;

@@ -4,7 +4,7 @@
 // this device class has no golden: the nearest class's, said so). Everything that is bad input — the reference root,
 // a golden that fails its seal (validate/golden.h), a plant that cannot act, nothing to compare with — is refused
 // (exit 2) before anything trains. validate/validate.h has the pieces.
-#include "usecases/judge_run.h"
+#include "usecases/judge_engine_run.h"
 #include "usecases/result_rows.h"
 #include "usecases/run_directory.h"
 #include "usecases/scenario_files.h"
@@ -17,7 +17,6 @@
 #include "report/summary.h"
 #include "run/progress.h"
 #include "run/provenance.h"
-#include "run/engine_warnings.h"
 #include "validate/golden.h"
 #include "validate/validate.h"
 #include "verdict/verdict.h"
@@ -268,18 +267,10 @@ std::string judge_statistically(const Prepared& p, const run::ScenarioResult& r,
   if (p.reference_class.empty()) return "";
   const scenario::Scenario& sc = p.sc;
   const auto ref = reference::load_reference(root, p.reference_class, sc.run, opts.suite);
-  const bool completed = r.outcome.status == engine::RunOutcome::Status::Completed;
-  const Judged j = judge_run({engine::status_name(r.outcome.status), r.outcome.error, r.trajectory},
-                             {ref.file.trajectory, ref.noise}, scenario::expectation(sc.expect), sc.tolerance,
-                             opts.strict, [&](verdict::Verdict& v) {
-                               if (completed)
-                                 run::add_engine_run_warnings(v, r.trajectory, sc.run.strategy, p.device.is_cuda(),
-                                                              ref.file.trajectory, ref.noise);
-                             });
-  fill_result(row, j);
+  const Judged j = judge_engine_run(r, sc.run.strategy, p.device, {ref.file.trajectory, ref.noise},
+                                    scenario::expectation(sc.expect), sc.tolerance, opts.strict);
+  record_judgement(j, ref, row, tf, VerdictInFile::Left);
   row.validation.statistical_verdict = j.verdict.verdict;
-  tf.attributes["reference"] = ref.path;
-  add_verdict_series(tf, j.verdict, ref.file.trajectory, ref.loss_spread);
   return "the statistical verdict against the " + p.reference_class + " FP32 references" +
          (p.reference_class == row.device_class ? "" : " (the nearest class: none for " + row.device_class + ")") +
          " is " + row.verdict + (row.message.empty() ? "" : " (" + row.message + ")");

@@ -1,0 +1,37 @@
+// An engine run judged, into its row and its result file (judge_engine_run.h).
+#include "usecases/judge_engine_run.h"
+
+#include "run/engine_warnings.h"
+
+#include <string>
+
+namespace ampcheck::usecases {
+
+Judged judge_engine_run(const run::ScenarioResult& r, const engine::Strategy& strategy, const at::Device& device,
+                        const ReferenceToJudge& reference, const verdict::Expectation& expected,
+                        const verdict::Tolerance& tolerance, bool strict) {
+  const engine::RunOutcome& out = r.outcome;
+  const bool completed = out.status == engine::RunOutcome::Status::Completed;
+  return judge_run({engine::status_name(out.status), out.error, r.trajectory,
+                    first_nonfinite_note(std::to_string(out.first_nonfinite_step), out.first_nonfinite_module,
+                                         out.first_nonfinite_pass)},
+                   reference, expected, tolerance, strict, [&](verdict::Verdict& v) {
+                     verdict::apply_rank_consistency(v, r.distributed.diverged_step, r.distributed.consistency);
+                     if (completed)  // columns not judged, precision not in effect
+                       run::add_engine_run_warnings(v, r.trajectory, strategy, device.is_cuda(), reference.trajectory,
+                                                    reference.noise);
+                   });
+}
+
+void record_judgement(const Judged& j, const reference::Reference& ref, report::ScenarioSummary& row,
+                      trajectory::TrajectoryFile& tf, VerdictInFile verdict_in_file) {
+  fill_result(row, j);
+  if (verdict_in_file == VerdictInFile::Written) {
+    tf.attributes["verdict"] = j.verdict.verdict;
+    tf.attributes["verdict_message"] = j.verdict.message;
+  }
+  tf.attributes["reference"] = ref.path;
+  add_verdict_series(tf, j.verdict, ref.file.trajectory, ref.loss_spread);
+}
+
+}  // namespace ampcheck::usecases
