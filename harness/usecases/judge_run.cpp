@@ -19,11 +19,13 @@ Judged judge_run(const RunToJudge& run, const ReferenceToJudge& reference, const
   return j;
 }
 
-std::string first_nonfinite_note(const std::string& step, const std::string& module, const std::string& pass) {
+std::string first_nonfinite_note(const std::string& step, const std::string& module, const std::string& pass,
+                                 const std::string& op) {
   if (step.empty() || step[0] == '-') return "";
   if (module.empty())
     return "first non-finite at step " + step + " (no module's output or input gradient held an inf/NaN)";
-  return "first non-finite: module " + module + " (" + (pass.empty() ? "forward" : pass) + ") at step " + step;
+  return "first non-finite: module " + module + " (" + (pass.empty() ? "forward" : pass) + ") at step " + step +
+         (op.empty() ? "" : "; first non-finite operation: " + op);
 }
 
 void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v) {

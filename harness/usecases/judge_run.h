@@ -27,7 +27,9 @@ struct RunToJudge {
 // step 0", or "first non-finite at step 2 (no module's output or input gradient held an inf/NaN)"; "" when step is
 // empty or negative (the run never went non-finite). From an engine run (engine::RunOutcome::first_nonfinite_*) or a
 // recording's attributes first_nonfinite_step / _module / _pass (the Python recorder's nonfinite.py).
-std::string first_nonfinite_note(const std::string& step, const std::string& module, const std::string& pass);
+// (`op`: the recording's first_nonfinite_op where the recorder traced it — the first aten operation, or why none)
+std::string first_nonfinite_note(const std::string& step, const std::string& module, const std::string& pass,
+                                 const std::string& op = "");
 
 struct ReferenceToJudge {
   const trajectory::Trajectory& trajectory;

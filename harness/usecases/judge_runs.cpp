@@ -214,7 +214,7 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
   const Judged judged =
       judge_run({in.status, attr(run, "error"), run.trajectory,
                  first_nonfinite_note(attr(run, "first_nonfinite_step"), attr(run, "first_nonfinite_module"),
-                                      attr(run, "first_nonfinite_pass"))},
+                                      attr(run, "first_nonfinite_pass"), attr(run, "first_nonfinite_op"))},
                 {ref_t, noise}, expected, j.tolerance, strict, [&](verdict::Verdict& v) {
                   if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
                   // a loss-only recording: what could not be checked, said where it is read (the terminal)

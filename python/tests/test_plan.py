@@ -175,6 +175,12 @@ def test_a_planted_overflow_names_its_module(tmp_path, monkeypatch):
     attrs, cols = plan_util.read(os.path.join(d, "runs", "fp16.h5"))
     assert attrs["first_nonfinite_module"] == "transformer.h.0.mlp.c_fc", attrs
     assert (attrs["first_nonfinite_step"], attrs["first_nonfinite_pass"]) == ("0", "forward")
+    # the first operation, traced at the module's next forward: autocast's cast of the weight (x 1e6: its largest
+    # element no longer fits in fp16) — before the matmul
+    op = attrs["first_nonfinite_op"]
+    assert op.startswith("aten::_to_copy -> float16 (inputs float32, largest |input| "), op
+    assert "above float16's largest 65504" in op and "in transformer.h.0.mlp.c_fc (forward, traced at step" in op, op
+    assert "already non-finite" not in op, op
     assert cols["skipped"].all()  # the scaler skipped every step (the forward overflows each time)
     # the same plant in FP32 overflows nothing: no non-finite module recorded
     monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "fp32", "fp32"))

@@ -10,6 +10,16 @@ step's other values in the recorder's one transfer at flush. A leaf finishes its
 forward's first flagged module is the innermost one that produced the value. Backward names the first module (in
 backward order) whose parameter gradients were non-finite; under a GradScaler an overflow the scaler then skips counts
 too (it is a non-finite value seen).
+
+The first operation (issue 52), only once a non-finite value was seen: the step's two indices are read on the host
+without a sync — at once on the CPU, on CUDA from a non-blocking copy read at a later step once its event has passed —
+and the module is armed for its next training forward. Forward: that forward runs under a dispatch mode that checks
+each aten operation's floating outputs and keeps the first non-finite one (the operation, its output dtype, its
+floating inputs' dtypes and largest magnitude, whether they were all finite); a sync per operation of that one module,
+once. Backward: that forward's floating outputs get a gradient hook and the module's parameters a check after their
+gradients accumulate, which say whether the gradient reaching the module was finite (its largest magnitude) and which
+of its parameter gradients were not: the overflow is in the module's own backward, or it arrived from downstream.
+Neither replays anything; a failure that does not recur within 3 forwards is said so (attribute first_nonfinite_op).
 """
 
 from __future__ import annotations
@@ -18,9 +28,53 @@ import functools
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from torch.utils.hooks import RemovableHandle
 
 from ampcheck.plan_hooks import _floating_tensors
+
+_TRIES = 3  # armed forwards before "did not recur"
+
+
+def _largest(tensors: list[torch.Tensor]) -> float:
+    """The largest finite magnitude in the tensors (0.0 when none)."""
+    out = 0.0
+    for t in tensors:
+        finite = t.detach()[torch.isfinite(t.detach())]
+        if finite.numel():
+            out = max(out, float(finite.abs().max()))
+    return out
+
+
+def _floats(obj: Any) -> list[torch.Tensor]:
+    return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
+
+
+class _FirstNonfiniteOp(TorchDispatchMode):
+    """Runs each aten operation and keeps the first whose floating output holds an inf/NaN."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.found: str | None = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if self.found is None:
+            bad = [t for t in _floats(out) if not bool(torch.isfinite(t).all())]
+            if bad:
+                ins = _floats((args, kwargs))
+                finite_in = all(bool(torch.isfinite(t).all()) for t in ins)
+                dtypes = "/".join(sorted({str(t.dtype).replace("torch.", "") for t in ins})) or "-"
+                largest, top = _largest(ins), torch.finfo(bad[0].dtype).max
+                dtype = str(bad[0].dtype).replace("torch.", "")
+                self.found = (
+                    f"{func._schema.name} -> {dtype} (inputs {dtypes}, largest |input| {largest:.3g}"
+                    + (f", above {dtype}'s largest {top:.5g}" if largest > top else "")
+                    + ("" if finite_in else ", an input already non-finite")
+                    + ")"
+                )
+        return out
 
 
 class NonfiniteTracker:
@@ -41,6 +95,123 @@ class NonfiniteTracker:
         self._forward: list[tuple[int, torch.Tensor]] = []  # (module index, device bool flag) in the order run
         self._backward: list[tuple[int, torch.Tensor]] = []
         self.first: tuple[str, int, str] | None = None  # (module, step, pass), once seen on the host
+        self.modules = [m for _, m in model.named_modules()]
+        self.op: str | None = None  # the first operation (or why none), once traced
+        self._steps = 0  # collect() calls: the step being recorded
+        self._early: list[tuple[torch.Tensor, Any]] = []  # CUDA: (pinned host copy, event) of steps not yet read
+        self._armed: tuple[int, str] | None = None  # (module index, pass) to trace at its next training forward
+        self._tries = 0
+        self._trace_handles: list[RemovableHandle] = []
+        self._mode: _FirstNonfiniteOp | None = None
+
+    # -- the first operation: armed once a non-finite value was seen, traced at the module's next forward ------------
+
+    def _watch(self, out: list[torch.Tensor]) -> None:
+        """The step's two indices on the host without a sync; arms the first flagged module."""
+        if self.op is not None or self._armed is not None:
+            return
+        if out[0].device.type == "cpu":
+            self._arm(float(out[0]), float(out[1]))
+            return
+        if out[0].device.type == "cuda":
+            host = torch.empty(2, dtype=torch.float64, pin_memory=True)
+            host.copy_(torch.stack(out), non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            self._early.append((host, event))
+            while self._early and self._early[0][1].query():
+                done, _ = self._early.pop(0)
+                if self._armed is None:
+                    self._arm(float(done[0]), float(done[1]))
+            self._early = self._early[-4:]  # (a stalled event: the newest few)
+
+    def _arm(self, forward: float, backward: float) -> None:
+        if forward >= 0:
+            self._armed = (int(forward), "forward")
+        elif backward >= 0:
+            self._armed = (int(backward), "backward")
+        else:
+            return
+        idx, _ = self._armed
+        module = self.modules[idx]
+        self._trace_handles = [
+            module.register_forward_pre_hook(self._trace_enter),
+            module.register_forward_hook(self._trace_leave, always_call=True),
+        ]
+
+    def _disarm(self, op: str) -> None:
+        self.op = op
+        for h in self._trace_handles:
+            h.remove()
+        self._trace_handles = []
+        self._armed = None
+
+    def _trace_enter(self, module: torch.nn.Module, args: Any) -> None:
+        if not torch.is_grad_enabled() or self._armed is None:
+            return
+        if self._armed[1] == "forward":
+            self._mode = _FirstNonfiniteOp()
+            self._mode.__enter__()  # type: ignore[no-untyped-call]
+
+    def _trace_leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if not torch.is_grad_enabled() or self._armed is None:
+            return
+        idx, pass_ = self._armed
+        name = self.names[idx] or "(the model)"
+        self._tries += 1
+        at = f"traced at step {self._steps}"
+        if pass_ == "forward":
+            mode, self._mode = self._mode, None
+            if mode is not None:
+                mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+                if mode.found is not None:
+                    self._disarm(f"{mode.found} in {name} (forward, {at})")
+            if self._armed is not None and self._tries >= _TRIES:
+                self._disarm(f"none in {name}'s next {_TRIES} forwards (the failure did not recur)")
+            return
+        self._trace_backward(idx, name, module, output, at)
+
+    def _trace_backward(self, idx: int, name: str, module: torch.nn.Module, output: Any, at: str) -> None:
+        """The gradient reaching the module's outputs and its parameters' gradients, checked as they arrive."""
+        arrived: list[tuple[bool, float, str]] = []
+        params = [(n, p) for n, p in module.named_parameters(recurse=False) if p.requires_grad]
+        bad_params: list[str] = []
+        pending = {"params": len(params)}
+
+        def on_output_grad(g: torch.Tensor) -> None:
+            arrived.append((bool(torch.isfinite(g).all()), _largest([g]), str(g.dtype).replace("torch.", "")))
+
+        def on_param(pname: str, p: torch.Tensor) -> None:
+            if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
+                bad_params.append(pname)
+            pending["params"] -= 1
+            if pending["params"] == 0 and self._armed is not None:
+                if bad_params:
+                    came = (
+                        "finite (largest |grad| "
+                        + f"{max(a[1] for a in arrived):.3g}, {arrived[0][2]}): the overflow is in {name}'s own backward"
+                        if arrived and all(a[0] for a in arrived)
+                        else "already non-finite: it came from downstream of " + name
+                        if arrived
+                        else "not seen"
+                    )
+                    self._disarm(
+                        f"in {name}'s backward ({at}): the gradient reaching its output was {came}; non-finite "
+                        f"gradients of {', '.join(bad_params)}"
+                    )
+                elif self._tries >= _TRIES:
+                    self._disarm(f"none in {name}'s next {_TRIES} backwards (the failure did not recur)")
+                for h in hooks:
+                    h.remove()
+
+        hooks: list[RemovableHandle] = []
+        for t in _floating_tensors(output):
+            if t.requires_grad:
+                hooks.append(t.register_hook(on_output_grad))
+        for pname, p in params:
+            hooks.append(p.register_post_accumulate_grad_hook(functools.partial(on_param, pname)))
+        if not params:
+            self._disarm(f"none: {name} holds no parameters to watch in its backward")
 
     def _on_forward(self, idx: int, module: torch.nn.Module, args: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
@@ -68,6 +239,8 @@ class NonfiniteTracker:
         tensors (-1: none), and the step's flags cleared. No sync."""
         out = [self._first(self._forward, device), self._first(self._backward, device)]
         self._forward, self._backward = [], []
+        self._watch(out)
+        self._steps += 1
         return out
 
     def seen(self, step: int, forward: float, backward: float) -> None:
@@ -83,13 +256,16 @@ class NonfiniteTracker:
         if self.first is None:
             return {}
         module, step, pass_ = self.first
-        return {
+        out = {
             "first_nonfinite_module": module or "(the model)",
             "first_nonfinite_step": str(step),
             "first_nonfinite_pass": pass_,
         }
+        if self.op is not None:
+            out["first_nonfinite_op"] = self.op
+        return out
 
     def remove(self) -> None:
-        for h in self.handles:
+        for h in self.handles + self._trace_handles:
             h.remove()
-        self.handles = []
+        self.handles, self._trace_handles = [], []
