@@ -25,8 +25,15 @@ for case in kill hang; do
   # while it runs, the run directory is the staging directory beside --out (usecases/run_directory.h)
   pids=$work/.$case.partial-$launcher/dist-long.ranks/pids
   wait_for_pids "$pids"
-  sleep 2
   pid1=$(awk '$1 == 1 {print $2}' "$pids")
+  # rank 1 well into training before it is killed or stopped: 4 s of its own CPU time (it spends none while it waits
+  # for the other rank at the rendezvous; start-up takes 1-3 s under ASan). A fixed 2 s sleep stopped it before the
+  # rendezvous on a loaded machine: rank 0 then failed creating the process group, not in a collective.
+  for _ in $(seq 1 600); do
+    ticks=$(awk '{print $14 + $15}' "/proc/$pid1/stat" 2> /dev/null || echo 0)
+    [ "$ticks" -ge $((4 * $(getconf CLK_TCK))) ] && break
+    sleep 0.1
+  done
   if [ $case = kill ]; then kill -KILL "$pid1"; else kill -STOP "$pid1"; fi
   set +e; wait $launcher; rc=$?; set -e
   msg=$(grep "ampcheck:" "$work/$case.log" | head -1)
