@@ -6,6 +6,7 @@
 #include "engine/cpu_capability.h"
 
 #include "io/text.h"
+#include "verdict/kind.h"
 
 #include <CLI/CLI.hpp>
 
@@ -218,7 +219,7 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.judge
       ->add_option("--expect", s.judge_expect,
                    "the expected verdict (default: the run's 'expect' attribute, else tracks)")
-      ->check(CLI::IsMember({"tracks", "diverges", "stalls", "nonfinite", "error"}));
+      ->check(CLI::IsMember(verdict::kind_words()));
   s.judge->add_option("--strategy", s.judge_strategy,
                       "the strategy family shown for every run (default: the run's 'strategy' attribute)");
   s.judge->add_flag("--strict", run_opts.strict, "warnings fail (as for check)");

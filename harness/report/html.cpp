@@ -6,6 +6,7 @@
 
 #include "io/files.h"
 #include "trajectory/trajectory_file.h"
+#include "verdict/kind.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,8 +91,10 @@ double median(std::vector<double> v) {
 std::string strategy_comparison(const RunSummary& s) {
   std::map<std::string, std::map<std::string, StrategyRow>> by_workload;
   for (const auto& c : s.scenarios) {
-    const bool completed = c.verdict == "tracks" || c.verdict == "diverges" || c.verdict == "stalls";
-    if (!completed || c.expect != "tracks" || c.workload.empty()) continue;
+    using verdict::Kind;
+    const bool completed = verdict::is(c.verdict, Kind::Tracks) || verdict::is(c.verdict, Kind::Diverges) ||
+                           verdict::is(c.verdict, Kind::Stalls);
+    if (!completed || !verdict::is(c.expect, Kind::Tracks) || c.workload.empty()) continue;
     auto& row = by_workload[c.workload][c.strategy];
     row.strategy = c.strategy;
     row.runs.push_back(&c);
@@ -423,8 +426,8 @@ std::string sweep_lead(const SweepPage& p) {
       if (pr.keep_fp32.size() > 8)
         keep = std::to_string(pr.keep_fp32.size()) + " modules: " + pr.keep_fp32.front() + " … " + pr.keep_fp32.back();
       o << "<tr><td class=\"n\">" << i + 1 << "</td><td>" << escape(keep.empty() ? "(none)" : keep) << "</td><td>"
-        << "<span class=\"" << (pr.verdict == "tracks" ? "pass" : "fail") << "\">" << escape(pr.verdict)
-        << "</span></td><td class=\"n\">" << format_number(pr.ms, 4) << "</td><td class=\"n\">"
+        << "<span class=\"" << (verdict::is(pr.verdict, verdict::Kind::Tracks) ? "pass" : "fail") << "\">"
+        << escape(pr.verdict) << "</span></td><td class=\"n\">" << format_number(pr.ms, 4) << "</td><td class=\"n\">"
         << bytes(pr.peak_memory_bytes) << "</td><td>" << escape(pr.message) << "</td></tr>\n";
     }
     o << "</table>\n<h3>Fix</h3>\n";

@@ -828,7 +828,7 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
   }
   if (top.has("expect")) {
     Fields e = top.map("expect");
-    sc.expect.verdict = e.choice("verdict", "tracks", {"tracks", "diverges", "stalls", "nonfinite", "error"});
+    sc.expect.verdict = e.choice("verdict", verdict::to_string(verdict::Kind::Tracks), verdict::kind_words());
     sc.expect.error = e.str("error", "");
     YAML::Node skipped = e.raw("skipped");
     if (skipped.IsDefined() && !skipped.IsNull()) {
@@ -852,9 +852,9 @@ Scenario parse_scenario_text(const std::string& text, const std::string& path) {
         sc.expect.warnings.push_back(warnings[j].Scalar());
       }
     }
-    if (sc.expect.verdict == "error" && sc.expect.error.empty())
+    if (verdict::is(sc.expect.verdict, verdict::Kind::Error) && sc.expect.error.empty())
       e.fail_key("verdict", "verdict 'error' needs expect.error: the message");
-    if (sc.expect.verdict != "error" && !sc.expect.error.empty())
+    if (!verdict::is(sc.expect.verdict, verdict::Kind::Error) && !sc.expect.error.empty())
       e.fail_key("error", "only verdict 'error' takes a message");
     e.done();
   } else {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/run_config.h"
+#include "verdict/kind.h"
 #include "verdict/pass_rule.h"
 #include "verdict/verdict.h"
 
@@ -20,7 +21,7 @@ class ScenarioError : public std::runtime_error {
 };
 
 struct Expect {
-  std::string verdict = "tracks";              // tracks | diverges | stalls | nonfinite | error
+  std::string verdict = verdict::to_string(verdict::Kind::Tracks);  // verdict/kind.h: tracks | diverges | ...
   std::string error;                           // for `error`: the exact message the engine must raise
   int64_t skipped_min = -1, skipped_max = -1;  // optional bounds on the skipped steps (-1: none)
   // warnings the run must raise (verdict::Warning::signal: zero_grads, subnormal_grads, fp8_saturated, fp8_flushed,

@@ -4,6 +4,7 @@
 #include "run/scenario_run.h"
 #include "reference/reference_store.h"
 #include "scenario/scenario.h"
+#include "verdict/kind.h"
 #include "verdict/verdict.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +56,20 @@ const verdict::SignalResult& signal(const verdict::Verdict& v, const std::string
   throw std::runtime_error("no signal " + name);
 }
 }  // namespace
+
+// The verdicts' words are spelled once (verdict/kind.h): each Kind's word parses back to it, nothing else parses.
+TEST(VerdictJudge, KindWordsRoundTrip) {
+  const std::vector<std::string> words{"tracks", "diverges", "stalls", "nonfinite", "error"};
+  EXPECT_EQ(verdict::kind_words(), words);
+  for (auto k : {verdict::Kind::Tracks, verdict::Kind::Diverges, verdict::Kind::Stalls, verdict::Kind::NonFinite,
+                 verdict::Kind::Error}) {
+    EXPECT_EQ(verdict::parse_kind(verdict::to_string(k)), k);
+    EXPECT_TRUE(verdict::is(verdict::to_string(k), k));
+  }
+  EXPECT_FALSE(verdict::parse_kind(verdict::kNoVerdict).has_value());
+  EXPECT_FALSE(verdict::parse_kind("Tracks").has_value());
+  EXPECT_FALSE(verdict::is("tracks ", verdict::Kind::Tracks));
+}
 
 TEST(VerdictJudge, IdenticalRunTracksWithEverySignalJudgedAtZero) {
   const auto ref = healthy();

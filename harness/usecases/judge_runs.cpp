@@ -12,6 +12,7 @@
 #include "io/text.h"
 #include "reference/external_run.h"
 #include "run/provenance.h"
+#include "verdict/kind.h"
 
 #include <algorithm>
 #include <cctype>
@@ -200,7 +201,7 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
   row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
   row.strategy = !j.strategy.empty() ? j.strategy : attr(run, "strategy", "-");
   row.device_class = attr(run, "device_class", default_device_class);
-  row.expect = !j.expect.empty() ? j.expect : attr(run, "expect", "tracks");
+  row.expect = !j.expect.empty() ? j.expect : attr(run, "expect", verdict::to_string(verdict::Kind::Tracks));
   // a partial run against the reference's first as many steps (its noise runs cut the same way)
   trajectory::Trajectory ref_t = ref.trajectory;
   std::vector<trajectory::LabelledTrajectory> noise = ref.noise_runs;

@@ -2,6 +2,7 @@
 #include "usecases/localize.h"
 
 #include "io/text.h"
+#include "verdict/kind.h"
 
 #include <algorithm>
 #include <cmath>
@@ -167,11 +168,11 @@ ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vec
                 ? " (the loss scaler's warm-up)"
                 : "");
   out.explanation = judged.verdict + (why.tellp() > 0 ? ": " + why.str() : std::string());
-  if (judged.verdict == "tracks") {
+  if (verdict::is(judged.verdict, verdict::Kind::Tracks)) {
     out.tracks = true;
     return out;
   }
-  if (judged.verdict != "diverges" || !loss || !loss->judged || loss->fired) return out;
+  if (!verdict::is(judged.verdict, verdict::Kind::Diverges) || !loss || !loss->judged || loss->fired) return out;
   // diverges: discount the strategy's own warm-up, nothing else
   const int64_t steps = std::max<int64_t>(judged.steps, 1);
   const bool prefix =
@@ -223,7 +224,8 @@ std::string fix_in_script(const Localization& L, const report::ScenarioSummary& 
 }
 
 std::string marginal_failure(const report::ScenarioSummary& failing) {
-  if (failing.verdict != "diverges" && failing.verdict != "stalls") return "";
+  if (!verdict::is(failing.verdict, verdict::Kind::Diverges) && !verdict::is(failing.verdict, verdict::Kind::Stalls))
+    return "";
   const report::SignalSummary* largest = nullptr;
   for (const auto& sig : failing.signals) {
     if (!sig.fired || !sig.decides) continue;

@@ -12,6 +12,7 @@
 #include "reference/reference_store.h"
 #include "report/format.h"
 #include "report/html.h"
+#include "verdict/kind.h"
 
 #include <nlohmann/json.hpp>
 
@@ -74,7 +75,7 @@ ScenarioLocalization localize_one(const Prepared& p, const LocalizeOptions& o, c
   s.scenario = sc.run.name;
   s.strategy = sc.run.strategy.name;
   s.row = scenario_row(sc, p.device);
-  s.row.expect = "tracks";
+  s.row.expect = verdict::to_string(verdict::Kind::Tracks);
   // 1. the scenario as written
   const JudgedRun failing = run_and_judge(sc, sc.run, opts, p.device, p.ref.file.trajectory, p.ref.noise);
   trajectory::TrajectoryFile tf = result_file(sc, p.device, failing.result);
@@ -86,11 +87,11 @@ ScenarioLocalization localize_one(const Prepared& p, const LocalizeOptions& o, c
   s.failing_peak_memory_bytes = s.row.peak_memory_bytes;
   const std::string verdict = s.row.verdict;
   log << "  " << verdict << ": " << failing.judged.verdict.message << "\n" << std::flush;
-  if (verdict == "tracks") {
+  if (verdict::is(verdict, verdict::Kind::Tracks)) {
     s.row.message += "; tracks its FP32 reference: nothing to localize";
     return s;
   }
-  if (verdict == "error") {
+  if (verdict::is(verdict, verdict::Kind::Error)) {
     s.row.pass = false;
     s.row.message += "; not localized: the run raised an error, which no module's precision explains";
     return s;
@@ -121,7 +122,7 @@ ScenarioLocalization localize_one(const Prepared& p, const LocalizeOptions& o, c
     const JudgedRun j = run_and_judge(sc, run, opts, p.device, cut.trajectory, cut.noise_runs);
     ProbeOutcome out;
     out.verdict = j.judged.verdict.verdict;
-    out.tracks = out.verdict == "tracks";
+    out.tracks = verdict::is(out.verdict, verdict::Kind::Tracks);
     out.message = j.judged.verdict.message;
     out.ms_per_step = j.result.timing.median_ms;
     out.peak_memory_bytes = j.result.peak_memory_bytes;

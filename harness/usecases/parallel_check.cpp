@@ -10,6 +10,7 @@
 #include "io/files.h"
 
 #include "engine/device.h"
+#include "verdict/kind.h"
 
 #include <csignal>
 #include <cstdio>
@@ -130,7 +131,7 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
     if (!file_exists(summary)) {  // the child died before writing its summary: keep its output in the message
       report::ScenarioSummary row;
       row.name = file_stem(files[i]);
-      row.verdict = "-";
+      row.verdict = verdict::kNoVerdict;
       row.message = "the scenario's process ended with exit code " + std::to_string(status[i]) +
                     " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + ".log", 2000);
       out.rows.push_back(row);

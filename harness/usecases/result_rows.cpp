@@ -7,6 +7,7 @@
 #include "engine/device.h"
 #include "report/html.h"
 #include "run/provenance.h"
+#include "verdict/kind.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -23,7 +24,7 @@ report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Dev
   row.name = sc.run.name;
   row.strategy = sc.run.strategy.name;
   row.expect = sc.expect.verdict;
-  row.verdict = "-";
+  row.verdict = verdict::kNoVerdict;
   row.device_class = engine::device_info(device).device_class;
   return row;
 }

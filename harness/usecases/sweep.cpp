@@ -15,6 +15,7 @@
 #include "report/format.h"
 #include "report/html.h"
 #include "run/provenance.h"
+#include "verdict/kind.h"
 
 #include <ATen/Context.h>
 #include <nlohmann/json.hpp>
@@ -229,7 +230,7 @@ report::ScenarioSummary judge_in_sweep(const ExecutedRun& e, const trajectory::T
 // Why a pure low-precision strategy fails when its updates are lost (the fix is not a module).
 bool lost_updates(const SweepRow& r) {
   return !fix_without_modules(r.strategy).empty() &&
-         (r.judged.verdict == "stalls" || r.judged.deciding_signal == "update_norm");
+         (verdict::is(r.judged.verdict, verdict::Kind::Stalls) || r.judged.deciding_signal == "update_norm");
 }
 
 SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& ref, const std::string& ref_path,
@@ -242,12 +243,12 @@ SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& 
   if (c.outcome != "judged" && c.outcome != "partial") {
     row.judged.name = e.plan.strategy;
     row.judged.strategy = e.plan.strategy;
-    row.judged.verdict = c.outcome == "refused" ? "refused" : "-";
+    row.judged.verdict = c.outcome == "refused" ? "refused" : verdict::kNoVerdict;
     row.judged.pass = c.outcome == "refused";  // a strategy the framework cannot apply here is not a failure
     row.judged.message = c.message;
     return row;
   }
-  JudgeInputs j{{}, ref_path, "tracks", e.plan.strategy, {}};
+  JudgeInputs j{{}, ref_path, verdict::to_string(verdict::Kind::Tracks), e.plan.strategy, {}};
   const std::string stopped = "; stopped at the time limit (" + e.process.describe() + ")";
   try {
     row.judged = judge_in_sweep(e, ref, ref_path, j, dir, o.strict);
@@ -255,7 +256,7 @@ SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& 
     if (c.outcome != "partial") throw;
     // a partial run judge cannot judge (too few steps): its row says why; the sweep goes on
     row.judged.name = row.judged.strategy = e.plan.strategy;
-    row.judged.verdict = "-";
+    row.judged.verdict = verdict::kNoVerdict;
     row.judged.pass = false;
     row.judged.message = std::string("not judged: ") + ex.what() + stopped;
     return row;
@@ -296,7 +297,7 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
       out.message = c.message;
       return out;
     }
-    JudgeInputs j{{}, ref_path, "tracks", row.strategy, {}};
+    JudgeInputs j{{}, ref_path, verdict::to_string(verdict::Kind::Tracks), row.strategy, {}};
     const auto judged = judge_in_sweep(e, cut, ref_path, j, paths.runs, o.strict);
     std::vector<int64_t> skipped_at;  // the strategy's own warm-up skips are discounted (localize.h probe_outcome)
     for (size_t i = 0; i < c.file.trajectory.rows.size(); ++i)
@@ -417,8 +418,9 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
   if (o.localize) {
     const auto tree = module_tree(fp32_file);
     for (auto& row : r.rows)
-      if ((row.outcome == "judged" || row.outcome == "partial") && row.judged.verdict != "tracks" &&
-          row.judged.verdict != "error")
+      if ((row.outcome == "judged" || row.outcome == "partial") &&
+          !verdict::is(row.judged.verdict, verdict::Kind::Tracks) &&
+          !verdict::is(row.judged.verdict, verdict::Kind::Error))
         localize_row(row, tree, ref, ref_path, paths, o, log, r.trainings);
   }
   if (r.reused > 0)  // what reusing a run assumes, said every time

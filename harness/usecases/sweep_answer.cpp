@@ -13,6 +13,7 @@
 #include "report/format.h"
 #include "report/html.h"
 #include "run/provenance.h"
+#include "verdict/kind.h"
 
 #include <ATen/Context.h>
 #include <nlohmann/json.hpp>
@@ -59,7 +60,8 @@ std::string speed_class(double speedup, double noise) {
 }
 
 bool can_be_recommended(const SweepRow& row) {
-  return row.outcome == "judged" && row.judged.verdict == "tracks" && row.judged.pass && std::isfinite(row.speedup);
+  return row.outcome == "judged" && verdict::is(row.judged.verdict, verdict::Kind::Tracks) && row.judged.pass &&
+         std::isfinite(row.speedup);
 }
 
 // A tracking strategy (one the recommendation may name) is ranked by rounds of short re-runs interleaved with FP32
@@ -240,7 +242,8 @@ report::SweepPage sweep_page(const SweepResult& r, const std::string& command) {
   report::SweepPage::Row f;
   f.strategy = "fp32";
   f.outcome = "judged";
-  f.verdict = f.signal = "-";
+  f.verdict = verdict::kNoVerdict;
+  f.signal = "-";
   f.speed = "reference";
   f.pass = true;
   f.ms = r.fp32.median_step_ms;

@@ -26,14 +26,14 @@ Observation observe_status(const std::string& status, const std::string& run_err
 namespace {
 
 // verdicts only a reference decides: what a completed run without one may still turn out to be
-bool needs_reference(const std::string& verdict) { return verdict != "error" && verdict != "nonfinite"; }
+bool needs_reference(const std::string& verdict) { return !is(verdict, Kind::Error) && !is(verdict, Kind::NonFinite); }
 
 // A run without a reference: a note on its status, whether it passed or not.
 std::string status_note(const Expectation& expected, const Observation& observed) {
   const std::string& status = observed.verdict;
-  if (expected.verdict == "error")
+  if (is(expected.verdict, Kind::Error))
     return status == "error" ? "raised: " + observed.error : "expected an error, none raised";
-  if (expected.verdict == "nonfinite") return status == "nonfinite" ? "non-finite as expected" : "run " + status;
+  if (is(expected.verdict, Kind::NonFinite)) return status == "nonfinite" ? "non-finite as expected" : "run " + status;
   return status == "completed" ? "completed; '" + expected.verdict + "' is judged against the FP32 reference"
                                : "run ended " + status + (observed.error.empty() ? "" : ": " + observed.error);
 }
@@ -60,7 +60,7 @@ Decision decide(const Expectation& expected, const Observation& observed, bool s
   Decision d;
   const bool verdict_met = observed.verdict == expected.verdict ||
                            (!observed.judged && observed.verdict == "completed" && needs_reference(expected.verdict));
-  const bool error_met = expected.verdict != "error" || !expected.error || observed.error == *expected.error;
+  const bool error_met = !is(expected.verdict, Kind::Error) || !expected.error || observed.error == *expected.error;
   if (!observed.judged) {
     d.pass = verdict_met && error_met;
     d.message = status_note(expected, observed);
@@ -79,7 +79,7 @@ Decision decide(const Expectation& expected, const Observation& observed, bool s
                            (expected.error && !expected.error->empty() ? " ('" + *expected.error + "')" : "") +
                            ", got " + observed.verdict + ": " + d.verdict_message;
   const std::string why = warnings_unmet(expected, observed, strict);
-  if (why.empty() || observed.verdict == "error") return d;  // an error's warnings decide nothing
+  if (why.empty() || is(observed.verdict, Kind::Error)) return d;  // an error's warnings decide nothing
   d.message = d.pass ? why + " (verdict " + observed.verdict + ": " + d.verdict_message + ")" : d.message + "; " + why;
   d.pass = false;
   return d;

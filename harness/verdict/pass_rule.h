@@ -19,10 +19,10 @@ namespace ampcheck::verdict {
 
 // What a run is expected to do (a scenario's `expect:`, or judge's --expect).
 struct Expectation {
-  std::string verdict = "tracks";              // tracks | diverges | stalls | nonfinite | error
-  std::optional<std::string> error;            // verdict error: the exact message the run must raise; unset: any
-  int64_t skipped_min = -1, skipped_max = -1;  // bounds on the skipped steps (-1: none)
-  std::vector<std::string> warnings;           // Warning::signal of each warning the run must raise
+  std::string verdict = to_string(Kind::Tracks);  // kind.h: tracks | diverges | stalls | nonfinite | error
+  std::optional<std::string> error;               // verdict error: the exact message the run must raise; unset: any
+  int64_t skipped_min = -1, skipped_max = -1;     // bounds on the skipped steps (-1: none)
+  std::vector<std::string> warnings;              // Warning::signal of each warning the run must raise
 };
 
 // What a run did, as far as it was judged.

@@ -2,6 +2,8 @@
 // metric (signals.h has the rules; docs/TOLERANCE.md the calibration).
 #include "verdict/signals.h"
 
+#include "verdict/kind.h"
+
 #include "verdict/shapes.h"
 
 #include "io/text.h"
@@ -185,14 +187,14 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
     m << "loss within " << io::number_text(r.max_margin, 2) << " of its allowed deviation (step " << r.max_step << ")";
   } else if (const LossExcursion e = loss_excursion(r, run, ref, tol); e.recovered) {
     // out for a while and back within the allowance until the last step: a transient, not a stall (shapes.h)
-    r.verdict = "diverges";
+    r.verdict = to_string(Kind::Diverges);
     m << describe(e) << "; at most " << io::number_text(std::abs(r.deviation), 3) << " nats "
       << (r.deviation > 0 ? "above" : "below") << " the reference (step " << r.max_step << ", "
       << io::number_text(r.max_margin, 3) << "x the allowed " << io::number_text(r.allowed, 3) << ")";
   } else if (dev_last > 0 && shed_run >= 0 && shed_run < shed_ref) {
     // learned less than the reference but still learned: a stall. A run that ends above the reference while it
     // shed as much or more (it started elsewhere, or went up and came down) moved elsewhere: diverges, below.
-    r.verdict = "stalls";
+    r.verdict = to_string(Kind::Stalls);
     m << "loss ";
     if (shed_ref > allowed[last])
       m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed (" << io::number_text(shed_run, 3)
@@ -203,7 +205,7 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
       << "), not recovered: " << io::number_text(dev_last, 3) << " nats above at the last step (" << last << ", "
       << io::number_text(r.margin_series[last], 2) << "x the allowed)";
   } else {
-    r.verdict = "diverges";
+    r.verdict = to_string(Kind::Diverges);
     m << "loss " << (r.deviation > 0 ? "above" : "below") << " the reference by "
       << io::number_text(std::abs(r.deviation), 3) << " nats at step " << r.max_step << ", "
       << io::number_text(r.max_margin, 3) << "x the allowed " << io::number_text(r.allowed, 3) << " (out from step "
@@ -261,7 +263,7 @@ SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, co
   std::ostringstream m;
   const double lo = std::exp(-r.allowed), hi = std::exp(r.allowed);
   if (r.fired) {
-    r.verdict = r.deviation < 0 ? "stalls" : "diverges";
+    r.verdict = to_string(r.deviation < 0 ? Kind::Stalls : Kind::Diverges);
     m << what << " " << io::number_text(std::exp(r.deviation), 3) << "x the reference's at step " << r.max_step
       << " (allowed " << io::number_text(lo, 3) << "x.." << io::number_text(hi, 3) << "x; out from step "
       << r.first_step << ")";
@@ -305,7 +307,7 @@ SignalResult fraction_signal(int column, const trajectory::Trajectory& run, cons
   r.decides = false;  // a diagnostic: it explains an outcome or warns, it never sets the verdict
   std::ostringstream m;
   if (r.fired) {
-    r.verdict = "stalls";  // what it would point to: grads lost to underflow
+    r.verdict = to_string(Kind::Stalls);  // what it would point to: grads lost to underflow
     m << pct(r.run_value) << " of grad elements " << what << " vs " << pct(r.reference_value) << " in FP32 at step "
       << r.max_step << " (excess allowed " << pct(r.allowed) << "; out from step " << r.first_step << ")"
       << (zero ? "" : " (a subnormal keeps its value at reduced precision)");
@@ -344,7 +346,7 @@ SignalResult nonfinite_signal(const trajectory::Trajectory& run) {
   r.reference_value = 0;
   std::ostringstream m;
   if (r.fired) {
-    r.verdict = "nonfinite";
+    r.verdict = to_string(Kind::NonFinite);
     m << "non-finite grads applied by the optimizer at " << applied << " step(s), first at step " << r.first_step;
   } else if (with > 0) {
     m << with << " step(s) with non-finite grads, every one skipped";
@@ -381,7 +383,7 @@ SignalResult skipped_signal(const trajectory::Trajectory& run, const Tolerance& 
   std::ostringstream m;
   m << "skipped " << k << " of " << n << " steps (" << pct(share) << "; at most " << pct(tol.max_skipped_fraction)
     << " allowed)";
-  if (r.fired) r.verdict = "stalls";
+  if (r.fired) r.verdict = to_string(Kind::Stalls);
   r.message = m.str();
   return r;
 }
@@ -425,7 +427,7 @@ SignalResult fp8_signal(bool saturated, const trajectory::Trajectory& run, const
   const double scale = c >= 0 && r.max_step < static_cast<int64_t>(p.scale.size()) ? p.scale[r.max_step][c] : kNaN;
   std::ostringstream msg;
   if (r.fired) {
-    r.verdict = saturated ? "diverges" : "stalls";
+    r.verdict = to_string(saturated ? Kind::Diverges : Kind::Stalls);
     msg << "FP8: " << pct(r.run_value) << " of " << cast << (saturated ? " saturated" : " flushed to zero")
         << (saturated ? " at step " : " (trailing mean) at step ") << r.max_step << " (scale "
         << io::number_text(scale, 3) << "; allowed " << pct(floor) << ", out from step " << r.first_step << ")";

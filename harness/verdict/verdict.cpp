@@ -29,12 +29,12 @@ Verdict judge(const std::string& status, const std::string& error, const traject
   if (status != "completed")  // the loss allowance around the reference, for the report's chart (else: below)
     v.band = loss_signal(reference, reference, noise, tol).allowed_series;
   if (status == "error") {
-    v.verdict = "error";
+    v.verdict = to_string(Kind::Error);
     v.message = "raised: " + error;
     return v;
   }
   if (status == "nonfinite") {
-    v.verdict = "nonfinite";
+    v.verdict = to_string(Kind::NonFinite);
     // one first step in the headline and the signal lines: where non-finite grads were first applied when they
     // were, else the first step whose loss was non-finite, else the step the run stopped at
     const SignalResult nf = nonfinite_signal(run);
@@ -63,7 +63,7 @@ Verdict judge(const std::string& status, const std::string& error, const traject
   }
   const size_t n = std::min<size_t>(run.rows.size(), reference.rows.size());
   if (n == 0) {
-    v.verdict = "error";
+    v.verdict = to_string(Kind::Error);
     v.message = "no steps to compare";
     return v;
   }
@@ -100,7 +100,7 @@ Verdict judge(const std::string& status, const std::string& error, const traject
   const auto by_margin = [](const SignalResult* a, const SignalResult* b) { return a->max_margin > b->max_margin; };
   std::stable_sort(diagnostics.begin(), diagnostics.end(), by_margin);
   if (fired.empty()) {
-    v.verdict = "tracks";
+    v.verdict = to_string(Kind::Tracks);
     std::ostringstream m;
     m << "every outcome signal within its allowed deviation; closest: " << v.max_signal << " at "
       << report_margin(v.max_deviation_bands) << " of it (step " << v.max_deviation_step << ")";
@@ -120,7 +120,7 @@ Verdict judge(const std::string& status, const std::string& error, const traject
   // the shape first where it names what happened better than the signal's size (shapes.h)
   const auto grad_norm =
       std::find_if(v.signals.begin(), v.signals.end(), [](const SignalResult& s) { return s.name == "grad_norm"; });
-  if (v.verdict == "diverges" && grad_norm != v.signals.end())
+  if (is(v.verdict, Kind::Diverges) && grad_norm != v.signals.end())
     if (const std::string shape = describe(scaled_grads(*grad_norm, loss, run, reference, tol)); !shape.empty())
       msg = shape + "; " + msg;
   v.message = msg;
@@ -211,8 +211,8 @@ std::string report_margin(double m) {
 }
 
 void apply_rank_consistency(Verdict& v, int64_t diverged_step, const std::string& message) {
-  if (diverged_step < 0 || v.verdict == "error") return;
-  v.verdict = "diverges";
+  if (diverged_step < 0 || is(v.verdict, Kind::Error)) return;
+  v.verdict = to_string(Kind::Diverges);
   v.deciding_signal = "ranks";
   v.first_divergence_step = diverged_step;
   v.message = message + (v.message.empty() ? "" : "; " + v.message);

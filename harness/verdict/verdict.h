@@ -18,6 +18,7 @@
 #pragma once
 
 #include "trajectory/trajectory.h"
+#include "verdict/kind.h"
 #include "verdict/signals.h"
 
 #include <cstdint>
