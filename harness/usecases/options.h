@@ -1,5 +1,6 @@
-// What the use cases take: the options of the commands that run scenarios (run, record, check, validate, judge), as
-// the command line parsed them. harness/cli parses into these; harness/usecases reads them.
+// What the use cases take: the options of the commands that run scenarios (run, record, check, validate, judge,
+// localize) and of sweep, as the command line parsed them. harness/cli parses into these; harness/usecases reads them
+// (a use case's own headers include this one, never the other way).
 #pragma once
 
 #include "verdict/verdict.h"  // verdict::Tolerance
@@ -69,6 +70,24 @@ struct JudgeInputs {
   // not in the forked reader that contains a malformed file's crash (a fork copies a large training process's page
   // tables and makes its writes copy-on-write while the reader lives)
   bool runs_written_here = false;
+};
+
+// `ampcheck sweep`'s options (usecases/sweep.h). kTimingRounds: the default of --timing-rounds, the rounds of
+// interleaved re-runs that rank a strategy's speed (sweep.h "Speed rankings").
+constexpr int kTimingRounds = 3;
+struct SweepOptions {
+  std::vector<std::string> command;     // the user's training command (argv)
+  std::string out_dir = "sweep";        // the sweep directory
+  int64_t steps = 0;                    // every run's step limit (0: the script's own length)
+  bool force = false;                   // redo every run, the FP32 runs included
+  bool localize = false;                // bisect the modules of every failing strategy
+  int64_t probe_steps = 0;              // a localization probe's length (0: the run's, or to the failure + 25%)
+  std::vector<std::string> strategies;  // the candidates (empty: every one the device supports)
+  std::string device = "auto";          // which strategies the device supports: auto (CUDA when present), cpu, cuda
+  double timeout_s = 0;                 // per run, seconds (0: none)
+  int64_t timing_rounds =
+      kTimingRounds;  // the budget of interleaved timing re-runs per strategy (kTimingRounds; 0: none)
+  bool strict = false;
 };
 
 // `ampcheck reference`'s inputs: the user's FP32 run and the runs that measure FP32's own spread.

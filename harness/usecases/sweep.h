@@ -8,6 +8,7 @@
 #pragma once
 
 #include "usecases/localize.h"
+#include "usecases/options.h"
 
 #include "report/summary.h"
 
@@ -22,23 +23,7 @@ namespace ampcheck::usecases {
 // FP32 runs' spread); otherwise up to kTimingRounds rounds (--timing-rounds) of short interleaved re-runs (an FP32 run,
 // then the strategy's, kTimingSteps steps each) measure both under the same load, until decisive.
 constexpr double kTimingFloor = 1.05;
-constexpr int kTimingRounds = 3;
-constexpr int64_t kTimingSteps = 20;
-
-struct SweepOptions {
-  std::vector<std::string> command;     // the user's training command (argv)
-  std::string out_dir = "sweep";        // the sweep directory
-  int64_t steps = 0;                    // every run's step limit (0: the script's own length)
-  bool force = false;                   // redo every run, the FP32 runs included
-  bool localize = false;                // bisect the modules of every failing strategy
-  int64_t probe_steps = 0;              // a localization probe's length (0: the run's, or to the failure + 25%)
-  std::vector<std::string> strategies;  // the candidates (empty: every one the device supports)
-  std::string device = "auto";          // which strategies the device supports: auto (CUDA when present), cpu, cuda
-  double timeout_s = 0;                 // per run, seconds (0: none)
-  int64_t timing_rounds =
-      kTimingRounds;  // the budget of interleaved timing re-runs per strategy (kTimingRounds; 0: none)
-  bool strict = false;
-};
+constexpr int64_t kTimingSteps = 20;  // kTimingRounds, --timing-rounds' default: usecases/options.h
 
 // The strategies a sweep offers on a device ("cpu" | "cuda").
 std::vector<std::string> sweep_strategies(const std::string& device);

@@ -2,7 +2,7 @@
 // recording reused), and what the recording shows about the plan — followed, refused, ignored, or never read.
 #pragma once
 
-#include "usecases/sweep.h"
+#include "usecases/options.h"
 
 #include "io/process.h"
 #include "trajectory/trajectory_file.h"
