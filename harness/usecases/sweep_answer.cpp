@@ -171,8 +171,12 @@ std::string recommend(const SweepResult& r) {
       }
     if (!fixed.empty())
       return "none of the strategies tracks FP32 here as the script stands: train in FP32, or " + fixed;
+    bool localized = false;  // --localize ran and named nothing (its message says why): no hint to run it
+    for (const auto& row : r.rows) localized = localized || row.localized;
     return "none of the strategies tracks FP32 here: train in FP32" +
-           std::string(r.rows.empty() ? "" : " (--localize names the modules to keep in FP32)");
+           std::string(r.rows.empty() ? ""
+                       : localized ? " (the localization named no modules to keep in FP32: its reason is in each row)"
+                                   : " (--localize names the modules to keep in FP32)");
   }
   auto tracks = [](const SweepRow& row) {
     const std::string signal = row.judged.deciding_signal.empty() ? row.judged.max_signal : row.judged.deciding_signal;
