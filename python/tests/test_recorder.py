@@ -561,5 +561,41 @@ class RecorderTest(unittest.TestCase):
         self.assertEqual([(d["step"], d["loss"]) for d in lines[1:]], [(0, 3.0), (1, None)])
 
 
+class NonfiniteOpTest(unittest.TestCase):
+    def test_a_backward_overflow_names_where_the_gradient_came_from(self):
+        # fp16 autocast, a GradScaler at 65536 and a loss x 1e4: the backward overflows in the cast of the output's
+        # gradient (downstream of the last Linear, whose parameter gradients are the first non-finite ones): the trace
+        # at the next step says the gradient reaching that module was already non-finite
+        import h5py
+
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+        opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        x, y = torch.randn(64, 8), torch.randn(64, 4)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bwd.h5")
+            with Recorder(path, m, opt, scaler, overwrite=True, track_nonfinite=True) as rec:
+                for _ in range(6):
+                    with torch.autocast("cpu", dtype=torch.float16):
+                        loss = ((m(x).float() - y) ** 2).mean() * 1e4
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad()
+                    rec.step(loss)
+            with h5py.File(path) as f:
+                attrs = {k: str(f.attrs[k]) for k in f.attrs}
+        self.assertEqual((attrs["first_nonfinite_module"], attrs["first_nonfinite_pass"]), ("2", "backward"), attrs)
+        op = attrs["first_nonfinite_op"]
+        self.assertTrue(
+            op.startswith(
+                "in 2's backward (traced at step 1): the gradient reaching its output was already non-finite"
+            ),
+            op,
+        )
+        self.assertIn("non-finite gradients of weight, bias", op)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -103,6 +103,7 @@ class NonfiniteTracker:
         self._tries = 0
         self._trace_handles: list[RemovableHandle] = []
         self._mode: _FirstNonfiniteOp | None = None
+        self._to_remove: list[RemovableHandle] = []
 
     # -- the first operation: armed once a non-finite value was seen, traced at the module's next forward ------------
 
@@ -141,8 +142,8 @@ class NonfiniteTracker:
 
     def _disarm(self, op: str) -> None:
         self.op = op
-        for h in self._trace_handles:
-            h.remove()
+        # removed at the step's end (collect), not from inside a hook that may be running through them
+        self._to_remove.extend(self._trace_handles)
         self._trace_handles = []
         self._armed = None
 
@@ -169,6 +170,9 @@ class NonfiniteTracker:
             if self._armed is not None and self._tries >= _TRIES:
                 self._disarm(f"none in {name}'s next {_TRIES} forwards (the failure did not recur)")
             return
+        if self._tries > _TRIES:  # (a parameter that never gets a gradient leaves its check pending: stop here)
+            self._disarm(f"none in {name}'s next {_TRIES} backwards (the failure did not recur)")
+            return
         self._trace_backward(idx, name, module, output, at)
 
     def _trace_backward(self, idx: int, name: str, module: torch.nn.Module, output: Any, at: str) -> None:
@@ -182,6 +186,8 @@ class NonfiniteTracker:
             arrived.append((bool(torch.isfinite(g).all()), _largest([g]), str(g.dtype).replace("torch.", "")))
 
         def on_param(pname: str, p: torch.Tensor) -> None:
+            if self._armed is None:
+                return
             if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
                 bad_params.append(pname)
             pending["params"] -= 1
@@ -201,15 +207,16 @@ class NonfiniteTracker:
                     )
                 elif self._tries >= _TRIES:
                     self._disarm(f"none in {name}'s next {_TRIES} backwards (the failure did not recur)")
-                for h in hooks:
-                    h.remove()
+                self._to_remove.extend(hooks)
 
         hooks: list[RemovableHandle] = []
         for t in _floating_tensors(output):
             if t.requires_grad:
                 hooks.append(t.register_hook(on_output_grad))
         for pname, p in params:
-            hooks.append(p.register_post_accumulate_grad_hook(functools.partial(on_param, pname)))
+            handle = p.register_post_accumulate_grad_hook(functools.partial(on_param, pname))
+            hooks.append(handle)
+            self._trace_handles.append(handle)  # (removed at the disarm too, whatever is still pending)
         if not params:
             self._disarm(f"none: {name} holds no parameters to watch in its backward")
 
@@ -239,6 +246,9 @@ class NonfiniteTracker:
         tensors (-1: none), and the step's flags cleared. No sync."""
         out = [self._first(self._forward, device), self._first(self._backward, device)]
         self._forward, self._backward = [], []
+        for h in self._to_remove:
+            h.remove()
+        self._to_remove = []
         self._watch(out)
         self._steps += 1
         return out
@@ -266,6 +276,6 @@ class NonfiniteTracker:
         return out
 
     def remove(self) -> None:
-        for h in self.handles + self._trace_handles:
+        for h in self.handles + self._trace_handles + self._to_remove:
             h.remove()
-        self.handles, self._trace_handles = [], []
+        self.handles, self._trace_handles, self._to_remove = [], [], []
