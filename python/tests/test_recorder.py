@@ -595,6 +595,67 @@ class NonfiniteOpTest(unittest.TestCase):
             op,
         )
         self.assertIn("non-finite gradients of weight, bias", op)
+        # the operation trace: the first node whose backward met a non-finite gradient is the model's last linear,
+        # and that gradient came from the loss computed outside the model (its .float() cast, scaled by 65536)
+        self.assertIn(
+            "the first operation whose backward made a gradient non-finite: none in the model's forward: the gradient "
+            "reaching ",
+            op,
+        )
+        self.assertIn("(linear in 2) was already non-finite — it came from outside the model's forward", op)
+
+    def test_an_attention_backward_overflow_is_replayed_per_sdpa_backend(self):
+        # fp16 autocast, GradScaler at 65536, keys x 1e4 and queries x 1e-4 (the logits unchanged), loss x 100: the
+        # forward is finite, the backward of scaled_dot_product_attention overflows (the value gradient, a causal sum
+        # of up to 16 incoming gradients of ~6e3: ~7.6e4 in float32 > 65504). The margin (16% above fp16's largest
+        # in float32, the incoming gradient 10x below it) holds across CPUs' rounding.
+        import h5py
+        import torch.nn.functional as F
+
+        class Attention(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q, self.k, self.v = (torch.nn.Linear(32, 32) for _ in range(3))
+
+            def forward(self, x):
+                heads = [t.view(4, 16, 4, 8).transpose(1, 2) for t in (self.q(x), self.k(x), self.v(x))]
+                return F.scaled_dot_product_attention(*heads, is_causal=True)
+
+        torch.manual_seed(0)
+        m = Attention()
+        with torch.no_grad():
+            m.k.weight.mul_(1e4)
+            m.q.weight.mul_(1e-4)
+        opt = torch.optim.SGD(m.parameters(), lr=1e-6)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        x = torch.randn(4, 16, 32)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sdpa.h5")
+            with Recorder(path, m, opt, scaler, overwrite=True, track_nonfinite=True) as rec:
+                for _ in range(6):
+                    with torch.autocast("cpu", dtype=torch.float16):
+                        loss = (m(x).float() ** 2).mean() * 100
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad()
+                    rec.step(loss)
+            with h5py.File(path) as f:
+                attrs = {k: str(f.attrs[k]) for k in f.attrs}
+        self.assertEqual(attrs["first_nonfinite_pass"], "backward", attrs)
+        op = attrs["first_nonfinite_op"]
+        self.assertRegex(
+            op,
+            r"the first operation whose backward made a gradient non-finite: ScaledDotProduct\w*Backward0 "
+            r"\(scaled_dot_product_attention in \(the model\)\): incoming gradient float16 finite",
+        )
+        self.assertIn("replayed on its captured inputs per backend (float16): math non-finite (float16 gradient of", op)
+        self.assertIn("flash non-finite (float16 gradient of", op)
+        self.assertRegex(
+            op,
+            r"math in float32 finite \(largest \|grad\| [0-9.e+]+\): the gradient itself exceeds "
+            r"float16's largest 65504",
+        )
 
 
 if __name__ == "__main__":

@@ -12,14 +12,16 @@ backward order) whose parameter gradients were non-finite; under a GradScaler an
 too (it is a non-finite value seen).
 
 The first operation (issue 52), only once a non-finite value was seen: the step's two indices are read on the host
-without a sync — at once on the CPU, on CUDA from a non-blocking copy read at a later step once its event has passed —
-and the module is armed for its next training forward. Forward: that forward runs under a dispatch mode that checks
-each aten operation's floating outputs and keeps the first non-finite one (the operation, its output dtype, its
-floating inputs' dtypes and largest magnitude, whether they were all finite); a sync per operation of that one module,
-once. Backward: that forward's floating outputs get a gradient hook and the module's parameters a check after their
-gradients accumulate, which say whether the gradient reaching the module was finite (its largest magnitude) and which
-of its parameter gradients were not: the overflow is in the module's own backward, or it arrived from downstream.
-Neither replays anything; a failure that does not recur within 3 forwards is said so (attribute first_nonfinite_op).
+without a sync — at once on the CPU, on CUDA from a non-blocking copy into one of 4 pinned buffers (reused; a step
+whose buffer is still in flight is not read) at a later step once its event has passed — and the module is armed for
+its next training forward. Forward: that forward runs under nonfinite_ops.FirstNonfiniteOp (the first aten operation
+with a non-finite output; a sync per operation of that one module, once). Backward: that forward's floating outputs
+get a gradient hook and the module's parameters a check after their gradients accumulate, which say whether the
+gradient reaching the module was finite (its largest magnitude) and which of its parameter gradients were not — the
+overflow is in the module's own backward, or it arrived from downstream; and the whole model's forward runs under
+nonfinite_ops.BackwardOps, which names the first operation whose backward turned finite gradients non-finite (an SDPA
+call's replayed per backend). A failure that does not recur within 3 forwards is said so (attribute
+first_nonfinite_op).
 """
 
 from __future__ import annotations
@@ -28,53 +30,12 @@ import functools
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 from torch.utils.hooks import RemovableHandle
 
+from ampcheck.nonfinite_ops import BackwardOps, FirstNonfiniteOp, largest
 from ampcheck.plan_hooks import _floating_tensors
 
 _TRIES = 3  # armed forwards before "did not recur"
-
-
-def _largest(tensors: list[torch.Tensor]) -> float:
-    """The largest finite magnitude in the tensors (0.0 when none)."""
-    out = 0.0
-    for t in tensors:
-        finite = t.detach()[torch.isfinite(t.detach())]
-        if finite.numel():
-            out = max(out, float(finite.abs().max()))
-    return out
-
-
-def _floats(obj: Any) -> list[torch.Tensor]:
-    return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
-
-
-class _FirstNonfiniteOp(TorchDispatchMode):
-    """Runs each aten operation and keeps the first whose floating output holds an inf/NaN."""
-
-    def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.found: str | None = None
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        if self.found is None:
-            bad = [t for t in _floats(out) if not bool(torch.isfinite(t).all())]
-            if bad:
-                ins = _floats((args, kwargs))
-                finite_in = all(bool(torch.isfinite(t).all()) for t in ins)
-                dtypes = "/".join(sorted({str(t.dtype).replace("torch.", "") for t in ins})) or "-"
-                largest, top = _largest(ins), torch.finfo(bad[0].dtype).max
-                dtype = str(bad[0].dtype).replace("torch.", "")
-                self.found = (
-                    f"{func._schema.name} -> {dtype} (inputs {dtypes}, largest |input| {largest:.3g}"
-                    + (f", above {dtype}'s largest {top:.5g}" if largest > top else "")
-                    + ("" if finite_in else ", an input already non-finite")
-                    + ")"
-                )
-        return out
 
 
 class NonfiniteTracker:
@@ -98,11 +59,14 @@ class NonfiniteTracker:
         self.modules = [m for _, m in model.named_modules()]
         self.op: str | None = None  # the first operation (or why none), once traced
         self._steps = 0  # collect() calls: the step being recorded
-        self._early: list[tuple[torch.Tensor, Any]] = []  # CUDA: (pinned host copy, event) of steps not yet read
+        self._ring: list[tuple[torch.Tensor, Any]] = []  # CUDA: (pinned host buffer, its copy's event)
+        self._pending: list[int] = []  # ring slots whose copy is in flight, oldest first
+        self._bops: BackwardOps | None = None  # the backward's operation trace of the armed forward
+        self._bops_message: str | None = None  # its answer, once found
         self._armed: tuple[int, str] | None = None  # (module index, pass) to trace at its next training forward
         self._tries = 0
         self._trace_handles: list[RemovableHandle] = []
-        self._mode: _FirstNonfiniteOp | None = None
+        self._mode: FirstNonfiniteOp | None = None
         self._to_remove: list[RemovableHandle] = []
 
     # -- the first operation: armed once a non-finite value was seen, traced at the module's next forward ------------
@@ -115,16 +79,20 @@ class NonfiniteTracker:
             self._arm(float(out[0]), float(out[1]))
             return
         if out[0].device.type == "cuda":
-            host = torch.empty(2, dtype=torch.float64, pin_memory=True)
-            host.copy_(torch.stack(out), non_blocking=True)
-            event = torch.cuda.Event()
-            event.record()
-            self._early.append((host, event))
-            while self._early and self._early[0][1].query():
-                done, _ = self._early.pop(0)
+            if not self._ring:  # a few pinned buffers, reused: no allocation per step
+                self._ring = [
+                    (torch.empty(2, dtype=torch.float64, pin_memory=True), torch.cuda.Event()) for _ in range(4)
+                ]
+            while self._pending and self._ring[self._pending[0]][1].query():
+                host, _ = self._ring[self._pending.pop(0)]
                 if self._armed is None:
-                    self._arm(float(done[0]), float(done[1]))
-            self._early = self._early[-4:]  # (a stalled event: the newest few)
+                    self._arm(float(host[0]), float(host[1]))
+            free = [i for i in range(len(self._ring)) if i not in self._pending]
+            if self._armed is None and free:  # (all in flight: this step's indices are not read; a later one's are)
+                host, event = self._ring[free[0]]
+                host.copy_(torch.stack(out), non_blocking=True)
+                event.record()
+                self._pending.append(free[0])
 
     def _arm(self, forward: float, backward: float) -> None:
         if forward >= 0:
@@ -133,12 +101,34 @@ class NonfiniteTracker:
             self._armed = (int(backward), "backward")
         else:
             return
-        idx, _ = self._armed
+        idx, pass_ = self._armed
         module = self.modules[idx]
         self._trace_handles = [
             module.register_forward_pre_hook(self._trace_enter),
             module.register_forward_hook(self._trace_leave, always_call=True),
         ]
+        if pass_ == "backward":  # the operation: the whole model's forward traced for its backward (nonfinite_ops)
+            for i, m in enumerate(self.modules):
+                self._trace_handles.append(m.register_forward_pre_hook(functools.partial(self._ops_enter, i)))
+                self._trace_handles.append(
+                    m.register_forward_hook(functools.partial(self._ops_leave, i), always_call=True)
+                )
+
+    def _ops_enter(self, idx: int, module: torch.nn.Module, args: Any) -> None:
+        if not torch.is_grad_enabled() or self._armed is None:
+            return
+        if idx == 0 and self._bops is None:
+            self._bops = BackwardOps()
+            self._bops.__enter__()  # type: ignore[no-untyped-call]
+        if self._bops is not None:
+            self._bops.enter_module(self.names[idx])
+
+    def _ops_leave(self, idx: int, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self._bops is None or not self._bops.stack:
+            return
+        self._bops.leave_module()
+        if idx == 0:
+            self._bops.__exit__(None, None, None)  # type: ignore[no-untyped-call]
 
     def _disarm(self, op: str) -> None:
         self.op = op
@@ -151,7 +141,7 @@ class NonfiniteTracker:
         if not torch.is_grad_enabled() or self._armed is None:
             return
         if self._armed[1] == "forward":
-            self._mode = _FirstNonfiniteOp()
+            self._mode = FirstNonfiniteOp()
             self._mode.__enter__()  # type: ignore[no-untyped-call]
 
     def _trace_leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
@@ -183,7 +173,7 @@ class NonfiniteTracker:
         pending = {"params": len(params)}
 
         def on_output_grad(g: torch.Tensor) -> None:
-            arrived.append((bool(torch.isfinite(g).all()), _largest([g]), str(g.dtype).replace("torch.", "")))
+            arrived.append((bool(torch.isfinite(g).all()), largest([g]), str(g.dtype).replace("torch.", "")))
 
         def on_param(pname: str, p: torch.Tensor) -> None:
             if self._armed is None:
@@ -246,6 +236,13 @@ class NonfiniteTracker:
         tensors (-1: none), and the step's flags cleared. No sync."""
         out = [self._first(self._forward, device), self._first(self._backward, device)]
         self._forward, self._backward = [], []
+        if self._bops is not None:  # the step's backward ran: its operation trace, with any SDPA replay
+            found, self._bops = self._bops.finish(), None
+            if found and self._bops_message is None:
+                self._bops_message = found
+        if self.op is not None and self._bops_message is not None:
+            self.op += "; the first operation whose backward made a gradient non-finite: " + self._bops_message
+            self._bops_message = None
         for h in self._to_remove:
             h.remove()
         self._to_remove = []
@@ -276,6 +273,9 @@ class NonfiniteTracker:
         return out
 
     def remove(self) -> None:
+        if self._bops is not None:
+            self._bops.remove()
+            self._bops = None
         for h in self.handles + self._trace_handles + self._to_remove:
             h.remove()
         self.handles, self._trace_handles, self._to_remove = [], [], []
