@@ -25,7 +25,7 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AMPCHECK_GIT_COMMIT=${AMPCHECK_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 STAGES=${STAGES:-build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor}
-KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor sweep llama llamavalidate llamabench overhead guard"
+KNOWN="build tests record suite fastsuite dist multigpu fp8 validate bench profile components doctor sweep llama llamavalidate llamabench overhead guard nonfinite loadcampaign"
 for s in $STAGES; do [[ " $KNOWN " == *" $s "* ]] || die "unknown stage '$s' (known: $KNOWN)"; done
 has() { [[ " $STAGES " == *" $1 "* ]] && STAGE=$1; }
 
@@ -134,6 +134,26 @@ if has guard; then
     > "$OUT/guard-stop.md" 2>"$OUT/guard-stop.err"; rc=$?
   echo "guard stop rc=$rc"; cat "$OUT/guard-stop.md"; tail -3 "$OUT/guard-stop.err"
   ok $rc "python/tools/guard_check.py --parts stop --device cuda"
+fi
+if has nonfinite; then
+  # issue 52: the first non-finite operation on CUDA (python/tools/nonfinite_check.py): a forward overflow, the backward
+  # of scaled_dot_product_attention replayed per backend (math, flash, efficient, cuDNN), a transformers Llama, and
+  # what tracking costs a healthy transformers GPT-2 (interleaved pairs)
+  timeout 400 python3 python/tools/nonfinite_check.py --device cuda --out "$OUT" > "$OUT/nonfinite.log" 2>&1; rc=$?
+  echo "nonfinite rc=$rc"; cat "$OUT/nonfinite.md" 2>/dev/null || tail -20 "$OUT/nonfinite.log"
+  ok $rc "python/tools/nonfinite_check.py --device cuda"
+fi
+if has loadcampaign; then
+  # issue 52: the sweep's speed rankings with and without a GPU load (another process's FP32 matmuls) and a CPU load
+  # (a busy loop per core) — bench/sweep_load_campaign.py on CUDA; LOAD_WORKLOADS, LOAD_LOADS, LOAD_STRATEGIES
+  timeout "${LOAD_TIMEOUT:-560}" python3 bench/sweep_load_campaign.py --ampcheck "$BUILD_DIR/ampcheck" --out "$WORK/load" --device cuda \
+    --workloads "${LOAD_WORKLOADS:-gpu-wide,gpu-tiny}" --loads "${LOAD_LOADS:-gpu,cpu}" \
+    --strategies "${LOAD_STRATEGIES:-bf16-autocast,fp16-autocast-scaler}" > "$OUT/loadcampaign.md" 2>&1; rc=$?
+  echo "loadcampaign rc=$rc"; cat "$OUT/loadcampaign.md"
+  mkdir -p "$OUT/load"; cp "$WORK/load/results.jsonl" "$OUT/load/" 2>/dev/null
+  for d in "$WORK"/load/*/; do [ -f "$d/sweep.json" ] && mkdir -p "$OUT/load/$(basename "$d")" &&
+    cp "$d/sweep.json" "$OUT/load/$(basename "$d")/"; done
+  ok $rc "bench/sweep_load_campaign.py --device cuda"
 fi
 if has overhead; then
   # issue 42: the recorder's cost per step on this GPU (python/tools/overhead.py: the loop without the recorder in the
