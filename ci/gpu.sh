@@ -139,7 +139,7 @@ if has nonfinite; then
   # issue 52: the first non-finite operation on CUDA (python/tools/nonfinite_check.py): a forward overflow, the backward
   # of scaled_dot_product_attention replayed per backend (math, flash, efficient, cuDNN), a transformers Llama, and
   # what tracking costs a healthy transformers GPT-2 (interleaved pairs)
-  timeout 400 python3 python/tools/nonfinite_check.py --device cuda --out "$OUT" > "$OUT/nonfinite.log" 2>&1; rc=$?
+  timeout 400 python3 python/tools/nonfinite_check.py --device cuda --out "$OUT" --parts "${NONFINITE_PARTS:-cases,cost}" > "$OUT/nonfinite.log" 2>&1; rc=$?
   echo "nonfinite rc=$rc"; cat "$OUT/nonfinite.md" 2>/dev/null || tail -20 "$OUT/nonfinite.log"
   ok $rc "python/tools/nonfinite_check.py --device cuda"
 fi

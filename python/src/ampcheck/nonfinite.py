@@ -1,15 +1,19 @@
 """Where a non-finite value first appeared: the module, the step and the pass (forward | backward), for `ampcheck
 localize` (attributes first_nonfinite_module / _step / _pass of a recording made under a sweep plan).
 
-Cheap by construction: no host sync on any step. A forward hook on every module of model.named_modules() leaves, per
-training forward, a device flag "some floating output of this module is inf/NaN" (two small kernels); a
-post-accumulate-grad hook on every parameter leaves the same for its .grad, tagged with the module that owns the
-parameter. At the recorder's step() the flags reduce to two device numbers — the index of the first flagged module of
-the forward passes and of the backward passes, in the order they ran (-1: none) — which travel to the host with the
-step's other values in the recorder's one transfer at flush. A leaf finishes its forward before its parent, so the
-forward's first flagged module is the innermost one that produced the value. Backward names the first module (in
-backward order) whose parameter gradients were non-finite; under a GradScaler an overflow the scaler then skips counts
-too (it is a non-finite value seen).
+Cheap by construction: no host sync on any step, a few batched kernels. A forward hook on every module of
+model.named_modules() keeps, per training forward, each new floating output; at the end of every module of 8 modules
+or more (a transformer layer, the root: a layer's outputs held at most) the kept outputs are reduced in one batch per
+dtype to "holds an inf/NaN" device flags (their largest magnitudes: torch._foreach_norm, ord inf, on CUDA; an output
+changed in place after its module returned is read at once in that module's hook from then on). A post-accumulate-grad
+hook on every parameter notes the order grads accumulate in; at the end of the backward the grads are flagged the same
+way, tagged with the module that owns each parameter. At the recorder's step() the flags reduce to two device numbers
+— the index of the first flagged module of the forward passes and of the backward passes, in the order they ran (-1:
+none) — which travel to the host with the step's other values in the recorder's one transfer at flush. A leaf
+finishes its forward before its parent, so the forward's first flagged module is the innermost one that produced the
+value. Backward names the first module (in backward order) whose parameter gradients were non-finite; under a
+GradScaler an overflow the scaler then skips counts too (it is a non-finite value seen). Its cost on a healthy run:
+python/tools/nonfinite_check.py.
 
 The first operation (issue 52), only once a non-finite value was seen: the step's two indices are read on the host
 without a sync — at once on the CPU, on CUDA from a non-blocking copy into one of 4 pinned buffers (reused; a step
@@ -32,10 +36,35 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from ampcheck._probes import queue_callback
 from ampcheck.nonfinite_ops import BackwardOps, FirstNonfiniteOp, largest
 from ampcheck.plan_hooks import _floating_tensors
 
 _TRIES = 3  # armed forwards before "did not recur"
+
+
+Batch = tuple[list[int], list[int], torch.Tensor]  # (positions in the order run, module indices, bool flags)
+
+
+def _nonfinite_flags(tensors: list[torch.Tensor], idxs: list[int], base: int) -> list[Batch]:
+    """Whether each tensor holds an inf/NaN, batched per dtype and device: [(positions, module indices, 1-d bool
+    device tensor)] (positions from `base`, in the order given). Its largest magnitude decides (inf/NaN propagate): on
+    CUDA one multi-tensor kernel per batch (torch._foreach_norm, ord inf: no copy); on a CPU _foreach_max of
+    _foreach_abs (its inf-norm kernel is several times slower there)."""
+    groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
+    for k, t in enumerate(tensors):
+        groups.setdefault((t.dtype, t.device), []).append(k)
+    out = []
+    with torch.no_grad():
+        for (_, device), ks in groups.items():
+            group = [tensors[k] for k in ks]
+            top = (
+                torch._foreach_max(torch._foreach_abs(group))
+                if device.type == "cpu"
+                else torch._foreach_norm(group, float("inf"))
+            )
+            out.append(([base + k for k in ks], [idxs[k] for k in ks], torch.isfinite(torch.stack(top)).logical_not()))
+    return out
 
 
 class NonfiniteTracker:
@@ -48,13 +77,30 @@ class NonfiniteTracker:
             self.handles.append(m.register_forward_hook(functools.partial(self._on_forward, idx)))
             for p in m.parameters(recurse=False):
                 owner.setdefault(id(p), idx)
+        self._params: list[torch.nn.Parameter] = []  # every parameter that requires grad, its owner in _owner
+        self._owner: list[int] = []
         for p in model.parameters():
             if p.requires_grad and id(p) in owner:
                 self.handles.append(
-                    p.register_post_accumulate_grad_hook(functools.partial(self._on_grad, owner[id(p)]))
+                    p.register_post_accumulate_grad_hook(functools.partial(self._on_grad, len(self._params)))
                 )
-        self._forward: list[tuple[int, torch.Tensor]] = []  # (module index, device bool flag) in the order run
-        self._backward: list[tuple[int, torch.Tensor]] = []
+                self._params.append(p)
+                self._owner.append(owner[id(p)])
+        # modules whose end reads the pending outputs (holding a block's outputs at most: activation checkpointing's
+        # savings stand): the root and every module of 8 modules or more (itself included: a transformer layer)
+        mods = list(model.named_modules())
+        self._flush_at = {i for i, (_, m) in enumerate(mods) if i == 0 or sum(1 for _ in m.modules()) >= 8}
+        self._outputs: list[tuple[int, torch.Tensor, int, int]] = []  # (module index, output, version, position)
+        self._output_ids: set[int] = set()
+        self._eager: set[int] = set()  # modules whose outputs are read in their hook
+        # (module index, the largest magnitude of an output: a 0-d device tensor, non-finite iff the output holds an
+        # inf/NaN)
+        # in the order run; the backward's (owner index, its parameter's grad inf-norm), in the order accumulated
+        self._forward: list[Batch] = []
+        self._backward: list[Batch] = []
+        self._count = 0  # forward outputs seen this step: the next one's position
+        self._order: list[int] = []  # the running backward's parameters, in the order their grads accumulated
+        self._index_cache: dict[Any, tuple[torch.Tensor, torch.Tensor]] = {}  # _first's index tensors per order
         self.first: tuple[str, int, str] | None = None  # (module, step, pass), once seen on the host
         self.modules = [m for _, m in model.named_modules()]
         self.op: str | None = None  # the first operation (or why none), once traced
@@ -214,28 +260,68 @@ class NonfiniteTracker:
         if not torch.is_grad_enabled():
             return  # evaluation forwards are not the training's
         for t in _floating_tensors(output):
-            if t.numel():
-                self._forward.append((idx, torch.isfinite(t.detach()).all().logical_not()))
+            if not t.numel() or id(t) in self._output_ids:  # (a module returning its child's output: seen)
+                continue
+            if idx in self._eager:  # its output changed in place after it returned (seen at a flush): now
+                self._forward.extend(_nonfinite_flags([t.detach()], [idx], self._count))
+                self._count += 1
+                continue
+            self._outputs.append((idx, t.detach(), t._version, self._count))
+            self._output_ids.add(id(t))
+            self._count += 1
+        if idx in self._flush_at:
+            self._flush()
 
-    def _on_grad(self, idx: int, param: torch.Tensor) -> None:
-        g = param.grad
-        if g is not None and g.layout == torch.strided and g.numel():
-            self._backward.append((idx, torch.isfinite(g).all().logical_not()))
+    def _flush(self) -> None:
+        """The pending outputs' largest magnitudes in one batch (a multi-tensor kernel per dtype on CUDA). An output
+        changed in place since its module returned is read as it is now, and its module read at once from then on."""
+        pending, self._outputs, self._output_ids = self._outputs, [], set()
+        if not pending:
+            return
+        for idx, t, version, _ in pending:
+            if t._version != version:
+                self._eager.add(idx)
+        batches = _nonfinite_flags([t for _, t, _, _ in pending], [idx for idx, _, _, _ in pending], 0)
+        self._forward.extend(([pending[k][3] for k in ks], idxs, flags) for ks, idxs, flags in batches)
 
-    @staticmethod
-    def _first(flags: list[tuple[int, torch.Tensor]], device: torch.device) -> torch.Tensor:
-        if not flags:
+    def _on_grad(self, i: int, param: torch.Tensor) -> None:
+        if not self._order:  # the backward's first: its grads read once it ends, in one batch
+            queue_callback(self._on_backward_end)
+        self._order.append(i)
+
+    def _on_backward_end(self) -> None:
+        """The grads of the backward that ended, in the order they accumulated: one batched inf-norm per dtype."""
+        order, self._order = self._order, []
+        grads = [(i, g) for i in order if (g := self._params[i].grad) is not None and g.layout == torch.strided]
+        grads = [(i, g) for i, g in grads if g.numel()]
+        if grads:
+            base = sum(len(b[0]) for b in self._backward)
+            self._backward.extend(_nonfinite_flags([g for _, g in grads], [self._owner[i] for i, _ in grads], base))
+
+    def _first(self, batches: list[Batch], device: torch.device) -> torch.Tensor:
+        """The module index of the first flagged entry in the order run (-1.0: none), a 0-d float64 device tensor.
+        No sync: the index tensors are made once per layout of batches (a step's is usually the last step's)."""
+        if not batches:
             return torch.full((), -1.0, dtype=torch.float64, device=device)
-        bad = torch.stack([f.to(device) for _, f in flags])
-        where = torch.tensor([i for i, _ in flags], dtype=torch.float64, device=device)
-        first = bad.to(torch.uint8).argmax()  # the first True (0 when none: masked below)
-        return torch.where(bad.any(), where[first], torch.full((), -1.0, dtype=torch.float64, device=device))
+        flags = torch.cat([f.to(device) for _, _, f in batches])
+        key = (device, tuple((tuple(p), tuple(i)) for p, i, _ in batches))
+        if key not in self._index_cache:
+            if len(self._index_cache) > 8:
+                self._index_cache.clear()
+            self._index_cache[key] = (
+                torch.tensor([p for ps, _, _ in batches for p in ps], dtype=torch.float64, device=device),
+                torch.tensor([float(i) for _, ids, _ in batches for i in ids], dtype=torch.float64, device=device),
+            )
+        pos, idx = self._index_cache[key]
+        first = torch.where(flags, pos, torch.full_like(pos, float("inf"))).argmin()  # the earliest flagged
+        return torch.where(flags.any(), idx[first], torch.full((), -1.0, dtype=torch.float64, device=device))
 
     def collect(self, device: torch.device) -> list[torch.Tensor]:
         """At the recorder's step(): [first forward module index, first backward module index] as 0-d float64 device
         tensors (-1: none), and the step's flags cleared. No sync."""
+        self._flush()
         out = [self._first(self._forward, device), self._first(self._backward, device)]
-        self._forward, self._backward = [], []
+        self._forward, self._backward, self._count = [], [], 0
         if self._bops is not None:  # the step's backward ran: its operation trace, with any SDPA replay
             found, self._bops = self._bops.finish(), None
             if found and self._bops_message is None:
