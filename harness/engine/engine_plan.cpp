@@ -36,7 +36,9 @@ std::vector<std::string> kept_modules(const models::ModelConfig& req) {
   return out;
 }
 bool is_block_linear(const std::string& m) {
-  for (const char* leaf : {".attn.c_attn", ".attn.c_proj", ".mlp.c_fc", ".mlp.c_proj"}) {
+  for (const char* leaf :
+       {".attn.c_attn", ".attn.c_proj", ".mlp.c_fc", ".mlp.c_proj", ".self_attn.q_proj", ".self_attn.k_proj",
+        ".self_attn.v_proj", ".self_attn.o_proj", ".mlp.gate_proj", ".mlp.up_proj", ".mlp.down_proj"}) {
     const std::string l = leaf;
     if (m.size() > l.size() && m.compare(m.size() - l.size(), l.size(), l) == 0) return true;
   }
@@ -47,6 +49,8 @@ std::string first_kept(const std::vector<std::string>& kept, bool (*covered)(con
     if (covered(m)) return m;
   return "";
 }
+bool is_head_module(const std::string& m) { return m == "lm_head" || m == "wte"; }
+bool is_tied_llama_head(const std::string& m) { return m == "lm_head" || m == "model.embed_tokens"; }
 std::string keeps(const std::string& module) {
   return "model.keep_fp32 keeps " + module + " in FP32: the ATen path runs it";
 }
@@ -88,8 +92,10 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
   const std::string not_gpt = llama ? "" : "only the GPT model has it (the model is " + req.kind + ")";
   const std::string ref = reference_note(device);
   const std::vector<std::string> kept = kept_modules(req);
-  // the fused head spans the tied lm_head and (its tied path) wte; the fused LayerNorm every block and ln_f
-  const std::string kept_head = first_kept(kept, [](const std::string& m) { return m == "lm_head" || m == "wte"; });
+  // the fused head spans the tied lm_head and (its tied path) wte — a llama's lm_head, and the embedding where it is
+  // the tied head's weight; the fused LayerNorm every block and ln_f
+  const bool tied_llama = llama && !kept.empty() && models::resolve_preset(req).tie_embeddings == 1;
+  const std::string kept_head = first_kept(kept, tied_llama ? is_tied_llama_head : is_head_module);
   const std::string kept_block =
       first_kept(kept, [](const std::string& m) { return m.rfind("h.", 0) == 0 || m == "ln_f"; });
 
@@ -158,7 +164,7 @@ EnginePlan resolve_engine_plan(const RunConfig& cfg, const at::Device& device, b
     const std::string& layers = cfg.strategy.fp8->layers;
     for (const auto& k : kept) {
       const bool site = is_block_linear(k) || (k == "lm_head" && layers != "blocks") ||
-                        ((k == "wte" || k == "wpe") && layers == "all");
+                        ((k == "wte" || k == "wpe" || k == "model.embed_tokens") && layers == "all");
       if (site) decide("strategy.fp8", "FP8 matmul for " + k, keeps(k));
     }
   }

@@ -49,9 +49,8 @@ void check_model(const scenario::Scenario& sc) {
     std::abort();
   }
   FUZZ_CHECK(static_cast<double>(model->parameter_count()) == count, "the model holds the parameters counted");
-  if (r.kind != "llama")  // (the per-module tree covers gpt and mlp: models/module_tree.h)
-    FUZZ_CHECK(model->module_tree().size() == models::module_tree(r).size() && !model->module_tree().empty(),
-               "the model's modules are its config's tree");
+  FUZZ_CHECK(model->module_tree().size() == models::module_tree(r).size() && !model->module_tree().empty(),
+             "the model's modules are its config's tree");
   // one forward pass on a few tokens: an error is allowed (a pitfall knob may make PyTorch refuse the dtypes), a
   // crash or a sanitizer report is not
   const int64_t T = std::min<int64_t>(seq, 4);

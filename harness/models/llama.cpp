@@ -11,6 +11,7 @@
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 namespace ampcheck::models {
 
@@ -131,6 +132,15 @@ Llama::Llama(const ModelConfig& cfg) : cfg_(resolve_llama_preset(cfg)) {
   }
   norm_ = add("model.norm.weight", {C}, false);
   lm_head_ = cfg_.tie_embeddings == 1 ? embed_ : add("lm_head.weight", {V, C}, true);
+  configure_modules(cfg_);  // model.keep_fp32 and the module tree (module_tree.h): each region looked up by name once
+  for (const auto& site : matmul_sites()) site_modules_.push_back(policy().id(site));
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) {
+    const std::string layer = "model.layers." + std::to_string(l);
+    block_modules_.push_back({policy().id(layer), policy().id(layer + ".self_attn"), policy().id(layer + ".mlp"),
+                              policy().id(layer + ".input_layernorm"),
+                              policy().id(layer + ".post_attention_layernorm")});
+  }
+  norm_module_ = policy().id("model.norm");
 }
 
 double Llama::training_flops_per_token(int64_t seq_len) const {
@@ -159,16 +169,22 @@ std::vector<std::string> Llama::matmul_sites() const {
   return sites;
 }
 
+// One Linear module (its site's): a kept one (model.keep_fp32) always takes the ATen path, in fp32
 at::Tensor Llama::linear(int site, const at::Tensor& x, const at::Tensor& w) {
-  if (MatmulOverride* o = matmul_override())
-    if (at::Tensor y = o->linear(site, x, w, {}); y.defined()) return y;
-  return at::linear(x, w);
+  ModuleScope s(policy(), site_modules_[static_cast<size_t>(site)], device_type());
+  const at::Tensor xi = s.in(x);
+  if (!s.kept())
+    if (MatmulOverride* o = matmul_override())
+      if (at::Tensor y = o->linear(site, xi, w, {}); y.defined()) return s.out(y);
+  return s.out(at::linear(xi, s.param(w)));  // (param: a tied head's weight kept fp32 by embed_tokens, cast back)
 }
 
 at::Tensor Llama::embedding(int site, const at::Tensor& w, const at::Tensor& indices) {
-  if (MatmulOverride* o = matmul_override())
-    if (at::Tensor y = o->embedding(site, w, indices); y.defined()) return y;
-  return at::embedding(w, indices);
+  ModuleScope s(policy(), site_modules_[static_cast<size_t>(site)], device_type());
+  if (!s.kept())
+    if (MatmulOverride* o = matmul_override())
+      if (at::Tensor y = o->embedding(site, w, indices); y.defined()) return s.out(y);
+  return s.out(at::embedding(s.param(w), indices));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -177,11 +193,13 @@ at::Tensor Llama::embedding(int site, const at::Tensor& w, const at::Tensor& ind
 // HF's LlamaRMSNorm: x / sqrt(mean(x^2) + eps) in fp32, rounded back to the input dtype, then times the weight.
 // PITFALL (rmsnorm_fp32: false): the same in the input dtype: in fp16, x^2 is inf for |x| > 256, the variance inf,
 // rsqrt 0 and the normalised row 0 — silently.
-at::Tensor Llama::rms_norm(const at::Tensor& x, const at::Tensor& w) const {
+at::Tensor Llama::rms_norm(int module, const at::Tensor& x_in, const at::Tensor& w_in) {
+  ModuleScope s(policy(), module, device_type());
+  const at::Tensor x = s.in(x_in), w = s.param(w_in);
   const double eps = cfg_.rms_norm_eps;
-  if (!cfg_.rmsnorm_fp32) return w * (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps));
+  if (!cfg_.rmsnorm_fp32) return s.out(w * (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps)));
   const at::Tensor h = x.to(at::kFloat);
-  return w * (h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type());
+  return s.out(w * (h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type()));
 }
 
 // HF's LlamaRotaryEmbedding (default rope): inv_freq = theta^(-2i/D) in fp32, angles = position * inv_freq in fp32
@@ -204,10 +222,16 @@ std::pair<at::Tensor, at::Tensor> Llama::rotary(int64_t T, const at::Tensor& lik
 // Causal self-attention with RoPE and GQA. HF's default (sdpa) or its eager_attention_forward: softmax in fp32 cast
 // back to the query's dtype; PITFALL (softmax_fp32: false): softmax in the scores' dtype (autocast may still upcast
 // it where it lists softmax: CUDA does, the CPU does not).
-at::Tensor Llama::attention(size_t l, const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
+// A kept self_attn (model.keep_fp32) in a model cast whole takes its cos / sin in fp32 (rotary() again, for fp32): the
+// model's are rounded to its dtype.
+at::Tensor Llama::attention(size_t l, const at::Tensor& h_in, const at::Tensor& cos_in, const at::Tensor& sin_in) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(7 * l);
+  ModuleScope s(policy(), block_modules_[l].self_attn, device_type());
+  const at::Tensor h = s.in(h_in);
   const int64_t B = h.size(0), T = h.size(1), H = cfg_.n_head, K = cfg_.n_kv_head, D = head_dim();
+  at::Tensor cos = cos_in, sin = sin_in;
+  if (s.kept() && cos.scalar_type() != at::kFloat) std::tie(cos, sin) = rotary(T, h);
   auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({B, T, n, D}).transpose(1, 2); };  // (B, n, T, D)
   at::Tensor q = heads(linear(site + 0, h, p(b.q)), H);
   at::Tensor k = heads(linear(site + 1, h, p(b.k)), K);
@@ -229,18 +253,35 @@ at::Tensor Llama::attention(size_t l, const at::Tensor& h, const at::Tensor& cos
     y = at::matmul(w, v);
   }
   y = y.transpose(1, 2).reshape({B, T, H * D});
-  return linear(site + 3, y, p(b.o));
+  return s.out(linear(site + 3, y, p(b.o)));
 }
 
 // SwiGLU: down(silu(gate(m)) * up(m)). spike != 1 (planted, ActivationSite::MlpInputSpike): gate's and up's inputs
 // multiplied by it and their outputs divided by it — exact in FP32 for a power of two.
-at::Tensor Llama::mlp(size_t l, const at::Tensor& m, double spike) {
+at::Tensor Llama::mlp(size_t l, const at::Tensor& m_in, double spike) {
   const Block& b = blocks_[l];
   const int site = static_cast<int>(7 * l);
+  ModuleScope s(policy(), block_modules_[l].mlp, device_type());
+  const at::Tensor m = s.in(m_in);
   at::Tensor in = spike != 1.0 ? m * spike : m;
   at::Tensor g = linear(site + 4, in, p(b.gate)), u = linear(site + 5, in, p(b.up));
   if (spike != 1.0) g = g / spike, u = u / spike;
-  return linear(site + 6, at::silu(g) * u, p(b.down));
+  return s.out(linear(site + 6, at::silu(g) * u, p(b.down)));
+}
+
+// One decoder layer (HF's LlamaDecoderLayer): x + self_attn(input_layernorm(x)), then + mlp(post_attention_layernorm)
+at::Tensor Llama::block(size_t l, const at::Tensor& x_in, const at::Tensor& cos, const at::Tensor& sin,
+                        const ForwardOptions& opts) {
+  const Block& b = blocks_[l];
+  const BlockModules& mods = block_modules_[l];
+  ModuleScope s(policy(), mods.layer, device_type());
+  const bool here = opts.hidden_scale != 1.0 && static_cast<int64_t>(l) == opts.hidden_scale_block;
+  at::Tensor x = s.in(x_in);
+  x = x + attention(l, rms_norm(mods.input_norm, x, p(b.input_norm)), cos, sin);
+  at::Tensor m = rms_norm(mods.post_norm, x, p(b.post_norm));
+  if (here && opts.hidden_scale_at == ActivationSite::MlpInput) m = m * opts.hidden_scale;  // planted overflow
+  const bool spike = here && opts.hidden_scale_at == ActivationSite::MlpInputSpike;
+  return s.out(x + mlp(l, m, spike ? opts.hidden_scale : 1.0));
 }
 
 at::Tensor Llama::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {
@@ -255,16 +296,11 @@ at::Tensor Llama::hidden(const at::Tensor& inputs, const ForwardOptions& opts) {
   }
   auto [cos, sin] = rotary(T, x);
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    const Block& b = blocks_[l];
+    x = block(l, x, cos, sin, opts);
     const bool here = opts.hidden_scale != 1.0 && static_cast<int64_t>(l) == opts.hidden_scale_block;
-    x = x + attention(l, rms_norm(x, p(b.input_norm)), cos, sin);
-    at::Tensor m = rms_norm(x, p(b.post_norm));
-    if (here && opts.hidden_scale_at == ActivationSite::MlpInput) m = m * opts.hidden_scale;  // planted overflow
-    const bool spike = here && opts.hidden_scale_at == ActivationSite::MlpInputSpike;
-    x = x + mlp(l, m, spike ? opts.hidden_scale : 1.0);
     if (here && opts.hidden_scale_at == ActivationSite::Residual) x = x * opts.hidden_scale;
   }
-  return rms_norm(x, p(norm_));
+  return rms_norm(norm_module_, x, p(norm_));
 }
 
 at::Tensor Llama::logits(const at::Tensor& inputs, const ForwardOptions& opts) {

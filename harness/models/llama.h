@@ -8,7 +8,9 @@
 // Where the ecosystem's code carries a precision fix, the model has it by default and a PITFALL knob without it
 // (models/model.h's llama fields): RMSNorm's variance in fp32, rotary angles in fp32 with autocast off, the attention
 // softmax in fp32 (eager attention), the logits upcast before the cross-entropy. Precision policy otherwise lives in
-// the engine (autocast, casts, FP8 through models::MatmulOverride), as for Gpt.
+// the engine (autocast, casts, FP8 through models::MatmulOverride), as for Gpt; the per-module policy
+// (model.keep_fp32) and the non-finite watch see HF's module names (models::module_tree): each module's forward is a
+// ModuleScope region, and a kept one computes on the ATen path in FP32.
 // Presets: llama-micro (CPU scenarios, ~0.1M weights), llama-nano (~0.9M), llama-150m (GPU).
 // Letters: B batch, T time, C channels, H query heads, K key/value heads, D head size, I MLP width, V vocab.
 #pragma once
@@ -43,13 +45,19 @@ class Llama final : public Model {
   struct Block {  // indices into parameters()
     size_t q, k, v, o, gate, up, down, input_norm, post_norm;
   };
+  struct BlockModules {  // indices into module_tree(): model.layers.<l> and its non-Linear regions
+    int layer, self_attn, mlp, input_norm, post_norm;
+  };
   const at::Tensor& p(size_t i) { return parameters()[i].tensor; }
   int64_t head_dim() const { return cfg_.n_embd / cfg_.n_head; }
   int lm_head_site() const { return static_cast<int>(7 * blocks_.size()); }
   const at::Tensor& head_weight() { return p(lm_head_); }
+  c10::DeviceType device_type() const { return device().type(); }
 
   at::Tensor hidden(const at::Tensor& inputs, const ForwardOptions& opts);  // model.norm's output (B, T, C)
-  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) const;
+  at::Tensor block(size_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                   const ForwardOptions& opts);                               // model.layers.<l>
+  at::Tensor rms_norm(int module, const at::Tensor& x, const at::Tensor& w);  // module: its index in module_tree()
   // cos, sin (T, D) in `like`'s dtype, the angles computed in cfg.rope_dtype with autocast off
   std::pair<at::Tensor, at::Tensor> rotary(int64_t T, const at::Tensor& like) const;
   at::Tensor attention(size_t l, const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin);
@@ -60,7 +68,10 @@ class Llama final : public Model {
   ModelConfig cfg_;
   size_t embed_ = 0, norm_ = 0, lm_head_ = 0;  // lm_head_ == embed_ when tied
   std::vector<Block> blocks_;
-  double dropout_ = 0.0;  // this forward's attention dropout: cfg_.dropout in training, 0 in evaluation
+  std::vector<BlockModules> block_modules_;
+  std::vector<int> site_modules_;  // the module each matmul site computes (indexed like matmul_sites())
+  int norm_module_ = -1;           // model.norm
+  double dropout_ = 0.0;           // this forward's attention dropout: cfg_.dropout in training, 0 in evaluation
 };
 
 }  // namespace ampcheck::models

@@ -79,7 +79,8 @@ class Model {
   // what to() cast the parameters to (model.keep_fp32's modules keep theirs in fp32)
   at::ScalarType dtype() const { return policy_.model_dtype; }
 
-  // The modules, as PyTorch's named_modules() (models::module_tree of the model's config), in forward pre-order.
+  // The modules, as PyTorch's named_modules() (models::module_tree of the model's config), in its order (gpt, mlp:
+  // forward pre-order; llama: transformers' registration order, a layer's self_attn and mlp before its two norms).
   const std::vector<ModuleInfo>& module_tree() const { return policy_.tree(); }
   // The non-finite watch (module_tree.h): off by default; take_nonfinite_watch() hands over one step's record.
   void set_nonfinite_watch(bool on) { policy_.set_watch(on); }
@@ -171,11 +172,11 @@ struct ModelConfig {
   // autocast dtype, else the parameters'), which the fused ops write their outputs in as at::linear would. The model
   // reads it instead of the thread-local autocast state.
   at::ScalarType compute_dtype = at::kFloat;
-  // PRECISION POLICY per module: these modules (names of module_tree(): "h.1.attn.c_proj", "h.2", "lm_head") and
-  // their children compute in FP32 — autocast off inside them, their floating inputs cast to fp32; where the
-  // strategy casts the model whole (bf16 / fp16 parameters) their parameters stay fp32 and their outputs are cast back
-  // to the model's dtype. A fast path that covers a kept module (fused head, fused LayerNorm, GEMM epilogues, FP8
-  // matmuls) leaves it to the ATen path (the engine plan says so). Empty: none.
+  // PRECISION POLICY per module: these modules (names of module_tree(): "h.1.attn.c_proj", "h.2", "lm_head",
+  // "model.layers.1.mlp.down_proj") and their children compute in FP32 — autocast off inside them, their floating
+  // inputs cast to fp32; where the strategy casts the model whole (bf16 / fp16 parameters) their parameters stay fp32
+  // and their outputs are cast back to the model's dtype. A fast path that covers a kept module (fused head, fused
+  // LayerNorm, GEMM epilogues, FP8 matmuls) leaves it to the ATen path (the engine plan says so). Empty: none.
   std::vector<std::string> keep_fp32;
 };
 

@@ -7,6 +7,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -14,6 +15,41 @@ namespace ampcheck::models {
 
 // ---------------------------------------------------------------------------------------------------------------
 // trees
+
+namespace {
+
+// transformers' LlamaForCausalLM.named_modules(), in its order, less the containers model and model.layers and the
+// modules without parameters (model.rotary_emb, mlp.act_fn) — as gpt's tree leaves out its ModuleList and GELU:
+// model.embed_tokens; per layer model.layers.<l>, .self_attn, .self_attn.{q,k,v,o}_proj, .mlp,
+// .mlp.{gate,up,down}_proj, .input_layernorm, .post_attention_layernorm; model.norm; lm_head (0 parameters where tied:
+// embed_tokens owns them).
+std::vector<ModuleInfo> llama_module_tree(const ModelConfig& cfg) {
+  std::vector<ModuleInfo> tree;
+  const int64_t C = cfg.n_embd, V = cfg.vocab_size, I = cfg.mlp_hidden, H = cfg.n_head, K = cfg.n_kv_head;
+  const int64_t D = C / std::max<int64_t>(1, H);
+  const int64_t q = H * D * C, kv = K * D * C, o = C * H * D, attn = q + 2 * kv + o, mlp = 3 * I * C;
+  tree.push_back({"model.embed_tokens", V * C});
+  for (int64_t l = 0; l < cfg.n_layer; ++l) {
+    const std::string layer = "model.layers." + std::to_string(l);
+    tree.push_back({layer, attn + mlp + 2 * C});
+    tree.push_back({layer + ".self_attn", attn});
+    tree.push_back({layer + ".self_attn.q_proj", q});
+    tree.push_back({layer + ".self_attn.k_proj", kv});
+    tree.push_back({layer + ".self_attn.v_proj", kv});
+    tree.push_back({layer + ".self_attn.o_proj", o});
+    tree.push_back({layer + ".mlp", mlp});
+    tree.push_back({layer + ".mlp.gate_proj", I * C});
+    tree.push_back({layer + ".mlp.up_proj", I * C});
+    tree.push_back({layer + ".mlp.down_proj", C * I});
+    tree.push_back({layer + ".input_layernorm", C});
+    tree.push_back({layer + ".post_attention_layernorm", C});
+  }
+  tree.push_back({"model.norm", C});
+  tree.push_back({"lm_head", cfg.tie_embeddings == 1 ? 0 : V * C});
+  return tree;
+}
+
+}  // namespace
 
 std::vector<ModuleInfo> module_tree(const ModelConfig& cfg) {
   std::vector<ModuleInfo> tree;
@@ -28,6 +64,7 @@ std::vector<ModuleInfo> module_tree(const ModelConfig& cfg) {
     tree.push_back({"head", V * fan_in + V});
     return tree;
   }
+  if (cfg.kind == "llama") return llama_module_tree(cfg);
   const int64_t ln = 2 * C, c_attn = 3 * C * C + 3 * C, attn_proj = C * C + C, c_fc = 4 * C * C + 4 * C,
                 mlp_proj = 4 * C * C + C;
   tree.push_back({"wte", V * C});

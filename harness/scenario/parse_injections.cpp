@@ -66,7 +66,6 @@ void parse_injections(Fields& top, const engine::RunConfig& run, std::vector<inj
                                        : inject::InjectionKind::NanLoss;
     if (c.kind == inject::InjectionKind::ScaleWeights) {  // at initialisation: no steps
       const models::ModelConfig m = models::resolve_preset(run.model);
-      if (m.kind == "llama") f.fail_key("kind", "scale_weights is not available for kind llama yet (gpt and mlp)");
       const std::vector<models::ModuleInfo> tree = models::module_tree(m);
       if (!f.has("module")) f.fail(list[i], "module: required for kind scale_weights (" + some_modules(m, tree) + ")");
       c.module = f.str("module", "");

@@ -95,7 +95,10 @@ std::string some_modules(const models::ModelConfig& m, const std::vector<models:
     }
     out += " " + tree[i].name + (i + 1 < tree.size() ? "," : "");
   }
-  return out + "; HINT: a module's name is its parameters' prefix: h.1.attn.c_proj owns h.1.attn.c_proj.weight";
+  const std::string example = m.kind == "llama" ? "model.layers.0.mlp.down_proj"
+                              : m.kind == "mlp" ? "fc.0"
+                                                : "h.1.attn.c_proj";
+  return out + "; HINT: a module's name is its parameters' prefix: " + example + " owns " + example + ".weight";
 }
 
 void parse_model(Fields f, models::ModelConfig& m) {
@@ -131,8 +134,6 @@ void parse_model(Fields f, models::ModelConfig& m) {
   YAML::Node keep = f.raw("keep_fp32");
   if (keep.IsDefined() && !keep.IsNull() && !keep.IsSequence())
     f.fail(keep, "model.keep_fp32: expected a list of module names ([h.1.attn.c_proj, lm_head])");
-  if (keep.IsDefined() && !keep.IsNull() && m.kind == "llama")  // module_tree() knows gpt and mlp only
-    f.fail(keep, "model.keep_fp32: not available for kind llama yet (the per-module policy covers gpt and mlp)");
   f.done();
   models::ModelConfig unmarked = m;  // outlier_channels is bounded by the resolved n_embd, named here
   unmarked.outlier_channels = 0;

@@ -1,25 +1,28 @@
 #!/usr/bin/env bash
-# `ampcheck localize` on the engine's scenarios (issue 41), on the CPU: the two planted module faults of
-# scenarios/localize/ (gpt nano h.3.mlp.c_proj x 1e7, mlp small head x 1e5, under fp16 autocast + GradScaler) are
-# localized to the planted module (or its parent block) within 2·log2(modules) + 2 probe runs, with what keeping it
-# costs; pure bf16 at lr 1e-5 (lost updates in every parameter) is reported as no small set, with the fp32 master
-# weights fix, exit 1. `check` and `judge` name the first non-finite module in the verdict's message; an existing
-# --out is refused without --force, nothing trained.
+# `ampcheck localize` on the engine's scenarios (issues 41, 52), on the CPU: the three planted module faults of
+# scenarios/localize/ (gpt nano h.3.mlp.c_proj x 1e7, mlp small head x 1e5, llama micro model.layers.1.mlp.down_proj
+# x 1e8, under fp16 autocast + GradScaler) are localized to the planted module (or its parent block) within
+# 2·log2(modules) + 2 probe runs, with what keeping it costs; pure bf16 at lr 1e-5 (lost updates in every parameter)
+# is reported as no small set, with the fp32 master weights fix, exit 1. `check` and `judge` name the first
+# non-finite module in the verdict's message; an existing --out is refused without --force, nothing trained.
 set -euo pipefail
 ampcheck=$1; src=$2; python=${3:-python3}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 gpt=$src/scenarios/localize/gpt-nano-mlp-proj-overflow.yaml
 mlp=$src/scenarios/localize/mlp-head-overflow.yaml
+llama=$src/scenarios/localize/llama-micro-mlp-down-overflow.yaml
 
-# 1. the two planted faults, named (probes of 10 steps: the fault overflows from step 0)
-"$ampcheck" localize "$gpt" "$mlp" --out "$work/l1" --probe-steps 10 > "$work/l1.log" 2>&1 \
+# 1. the three planted faults, named (probes of 10 steps: the fault overflows from step 0)
+"$ampcheck" localize "$gpt" "$mlp" "$llama" --out "$work/l1" --probe-steps 10 > "$work/l1.log" 2>&1 \
   || { cat "$work/l1.log"; fail "localize of the planted faults exited non-zero"; }
 "$python" - "$work/l1/localize.json" <<'PY' || { cat "$work/l1.log"; exit 1; }
 import json, math, sys
 rows = {s["scenario"]: s for s in json.load(open(sys.argv[1]))["scenarios"]}
 for name, planted, parents in (("gpt-nano-mlp-proj-overflow", "h.3.mlp.c_proj", ("h.3.mlp", "h.3")),
-                               ("mlp-head-overflow", "head", ())):
+                               ("mlp-head-overflow", "head", ()),
+                               ("llama-micro-mlp-down-overflow", "model.layers.1.mlp.down_proj",
+                                ("model.layers.1.mlp", "model.layers.1"))):
     s = rows[name]
     assert s["verdict"] in ("nonfinite", "stalls", "diverges") and s["localized"] and s["found"] and s["pass"], s
     assert planted in s["modules"] or s["parent"] in parents, (name, s["modules"], s["parent"])
