@@ -367,7 +367,9 @@ void BM_Verdict(benchmark::State& state) {
   const auto ref = synthetic_trajectory(n, 0.0), run = synthetic_trajectory(n, 0.001);
   std::vector<verdict::NoiseRun> noise;
   for (int i = 0; i < 4; ++i) noise.push_back({"n" + std::to_string(i), synthetic_trajectory(n, 0.002 * (i - 1.5))});
-  for (auto _ : state) benchmark::DoNotOptimize(verdict::judge("completed", "", run, ref, noise, verdict::Tolerance{}));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(
+        verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise, verdict::Tolerance{}));
 }
 BENCHMARK(BM_Verdict)->Arg(60)->Arg(1000)->Unit(benchmark::kMillisecond);
 

@@ -50,21 +50,23 @@ void print_sweep_table(const usecases::SweepResult& r) {
     << std::setw(11) << report::format_number(r.fp32.tokens_per_s, 4) << std::setw(10) << mib(r.fp32.peak_memory_bytes)
     << std::setw(9) << "1"
     << "\n";
+  using usecases::RecordingOutcome;
   for (const auto& row : r.rows) {
     const auto& j = row.judged;
     t << std::left << std::setw(22) << row.strategy << std::setw(11)
-      << (row.outcome == "judged" ? j.verdict : row.outcome) << std::setw(16)
+      << (row.outcome == RecordingOutcome::Judged ? j.verdict : usecases::to_string(row.outcome)) << std::setw(16)
       << (j.deciding_signal.empty() ? j.max_signal : j.deciding_signal) << std::setw(9)
       << report::format_number(j.max_deviation_bands, 3) << std::setw(9) << j.skipped_steps << std::setw(10)
       << report::format_number(j.median_step_ms, 3) << std::setw(11) << report::format_number(j.tokens_per_s, 4)
       << std::setw(10) << mib(j.peak_memory_bytes) << std::setw(9) << report::format_number(row.speedup, 3)
-      << (row.outcome == "refused" ? "n/a"
-          : j.pass                 ? "PASS"
-                                   : "FAIL")
+      << (row.outcome == RecordingOutcome::Refused ? "n/a"
+          : j.pass                                 ? "PASS"
+                                                   : "FAIL")
       << "\n";
   }
   for (const auto& row : r.rows)
-    if (!row.judged.pass || row.outcome != "judged") t << row.strategy << ": " << row.judged.message << "\n";
+    if (!row.judged.pass || row.outcome != RecordingOutcome::Judged)
+      t << row.strategy << ": " << row.judged.message << "\n";
   t << "RECOMMENDATION: " << r.recommendation << "\n";
   std::cout << io::printable_text(t.str());
 }

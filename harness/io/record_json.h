@@ -1,7 +1,7 @@
 // One description of a record, every JSON format derived from it. A record type lists its fields once, in a
 // `visit_fields` beside its definition (found by argument-dependent lookup, so it lives in the record's namespace):
 //
-//   template <class V> void visit_fields(SignalSummary& g, V& v) {
+//   template <class V> void visit_fields(SignalComparison& g, V& v) {
 //     v.required("name", g.name);       // reading: an error when absent
 //     v("max_margin", g.max_margin);    // absent: the member's default stays
 //     v.optional("validation", g.validation, !g.validation.mode.empty());  // written only when the flag is true

@@ -5,6 +5,8 @@
 // and the reader `compare` uses. Files are written atomically.
 #pragma once
 
+#include "verdict/signals.h"
+
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -25,18 +27,6 @@ struct WarningSummary {
   std::string message;
 };
 
-// One signal's comparison with the reference (verdict::SignalResult without its per-step series).
-struct SignalSummary {
-  std::string name;  // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
-  std::string unit;  // nats | log-ratio | fraction | steps | share
-  bool judged = false, fired = false, decides = true;
-  std::string verdict;  // what it means when fired
-  int64_t first_step = -1, max_step = -1;
-  double max_margin = NAN;  // max |deviation| / allowed
-  double deviation = NAN, allowed = NAN, noise = NAN, run_value = NAN, reference_value = NAN;  // at max_step
-  std::string message;
-};
-
 struct ScenarioSummary {
   std::string name, strategy, device_class;
   std::string expect;   // expected verdict
@@ -46,10 +36,10 @@ struct ScenarioSummary {
   int64_t steps = 0;
   int64_t first_divergence_step = -1;
   // NaN where not computed (JSON null)
-  double max_deviation_bands = NAN;  // the largest signal margin (deviation / allowed), see max_signal
-  std::string deciding_signal;       // the signal that set a non-tracking verdict ("" otherwise)
-  std::string max_signal;            // the signal with the largest margin
-  std::vector<SignalSummary> signals;
+  double max_deviation_bands = NAN;                // the largest signal margin (deviation / allowed), see max_signal
+  std::string deciding_signal;                     // the signal that set a non-tracking verdict ("" otherwise)
+  std::string max_signal;                          // the signal with the largest margin
+  std::vector<verdict::SignalComparison> signals;  // v3: verdict/signals.h (its visit_fields too)
   std::vector<WarningSummary> warnings;  // v4: shown in the verdict line, junit (a non-failing note), summary.md, html
   double final_loss_ratio = NAN;
   double param_drift = NAN;
@@ -115,31 +105,13 @@ struct RunSummary {
 // and reader, `ampcheck check --jobs`' exchange with its worker processes (a summary.json each) and the fuzz targets
 // derive from it (io/record_json.h: the kind from the C++ type; NaN <-> null). `required`: a reader's error when
 // absent; every other field keeps its default when absent (older versions); `optional`: written only when the flag
-// holds. The envelope — schema, version, passed, failed, scenarios — is summary.cpp's.
+// holds. The envelope — schema, version, passed, failed, scenarios — is summary.cpp's; a signal's fields are
+// verdict/signals.h's (verdict::SignalComparison, the one type the verdict and the row share).
 
 template <class V>
 void visit_fields(WarningSummary& w, V& v) {
   v.required("signal", w.signal);
   v("message", w.message);
-}
-
-template <class V>
-void visit_fields(SignalSummary& g, V& v) {
-  v.required("name", g.name);
-  v("unit", g.unit);
-  v("judged", g.judged);
-  v("fired", g.fired);
-  v("decides", g.decides);
-  v("verdict", g.verdict);
-  v("first_step", g.first_step);
-  v("max_step", g.max_step);
-  v("max_margin", g.max_margin);
-  v("deviation", g.deviation);
-  v("allowed", g.allowed);
-  v("noise", g.noise);
-  v("run_value", g.run_value);
-  v("reference_value", g.reference_value);
-  v("message", g.message);
 }
 
 template <class V>

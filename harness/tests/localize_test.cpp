@@ -2,6 +2,7 @@
 // "tracks" exactly when the kept set covers the planted culprits. Checks what is named and the probe budget the issue
 // sets (≤ 2·log2(modules) + 2 probes).
 #include "usecases/localize.h"
+#include "usecases/recording_outcome.h"
 
 #include <gtest/gtest.h>
 
@@ -160,7 +161,7 @@ TEST(LocalizeTree, ProbeVerdictDiscountsTheScalersWarmup) {
   ampcheck::report::ScenarioSummary j;
   j.verdict = "diverges";
   j.steps = 30;
-  ampcheck::report::SignalSummary loss, grad;
+  ampcheck::verdict::SignalComparison loss, grad;
   loss.name = "loss";
   loss.judged = true;
   grad.name = "grad_norm";
@@ -203,7 +204,7 @@ TEST(LocalizeTree, AMarginalFailureIsNotLocalized) {
   // last step — margin 1.34, within the noise a kept module adds to a probe: cannot tell, no probe
   ampcheck::report::ScenarioSummary j;
   j.verdict = "diverges";
-  ampcheck::report::SignalSummary grad;
+  ampcheck::verdict::SignalComparison grad;
   grad.name = "grad_norm";
   grad.judged = grad.fired = true;
   grad.max_margin = 1.34;
@@ -225,4 +226,17 @@ TEST(LocalizeTree, AMarginalFailureIsNotLocalized) {
   loss.max_margin = 4.0;
   j.signals.push_back(loss);
   EXPECT_EQ(ampcheck::usecases::marginal_failure(j), "");
+}
+
+// What a sweep's recording shows, spelled once (sweep.json's "outcome", report.html, the terminal's table).
+TEST(LocalizeSweep, RecordingOutcomeWords) {
+  using ampcheck::usecases::RecordingOutcome;
+  using ampcheck::usecases::to_string;
+  EXPECT_EQ(to_string(RecordingOutcome::Judged), "judged");
+  EXPECT_EQ(to_string(RecordingOutcome::Partial), "partial");
+  EXPECT_EQ(to_string(RecordingOutcome::Error), "error");
+  EXPECT_EQ(to_string(RecordingOutcome::Refused), "refused");
+  EXPECT_EQ(to_string(RecordingOutcome::NotOptedIn), "not-opted-in");
+  EXPECT_EQ(to_string(RecordingOutcome::IgnoredPlan), "ignored-plan");
+  EXPECT_EQ(to_string(RecordingOutcome::RecordedNothing), "recorded-nothing");
 }

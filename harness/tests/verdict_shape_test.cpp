@@ -61,7 +61,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 TEST(VerdictShape, ALossSpikeBothRunsHadThatRecoveredIsNotAStall) {
   const auto ref = run_with(1.5, 30, 2);
   auto run = run_with(3.0, 30, 5, 0.01);
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_EQ(v.deciding_signal, "loss");
   EXPECT_TRUE(has(v.message, "loss spike at step 30")) << v.message;
@@ -80,7 +80,7 @@ TEST(VerdictShape, ASpikeAfterWhichTheLossStaysAboveStallsAndSaysNotRecovered) {
   const auto ref = run_with(1.5, 30, 2);
   auto run = run_with(3.0, 30, 5);
   for (int i = 35; i < kSteps; ++i) run.rows[i][trajectory::kLoss] = ref.rows[34][trajectory::kLoss] + 0.3;
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_TRUE(has(v.message, "not recovered")) << v.message;
   EXPECT_FALSE(has(v.message, "recovered by step")) << v.message;
@@ -91,7 +91,8 @@ TEST(VerdictShape, ASpikeAfterWhichTheLossStaysAboveStallsAndSaysNotRecovered) {
 // outcome beyond the allowance).
 TEST(VerdictShape, ASpikeFp32DidNotHaveIsNamedSo) {
   const auto ref = run_with();
-  const auto v = verdict::judge("completed", "", run_with(2.0, 20, 3), ref, noise_around(ref), tol());
+  const auto v =
+      verdict::judge(trajectory::RunStatus::Completed, "", run_with(2.0, 20, 3), ref, noise_around(ref), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_TRUE(has(v.message, "loss spike at step 20")) << v.message;
   EXPECT_TRUE(has(v.message, "FP32 did not spike")) << v.message;
@@ -103,7 +104,7 @@ TEST(VerdictShape, ARecoveryShorterThanAWindowIsNoRecovery) {
   auto run = run_with();
   // raw loss back on the reference from step 52: the 5-step smoothed loss from step 56, 4 steps before the end
   for (int i = 30; i < kSteps - 8; ++i) run.rows[i][trajectory::kLoss] += 0.5;
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_NE(v.verdict, "tracks") << v.message;
   const auto e = verdict::loss_excursion(v.signals.front(), run, ref, tol());
   EXPECT_LE(e.last_margin, 1.0) << "within at the last step, but not for a window";
@@ -117,7 +118,7 @@ TEST(VerdictShape, AnEarlyExcursionIsRecoveredWithoutASpike) {
   const auto ref = run_with();
   auto run = run_with();
   for (int i = 0; i < 4; ++i) run.rows[i][trajectory::kLoss] += 0.4;
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_TRUE(has(v.message, "loss out of its allowance from step 0, recovered by step")) << v.message;
   EXPECT_FALSE(has(v.message, "spike")) << v.message;
@@ -129,7 +130,7 @@ TEST(VerdictShape, GradsAFactorAboveThroughoutWithATrackingLossAreScaledGradient
   const auto ref = run_with();
   auto run = run_with();
   for (auto& r : run.rows) r[trajectory::kGradNorm] = 4.1;
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_EQ(v.deciding_signal, "grad_norm");
   EXPECT_EQ(v.message.rfind("scaled gradients: true grad norm 4.1x the reference's throughout", 0), 0u) << v.message;
@@ -142,7 +143,7 @@ TEST(VerdictShape, GradsAFactorAboveFromALaterStepSayFromWhichStep) {
   const auto ref = run_with();
   auto run = run_with();
   for (int i = 6; i < kSteps; ++i) run.rows[i][trajectory::kGradNorm] = 4.0;
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_TRUE(has(v.message, "scaled gradients: true grad norm 4x the reference's from step 6")) << v.message;
 }
 
@@ -152,7 +153,7 @@ TEST(VerdictShape, AGrowingGradNormIsNotScaledGradients) {
   const auto ref = run_with();
   auto run = run_with();
   for (int i = 0; i < kSteps; ++i) run.rows[i][trajectory::kGradNorm] = 1.0 + i;
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_FALSE(has(v.message, "scaled gradients")) << v.message;
   EXPECT_FALSE(verdict::scaled_grads(v.signals[1], v.signals.front(), run, ref, tol()).scaled);
@@ -163,7 +164,7 @@ TEST(VerdictShape, ScaledGradsWithALossThatMovedAreNotNamedScaled) {
   const auto ref = run_with();
   auto run = run_with(0, 0, 0, 0.5);
   for (auto& r : run.rows) r[trajectory::kGradNorm] = 4.0;
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_NE(v.verdict, "tracks") << v.message;
   EXPECT_FALSE(has(v.message, "scaled gradients")) << v.message;
 }
@@ -173,7 +174,7 @@ TEST(VerdictShape, ShrunkGradsStallAndAreNotScaledGradients) {
   const auto ref = run_with();
   auto run = run_with();
   for (auto& r : run.rows) r[trajectory::kGradNorm] = 0.25;
-  const auto v = verdict::judge("completed", "", run, ref, noise_around(ref), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise_around(ref), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_FALSE(has(v.message, "scaled gradients")) << v.message;
 }

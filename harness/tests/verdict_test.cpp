@@ -4,6 +4,7 @@
 #include "run/scenario_run.h"
 #include "reference/reference_store.h"
 #include "scenario/scenario.h"
+#include "trajectory/run_status.h"
 #include "verdict/kind.h"
 #include "verdict/verdict.h"
 
@@ -71,9 +72,21 @@ TEST(VerdictJudge, KindWordsRoundTrip) {
   EXPECT_FALSE(verdict::is("tracks ", verdict::Kind::Tracks));
 }
 
+// A run's status (the trajectory file's `status` attribute, what verdict::judge takes) spelled once.
+TEST(VerdictJudge, RunStatusWordsRoundTrip) {
+  using trajectory::RunStatus;
+  const std::vector<std::string> words{"completed", "nonfinite", "error", "running", "interrupted"};
+  EXPECT_EQ(trajectory::run_status_words(), words);
+  for (auto s :
+       {RunStatus::Completed, RunStatus::NonFinite, RunStatus::Error, RunStatus::Running, RunStatus::Interrupted})
+    EXPECT_EQ(trajectory::parse_run_status(trajectory::to_string(s)), s) << trajectory::to_string(s);
+  EXPECT_FALSE(trajectory::parse_run_status("Completed").has_value());
+  EXPECT_FALSE(trajectory::parse_run_status("").has_value());
+}
+
 TEST(VerdictJudge, IdenticalRunTracksWithEverySignalJudgedAtZero) {
   const auto ref = healthy();
-  const auto v = verdict::judge("completed", "", ref, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", ref, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "tracks") << v.message;
   EXPECT_EQ(v.max_deviation_bands, 0.0);
   EXPECT_EQ(v.signals.size(), 7u);
@@ -88,10 +101,10 @@ TEST(VerdictJudge, LossAllowanceIsKTimesTheNoiseRunsWhateverTheLossLevel) {
     auto nz = noise();
     for (auto& n : nz)
       for (auto& r : n.trajectory.rows) r[trajectory::kLoss] += level;
-    const auto in = verdict::judge("completed", "", healthy(50, level + 0.02), ref, nz, tol());
+    const auto in = verdict::judge(trajectory::RunStatus::Completed, "", healthy(50, level + 0.02), ref, nz, tol());
     EXPECT_EQ(in.verdict, "tracks") << in.message;
     EXPECT_NEAR(signal(in, "loss").allowed, 0.03, 1e-9);
-    const auto out = verdict::judge("completed", "", healthy(50, level + 0.05), ref, nz, tol());
+    const auto out = verdict::judge(trajectory::RunStatus::Completed, "", healthy(50, level + 0.05), ref, nz, tol());
     EXPECT_NE(out.verdict, "tracks") << out.message;
     EXPECT_EQ(out.deciding_signal, "loss");
     EXPECT_EQ(out.first_divergence_step, 0);
@@ -103,7 +116,7 @@ TEST(VerdictJudge, ShedsOnlyPartOfTheLossStalls) {
   auto run = healthy();
   const auto slow = falling(50, 5, 3.8);  // sheds 1.2 of the reference's 3 nats
   for (int i = 0; i < 50; ++i) run.rows[i][trajectory::kLoss] = slow[i];
-  const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_NE(v.message.find("sheds"), std::string::npos) << v.message;
   EXPECT_NE(v.message.find("of the loss the reference shed"), std::string::npos) << v.message;
@@ -113,7 +126,7 @@ TEST(VerdictJudge, CollapsedUpdatesStallWhileTheLossStaysClose) {
   const auto ref = healthy();
   auto run = healthy();
   for (int i = 12; i < 50; ++i) run.rows[i][trajectory::kUpdateNorm] = 0.0003;  // 0.03x
-  const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_EQ(v.deciding_signal, "update_norm");
   EXPECT_GE(v.first_divergence_step, 12);
@@ -127,7 +140,7 @@ TEST(VerdictJudge, UnderflowedGradsAloneWarnAndTheMessageGivesBothFractions) {
   const auto ref = healthy();
   auto run = healthy();
   for (int i = 10; i < 50; ++i) run.rows[i][trajectory::kFracZero] = 0.62;
-  const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "tracks") << v.message;
   EXPECT_EQ(v.deciding_signal, "");
   ASSERT_EQ(v.warnings.size(), 1u) << v.message;
@@ -137,7 +150,7 @@ TEST(VerdictJudge, UnderflowedGradsAloneWarnAndTheMessageGivesBothFractions) {
   // less than the 2-point floor above the reference is never flagged
   auto mild = healthy();
   for (auto& r : mild.rows) r[trajectory::kFracZero] = 0.018;
-  const auto m = verdict::judge("completed", "", mild, ref, noise(), tol());
+  const auto m = verdict::judge(trajectory::RunStatus::Completed, "", mild, ref, noise(), tol());
   EXPECT_EQ(m.verdict, "tracks");
   EXPECT_TRUE(m.warnings.empty()) << m.message;
 }
@@ -147,7 +160,7 @@ TEST(VerdictJudge, ADiagnosticBesideAFailingOutcomeIsNamedAsTheLikelyCause) {
   auto run = healthy();
   for (int i = 10; i < 50; ++i)
     run.rows[i][trajectory::kFracZero] = 0.62, run.rows[i][trajectory::kUpdateNorm] = 0.0003;
-  const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_EQ(v.deciding_signal, "update_norm");
   EXPECT_TRUE(v.warnings.empty()) << "a failing verdict explains, it does not warn";
@@ -167,13 +180,13 @@ TEST(VerdictJudge, ASkippedStepsGradsAreNoSample) {
   }
   auto t = tol();
   t.fraction_floor = 0.02;
-  const auto v = verdict::judge("completed", "", run, ref, noise(), t);
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), t);
   EXPECT_EQ(v.verdict, "tracks") << v.message;
   EXPECT_TRUE(v.warnings.empty()) << v.message;
   EXPECT_EQ(signal(v, "zero_grads").max_margin, 0.0);
   // the same values on steps the optimizer took are samples: the grad norm and updates collapse there
   for (int i : {20, 35}) run.rows[i][trajectory::kSkipped] = 0;
-  const auto w = verdict::judge("completed", "", run, ref, noise(), t);
+  const auto w = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), t);
   EXPECT_EQ(w.verdict, "stalls") << w.message;
 }
 
@@ -184,13 +197,13 @@ TEST(VerdictJudge, ALossThatEndsAboveButShedMoreDivergesAndOneThatShedLessStalls
   trajectory::Trajectory high = healthy();
   const auto from = falling(50, 20, 3);  // starts far above, sheds 17 nats vs the reference's 3, ends 1 above
   for (int i = 0; i < 50; ++i) high.rows[i][trajectory::kLoss] = from[i];
-  const auto v = verdict::judge("completed", "", high, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", high, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_EQ(v.message.find("sheds"), std::string::npos) << v.message;
   trajectory::Trajectory slow = healthy();
   const auto less = falling(50, 5, 4);  // sheds 1 of the reference's 3 nats
   for (int i = 0; i < 50; ++i) slow.rows[i][trajectory::kLoss] = less[i];
-  const auto s = verdict::judge("completed", "", slow, ref, noise(), tol());
+  const auto s = verdict::judge(trajectory::RunStatus::Completed, "", slow, ref, noise(), tol());
   EXPECT_EQ(s.verdict, "stalls") << s.message;
   EXPECT_NE(s.message.find("sheds 3"), std::string::npos) << s.message;  // ~33%
 }
@@ -201,7 +214,7 @@ TEST(VerdictJudge, ANonfiniteHeadlineNamesTheFirstStepTheSignalNames) {
   auto run = healthy(100);
   run.rows[6][trajectory::kFracNonfinite] = 0.01;  // applied (not skipped) at step 6; the run stops at 99
   for (int i = 7; i < 100; ++i) run.rows[i][trajectory::kLoss] = NAN;
-  const auto v = verdict::judge("nonfinite", "", run, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::NonFinite, "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "nonfinite");
   EXPECT_EQ(v.first_divergence_step, 6);
   EXPECT_NE(v.message.find("from step 6"), std::string::npos) << v.message;
@@ -243,7 +256,7 @@ TEST(VerdictJudge, GrownGradNormDiverges) {
   const auto ref = healthy();
   auto run = healthy();
   for (auto& r : run.rows) r[trajectory::kGradNorm] = 4.0;  // e.g. accumulation over 4 micro-batches, loss not divided
-  const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "diverges") << v.message;
   EXPECT_EQ(v.deciding_signal, "grad_norm");
   EXPECT_NE(v.message.find("true grad norm 4x"), std::string::npos) << v.message;
@@ -253,10 +266,11 @@ TEST(VerdictJudge, RatioAllowanceFollowsTheNoiseAboveItsFloor) {
   const auto ref = healthy();
   auto run = healthy();
   for (auto& r : run.rows) r[trajectory::kGradNorm] = 1.1;  // 10% off: outside 3 x 2% noise (6%), inside 3 x 4%
-  EXPECT_EQ(verdict::judge("completed", "", run, ref, noise(), tol()).deciding_signal, "grad_norm");
+  EXPECT_EQ(verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol()).deciding_signal,
+            "grad_norm");
   auto nz = noise();
   for (auto& r : nz[0].trajectory.rows) r[trajectory::kGradNorm] = 1.04;
-  EXPECT_EQ(verdict::judge("completed", "", run, ref, nz, tol()).verdict, "tracks");
+  EXPECT_EQ(verdict::judge(trajectory::RunStatus::Completed, "", run, ref, nz, tol()).verdict, "tracks");
 }
 
 TEST(VerdictJudge, SkippedStepsDelayTheComparisonAndTooManyStall) {
@@ -269,13 +283,13 @@ TEST(VerdictJudge, SkippedStepsDelayTheComparisonAndTooManyStall) {
     late.rows[i] = ref.rows[j];
     late.rows[i][trajectory::kSkipped] = (i == 3 || i == 4) ? 1.0 : 0.0;
   }
-  auto v = verdict::judge("completed", "", late, ref, noise(), tol());
+  auto v = verdict::judge(trajectory::RunStatus::Completed, "", late, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "tracks") << v.message;
   EXPECT_EQ(v.skipped_steps, 2);
   // every step skipped: the loss never moves; the skipped-steps signal says so
   auto frozen = healthy();
   for (auto& r : frozen.rows) r = ref.rows[0], r[trajectory::kSkipped] = 1.0;
-  v = verdict::judge("completed", "", frozen, ref, noise(), tol());
+  v = verdict::judge(trajectory::RunStatus::Completed, "", frozen, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "stalls") << v.message;
   EXPECT_NE(v.message.find("skipped 50 of 50 steps"), std::string::npos) << v.message;
 }
@@ -285,9 +299,9 @@ TEST(VerdictJudge, NonfiniteGradsAppliedAreNonfiniteButSkippedOnesAreFine) {
   auto run = healthy();
   run.rows[7][trajectory::kFracNonfinite] = 1e-4;
   run.rows[7][trajectory::kSkipped] = 1.0;
-  EXPECT_EQ(verdict::judge("completed", "", run, ref, noise(), tol()).verdict, "tracks");
+  EXPECT_EQ(verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol()).verdict, "tracks");
   run.rows[7][trajectory::kSkipped] = 0.0;
-  const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "nonfinite") << v.message;
   EXPECT_EQ(v.first_divergence_step, 7);
 }
@@ -296,7 +310,7 @@ TEST(VerdictJudge, UnmeasuredColumnsAreNotJudgedAndSaySo) {
   const auto ref = healthy();
   auto run = healthy();
   for (auto& r : run.rows) r[trajectory::kUpdateNorm] = NAN, r[trajectory::kFracZero] = NAN;
-  const auto v = verdict::judge("completed", "", run, ref, noise(), tol());
+  const auto v = verdict::judge(trajectory::RunStatus::Completed, "", run, ref, noise(), tol());
   EXPECT_EQ(v.verdict, "tracks");
   EXPECT_FALSE(signal(v, "update_norm").judged);
   EXPECT_NE(signal(v, "update_norm").message.find("not judged"), std::string::npos);
@@ -304,8 +318,8 @@ TEST(VerdictJudge, UnmeasuredColumnsAreNotJudgedAndSaySo) {
 
 TEST(VerdictJudge, ErrorAndNonfiniteStatusWin) {
   const auto ref = healthy(10);
-  EXPECT_EQ(verdict::judge("error", "boom", ref, ref, noise(10), tol()).message, "raised: boom");
-  EXPECT_EQ(verdict::judge("nonfinite", "", ref, ref, noise(10), tol()).verdict, "nonfinite");
+  EXPECT_EQ(verdict::judge(trajectory::RunStatus::Error, "boom", ref, ref, noise(10), tol()).message, "raised: boom");
+  EXPECT_EQ(verdict::judge(trajectory::RunStatus::NonFinite, "", ref, ref, noise(10), tol()).verdict, "nonfinite");
 }
 
 TEST(VerdictReference, MissingReferenceIsAnErrorWithARecordHint) {

@@ -33,9 +33,7 @@ void fill_verdict_fields(report::ScenarioSummary& row, const verdict::Verdict& v
   row.max_deviation_bands = v.max_deviation_bands;
   row.deciding_signal = v.deciding_signal;
   row.max_signal = v.max_signal;
-  for (const auto& g : v.signals)
-    row.signals.push_back({g.name, g.unit, g.judged, g.fired, g.decides, g.verdict, g.first_step, g.max_step,
-                           g.max_margin, g.deviation, g.allowed, g.noise, g.run_value, g.reference_value, g.message});
+  row.signals.insert(row.signals.end(), v.signals.begin(), v.signals.end());  // each one's comparison, no series
   row.final_loss_ratio = v.final_loss_ratio;
   row.param_drift = v.param_drift;
   for (const auto& w : v.warnings) row.warnings.push_back({w.signal, w.message});

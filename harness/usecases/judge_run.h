@@ -4,6 +4,7 @@
 // row and its series into the result trajectory file.
 #pragma once
 
+#include "trajectory/run_status.h"
 #include "trajectory/trajectory_file.h"
 #include "report/summary.h"
 #include "verdict/pass_rule.h"
@@ -16,8 +17,8 @@
 namespace ampcheck::usecases {
 
 struct RunToJudge {
-  std::string status;  // completed | nonfinite | error
-  std::string error;   // the run's error message (status error)
+  trajectory::RunStatus status;  // Completed | NonFinite | Error (a partial run: Completed, judged on its steps)
+  std::string error;             // the run's error message (status Error)
   const trajectory::Trajectory& trajectory;
   // where the run first went non-finite (first_nonfinite_note; "" if it never did): appended to the verdict's message
   std::string first_nonfinite = {};

@@ -79,7 +79,8 @@ std::string steps_text(int64_t n) { return std::to_string(n); }
 
 // One external run, read and checked against the reference before anything is written.
 struct Input {
-  std::string path, status;
+  std::string path;
+  trajectory::RunStatus status = trajectory::RunStatus::Completed;  // a partial run's (Running, Interrupted): Completed
   trajectory::TrajectoryFile file;
   std::string partial;  // "" or why the run has fewer steps than the reference
 };
@@ -99,51 +100,57 @@ void keep_first_steps(trajectory::Trajectory& t, int64_t n) {
 
 Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref, const std::string& reference_path,
                  int64_t first_steps, bool written_here, int64_t min_partial_steps) {
-  Input in{path, "", reference::read_external_run(path, !written_here), ""};
+  using trajectory::RunStatus;
+  Input in{path, RunStatus::Completed, reference::read_external_run(path, !written_here), ""};
   const int64_t recorded = in.file.trajectory.size();
-  in.status = attr(in.file, "status", "completed");
-  if (in.status != "completed" && in.status != "nonfinite" && in.status != "error" && in.status != "running" &&
-      in.status != "interrupted")
-    throw std::runtime_error(path + ": attribute 'status' is '" + in.status +
-                             "', expected completed, nonfinite, error, running or interrupted");
+  const std::string status = attr(in.file, "status", trajectory::to_string(RunStatus::Completed));
+  if (const auto parsed = trajectory::parse_run_status(status)) {
+    in.status = *parsed;
+  } else {
+    std::vector<std::string> words = trajectory::run_status_words();
+    const std::string last = words.back();
+    words.pop_back();
+    throw std::runtime_error(path + ": attribute 'status' is '" + status + "', expected " + io::joined(words) + " or " +
+                             last);
+  }
   // the first steps of a longer run (the live guard judging a run in progress): whatever the run did after them is
   // not this judgement's; judged as a partial run
   if (first_steps > 0 && recorded > first_steps) {
     keep_first_steps(in.file.trajectory, first_steps);
     in.partial = "its first " + steps_text(first_steps) + " of the " + steps_text(recorded) + " steps recorded";
-    in.status = "running";
+    in.status = RunStatus::Running;
   }
   const int64_t steps = in.file.trajectory.size(), ref_steps = ref.trajectory.size();
   // a partial run: the recorder's last snapshot of a run that was killed (running) or stopped by SIGTERM
   // (interrupted) — judged on the steps it has, against the reference's first as many, and said so
-  if (in.status == "running" || in.status == "interrupted") {
+  if (in.status == RunStatus::Running || in.status == RunStatus::Interrupted) {
     if (in.partial.empty())
-      in.partial = in.status == "running" ? "the run's last snapshot (status running: killed, or still going)"
-                                          : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
+      in.partial = in.status == RunStatus::Running ? "the run's last snapshot (status running: killed, or still going)"
+                                                   : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
     if (steps > ref_steps)
       throw std::runtime_error(path + ": " + steps_text(steps) + " steps, more than the " + steps_text(ref_steps) +
                                " of the reference " + reference_path);
-    in.status = "completed";
+    in.status = RunStatus::Completed;
   }
-  if (in.status == "completed" && !in.file.trajectory.rows.empty() &&
+  if (in.status == RunStatus::Completed && !in.file.trajectory.rows.empty() &&
       !std::isfinite(in.file.trajectory.rows.back()[trajectory::kLoss]))
-    in.status = "nonfinite";
+    in.status = RunStatus::NonFinite;
   // a partial run shorter than the smoothing window: every signal is a trailing mean over `window` steps and the
   // noise envelope a window of the reference's noise runs, so fewer steps compare a step or two of the run with a
   // band that is not yet measured (a correct run fails at step 0 where the noise runs start where the reference
   // does). Not judged, said so — unless it went non-finite, which needs no band.
-  if (!in.partial.empty() && in.status == "completed" && steps < min_partial_steps)
+  if (!in.partial.empty() && in.status == RunStatus::Completed && steps < min_partial_steps)
     throw std::runtime_error(path + ": " + in.partial + ": " + std::to_string(steps) + " step(s), fewer than the " +
                              std::to_string(min_partial_steps) +
                              " steps a partial run needs to be judged (the signals' smoothing window). HINT: judge it "
                              "after at least " +
                              std::to_string(min_partial_steps) + " steps (the live guard waits for them by itself)");
   reference::check_same_training(in.file, path, ref, reference_path);
-  if (in.status == "completed" && in.partial.empty() && steps != ref_steps)
+  if (in.status == RunStatus::Completed && in.partial.empty() && steps != ref_steps)
     throw std::runtime_error(path + ": " + steps_text(steps) + " steps, the reference " + reference_path + " has " +
                              steps_text(ref_steps) +
                              ". HINT: judge runs against a reference of the same training (steps, model, data)");
-  if (in.status != "completed" && steps > ref_steps)
+  if (in.status != RunStatus::Completed && steps > ref_steps)
     throw std::runtime_error(path + ": " + steps_text(steps) + " steps, more than the " + steps_text(ref_steps) +
                              " of the reference " + reference_path);
   return in;
@@ -190,7 +197,7 @@ std::string not_recorded(const Input& in) {
         in.file.columns_present.end())
       m += (m.empty() ? "" : ", ") + name;
   }
-  return in.status != "completed" || !in.partial.empty() ? "" : m;
+  return in.status != trajectory::RunStatus::Completed || !in.partial.empty() ? "" : m;
 }
 
 // One run judged (judge_run): its row, and its annotated trajectory file in the staging directory (none if empty).
@@ -217,7 +224,7 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
                  first_nonfinite_note(attr(run, "first_nonfinite_step"), attr(run, "first_nonfinite_module"),
                                       attr(run, "first_nonfinite_pass"), attr(run, "first_nonfinite_op"))},
                 {ref_t, noise}, expected, j.tolerance, strict, [&](verdict::Verdict& v) {
-                  if (in.status == "completed") add_recorder_warnings(v, run, row.strategy, ref);
+                  if (in.status == trajectory::RunStatus::Completed) add_recorder_warnings(v, run, row.strategy, ref);
                   // a loss-only recording: what could not be checked, said where it is read (the terminal)
                   if (const std::string missing = not_recorded(in); !missing.empty())
                     verdict::add_warning(v, "not_recorded",
@@ -243,7 +250,7 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
   }
   row.trajectory_file = row.name + ".h5";
   trajectory::TrajectoryFile tf = run;
-  tf.attributes["status"] = in.status;
+  tf.attributes["status"] = trajectory::to_string(in.status);
   tf.attributes["verdict"] = judged.verdict.verdict;
   tf.attributes["verdict_message"] = judged.verdict.message;
   tf.attributes["reference"] = j.reference;

@@ -3,6 +3,7 @@
 
 #include "io/text.h"
 #include "verdict/kind.h"
+#include "verdict/signals.h"
 
 #include <algorithm>
 #include <cmath>
@@ -152,8 +153,8 @@ ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vec
   out.ms_per_step = judged.median_step_ms;
   out.peak_memory_bytes = judged.peak_memory_bytes;
   std::ostringstream why;
-  const report::SignalSummary* loss = nullptr;
-  std::vector<const report::SignalSummary*> fired;
+  const verdict::SignalComparison* loss = nullptr;
+  std::vector<const verdict::SignalComparison*> fired;
   for (const auto& sig : judged.signals) {
     if (sig.name == "loss") loss = &sig;
     if (sig.fired && sig.decides) fired.push_back(&sig);
@@ -226,7 +227,7 @@ std::string fix_in_script(const Localization& L, const report::ScenarioSummary& 
 std::string marginal_failure(const report::ScenarioSummary& failing) {
   if (!verdict::is(failing.verdict, verdict::Kind::Diverges) && !verdict::is(failing.verdict, verdict::Kind::Stalls))
     return "";
-  const report::SignalSummary* largest = nullptr;
+  const verdict::SignalComparison* largest = nullptr;
   for (const auto& sig : failing.signals) {
     if (!sig.fired || !sig.decides) continue;
     if (!std::isfinite(sig.max_margin) || sig.max_margin >= kMarginalFailure) return "";

@@ -9,6 +9,7 @@
 
 #include "reference/external_run.h"
 #include "reference/reference_store.h"
+#include "trajectory/run_status.h"
 
 #include <algorithm>
 #include <cmath>
@@ -122,7 +123,7 @@ trajectory::TrajectoryFile build_reference(const ReferenceInputs& in) {
   ref.series["loss_spread"] = reference::loss_spread(ref.trajectory, ref.noise_runs);
   ref.attributes["kind"] = "external-fp32-reference";
   ref.attributes["reference_of"] = in.fp32_run;
-  ref.attributes["status"] = "completed";
+  ref.attributes["status"] = trajectory::to_string(trajectory::RunStatus::Completed);
   ref.attributes["noise_runs"] = labels;
   return ref;
 }

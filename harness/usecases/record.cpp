@@ -7,6 +7,7 @@
 
 #include "engine/device.h"
 #include "reference/reference_store.h"
+#include "trajectory/run_status.h"
 #include "trajectory/trajectory_file.h"
 #include "run/provenance.h"
 
@@ -62,7 +63,7 @@ trajectory::TrajectoryFile record_one(const ToRecord& t, bool more_noise) {
   tf.attributes["reference_key"] = key.key;
   tf.attributes["reference_canonical"] = key.canonical;
   tf.attributes["noise_runs"] = labels;
-  tf.attributes["status"] = "completed";
+  tf.attributes["status"] = trajectory::to_string(trajectory::RunStatus::Completed);
   if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) tf.attributes["git_commit"] = commit;
   return tf;
 }

@@ -15,6 +15,7 @@
 #include "report/format.h"
 #include "report/html.h"
 #include "run/provenance.h"
+#include "trajectory/run_status.h"
 #include "verdict/kind.h"
 
 #include <ATen/Context.h>
@@ -160,10 +161,12 @@ SweepPaths prepare_paths(const SweepOptions& o, std::string& covered) {
 // complete, following its plan.
 void check_fp32_run(const ExecutedRun& e) {
   const auto c = check_recording(e);
-  if (c.outcome != "judged" || attribute(c.file, "status", "completed") != "completed")
+  const std::string completed = trajectory::to_string(trajectory::RunStatus::Completed);
+  if (c.outcome != RecordingOutcome::Judged || attribute(c.file, "status", completed) != completed)
     throw std::runtime_error(
         "the FP32 run '" + e.plan.run + "' did not complete (" +
-        (c.outcome == "judged" ? "status " + attribute(c.file, "status") : c.outcome) + "): " + c.message +
+        (c.outcome == RecordingOutcome::Judged ? "status " + attribute(c.file, "status") : to_string(c.outcome)) +
+        "): " + c.message +
         (c.message.empty() ? "the end of its log (" + e.log + "):\n" + log_tail(e.log) : std::string()) +
         "\nHINT: the sweep judges every strategy against the command's own FP32 training: make "
         "it run in FP32 first");
@@ -240,11 +243,12 @@ SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& 
   row.speedup = NAN;
   const RecordingCheck c = check_recording(e);
   row.outcome = c.outcome;
-  if (c.outcome != "judged" && c.outcome != "partial") {
+  if (c.outcome != RecordingOutcome::Judged && c.outcome != RecordingOutcome::Partial) {
     row.judged.name = e.plan.strategy;
     row.judged.strategy = e.plan.strategy;
-    row.judged.verdict = c.outcome == "refused" ? "refused" : verdict::kNoVerdict;
-    row.judged.pass = c.outcome == "refused";  // a strategy the framework cannot apply here is not a failure
+    // a strategy the framework cannot apply here is not a failure: its row says "refused" in its verdict's place
+    row.judged.verdict = c.outcome == RecordingOutcome::Refused ? to_string(c.outcome) : verdict::kNoVerdict;
+    row.judged.pass = c.outcome == RecordingOutcome::Refused;
     row.judged.message = c.message;
     return row;
   }
@@ -253,7 +257,7 @@ SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& 
   try {
     row.judged = judge_in_sweep(e, ref, ref_path, j, dir, o.strict);
   } catch (const std::exception& ex) {
-    if (c.outcome != "partial") throw;
+    if (c.outcome != RecordingOutcome::Partial) throw;
     // a partial run judge cannot judge (too few steps): its row says why; the sweep goes on
     row.judged.name = row.judged.strategy = e.plan.strategy;
     row.judged.verdict = verdict::kNoVerdict;
@@ -263,7 +267,7 @@ SweepRow judge_strategy(const ExecutedRun& e, const trajectory::TrajectoryFile& 
   }
   row.judged.name = e.plan.strategy;
   // (the first non-finite module, where the recording names one, is in judge's message: judge_run)
-  if (c.outcome == "partial") row.judged.message += stopped;
+  if (c.outcome == RecordingOutcome::Partial) row.judged.message += stopped;
   if (lost_updates(row)) row.judged.message += "; lost updates: " + fix_without_modules(row.strategy);
   row.speedup = fp32_ms / row.judged.median_step_ms;
   return row;
@@ -292,8 +296,8 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
     trainings += !e.reused;
     ProbeOutcome out;
     const RecordingCheck c = check_recording(e);
-    if (c.outcome != "judged") {
-      out.verdict = c.outcome;
+    if (c.outcome != RecordingOutcome::Judged) {
+      out.verdict = to_string(c.outcome);
       out.message = c.message;
       return out;
     }
@@ -418,7 +422,7 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
   if (o.localize) {
     const auto tree = module_tree(fp32_file);
     for (auto& row : r.rows)
-      if ((row.outcome == "judged" || row.outcome == "partial") &&
+      if ((row.outcome == RecordingOutcome::Judged || row.outcome == RecordingOutcome::Partial) &&
           !verdict::is(row.judged.verdict, verdict::Kind::Tracks) &&
           !verdict::is(row.judged.verdict, verdict::Kind::Error))
         localize_row(row, tree, ref, ref_path, paths, o, log, r.trainings);

@@ -9,6 +9,7 @@
 
 #include "usecases/localize.h"
 #include "usecases/options.h"
+#include "usecases/recording_outcome.h"
 
 #include "report/summary.h"
 
@@ -30,7 +31,7 @@ std::vector<std::string> sweep_strategies(const std::string& device);
 
 struct SweepRow {
   std::string strategy;
-  std::string outcome;  // judged | error | refused | not-opted-in | ignored-plan | recorded-nothing | partial
+  RecordingOutcome outcome = RecordingOutcome::Judged;  // what its recording showed (recording_outcome.h)
   report::ScenarioSummary judged;  // the verdict, its signals, measurements (verdict "-" where not judged)
   double speedup = 0;              // FP32's ms/step over this run's (NaN where unmeasured)
   // the speed ranking against FP32: "faster" / "slower" only where the ratio lies outside the timing noise (the FP32

@@ -60,8 +60,8 @@ std::string speed_class(double speedup, double noise) {
 }
 
 bool can_be_recommended(const SweepRow& row) {
-  return row.outcome == "judged" && verdict::is(row.judged.verdict, verdict::Kind::Tracks) && row.judged.pass &&
-         std::isfinite(row.speedup);
+  return row.outcome == RecordingOutcome::Judged && verdict::is(row.judged.verdict, verdict::Kind::Tracks) &&
+         row.judged.pass && std::isfinite(row.speedup);
 }
 
 // A tracking strategy (one the recommendation may name) is ranked by rounds of short re-runs interleaved with FP32
@@ -87,13 +87,14 @@ void retime(SweepRow& row, SweepResult& r, const SweepPaths& paths, const SweepO
       ++r.timing_reruns;
       const RecordingCheck c = check_recording(e);
       double ms = NAN;
-      if (c.outcome == "judged") {
+      if (c.outcome == RecordingOutcome::Judged) {
         report::ScenarioSummary t;
         fill_recorded_measurements(t, c.file);
         ms = t.median_step_ms;
       }
       if (!std::isfinite(ms)) {
-        log << "  " << label << ": no step time (" << c.outcome << "): timing re-runs stopped, not decisive\n";
+        log << "  " << label << ": no step time (" << to_string(c.outcome)
+            << "): timing re-runs stopped, not decisive\n";
         row.speed = "not decisive";
         return;
       }
@@ -245,7 +246,7 @@ report::SweepPage sweep_page(const SweepResult& r, const std::string& command) {
   p.timing = t.str();
   report::SweepPage::Row f;
   f.strategy = "fp32";
-  f.outcome = "judged";
+  f.outcome = to_string(RecordingOutcome::Judged);
   f.verdict = verdict::kNoVerdict;
   f.signal = "-";
   f.speed = "reference";
@@ -264,7 +265,7 @@ report::SweepPage sweep_page(const SweepResult& r, const std::string& command) {
     const auto& j = row.judged;
     report::SweepPage::Row x;
     x.strategy = row.strategy;
-    x.outcome = row.outcome;
+    x.outcome = to_string(row.outcome);
     x.verdict = j.verdict;
     x.signal = j.deciding_signal.empty() ? j.max_signal : j.deciding_signal;
     x.message = j.message;
@@ -319,7 +320,7 @@ void write_sweep_reports(SweepResult& r, const std::string& command) {
   for (const auto& row : r.rows) {
     nlohmann::ordered_json s;
     s["strategy"] = row.strategy;
-    s["outcome"] = row.outcome;
+    s["outcome"] = to_string(row.outcome);
     s["verdict"] = row.judged.verdict;
     s["pass"] = row.judged.pass;
     s["message"] = row.judged.message;

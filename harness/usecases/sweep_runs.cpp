@@ -7,6 +7,7 @@
 
 #include "io/files.h"
 #include "reference/external_run.h"
+#include "trajectory/run_status.h"
 
 #include <nlohmann/json.hpp>
 
@@ -60,8 +61,10 @@ bool reusable(const PlannedRun& p, const std::string& status, const std::string&
   // a refused run ended before training: run again (what refused it — the script, the package — may be fixed);
   // a run that crashed (error) or was stopped (interrupted, running) is run again: the script may be fixed since
   if (plan_applied.rfind("refused", 0) == 0) return false;
-  if (p.strategy == "fp32") return status == "completed";  // the reference: only a run that completed
-  return status == "completed" || status == "nonfinite";
+  using trajectory::RunStatus;
+  const auto s = trajectory::parse_run_status(status);
+  if (p.strategy == "fp32") return s == RunStatus::Completed;  // the reference: only a run that completed
+  return s == RunStatus::Completed || s == RunStatus::NonFinite;
 }
 
 ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const SweepOptions& o, std::ostream& log) {
@@ -74,7 +77,7 @@ ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const Swee
   if (!o.force && file_exists(e.recording) && file_exists(plan_path) && read_plan(plan_path) == plan) {
     try {
       const auto f = reference::read_external_run(e.recording);
-      const std::string status = attribute(f, "status", "completed");
+      const std::string status = attribute(f, "status", trajectory::to_string(trajectory::RunStatus::Completed));
       if (reusable(p, status, attribute(f, "plan_applied", "yes"))) {
         e.reused = true;
         e.process.exit_code = 0;
@@ -110,12 +113,12 @@ RecordingCheck check_recording(const ExecutedRun& e) {
   const std::string& run = e.plan.run;
   if (!file_exists(e.recording)) {
     if (e.process.started && e.process.exit_code == 0 && !e.process.timed_out) {
-      c.outcome = "not-opted-in";
+      c.outcome = RecordingOutcome::NotOptedIn;
       c.message = "the command finished (exit 0) but recorded nothing at " + e.recording +
                   ": it does not opt in. HINT: record with ampcheck.Recorder or the HF / Lightning / Accelerate "
                   "callback, which read AMPCHECK_PLAN (docs/USING.md, \"The sweep's environment contract\")";
     } else {
-      c.outcome = "error";
+      c.outcome = RecordingOutcome::Error;
       c.message = "the command " + e.process.describe() + " before recording anything; the end of its log (" + e.log +
                   "):\n" + log_tail(e.log);
     }
@@ -124,27 +127,27 @@ RecordingCheck check_recording(const ExecutedRun& e) {
   try {
     c.file = reference::read_external_run(e.recording);
   } catch (const std::exception& ex) {
-    c.outcome = "error";
+    c.outcome = RecordingOutcome::Error;
     c.message = std::string("its recording cannot be read: ") + ex.what();
     return c;
   }
   const std::string recorded_run = attribute(c.file, "plan_run");
   if (recorded_run.empty()) {
-    c.outcome = "ignored-plan";
+    c.outcome = RecordingOutcome::IgnoredPlan;
     c.message = e.recording +
                 " carries no plan_run attribute: the script records, but never read AMPCHECK_PLAN. HINT: use "
                 "ampcheck's Recorder or callbacks of this version, or apply the plan yourself (docs/USING.md)";
     return c;
   }
   if (recorded_run != run || attribute(c.file, "plan_strategy") != e.plan.strategy) {
-    c.outcome = "ignored-plan";
+    c.outcome = RecordingOutcome::IgnoredPlan;
     c.message = e.recording + " was recorded for run '" + recorded_run + "' (" + attribute(c.file, "plan_strategy") +
                 "), not for this plan's '" + run + "' (" + e.plan.strategy + ")";
     return c;
   }
   const std::string applied = attribute(c.file, "plan_applied", "yes");
   if (applied.rfind("refused", 0) == 0) {
-    c.outcome = "refused";
+    c.outcome = RecordingOutcome::Refused;
     c.message = applied;
     return c;
   }
@@ -152,22 +155,25 @@ RecordingCheck check_recording(const ExecutedRun& e) {
   const std::string got_autocast = attribute(c.file, "autocast_dtype"), got_params = attribute(c.file, "param_dtype");
   const bool autocast_off = (!autocast.empty() && !got_autocast.empty() && got_autocast != autocast);
   const bool params_off = (!params.empty() && !got_params.empty() && got_params != params);
-  const std::string status = attribute(c.file, "status", "completed");
+  using trajectory::RunStatus;
+  const std::string status = attribute(c.file, "status", trajectory::to_string(RunStatus::Completed));
+  const auto run_status = trajectory::parse_run_status(status);  // nullopt: a word that is no status
   // (a probe keeps modules in FP32: what the recorder sees at the forward may be FP32 by design)
-  if ((autocast_off || params_off) && status != "error" && e.plan.keep_fp32.empty()) {
-    c.outcome = "ignored-plan";
+  if ((autocast_off || params_off) && run_status != RunStatus::Error && e.plan.keep_fp32.empty()) {
+    c.outcome = RecordingOutcome::IgnoredPlan;
     c.message = "the run trained with autocast " + got_autocast + " and " + got_params + " parameters; the plan (" +
                 e.plan.strategy + ") says autocast " + (autocast.empty() ? "any" : autocast) + " and " +
                 (params.empty() ? "any" : params) +
                 " parameters: the script overrides the plan (e.g. a hard-coded fp16=True, bf16=True or .half())";
     return c;
   }
-  if (c.file.trajectory.rows.empty() && status != "error") {
-    c.outcome = "recorded-nothing";
+  if (c.file.trajectory.rows.empty() && run_status != RunStatus::Error) {
+    c.outcome = RecordingOutcome::RecordedNothing;
     c.message = e.recording + " holds no steps (status " + status + ")";
     return c;
   }
-  c.outcome = status == "running" || status == "interrupted" ? "partial" : "judged";
+  c.outcome = run_status == RunStatus::Running || run_status == RunStatus::Interrupted ? RecordingOutcome::Partial
+                                                                                       : RecordingOutcome::Judged;
   return c;
 }
 

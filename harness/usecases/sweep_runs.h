@@ -3,6 +3,7 @@
 #pragma once
 
 #include "usecases/options.h"
+#include "usecases/recording_outcome.h"
 
 #include "io/process.h"
 #include "trajectory/trajectory_file.h"
@@ -40,11 +41,12 @@ std::string plan_text(const PlannedRun& p, const std::string& recording, const s
 // error) unless force.
 ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const SweepOptions& o, std::ostream& log);
 
-// What the recording of a run shows: outcome "judged" (file holds the planned run's recording; `file` filled) or
-// partial (stopped at its time limit, judged on its steps), else error / refused / not-opted-in / ignored-plan /
-// recorded-nothing, with `message` saying what happened and what to add.
+// What the recording of a run shows: outcome Judged (file holds the planned run's recording; `file` filled) or
+// Partial (stopped at its time limit, judged on its steps), else Error / Refused / NotOptedIn / IgnoredPlan /
+// RecordedNothing (recording_outcome.h), with `message` saying what happened and what to add.
 struct RecordingCheck {
-  std::string outcome, message;
+  RecordingOutcome outcome = RecordingOutcome::Judged;
+  std::string message;
   trajectory::TrajectoryFile file;
 };
 RecordingCheck check_recording(const ExecutedRun& e);

@@ -1,5 +1,5 @@
 // The verdict's words, spelled in one place: Kind and its word (verdict.h says what each verdict means).
-// A verdict stays a string where it is stored and written — Verdict::verdict, SignalResult::verdict,
+// A verdict stays a string where it is stored and written — Verdict::verdict, SignalComparison::verdict,
 // Expectation::verdict, report::ScenarioSummary::verdict (summary.json, junit.xml, summary.md, report.html, the
 // result file's attributes) — since a report row's verdict may be a word that is no verdict (kNoVerdict, validate's
 // bitwise verdicts, a sweep run's outcome); code writes and compares the verdicts' words through to_string and is.

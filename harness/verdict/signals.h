@@ -53,25 +53,54 @@ struct Tolerance {
 // One FP32 run that differs from the reference only by a perturbation (its noise), with the perturbation's name.
 using NoiseRun = trajectory::LabelledTrajectory;
 
-struct SignalResult {
-  std::string name;     // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped
-  std::string unit;     // nats | log-ratio | fraction | share
+// One signal's comparison with the reference: what the verdict found and what a run summary's row keeps of it
+// (report::ScenarioSummary::signals, summary.json's "signals": visit_fields below, docs/SUMMARY_SCHEMA.md).
+struct SignalComparison {
+  std::string name;     // loss | grad_norm | update_norm | zero_grads | subnormal_grads | nonfinite_grads | skipped |
+                        // fp8_saturated | fp8_flushed
+  std::string unit;     // nats | log-ratio | fraction | steps | share
   bool judged = false;  // false when the run or the reference lacks the column (message says why)
   bool fired = false;
   bool decides = true;      // false: reported (and shown when beyond its allowance) but never sets the verdict
   std::string verdict;      // what a firing means: stalls | diverges | nonfinite
   int64_t first_step = -1;  // first step beyond the allowed deviation
-  double max_margin = 0;    // max over steps of |deviation| / allowed (≤ 1: within; > 1: fired)
   int64_t max_step = -1;
+  double max_margin = 0;   // max over steps of |deviation| / allowed (≤ 1: within; > 1: fired)
   double deviation = NAN;  // at max_step, in the signal's unit (signed)
   double allowed = NAN;    // at max_step
   double noise = NAN;      // at max_step: the largest noise-run deviation (before × k)
   double run_value = NAN;  // at max_step: the run's smoothed value (loss, norm, fraction, share)
   double reference_value = NAN;
-  std::string message;                // one clause: "updates 0.03x the reference's from step 12 (allowed 0.95x..1.05x)"
-  std::vector<double> margin_series;  // per step: |deviation| / allowed, NaN where not measured
+  std::string message;  // one clause: "updates 0.03x the reference's from step 12 (allowed 0.95x..1.05x)"
+};
+
+// A signal as judged: its comparison and the per-step series behind it (the result file's margin_<name>; a run
+// summary's row keeps the comparison only).
+struct SignalResult : SignalComparison {
+  std::vector<double> margin_series;   // per step: |deviation| / allowed, NaN where not measured
   std::vector<double> allowed_series;  // per step, in the signal's unit
 };
+
+// The comparison's one description: each field once, with its JSON name (io/record_json.h derives summary.json's
+// writer and reader from it). `required`: a reader's error when absent; every other field keeps its default.
+template <class V>
+void visit_fields(SignalComparison& g, V& v) {
+  v.required("name", g.name);
+  v("unit", g.unit);
+  v("judged", g.judged);
+  v("fired", g.fired);
+  v("decides", g.decides);
+  v("verdict", g.verdict);
+  v("first_step", g.first_step);
+  v("max_step", g.max_step);
+  v("max_margin", g.max_margin);
+  v("deviation", g.deviation);
+  v("allowed", g.allowed);
+  v("noise", g.noise);
+  v("run_value", g.run_value);
+  v("reference_value", g.reference_value);
+  v("message", g.message);
+}
 
 std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window);  // non-finite entries skipped
 

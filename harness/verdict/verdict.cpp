@@ -21,19 +21,19 @@ double mean_finite(const std::vector<double>& x, const std::vector<double>& skip
 }
 }  // namespace
 
-Verdict judge(const std::string& status, const std::string& error, const trajectory::Trajectory& run,
+Verdict judge(trajectory::RunStatus status, const std::string& error, const trajectory::Trajectory& run,
               const trajectory::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   Verdict v;
   v.skipped_steps = run.skipped_steps();
   v.reference_smoothed = trailing_mean(reference.column(trajectory::kLoss), tol.window);
-  if (status != "completed")  // the loss allowance around the reference, for the report's chart (else: below)
-    v.band = loss_signal(reference, reference, noise, tol).allowed_series;
-  if (status == "error") {
+  // the loss allowance around the reference, for the report's chart (else: below)
+  if (status != trajectory::RunStatus::Completed) v.band = loss_signal(reference, reference, noise, tol).allowed_series;
+  if (status == trajectory::RunStatus::Error) {
     v.verdict = to_string(Kind::Error);
     v.message = "raised: " + error;
     return v;
   }
-  if (status == "nonfinite") {
+  if (status == trajectory::RunStatus::NonFinite) {
     v.verdict = to_string(Kind::NonFinite);
     // one first step in the headline and the signal lines: where non-finite grads were first applied when they
     // were, else the first step whose loss was non-finite, else the step the run stopped at

@@ -17,6 +17,7 @@
 // message names every signal that fired, largest first. docs/TOLERANCE.md documents every constant and its calibration.
 #pragma once
 
+#include "trajectory/run_status.h"
 #include "trajectory/trajectory.h"
 #include "verdict/kind.h"
 #include "verdict/signals.h"
@@ -60,8 +61,9 @@ struct Verdict {
 
 std::string report_margin(double m);  // a margin as two significant digits
 
-// status: "completed" | "nonfinite" | "error"; error: the engine's message for "error".
-Verdict judge(const std::string& status, const std::string& error, const trajectory::Trajectory& run,
+// status: how the run ended — Completed (judged signal by signal), NonFinite, Error (error: the engine's message);
+// a partial run (Running, Interrupted) is its caller's to judge as Completed on the steps it has.
+Verdict judge(trajectory::RunStatus status, const std::string& error, const trajectory::Trajectory& run,
               const trajectory::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol);
 
 // Mixed precision that never took effect: a run that claims a reduced-precision strategy (claims_reduced) but whose
