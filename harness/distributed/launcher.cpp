@@ -8,6 +8,7 @@
 #include "io/files.h"
 #include "io/record_json.h"
 #include "io/text.h"
+#include "trajectory/run_status.h"
 #include "trajectory/trajectory_file.h"
 #include "run/provenance.h"
 #include "scenario/scenario.h"
@@ -89,8 +90,9 @@ RankFile read_rank_file(const std::string& path) {
 const char* dtype_label(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : t == at::kHalf ? "fp16" : "fp32"; }
 
 engine::RunOutcome::Status status_from(const std::string& s) {
-  if (s == "error") return engine::RunOutcome::Status::Error;
-  if (s == "nonfinite") return engine::RunOutcome::Status::NonFinite;
+  const auto status = trajectory::parse_run_status(s);
+  if (status == trajectory::RunStatus::Error) return engine::RunOutcome::Status::Error;
+  if (status == trajectory::RunStatus::NonFinite) return engine::RunOutcome::Status::NonFinite;
   return engine::RunOutcome::Status::Completed;
 }
 

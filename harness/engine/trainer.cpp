@@ -4,6 +4,7 @@
 
 #include "engine/device.h"
 #include "engine/digest.h"
+#include "trajectory/run_status.h"
 
 #include <ampcheck/amp/autocast.h>
 
@@ -19,14 +20,14 @@
 
 namespace ampcheck::engine {
 
-const char* status_name(RunOutcome::Status s) {
+const char* status_name(RunOutcome::Status s) {  // the trajectory file's words (trajectory/run_status.h)
   switch (s) {
     case RunOutcome::Status::Completed:
-      return "completed";
+      return trajectory::to_string(trajectory::RunStatus::Completed).c_str();
     case RunOutcome::Status::NonFinite:
-      return "nonfinite";
+      return trajectory::to_string(trajectory::RunStatus::NonFinite).c_str();
     case RunOutcome::Status::Error:
-      return "error";
+      return trajectory::to_string(trajectory::RunStatus::Error).c_str();
   }
   return "?";
 }

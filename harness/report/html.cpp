@@ -5,6 +5,7 @@
 #include "report/svg.h"
 
 #include "io/files.h"
+#include "trajectory/run_status.h"
 #include "trajectory/trajectory_file.h"
 #include "verdict/kind.h"
 
@@ -171,8 +172,9 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   const int64_t steps =
       std::max<int64_t>(static_cast<int64_t>(ser.reference_loss.size()), static_cast<int64_t>(ser.loss.size()));
   std::string failed_note;
-  if (ser.status == "error") failed_note = "raised at step " + std::to_string(ser.loss.size());
-  else if (ser.status == "nonfinite")
+  const auto run_status = trajectory::parse_run_status(ser.status);
+  if (run_status == trajectory::RunStatus::Error) failed_note = "raised at step " + std::to_string(ser.loss.size());
+  else if (run_status == trajectory::RunStatus::NonFinite)
     failed_note = "non-finite by step " + std::to_string(ser.loss.empty() ? 0 : ser.loss.size() - 1);
   else if (!ser.loaded)
     failed_note = "did not run";

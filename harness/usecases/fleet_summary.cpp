@@ -5,6 +5,8 @@
 // computes the same summary, and so the same exit code.
 #include "usecases/fleet_report.h"
 
+#include "trajectory/run_status.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +17,11 @@
 namespace ampcheck::usecases {
 
 namespace {
+
+using trajectory::RunStatus;
+
+// A rank's run ended so (its status word, engine::status_name: trajectory/run_status.h).
+bool ended(const validate::FleetRun& r, RunStatus s) { return trajectory::parse_run_status(r.status) == s; }
 
 std::string plural(int64_t n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -113,7 +120,7 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
       size_t finite_sides = 0;
       for (const auto& side : v.sides) {
         const validate::FleetRun* r = run_of(rep, side.ranks.front(), v.scenario);
-        finite_sides += r && r->status != "nonfinite" ? 1 : 0;
+        finite_sides += r && !ended(*r, RunStatus::NonFinite) ? 1 : 0;
       }
       if (v.cannot_tell && finite_sides >= 2)
         for (int64_t r : g.ranks) {
@@ -153,11 +160,11 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
       bool any_completed = false;
       for (size_t k = 0; k < runs[rep].size(); ++k) {
         const validate::FleetRun* r = run_of(rep, static_cast<int64_t>(k), v.scenario);
-        any_completed = any_completed || (r && r->status == "completed");
+        any_completed = any_completed || (r && ended(*r, RunStatus::Completed));
       }
       for (int64_t r : g.ranks) {
         const validate::FleetRun* own = run_of(rep, r, v.scenario);
-        if (own && own->status == "nonfinite" && any_completed) {
+        if (own && ended(*own, RunStatus::NonFinite) && any_completed) {
           differed.insert(r);
           if (nonfinite[static_cast<size_t>(r)]++ == 0)
             first_nonfinite[static_cast<size_t>(r)] =
@@ -169,10 +176,10 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
       const auto ref = main_reference.find(v.scenario);
       if (g.id == 0 || ref == main_reference.end()) continue;
       const validate::FleetRun* main_run = run_of(rep, ref->second, v.scenario);
-      if (!main_run || main_run->status != "completed") continue;
+      if (!main_run || !ended(*main_run, RunStatus::Completed)) continue;
       for (int64_t r : g.ranks) {
         const validate::FleetRun* own = run_of(rep, r, v.scenario);
-        if (!own || own->status != "completed") continue;
+        if (!own || !ended(*own, RunStatus::Completed)) continue;
         double worst = 0;
         int64_t at = -1;
         const size_t steps = std::min(own->losses.size(), main_run->losses.size());
@@ -207,7 +214,7 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
     }
     for (size_t k = 0; k < runs[rep].size(); ++k)
       for (const auto& r : runs[rep][k].runs)
-        if (r.status == "error" && failed_runs[k]++ == 0) first_error[k] = r.scenario + ": " + r.error;
+        if (ended(r, RunStatus::Error) && failed_runs[k]++ == 0) first_error[k] = r.scenario + ": " + r.error;
     for (int64_t r : differed) ++disagreements.at(static_cast<size_t>(r));
   }
 

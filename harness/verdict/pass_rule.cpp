@@ -1,6 +1,8 @@
 // The pass rule (pass_rule.h).
 #include "verdict/pass_rule.h"
 
+#include "trajectory/run_status.h"
+
 #include <algorithm>
 
 namespace ampcheck::verdict {
@@ -30,12 +32,15 @@ bool needs_reference(const std::string& verdict) { return !is(verdict, Kind::Err
 
 // A run without a reference: a note on its status, whether it passed or not.
 std::string status_note(const Expectation& expected, const Observation& observed) {
-  const std::string& status = observed.verdict;
+  const std::string& status = observed.verdict;  // the run's status word (trajectory/run_status.h)
+  const auto run_status = trajectory::parse_run_status(status);
   if (is(expected.verdict, Kind::Error))
-    return status == "error" ? "raised: " + observed.error : "expected an error, none raised";
-  if (is(expected.verdict, Kind::NonFinite)) return status == "nonfinite" ? "non-finite as expected" : "run " + status;
-  return status == "completed" ? "completed; '" + expected.verdict + "' is judged against the FP32 reference"
-                               : "run ended " + status + (observed.error.empty() ? "" : ": " + observed.error);
+    return run_status == trajectory::RunStatus::Error ? "raised: " + observed.error : "expected an error, none raised";
+  if (is(expected.verdict, Kind::NonFinite))
+    return run_status == trajectory::RunStatus::NonFinite ? "non-finite as expected" : "run " + status;
+  return run_status == trajectory::RunStatus::Completed
+             ? "completed; '" + expected.verdict + "' is judged against the FP32 reference"
+             : "run ended " + status + (observed.error.empty() ? "" : ": " + observed.error);
 }
 
 // What the warnings say against the expectation ("" if nothing): expected ones missing, and under strict the others.
@@ -58,8 +63,10 @@ std::string warnings_unmet(const Expectation& expected, const Observation& obser
 
 Decision decide(const Expectation& expected, const Observation& observed, bool strict) {
   Decision d;
-  const bool verdict_met = observed.verdict == expected.verdict ||
-                           (!observed.judged && observed.verdict == "completed" && needs_reference(expected.verdict));
+  const bool verdict_met =
+      observed.verdict == expected.verdict ||
+      (!observed.judged && trajectory::parse_run_status(observed.verdict) == trajectory::RunStatus::Completed &&
+       needs_reference(expected.verdict));
   const bool error_met = !is(expected.verdict, Kind::Error) || !expected.error || observed.error == *expected.error;
   if (!observed.judged) {
     d.pass = verdict_met && error_met;
