@@ -182,6 +182,11 @@ def test_a_planted_overflow_names_its_module(tmp_path, monkeypatch):
     assert "above float16's largest 65504" in op and "in transformer.h.0.mlp.c_fc (forward, traced at step" in op, op
     assert "already non-finite" not in op, op
     assert cols["skipped"].all()  # the scaler skipped every step (the forward overflows each time)
+    # the sweep's timing re-runs (time-*) carry no watch: the same plant, no non-finite module recorded
+    monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "time-fp16-1", "fp16-autocast-scaler"))
+    loop(d, plant="transformer.h.0.mlp.c_fc")
+    attrs, cols = plan_util.read(os.path.join(d, "runs", "time-fp16-1.h5"))
+    assert "first_nonfinite_module" not in attrs and cols["skipped"].all(), attrs
     # the same plant in FP32 overflows nothing: no non-finite module recorded
     monkeypatch.setenv("AMPCHECK_PLAN", plan_util.write_plan(d, "fp32", "fp32"))
     loop(d, plant="transformer.h.0.mlp.c_fc")

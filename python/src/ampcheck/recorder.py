@@ -224,7 +224,12 @@ class Recorder:
         if self._scaler_on():
             self._measured.add("loss_scale")
         self._nonfinite: NonfiniteTracker | None = None
-        if model is not None and (track_nonfinite or (track_nonfinite is None and under_plan is not None)):
+        # under a plan the watch is on by default, but not in the sweep's timing re-runs (time-*: their ms/step is
+        # all they are for, and the watch's hooks cost a CPU-bound step several per cent)
+        timing_run = under_plan is not None and under_plan.plan.run.startswith("time-")
+        if model is not None and (
+            track_nonfinite or (track_nonfinite is None and under_plan is not None and not timing_run)
+        ):
             self._nonfinite = NonfiniteTracker(model)
             self._hooks.extend(self._nonfinite.handles)
         if under_plan is not None and model is not None:
