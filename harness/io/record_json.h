@@ -12,7 +12,8 @@
 // std::vector<record> (a list of objects). `record_to_json` writes, `record_from_json` reads and throws `FieldError`
 // naming the field (its path inside the record: "signals[2].max_margin"), what was expected and what was found;
 // unknown keys are ignored (a newer writer's fields). Writing visits a const record through the same function: the
-// writer only reads the fields.
+// writer only reads the fields. `record_to_json<nlohmann::ordered_json>` keeps the fields in visiting order
+// (sweep.json, localize.json: files a reader scans top to bottom); the default, nlohmann::json, sorts the keys.
 #pragma once
 
 #include "io/text.h"
@@ -47,8 +48,8 @@ void make_json_strings_printable(nlohmann::json& j);
 // A JSON value as an error message quotes it: printable, at most ~80 characters.
 std::string quote_json_value(const nlohmann::json& j);
 
-template <class T>
-nlohmann::json record_to_json(const T& record);
+template <class Json = nlohmann::json, class T>
+Json record_to_json(const T& record);
 template <class T>
 void record_from_json(const nlohmann::json& j, T& record);
 
@@ -114,17 +115,17 @@ std::string kind_name() {
     return "an object " + field_names<F>();
 }
 
-template <class F>
-nlohmann::json to_json_value(const F& v) {
-  if constexpr (std::is_same_v<F, double>) return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+template <class Json, class F>
+Json to_json_value(const F& v) {
+  if constexpr (std::is_same_v<F, double>) return std::isfinite(v) ? Json(v) : Json(nullptr);
   else if constexpr (kScalar<F>)
-    return nlohmann::json(v);
+    return Json(v);
   else if constexpr (IsVector<F>::value) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const auto& e : v) a.push_back(to_json_value(e));
+    Json a = Json::array();
+    for (const auto& e : v) a.push_back(to_json_value<Json>(e));
     return a;
   } else
-    return record_to_json(v);
+    return record_to_json<Json>(v);
 }
 
 template <class F>
@@ -167,12 +168,13 @@ void from_json_value(const nlohmann::json& j, F& v, const std::string& field) {
   }
 }
 
+template <class Json>
 class Writer {
  public:
-  nlohmann::json out = nlohmann::json::object();
+  Json out = Json::object();
   template <class F>
   void operator()(const char* name, const F& v) {
-    out[name] = to_json_value(v);
+    out[name] = to_json_value<Json>(v);
   }
   template <class F>
   void required(const char* name, const F& v) {
@@ -209,9 +211,9 @@ class Reader {
 
 // ---------------------------------------------------------------------------------------------------------------------
 
-template <class T>
-nlohmann::json record_to_json(const T& record) {
-  record_detail::Writer w;
+template <class Json, class T>
+Json record_to_json(const T& record) {
+  record_detail::Writer<Json> w;
   visit_fields(const_cast<T&>(record), w);  // the writer reads the fields only
   return std::move(w.out);
 }

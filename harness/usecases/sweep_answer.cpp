@@ -5,10 +5,12 @@
 #include "usecases/result_rows.h"
 #include "usecases/run_directory.h"
 #include "usecases/scenario_files.h"
+#include "usecases/sweep_record.h"
 #include "usecases/sweep_runs.h"
 
 #include "engine/device.h"
 #include "io/files.h"
+#include "io/record_json.h"
 #include "reference/external_run.h"
 #include "report/format.h"
 #include "report/html.h"
@@ -219,10 +221,45 @@ std::string recommend(const SweepResult& r) {
   return s.str();
 }
 
-nlohmann::json finite_or_null(const std::vector<double>& v) {
-  nlohmann::json a = nlohmann::json::array();
-  for (double x : v) a.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
-  return a;
+// sweep.json's record (sweep_record.h) from the sweep's result.
+SweepRecord sweep_record(const SweepResult& r) {
+  SweepRecord x;
+  x.key = r.key;
+  x.device = r.device;
+  x.recommendation = r.recommendation;
+  x.trainings = r.trainings;
+  x.reused = r.reused;
+  x.seconds = r.seconds;
+  x.fp32_ms_per_step = r.fp32.median_step_ms;
+  x.fp32_timing_spread = r.timing_spread;
+  x.fp32_runs_ms_per_step = r.fp32_runs_ms;
+  x.timing_reruns = r.timing_reruns;
+  for (const auto& row : r.rows) {
+    SweepStrategyRecord s;
+    s.strategy = row.strategy;
+    s.outcome = to_string(row.outcome);
+    s.verdict = row.judged.verdict;
+    s.pass = row.judged.pass;
+    s.message = row.judged.message;
+    s.speedup = row.speedup;
+    s.speed = row.speed;
+    s.speed_noise = row.speed_noise;
+    s.ms_per_step = row.judged.median_step_ms;
+    s.retimed_ms_per_step = row.retimed_ms;
+    s.retimed_fp32_ms_per_step = row.retimed_fp32_ms;
+    s.localized = row.localized;
+    if (row.localized) {
+      const Localization& L = row.localization;
+      s.localization.found = L.found;
+      s.localization.modules = L.modules;
+      s.localization.parent = L.parent;
+      s.localization.probes = static_cast<int64_t>(L.probes.size());
+      for (const auto& pr : L.probes) s.localization.probe_list.push_back({pr.keep_fp32, pr.outcome.verdict});
+      s.localization.message = L.message;
+    }
+    x.strategies.push_back(std::move(s));
+  }
+  return x;
 }
 
 // report.html's lead (report::SweepPage): the recommendation, the strategies' table, every localization and its fix.
@@ -306,42 +343,7 @@ void write_sweep_reports(SweepResult& r, const std::string& command) {
   for (const auto& row : r.rows) r.summary.scenarios.push_back(row.judged);
   report::write_run_reports(r.dir, r.summary);
   report::write_sweep_html_report(r.dir, r.summary, sweep_page(r, command));
-  nlohmann::ordered_json j;
-  j["key"] = r.key;
-  j["device"] = r.device;
-  j["recommendation"] = r.recommendation;
-  j["trainings"] = r.trainings;
-  j["reused"] = r.reused;
-  j["seconds"] = r.seconds;
-  j["fp32_ms_per_step"] = r.fp32.median_step_ms;
-  j["fp32_timing_spread"] = std::isfinite(r.timing_spread) ? nlohmann::json(r.timing_spread) : nlohmann::json(nullptr);
-  j["fp32_runs_ms_per_step"] = finite_or_null(r.fp32_runs_ms);
-  j["timing_reruns"] = r.timing_reruns;
-  for (const auto& row : r.rows) {
-    nlohmann::ordered_json s;
-    s["strategy"] = row.strategy;
-    s["outcome"] = to_string(row.outcome);
-    s["verdict"] = row.judged.verdict;
-    s["pass"] = row.judged.pass;
-    s["message"] = row.judged.message;
-    s["speedup"] = std::isfinite(row.speedup) ? nlohmann::json(row.speedup) : nlohmann::json(nullptr);
-    s["speed"] = row.speed;  // faster | slower | not decisive | "" (unmeasured)
-    s["speed_noise"] = std::isfinite(row.speed_noise) ? nlohmann::json(row.speed_noise) : nlohmann::json(nullptr);
-    s["ms_per_step"] =
-        std::isfinite(row.judged.median_step_ms) ? nlohmann::json(row.judged.median_step_ms) : nlohmann::json(nullptr);
-    s["retimed_ms_per_step"] = finite_or_null(row.retimed_ms);
-    s["retimed_fp32_ms_per_step"] = finite_or_null(row.retimed_fp32_ms);
-    if (row.localized) {
-      s["localization"]["found"] = row.localization.found;
-      s["localization"]["modules"] = row.localization.modules;
-      s["localization"]["parent"] = row.localization.parent;
-      s["localization"]["probes"] = row.localization.probes.size();
-      for (const auto& pr : row.localization.probes)
-        s["localization"]["probe_list"].push_back({{"keep_fp32", pr.keep_fp32}, {"verdict", pr.outcome.verdict}});
-      s["localization"]["message"] = row.localization.message;
-    }
-    j["strategies"].push_back(s);
-  }
+  const nlohmann::ordered_json j = io::record_to_json<nlohmann::ordered_json>(sweep_record(r));
   io::write_file_atomically(r.dir + "/sweep.json", j.dump(2) + "\n");
 }
 
