@@ -1,5 +1,6 @@
 // localize: the modules whose precision makes an engine scenario fail, by sweep's bisection (localize_scenarios.h).
 #include "usecases/localize_scenarios.h"
+#include "usecases/localize_record.h"
 
 #include "usecases/judge_engine_run.h"
 #include "usecases/recordings.h"
@@ -8,6 +9,7 @@
 #include "usecases/scenario_files.h"
 
 #include "io/files.h"
+#include "io/record_json.h"
 #include "io/text.h"
 #include "reference/reference_store.h"
 #include "report/format.h"
@@ -163,47 +165,41 @@ ScenarioLocalization localize_one(const Prepared& p, const LocalizeOptions& o, c
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// localize.json: every scenario's localization, its probes and costs
+// localize.json: every scenario's localization, its probes and costs — its record (localize_record.h) from the result
 
-nlohmann::ordered_json number_or_null(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nullptr; }
+LocalizeRecord localize_record(const LocalizeResult& r) {
+  LocalizeRecord x;
+  for (const auto& s : r.scenarios) {
+    LocalizeScenarioRecord e;
+    e.scenario = s.scenario;
+    e.strategy = s.strategy;
+    e.verdict = s.row.verdict;
+    e.pass = s.row.pass;
+    e.message = s.row.message;
+    e.localized = s.localized;
+    if (s.localized) {
+      e.found = s.localization.found;
+      e.modules = s.localization.modules;
+      e.parent = s.localization.parent;
+      e.probes = static_cast<int64_t>(s.localization.probes.size());
+      e.candidates = s.candidates;
+      e.probe_bound = s.probe_bound;
+      e.probe_steps = s.probe_steps;
+      e.localization = s.localization.message;
+      e.fix = s.fix;
+      e.cost = {s.kept_ms_per_step, s.failing_ms_per_step, s.kept_peak_memory_bytes, s.failing_peak_memory_bytes,
+                s.measured_extra};
+      for (const auto& p : s.localization.probes)
+        e.probe_runs.push_back(
+            {p.keep_fp32, p.outcome.verdict, p.outcome.tracks, p.outcome.ms_per_step, p.outcome.peak_memory_bytes});
+    }
+    x.scenarios.push_back(std::move(e));
+  }
+  return x;
+}
 
 std::string localize_json(const LocalizeResult& r) {
-  nlohmann::ordered_json j;
-  j["probe_bound"] = "2*log2(modules)+2, modules: the parameterised leaf modules bisected";
-  for (const auto& s : r.scenarios) {
-    nlohmann::ordered_json e;
-    e["scenario"] = s.scenario;
-    e["strategy"] = s.strategy;
-    e["verdict"] = s.row.verdict;
-    e["pass"] = s.row.pass;
-    e["message"] = s.row.message;
-    e["localized"] = s.localized;
-    if (s.localized) {
-      e["found"] = s.localization.found;
-      e["modules"] = s.localization.modules;
-      e["parent"] = s.localization.parent;
-      e["probes"] = s.localization.probes.size();
-      e["candidates"] = s.candidates;
-      e["probe_bound"] = s.probe_bound;
-      e["probe_steps"] = s.probe_steps;
-      e["localization"] = s.localization.message;
-      if (!s.fix.empty()) e["fix"] = s.fix;
-      if (s.localization.found)
-        e["cost"] = {{"kept_ms_per_step", number_or_null(s.kept_ms_per_step)},
-                     {"kept_peak_memory_bytes", s.kept_peak_memory_bytes},
-                     {"failing_ms_per_step", number_or_null(s.failing_ms_per_step)},
-                     {"failing_peak_memory_bytes", s.failing_peak_memory_bytes},
-                     {"measured_by_extra_probe", s.measured_extra}};
-      for (const auto& p : s.localization.probes)
-        e["probe_runs"].push_back({{"keep_fp32", p.keep_fp32},
-                                   {"verdict", p.outcome.verdict},
-                                   {"tracks", p.outcome.tracks},
-                                   {"ms_per_step", number_or_null(p.outcome.ms_per_step)},
-                                   {"peak_memory_bytes", p.outcome.peak_memory_bytes}});
-    }
-    j["scenarios"].push_back(e);
-  }
-  return j.dump(2) + "\n";
+  return io::record_to_json<nlohmann::ordered_json>(localize_record(r)).dump(2) + "\n";
 }
 
 }  // namespace
