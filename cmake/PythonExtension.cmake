@@ -27,7 +27,11 @@ target_link_libraries(ampcheck_native_objects PRIVATE Python::Module ampcheck_us
 target_compile_options(ampcheck_native_objects PRIVATE -Wall -Wextra -Wno-unused-parameter)
 target_compile_definitions(ampcheck_native_objects PRIVATE AMPCHECK_VERSION="${PROJECT_VERSION}")
 set_target_properties(ampcheck_native_objects PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden)
-ampcheck_use_pch(ampcheck_native_objects)
+# (GCC reuses the library's precompiled header across the hidden visibility; clang refuses one built with another
+# visibility, so under clang this one file parses the LibTorch headers itself)
+if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  ampcheck_use_pch(ampcheck_native_objects)
+endif()
 # ampcheck_native_module(TARGET DIR [UNGUARDED] [LINK_OPTIONS ...]): the module linked into DIR/_native*.so;
 # UNGUARDED leaves the shared libstdc++ out (the tests' module that shows what it guards against).
 function(ampcheck_native_module target dir)

@@ -34,6 +34,7 @@
 
 #include "trajectory/trajectory.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -22,6 +22,7 @@
 #include "verdict/kind.h"
 #include "verdict/signals.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
