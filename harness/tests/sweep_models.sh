@@ -17,8 +17,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # ctest -j 2 on two cores: one thread per training process (two OpenMP threads each oversubscribe the machine)
 export OMP_NUM_THREADS=1
 steps=30
-# The sweeps to run, by name (default all five); CTest's cpu.sweep_models runs hf-bert and plain (the HF Trainer with
-# its lost-updates row, a plain loop's table against it: CI's time budget), extended.sweep_models all five.
+# The sweeps to run, by name (default all five: extended.sweep_models, label extended — not part of CI's time).
 only=${4:-hf-llama,hf-bert,hf-t5,lightning,plain}
 
 # name | expected verdict per strategy (bf16-autocast fp16-autocast-scaler pure-bf16) | command
