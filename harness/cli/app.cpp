@@ -95,45 +95,43 @@ struct CommandLine::State {
   }
 };
 
-CommandLine::CommandLine() : s_(std::make_unique<State>()) {
-  State& s = *s_;
-  CLI::App& app = s.app;
-  app.require_subcommand(0, 1);
-  RunOptions& run_opts = run_opts_;
+// ---------------------------------------------------------------------------------------------------------------------
+// the subcommands, each with its options (CommandLine's constructor adds them in this order)
 
-  s.list = app.add_subcommand("list", "list scenarios (of a suite) and strategies");
-  s.list->add_option("--suite", s.list_suite, "suite name (scenarios/suites/<name>.yaml)");
+namespace {
 
-  // the options run, record and check share: what to run, where, how long
-  auto add_scenario_options = [&](CLI::App* sub) {
-    sub->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
-    sub->add_option("--suite", run_opts.suite, "suite name instead of files (scenarios/suites/<name>.yaml)");
-    sub->add_option("--device", run_opts.device, "auto | cpu | cuda (default: the scenario's, else auto)");
-    s.number(sub, "--steps", run_opts.steps, "override train.steps (0 = as in the scenario)", 0, kMaxSteps);
-  };
+// the options run, record, check and validate share: what to run, where, how long
+void add_scenario_options(CommandLine::State& s, RunOptions& run_opts, CLI::App* sub) {
+  sub->add_option("scenarios", run_opts.scenarios, "scenario YAML files");
+  sub->add_option("--suite", run_opts.suite, "suite name instead of files (scenarios/suites/<name>.yaml)");
+  sub->add_option("--device", run_opts.device, "auto | cpu | cuda (default: the scenario's, else auto)");
+  s.number(sub, "--steps", run_opts.steps, "override train.steps (0 = as in the scenario)", 0, kMaxSteps);
+}
 
-  // the run directory, for the subcommands that write one
-  auto add_output_options = [&](CLI::App* sub) {
-    sub->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
-    sub->add_flag("--force", run_opts.force, "overwrite existing result files");
-  };
+// the run directory, for the subcommands that write one
+void add_output_options(RunOptions& run_opts, CLI::App* sub) {
+  sub->add_option("--out", run_opts.out_dir, "run directory")->default_val("reports/latest");
+  sub->add_flag("--force", run_opts.force, "overwrite existing result files");
+}
 
-  s.run = app.add_subcommand("run", "run scenarios and write trajectories (no reference needed)");
-  add_scenario_options(s.run);
-  add_output_options(s.run);
+// run, record, check: the engine's scenarios
+void add_scenario_commands(CommandLine::State& s, RunOptions& run_opts) {
+  s.run = s.app.add_subcommand("run", "run scenarios and write trajectories (no reference needed)");
+  add_scenario_options(s, run_opts, s.run);
+  add_output_options(run_opts, s.run);
   s.run->add_option("--engine", run_opts.engine, "stock | fast (as for check)")
       ->check(CLI::IsMember({"stock", "fast"}));
 
-  s.record = app.add_subcommand("record", "(re)write the FP32 references of scenarios for this device class");
-  add_scenario_options(s.record);
+  s.record = s.app.add_subcommand("record", "(re)write the FP32 references of scenarios for this device class");
+  add_scenario_options(s, run_opts, s.record);
   s.record->add_option("--references", run_opts.references, "reference root (default: <source>/references)");
   s.record->add_flag("--force", run_opts.force, "re-record references that exist");
   s.record->add_flag("--more-noise", run_opts.more_noise,
                      "six noise runs instead of four: also init seed + 2 and a second data order (for chaotic setups)");
 
-  s.check = app.add_subcommand("check", "run scenarios, compare with their FP32 references, PASS/FAIL");
-  add_scenario_options(s.check);
-  add_output_options(s.check);
+  s.check = s.app.add_subcommand("check", "run scenarios, compare with their FP32 references, PASS/FAIL");
+  add_scenario_options(s, run_opts, s.check);
+  add_output_options(run_opts, s.check);
   s.check
       ->add_option(
           "--engine", run_opts.engine,
@@ -145,13 +143,16 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
                     "outcomes track, a column never measured, mixed precision not in effect");
   s.number(s.check, "--jobs,-j", run_opts.jobs,
            "scenarios at once, each in its own process (default: one per core on the CPU, 1 on a GPU)", 0, 256);
+}
 
-  s.validate = app.add_subcommand(
+// validate: this stack against its goldens, one process or a fleet of ranks
+void add_validate(CommandLine::State& s, RunOptions& run_opts) {
+  s.validate = s.app.add_subcommand(
       "validate",
       "does this stack compute what a known-good one did? the validation suite against its golden "
       "trajectories: bit for bit where the stack fingerprint matches, else statistically (and which)");
-  add_scenario_options(s.validate);
-  add_output_options(s.validate);
+  add_scenario_options(s, run_opts, s.validate);
+  add_output_options(run_opts, s.validate);
   s.validate->add_option("--references", run_opts.references,
                          "reference root with validate/<class>/ goldens (default: <source>/references)");
   s.validate->add_flag("--record", s.validate_opts.record,
@@ -184,8 +185,11 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
            "--fleet: a rank whose heartbeat has not changed for S seconds is named lost (died or stopped answering) "
            "and the repetitions done are reported (default 60)",
            2, 86400);
+}
 
-  s.compare = app.add_subcommand("compare", "two run directories side by side; exit 1 on a regression");
+// compare and report: run directories already written
+void add_compare_and_report(CommandLine::State& s) {
+  s.compare = s.app.add_subcommand("compare", "two run directories side by side; exit 1 on a regression");
   s.compare->add_option("RUN_A", s.run_a, "baseline run directory")->required();
   s.compare->add_option("RUN_B", s.run_b, "run directory to judge")->required();
   s.number(s.compare, "--max-slowdown", s.thresholds.max_slowdown, "step time ratio B/A allowed", 0, 1e6)
@@ -195,13 +199,16 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
   s.number(s.compare, "--max-loss-change", s.thresholds.max_loss_change, "|final loss B/A - 1| allowed", 0, 1e6)
       ->default_val(0.02);
 
-  s.report = app.add_subcommand(
+  s.report = s.app.add_subcommand(
       "report", "(re)write report.html and summary.md of a run directory from its summary and trajectories");
   s.report->add_option("RUN_DIR", s.report_dir, "run directory written by `ampcheck check`")->required();
   s.report->add_flag("--force", s.report_force, "replace an existing report.html");
+}
 
+// doctor: the numerical stack
+void add_doctor(CommandLine::State& s) {
   s.doctor =
-      app.add_subcommand("doctor", "the numerical stack: device, versions, support, flags, matmul rates, smoke test");
+      s.app.add_subcommand("doctor", "the numerical stack: device, versions, support, flags, matmul rates, smoke test");
   s.doctor->add_option("--device", s.doctor_device, "auto | cpu | cuda");
   s.doctor->add_flag("--json", s.doctor_json, "machine-readable output");
   s.number(s.doctor, "--allreduce-ranks", s.doctor_opts.allreduce_ranks,
@@ -209,8 +216,11 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
            64);
   s.number(s.doctor, "--allreduce-mb", s.doctor_opts.allreduce_mb,
            "the all-reduce check's buffer, MiB (default 256 GPU, 4 CPU)", 1.0 / 1024, 1 << 20);
+}
 
-  s.judge = app.add_subcommand(
+// judge and reference: recordings of the user's own training loop
+void add_judge_and_reference(CommandLine::State& s, RunOptions& run_opts) {
+  s.judge = s.app.add_subcommand(
       "judge", "verdicts for runs of your own training loop (docs/TRAJECTORY_FORMAT.md) against a reference");
   s.judge->add_option("RUN", s.judge_runs, "trajectory files (.h5 or .jsonl)")->required();
   s.judge
@@ -239,10 +249,10 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
             return std::string();
           },
           "KEY=VALUE"));
-  add_output_options(s.judge);
+  add_output_options(run_opts, s.judge);
 
-  s.ref_cmd = app.add_subcommand("reference",
-                                 "a reference from your own FP32 run and a few more FP32 runs that give the noise");
+  s.ref_cmd = s.app.add_subcommand("reference",
+                                   "a reference from your own FP32 run and a few more FP32 runs that give the noise");
   s.ref_cmd->add_option("FP32_RUN", s.ref_run, "the FP32 run (.h5 or .jsonl)")->required();
   s.ref_cmd
       ->add_option("--spread", s.ref_spread,
@@ -253,8 +263,11 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
       ->required();
   s.ref_cmd->add_option("--out", s.ref_out, "the reference file to write")->required();
   s.ref_cmd->add_flag("--force", s.ref_force, "replace an existing reference file");
+}
 
-  s.sweep = app.add_subcommand(
+// sweep: the user's training command under each strategy
+void add_sweep(CommandLine::State& s) {
+  s.sweep = s.app.add_subcommand(
       "sweep",
       "which precision is safe and fastest for YOUR model: runs your training command once per strategy (plus three "
       "FP32 runs) and judges each; usage: ampcheck sweep [options] -- python train.py ...");
@@ -304,8 +317,11 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
            0, 20);
   s.sweep->add_flag("--force", s.sweep_opts.force, "train every run again, the cached FP32 runs included");
   s.sweep->add_flag("--strict", s.sweep_opts.strict, "warnings fail (as for check)");
+}
 
-  s.localize = app.add_subcommand(
+// localize: which modules a failing scenario must keep in FP32
+void add_localize(CommandLine::State& s) {
+  s.localize = s.app.add_subcommand(
       "localize",
       "for a scenario whose strategy fails against its FP32 reference: which modules to keep in FP32 for it to track "
       "(sweep --localize's bisection, each probe the scenario with model.keep_fp32 set)");
@@ -320,20 +336,40 @@ CommandLine::CommandLine() : s_(std::make_unique<State>()) {
            "divergence + 25%, at least 100); the learning-rate schedule stays the run's",
            1, kMaxSteps);
   s.localize->add_flag("--strict", s.localize_opts.run.strict, "warnings fail a probe (as for check)");
+}
 
+// _rank and _allreduce: the processes ampcheck starts itself, not for users
+void add_internal_commands(CommandLine::State& s) {
   // one rank of a data-parallel run started by ampcheck itself (harness/distributed/launcher.h); not for users
-  s.rank_cmd = app.add_subcommand("_rank", "")->group("");
+  s.rank_cmd = s.app.add_subcommand("_rank", "")->group("");
   s.rank_cmd->add_option("SCENARIO", s.rank_scenario)->required();
   s.rank_cmd->add_option("--out", s.rank_out)->required();
   s.rank_cmd->add_option("--device", s.rank_device);
   s.number(s.rank_cmd, "--steps", s.rank_steps, "", 0, kMaxSteps);
 
   // one rank of doctor's all-reduce check (harness/distributed/allreduce_check.h); not for users
-  s.allreduce_cmd = app.add_subcommand("_allreduce", "")->group("");
+  s.allreduce_cmd = s.app.add_subcommand("_allreduce", "")->group("");
   s.allreduce_cmd->add_option("--backend", s.allreduce_backend)->required();
   s.number(s.allreduce_cmd, "--bytes", s.allreduce_bytes, "", 4, static_cast<double>(1ll << 40))->required();
   s.number(s.allreduce_cmd, "--iterations", s.allreduce_iterations, "", 1, 1e6)->required();
   s.number(s.allreduce_cmd, "--timeout", s.allreduce_timeout, "", 1, 86400);
+}
+
+}  // namespace
+
+CommandLine::CommandLine() : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.app.require_subcommand(0, 1);
+  s.list = s.app.add_subcommand("list", "list scenarios (of a suite) and strategies");
+  s.list->add_option("--suite", s.list_suite, "suite name (scenarios/suites/<name>.yaml)");
+  add_scenario_commands(s, run_opts_);
+  add_validate(s, run_opts_);
+  add_compare_and_report(s);
+  add_doctor(s);
+  add_judge_and_reference(s, run_opts_);
+  add_sweep(s);
+  add_localize(s);
+  add_internal_commands(s);
 }
 
 CommandLine::~CommandLine() = default;

@@ -41,8 +41,10 @@ class CommandLine {
   std::string subcommand() const;
   const RunOptions& run_options() const { return run_opts_; }
 
- private:
+  // The parser and every subcommand's options (app.cpp: one function adds each command's).
   struct State;
+
+ private:
   std::unique_ptr<State> s_;
   RunOptions run_opts_;
 };

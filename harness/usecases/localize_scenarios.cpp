@@ -63,14 +63,16 @@ const ProbeRecord* probe_of(const Localization& L, const std::vector<std::string
 // ---------------------------------------------------------------------------------------------------------------
 // one scenario
 
-struct Prepared {
+// One scenario ready to localize, everything read before it trains: its file, the scenario, the device, its FP32
+// reference.
+struct LocalizeTarget {
   std::string file;
   scenario::Scenario sc;
   at::Device device = at::kCPU;
   reference::Reference ref;
 };
 
-ScenarioLocalization localize_one(const Prepared& p, const LocalizeOptions& o, const RunOptions& opts,
+ScenarioLocalization localize_one(const LocalizeTarget& p, const LocalizeOptions& o, const RunOptions& opts,
                                   std::map<std::string, double>& peak_tflops, std::ostream& log) {
   const scenario::Scenario& sc = p.sc;
   ScenarioLocalization s;
@@ -216,9 +218,9 @@ LocalizeResult localize_scenarios(const LocalizeOptions& o, std::ostream& log) {
   if (!result.skipped.empty()) return result;
   refuse_duplicate_scenario_names(files, o.run);
   // every scenario and its reference checked before anything trains or is written
-  std::vector<Prepared> prepared;
+  std::vector<LocalizeTarget> prepared;
   for (const auto& file : files) {
-    Prepared p{file, load_for_run(file, o.run), at::kCPU, {}};
+    LocalizeTarget p{file, load_for_run(file, o.run), at::kCPU, {}};
     if (p.sc.run.distributed.enabled)
       throw std::invalid_argument(file +
                                   ": distributed: localize runs a scenario in one process, its probes with "

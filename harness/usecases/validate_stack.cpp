@@ -92,7 +92,7 @@ void check_reference_root(const std::string& root, bool named, bool record) {
 }
 
 // One scenario as validate runs it, everything decided before it trains.
-struct Prepared {
+struct ValidationPlan {
   scenario::Scenario sc;
   at::Device device{at::kCPU};
   validate::Fingerprint fp;
@@ -113,9 +113,9 @@ std::string differing_keys(const std::vector<validate::StackDifference>& diffs, 
   return validate::describe(pick);
 }
 
-Prepared prepare(const std::string& file, const RunOptions& opts, const std::string& root,
-                 const std::vector<validate::Plant>& plants) {
-  Prepared p;
+ValidationPlan prepare(const std::string& file, const RunOptions& opts, const std::string& root,
+                       const std::vector<validate::Plant>& plants) {
+  ValidationPlan p;
   p.sc = load_for_run(file, opts);
   scenario::Scenario& sc = p.sc;
   if (opts.steps > 0) sc.run.loop.steps = opts.steps;
@@ -262,7 +262,7 @@ struct Words {
 
 // The statistical verdict against the FP32 references (this class's, else the nearest's), through judge_run: into
 // the row and the result file; returns its sentence ("" where there is no reference).
-std::string judge_statistically(const Prepared& p, const run::ScenarioResult& r, const RunOptions& opts,
+std::string judge_statistically(const ValidationPlan& p, const run::ScenarioResult& r, const RunOptions& opts,
                                 const std::string& root, report::ScenarioSummary& row, trajectory::TrajectoryFile& tf) {
   if (p.reference_class.empty()) return "";
   const scenario::Scenario& sc = p.sc;
@@ -290,7 +290,7 @@ void decide_bitwise(report::ScenarioSummary& row, const std::string& bitwise_ver
 }
 
 // The run compared bit for bit with its golden where the stack matches; a differing step replayed to class it.
-void judge_bitwise(const Prepared& p, const run::ScenarioResult& r, const validate::BitwiseComparison& cmp,
+void judge_bitwise(const ValidationPlan& p, const run::ScenarioResult& r, const validate::BitwiseComparison& cmp,
                    const std::vector<validate::Plant>& plants, const ValidateOptions& v, const RunOptions& opts,
                    report::ScenarioSummary& row, const std::string& statistical, Words& w) {
   auto& val = row.validation;
@@ -343,7 +343,7 @@ void judge_bitwise(const Prepared& p, const run::ScenarioResult& r, const valida
 }
 
 // One prepared scenario trained (with the plants) and decided: its row, its result file.
-report::ScenarioSummary validate_one(const Prepared& p, const std::vector<validate::Plant>& plants,
+report::ScenarioSummary validate_one(const ValidationPlan& p, const std::vector<validate::Plant>& plants,
                                      const ValidateOptions& v, const RunOptions& opts, const std::string& root,
                                      std::map<std::string, double>& peak_tflops) {
   const scenario::Scenario& sc = p.sc;
@@ -431,14 +431,14 @@ SuiteResult validate_stack(RunOptions opts, const ValidateOptions& v, std::ostre
     result.written = false;  // goldens, not a run directory
     return result;
   }
-  std::vector<Prepared> prepared;
+  std::vector<ValidationPlan> prepared;
   for (const auto& f : files) prepared.push_back(prepare(f, opts, root, plants));
   refuse_existing_run_outputs(files, opts);  // nothing run, nothing written
   RunDirectory out(opts);                    // written whole: the run directory appears complete or not at all
   opts = out.staged(opts);
   std::map<std::string, double> peak_tflops;
   for (size_t i = 0; i < prepared.size(); ++i) {
-    const Prepared& p = prepared[i];
+    const ValidationPlan& p = prepared[i];
     log << "[" << (i + 1) << "/" << prepared.size() << "] " << p.sc.run.name << " (" << p.sc.run.strategy.name << ", "
         << p.cls << ", " << (p.bitwise ? "bitwise" : "statistical") << ")\n"
         << std::flush;
