@@ -4,6 +4,7 @@
 #include "distributed/process_group.h"
 #include "distributed/spawn.h"
 #include "engine/device.h"
+#include "io/record_json.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -36,14 +37,7 @@ int64_t allreduce_check_wrong_elements(const at::Tensor& result, int64_t world_s
   return result.reshape({-1}).ne(expected).sum().item<int64_t>();  // SYNC POINT: the check's verdict
 }
 
-nlohmann::json to_json(const AllReduceCheck& c) {
-  return {{"backend", c.spec.backend}, {"world_size", c.spec.world_size},
-          {"bytes", c.spec.bytes},     {"iterations", c.spec.iterations},
-          {"device", c.device},        {"ran", c.ran},
-          {"correct", c.correct},      {"wrong_elements", c.wrong_elements},
-          {"median_ms", c.median_ms},  {"algbw_gbs", c.algbw_gbs},
-          {"busbw_gbs", c.busbw_gbs},  {"error", c.error}};
-}
+nlohmann::json to_json(const AllReduceCheck& c) { return io::record_to_json(c); }
 
 AllReduceCheck run_allreduce_check(const AllReduceCheckSpec& spec) {
   AllReduceCheck c;

@@ -35,7 +35,26 @@ struct AllReduceCheck {
   double algbw_gbs = 0, busbw_gbs = 0;
   std::string device;  // what the ranks reduced on: "cpu" or "cuda:0..W-1"
   std::string error;
+  bool required = true;  // false: not asked for and its backend not compiled in (doctor: "not run", not FAILED)
 };
+
+// The check as doctor's "allreduce" (a record: io/record_json.h), the spec's fields beside the result's.
+template <class V>
+void visit_fields(AllReduceCheck& c, V& v) {
+  v("backend", c.spec.backend);
+  v("world_size", c.spec.world_size);
+  v("bytes", c.spec.bytes);
+  v("iterations", c.spec.iterations);
+  v("device", c.device);
+  v("ran", c.ran);
+  v("correct", c.correct);
+  v("wrong_elements", c.wrong_elements);
+  v("median_ms", c.median_ms);
+  v("algbw_gbs", c.algbw_gbs);
+  v("busbw_gbs", c.busbw_gbs);
+  v("error", c.error);
+  v.optional("required", c.required, !c.required);
+}
 
 // The buffer rank `rank` contributes, and the number of elements of `result` that differ from the exact sum over
 // `world_size` ranks (0: correct). Pure functions, shared by the ranks and the tests.
@@ -44,7 +63,7 @@ int64_t allreduce_check_wrong_elements(const at::Tensor& result, int64_t world_s
 
 // Runs the check (spawns the ranks; throws nothing: a failure is in .error).
 AllReduceCheck run_allreduce_check(const AllReduceCheckSpec& spec);
-nlohmann::json to_json(const AllReduceCheck& c);
+nlohmann::json to_json(const AllReduceCheck& c);  // io::record_to_json of visit_fields above
 
 // The `_allreduce` command: one rank of the check (from the environment spawn_ranks sets). Returns the exit code.
 int allreduce_rank_main(const std::string& backend, int64_t bytes, int64_t iterations, double timeout_s);

@@ -1,5 +1,6 @@
 // doctor implementation.
 #include "doctor/doctor.h"
+#include "doctor/doctor_record.h"
 
 #include "engine/device.h"
 #include "engine/fp8.h"
@@ -9,6 +10,7 @@
 #include "engine/trainer.h"
 #include "inject/injection.h"
 #include "doctor/gpu_topology.h"
+#include "io/record_json.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -140,77 +142,64 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   const at::Device device = engine::resolve_device(device_spec);
   const auto info = engine::device_info(device);
   auto& ctx = at::globalContext();
-  nlohmann::json j;
-  j["device"] = {{"name", info.name},
-                 {"class", info.device_class},
-                 {"compute_capability", device.is_cuda() ? std::to_string(info.compute_capability_major) + "." +
-                                                               std::to_string(info.compute_capability_minor)
-                                                         : ""},
-                 {"memory_bytes", info.total_memory_bytes}};
-  j["versions"] = {{"ampcheck", AMPCHECK_VERSION},
-                   {"libtorch", engine::libtorch_version()},
-                   {"nvidia_driver", device.is_cuda() ? engine::nvidia_driver_version() : ""},
-                   {"cuda_driver", device.is_cuda() ? engine::cuda_driver_version() : ""},
-                   {"cuda_runtime", engine::cuda_runtime_version()},
-                   {"cudnn", engine::cudnn_version()}};
+  DoctorReport r;  // doctor_record.h: the JSON is its description's
+  r.device = {info.name, info.device_class,
+              device.is_cuda()
+                  ? std::to_string(info.compute_capability_major) + "." + std::to_string(info.compute_capability_minor)
+                  : "",
+              info.total_memory_bytes};
+  r.versions = {AMPCHECK_VERSION,
+                engine::libtorch_version(),
+                device.is_cuda() ? engine::nvidia_driver_version() : "",
+                device.is_cuda() ? engine::cuda_driver_version() : "",
+                engine::cuda_runtime_version(),
+                engine::cudnn_version()};
   const bool bf16 = device.is_cpu() || info.compute_capability_major >= 8;
   const bool fp8 = device.is_cuda() && (info.compute_capability_major > 8 ||
                                         (info.compute_capability_major == 8 && info.compute_capability_minor >= 9));
   // every visible GPU, peer access and the link matrix (a data-parallel run's interconnect)
-  j["topology"] = gpu_topology();
-  j["support"] = {
-      {"bf16", bf16}, {"fp8_e4m3_matmul", fp8}, {"tf32", device.is_cuda() && info.compute_capability_major >= 8}};
+  r.topology = gpu_topology();
+  r.support.bf16 = bf16;
+  r.support.fp8_e4m3_matmul = fp8;
+  r.support.tf32 = device.is_cuda() && info.compute_capability_major >= 8;
   // the c10d backends this build compiled in (harness/distributed: Gloo where gloo's headers were found, NCCL where
   // nccl.h was)
-  nlohmann::json backends = nlohmann::json::array();
 #ifdef AMPCHECK_HAVE_GLOO
-  backends.push_back("gloo");
+  r.support.c10d_backends.push_back("gloo");
 #endif
 #ifdef AMPCHECK_HAVE_NCCL
-  if (device.is_cuda()) backends.push_back("nccl");
+  if (device.is_cuda()) r.support.c10d_backends.push_back("nccl");
 #endif
-  j["support"]["c10d_backends"] = backends;
   // the engine's fused CUDA kernels (harness/kernels): compiled where LibTorch has CUDA and nvcc was found; elsewhere
   // the engine options model.head_loss: fused, model.fused_layernorm, model.fused_bias_gelu, train.fused_grad_check and
   // train.fused_param_norm run their ATen references
-  j["support"]["fused_cuda_kernels"] = kernels::cuda_kernels_built();
+  r.support.fused_cuda_kernels = kernels::cuda_kernels_built();
   // model.gemm_epilogues: cuBLASLt linked (LibTorch's CUDA::cublasLt) or its ATen reference (the stock ops)
-  j["support"]["gemm_epilogues"] = kernels::gemm_epilogues_built();
+  r.support.gemm_epilogues = kernels::gemm_epilogues_built();
   // the stack fingerprint every trajectory and reference carries (attributes stack_<key>; engine/device.h)
-  j["stack"] = nlohmann::json::object();
-  for (const auto& [k, v] : engine::stack_fingerprint(device)) j["stack"][k] = v;
-  j["flags"] = {{"tf32_cublas", ctx.allowTF32CuBLAS()},
-                {"tf32_cudnn", ctx.allowTF32CuDNN()},
-                {"deterministic_algorithms", ctx.deterministicAlgorithms()},
-                {"cudnn_benchmark", ctx.benchmarkCuDNN()},
-                {"intra_op_threads", at::get_num_threads()}};
+  for (const auto& [k, v] : engine::stack_fingerprint(device)) r.stack[k] = v;
+  r.flags = {ctx.allowTF32CuBLAS(), ctx.allowTF32CuDNN(), ctx.deterministicAlgorithms(), ctx.benchmarkCuDNN(),
+             static_cast<int64_t>(at::get_num_threads())};
   // measured matmul rates
   const int64_t n = matmul_size > 0 ? matmul_size : (device.is_cuda() ? 8192 : 512);
-  nlohmann::json rates;
-  rates["size"] = n;
-  rates["fp32_tflops"] = matmul_tflops(device, at::kFloat, n);
-  if (device.is_cuda() && j["support"]["tf32"].get<bool>()) {
+  r.matmul.size = n;
+  r.matmul.fp32_tflops = matmul_tflops(device, at::kFloat, n);
+  if (device.is_cuda() && r.support.tf32) {
     engine::Strategy s = engine::strategy_preset("tf32");
     s.deterministic = false;
     engine::NumericsGuard guard(s);
-    rates["tf32_tflops"] = matmul_tflops(device, at::kFloat, n);
+    r.matmul.tf32_tflops = matmul_tflops(device, at::kFloat, n);
   }
-  rates["fp16_tflops"] = matmul_tflops(device, at::kHalf, n);
-  if (bf16) rates["bf16_tflops"] = matmul_tflops(device, at::kBFloat16, n);
-  if (fp8) rates["fp8_e4m3_tflops"] = fp8_matmul_tflops(device, n);
-  j["matmul"] = rates;
+  r.matmul.fp16_tflops = matmul_tflops(device, at::kHalf, n);
+  if (bf16) r.matmul.bf16_tflops = matmul_tflops(device, at::kBFloat16, n);
+  if (fp8) r.matmul.fp8_e4m3_tflops = fp8_matmul_tflops(device, n);
   bool fp8_ok = true;
   if (fp8) {  // the FP8 numerical check (only where FP8 matmuls exist: the strategy is refused elsewhere)
     const Fp8Check c = fp8_numerical_check(device, 4096);
-    j["fp8_check"] = {{"size", 4096},
-                      {"fp8_rel_error", c.fp8_rel_error},
-                      {"bf16_rel_error", c.bf16_rel_error},
-                      {"bound", std::ldexp(1.0, -4)},
-                      {"ok", c.ok}};
+    r.fp8_check = DoctorFp8Check{4096, c.fp8_rel_error, c.bf16_rel_error, std::ldexp(1.0, -4), c.ok};
     fp8_ok = c.ok;
   }
   // numerical smoke test
-  nlohmann::json smoke;
   std::string err32, err16, errbf, errinf;
   const double l32 = smoke_train(device, "fp32", err32);
   const double l16 = smoke_train(device, "fp16-autocast", err16);
@@ -222,14 +211,16 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   const bool ok16 = std::isfinite(l16) && std::abs(l16 / l32 - 1) < 0.02;
   const bool okbf = !bf16 || (std::isfinite(lbf) && std::abs(lbf / l32 - 1) < 0.05);
   const bool okinf = skipped == 1 && scale == 32768.0;  // one skip, 65536 * 0.5
-  smoke["fp32_loss"] = std::isfinite(l32) ? nlohmann::json(l32) : nlohmann::json(err32);
-  smoke["fp16_autocast_loss"] = std::isfinite(l16) ? nlohmann::json(l16) : nlohmann::json(err16);
-  smoke["bf16_autocast_loss"] = std::isfinite(lbf) ? nlohmann::json(lbf) : nlohmann::json(errbf);
-  smoke["gradscaler_inf_skipped_steps"] = skipped;
-  smoke["gradscaler_scale_after"] = scale;
-  smoke["ok"] = std::isfinite(l32) && ok16 && okbf && okinf && fp8_ok;
-  j["smoke_test"] = smoke;
-  return j;
+  auto loss = [](double l, const std::string& error) {  // the loss, or the error that stopped its run
+    return std::isfinite(l) ? DoctorSmokeTest::Loss(l) : DoctorSmokeTest::Loss(error);
+  };
+  r.smoke_test.fp32_loss = loss(l32, err32);
+  r.smoke_test.fp16_autocast_loss = loss(l16, err16);
+  r.smoke_test.bf16_autocast_loss = loss(lbf, errbf);
+  r.smoke_test.gradscaler_inf_skipped_steps = skipped;
+  r.smoke_test.gradscaler_scale_after = scale;
+  r.smoke_test.ok = std::isfinite(l32) && ok16 && okbf && okinf && fp8_ok;
+  return io::record_to_json(r);
 }
 
 std::string format_doctor(const nlohmann::json& j) {

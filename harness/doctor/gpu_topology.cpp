@@ -90,28 +90,22 @@ std::string describe_links(const LinkMatrix& m) {
   return s;
 }
 
-nlohmann::json gpu_topology() {
-  nlohmann::json j;
-  j["gpus"] = nlohmann::json::array();
+GpuTopology gpu_topology() {
+  GpuTopology t;
   const int64_t n = engine::cuda_device_count();
   for (int64_t i = 0; i < n; ++i) {
     const auto info = engine::device_info(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i)));
-    j["gpus"].push_back({{"index", i},
-                         {"name", info.name},
-                         {"memory_bytes", info.total_memory_bytes},
-                         {"compute_capability", std::to_string(info.compute_capability_major) + "." +
-                                                    std::to_string(info.compute_capability_minor)},
-                         {"pci_bus_id", engine::cuda_pci_bus_id(i)}});
+    t.gpus.push_back(
+        {i, info.name, info.total_memory_bytes,
+         std::to_string(info.compute_capability_major) + "." + std::to_string(info.compute_capability_minor),
+         engine::cuda_pci_bus_id(i)});
   }
-  nlohmann::json peer = nlohmann::json::array();
   for (int64_t a = 0; a < n; ++a) {
-    nlohmann::json row = nlohmann::json::array();
+    std::vector<bool> row;
     for (int64_t b = 0; b < n; ++b) row.push_back(a != b && engine::cuda_peer_access(a, b));
-    peer.push_back(row);
+    t.peer_access.push_back(row);
   }
-  j["peer_access"] = peer;
-  j["links"] = nullptr;
-  if (n == 0) return j;
+  if (n == 0) return t;
   std::string out;
   {
     std::unique_ptr<FILE, int (*)(FILE*)> p(::popen("nvidia-smi topo -m 2>/dev/null", "r"), ::pclose);
@@ -123,11 +117,11 @@ nlohmann::json gpu_topology() {
   }
   try {
     const LinkMatrix m = parse_topo_matrix(out);
-    j["links"] = {{"gpus", m.gpus}, {"matrix", m.links}, {"summary", describe_links(m)}};
+    t.links = GpuLinks{m.gpus, m.links, describe_links(m)};
   } catch (const std::exception& e) {
-    j["links_error"] = out.empty() ? "nvidia-smi topo -m printed nothing (nvidia-smi not on PATH?)" : e.what();
+    t.links_error = out.empty() ? "nvidia-smi topo -m printed nothing (nvidia-smi not on PATH?)" : e.what();
   }
-  return j;
+  return t;
 }
 
 }  // namespace ampcheck::doctor

@@ -9,11 +9,14 @@
 //
 // The field's kind comes from its C++ type: std::string (a JSON string), bool, int64_t (an integer), double (a number;
 // NaN and infinities are null, null reads as NaN), std::vector<double>, a nested record (an object) and
-// std::vector<record> (a list of objects). `record_to_json` writes, `record_from_json` reads and throws `FieldError`
-// naming the field (its path inside the record: "signals[2].max_margin"), what was expected and what was found;
-// unknown keys are ignored (a newer writer's fields). Writing visits a const record through the same function: the
-// writer only reads the fields. `record_to_json<nlohmann::ordered_json>` keeps the fields in visiting order
-// (sweep.json, localize.json: files a reader scans top to bottom); the default, nlohmann::json, sorts the keys.
+// std::vector<record> (a list of objects); also std::vector of lists (a matrix), std::map<std::string, kind> (an
+// object of named values), std::optional<kind> (null when empty) and std::variant<kind...> (the first alternative
+// that reads, in order: std::variant<double, std::string> is a number or the text that stands in for it).
+// `record_to_json` writes, `record_from_json` reads and throws `FieldError` naming the field (its path inside the
+// record: "signals[2].max_margin"), what was expected and what was found; unknown keys are ignored (a newer writer's
+// fields). Writing visits a const record through the same function: the writer only reads the fields.
+// `record_to_json<nlohmann::ordered_json>` keeps the fields in visiting order (sweep.json, localize.json: files a
+// reader scans top to bottom); the default, nlohmann::json, sorts the keys.
 #pragma once
 
 #include "io/text.h"
@@ -23,9 +26,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace ampcheck::io {
@@ -63,9 +69,26 @@ struct IsVector : std::false_type {};
 template <class T>
 struct IsVector<std::vector<T>> : std::true_type {};
 
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <class T>
+struct IsMap : std::false_type {};
+template <class T>
+struct IsMap<std::map<std::string, T>> : std::true_type {};
+template <class T>
+struct IsVariant : std::false_type {};
+template <class... T>
+struct IsVariant<std::variant<T...>> : std::true_type {};
+
 template <class F>
 constexpr bool kScalar = std::is_same_v<F, std::string> || std::is_same_v<F, bool> || std::is_same_v<F, int64_t> ||
                          std::is_same_v<F, double>;
+// A nested record: any other type (its visit_fields found by argument-dependent lookup).
+template <class F>
+constexpr bool kRecord =
+    !kScalar<F> && !IsVector<F>::value && !IsOptional<F>::value && !IsMap<F>::value && !IsVariant<F>::value;
 
 // The field names of a record in visiting order, for messages: "{option, label, applied, note}".
 struct NameCollector {
@@ -92,6 +115,11 @@ std::string field_names() {
 }
 
 template <class F>
+std::string kind_name();
+template <class Var, size_t I = 0>
+std::string variant_kind_names();
+
+template <class F>
 std::string kind_name() {
   if constexpr (std::is_same_v<F, std::string>) return "a string";
   else if constexpr (std::is_same_v<F, bool>)
@@ -109,10 +137,26 @@ std::string kind_name() {
       return "a list of integers";
     else if constexpr (std::is_same_v<E, bool>)
       return "a list of true / false";
-    else
+    else if constexpr (kRecord<E>)
       return "a list of " + field_names<E>() + " objects";
-  } else
+    else
+      return "a list, each " + kind_name<E>();
+  } else if constexpr (IsOptional<F>::value)
+    return kind_name<typename F::value_type>() + " or null";
+  else if constexpr (IsMap<F>::value)
+    return "an object, each value " + kind_name<typename F::mapped_type>();
+  else if constexpr (IsVariant<F>::value)
+    return variant_kind_names<F>();
+  else
     return "an object " + field_names<F>();
+}
+
+// "a number or null or a string": the alternatives of a variant.
+template <class Var, size_t I>
+std::string variant_kind_names() {
+  std::string s = kind_name<std::variant_alternative_t<I, Var>>();
+  if constexpr (I + 1 < std::variant_size_v<Var>) s += " or " + variant_kind_names<Var, I + 1>();
+  return s;
 }
 
 template <class Json, class F>
@@ -122,10 +166,37 @@ Json to_json_value(const F& v) {
     return Json(v);
   else if constexpr (IsVector<F>::value) {
     Json a = Json::array();
-    for (const auto& e : v) a.push_back(to_json_value<Json>(e));
+    for (const auto& e : v) a.push_back(to_json_value<Json>(static_cast<const typename F::value_type&>(e)));
     return a;
-  } else
+  } else if constexpr (IsOptional<F>::value)
+    return v ? to_json_value<Json>(*v) : Json(nullptr);
+  else if constexpr (IsMap<F>::value) {
+    Json o = Json::object();
+    for (const auto& [name, e] : v) o[name] = to_json_value<Json>(e);
+    return o;
+  } else if constexpr (IsVariant<F>::value)
+    return std::visit([](const auto& e) { return to_json_value<Json>(e); }, v);
+  else
     return record_to_json<Json>(v);
+}
+
+template <class F>
+void from_json_value(const nlohmann::json& j, F& v, const std::string& field);
+
+// The first alternative of a variant that reads j (false: none does).
+template <class Var, size_t I = 0>
+bool read_variant(const nlohmann::json& j, Var& v, const std::string& field) {
+  if constexpr (I == std::variant_size_v<Var>) return false;
+  else {
+    std::variant_alternative_t<I, Var> e{};
+    try {
+      from_json_value(j, e, field);
+    } catch (const FieldError&) {
+      return read_variant<Var, I + 1>(j, v, field);
+    }
+    v = std::move(e);
+    return true;
+  }
 }
 
 template <class F>
@@ -151,13 +222,26 @@ void from_json_value(const nlohmann::json& j, F& v, const std::string& field) {
     v.clear();
     for (size_t i = 0; i < j.size(); ++i) {
       E e{};
-      if constexpr (!kScalar<E>)  // a list of records: an entry that is not an object names the list
+      if constexpr (kRecord<E>)  // a list of records: an entry that is not an object names the list
         if (!j[i].is_object())
           throw FieldError(field, field_names<E>() + " objects",
                            quote_json_value(j[i]) + " (entry " + std::to_string(i) + ")");
       from_json_value(j[i], e, field + "[" + std::to_string(i) + "]");
       v.push_back(std::move(e));
     }
+  } else if constexpr (IsOptional<F>::value) {
+    if (j.is_null()) v.reset();
+    else {
+      typename F::value_type e{};
+      from_json_value(j, e, field);
+      v = std::move(e);
+    }
+  } else if constexpr (IsMap<F>::value) {
+    if (!j.is_object()) throw wrong(kind_name<F>());
+    v.clear();
+    for (const auto& [name, e] : j.items()) from_json_value(e, v[name], field + "." + name);
+  } else if constexpr (IsVariant<F>::value) {
+    if (!read_variant(j, v, field)) throw wrong(kind_name<F>());
   } else {
     if (!j.is_object()) throw wrong(kind_name<F>());
     try {

@@ -95,9 +95,11 @@ DoctorResult doctor(const std::string& device, const DoctorOptions& o) {
     report["allreduce"] = distributed::to_json(c);
     ok = ok && c.ran && c.correct;
   } else if (spec.world_size > 0) {
-    report["allreduce"] = distributed::to_json(distributed::AllReduceCheck{
-        spec, false, false, 0, 0, 0, 0, "", "backend " + spec.backend + " not compiled in"});
-    report["allreduce"]["required"] = false;
+    distributed::AllReduceCheck c;
+    c.spec = spec;
+    c.error = "backend " + spec.backend + " not compiled in";
+    c.required = false;
+    report["allreduce"] = distributed::to_json(c);
   }
   return {report.dump(2) + "\n", doctor::format_doctor(report), ok};
 }
