@@ -4,6 +4,9 @@
 #include "io/text.h"
 #include "report/format.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <iomanip>
 #include <iostream>
 #include <stdexcept>
@@ -81,8 +84,18 @@ int cmd_validate(const RunOptions& opts, const ValidateOptions& v) {
   if (v.fleet) {
     const auto r = usecases::validate_fleet(opts, v, std::cout);
     if (r.written) {  // rank 0 speaks for the job; every rank returns the same code
-      for (const auto& line : r.lines) std::cout << line << "\n";
-      std::cout << "reports: " << r.reports_dir << "/summary.md\n";
+      // in one write(2): the ranks of a torchrun job share its stdout, and a report flushed in buffer-sized pieces
+      // could have another rank's output land inside one of its lines
+      std::string text;
+      for (const auto& line : r.lines) text += line + "\n";
+      text += "reports: " + r.reports_dir + "/summary.md\n";
+      std::cout << std::flush;
+      for (size_t done = 0; done < text.size();) {
+        const ssize_t n = ::write(STDOUT_FILENO, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // (stdout closed: nothing more to say)
+        done += static_cast<size_t>(n);
+      }
     }
     return r.exit_code();
   }
