@@ -20,17 +20,7 @@
 
 namespace ampcheck::engine {
 
-const char* status_name(RunOutcome::Status s) {  // the trajectory file's words (trajectory/run_status.h)
-  switch (s) {
-    case RunOutcome::Status::Completed:
-      return trajectory::to_string(trajectory::RunStatus::Completed).c_str();
-    case RunOutcome::Status::NonFinite:
-      return trajectory::to_string(trajectory::RunStatus::NonFinite).c_str();
-    case RunOutcome::Status::Error:
-      return trajectory::to_string(trajectory::RunStatus::Error).c_str();
-  }
-  return "?";
-}
+const char* status_name(RunOutcome::Status s) { return trajectory::to_string(s).c_str(); }
 
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();

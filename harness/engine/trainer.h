@@ -23,6 +23,7 @@
 #include "engine/step_graph.h"
 #include "engine/step_probes.h"
 #include "engine/step_timer.h"
+#include "trajectory/run_status.h"
 #include "trajectory/trajectory.h"
 #include "models/model.h"
 
@@ -36,7 +37,8 @@
 namespace ampcheck::engine {
 
 struct RunOutcome {
-  enum class Status { Completed, NonFinite, Error };
+  // the trajectory file's status (trajectory/run_status.h); an engine run ends Completed, NonFinite or Error
+  using Status = trajectory::RunStatus;
   Status status = Status::Completed;
   std::string error;         // the exception text for Error ("Attempting to unscale FP16 gradients.")
   int64_t failed_step = -1;  // step of the error / first non-finite loss or params

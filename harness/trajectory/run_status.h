@@ -1,8 +1,8 @@
 // How a run ended, the words spelled in one place (as verdict/kind.h spells the verdicts): the trajectory file's
 // `status` attribute (docs/TRAJECTORY_FORMAT.md). An engine run ends completed, nonfinite or error
-// (engine::RunOutcome::Status); the Python recorder also writes running (a snapshot of a run still going or killed)
-// and interrupted (stopped by SIGTERM), which `judge` judges on the steps they have, as a partial run. The attribute
-// stays a string in the file; code reads it with parse_run_status and writes it with to_string.
+// (engine::RunOutcome::Status is this type); the Python recorder also writes running (a snapshot of a run still going
+// or killed) and interrupted (stopped by SIGTERM), which `judge` judges on the steps they have, as a partial run. The
+// attribute stays a string in the file; code reads it with parse_run_status and writes it with to_string.
 #pragma once
 
 #include <optional>

@@ -7,27 +7,12 @@
 
 namespace ampcheck::usecases {
 
-namespace {
-// The engine's ending as a run status (the trajectory file's words: trajectory/run_status.h).
-trajectory::RunStatus run_status(engine::RunOutcome::Status s) {
-  switch (s) {
-    case engine::RunOutcome::Status::Completed:
-      return trajectory::RunStatus::Completed;
-    case engine::RunOutcome::Status::NonFinite:
-      return trajectory::RunStatus::NonFinite;
-    case engine::RunOutcome::Status::Error:
-      return trajectory::RunStatus::Error;
-  }
-  return trajectory::RunStatus::Error;
-}
-}  // namespace
-
 Judged judge_engine_run(const run::ScenarioResult& r, const engine::Strategy& strategy, const at::Device& device,
                         const ReferenceToJudge& reference, const verdict::Expectation& expected,
                         const verdict::Tolerance& tolerance, bool strict) {
   const engine::RunOutcome& out = r.outcome;
   const bool completed = out.status == engine::RunOutcome::Status::Completed;
-  return judge_run({run_status(out.status), out.error, r.trajectory,
+  return judge_run({out.status, out.error, r.trajectory,
                     first_nonfinite_note(std::to_string(out.first_nonfinite_step), out.first_nonfinite_module,
                                          out.first_nonfinite_pass)},
                    reference, expected, tolerance, strict, [&](verdict::Verdict& v) {
