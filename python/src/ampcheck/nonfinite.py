@@ -266,7 +266,9 @@ class NonfiniteTracker:
                 self._forward.extend(_nonfinite_flags([t.detach()], [idx], self._count))
                 self._count += 1
                 continue
-            self._outputs.append((idx, t.detach(), t._version, self._count))
+            # the output itself is held until the flush (not a detached view): while it is held its id cannot name
+            # another tensor, so the id check above cannot skip a new output whose object took a freed one's id
+            self._outputs.append((idx, t, t._version, self._count))
             self._output_ids.add(id(t))
             self._count += 1
         if idx in self._flush_at:
@@ -281,7 +283,7 @@ class NonfiniteTracker:
         for idx, t, version, _ in pending:
             if t._version != version:
                 self._eager.add(idx)
-        batches = _nonfinite_flags([t for _, t, _, _ in pending], [idx for idx, _, _, _ in pending], 0)
+        batches = _nonfinite_flags([t.detach() for _, t, _, _ in pending], [idx for idx, _, _, _ in pending], 0)
         self._forward.extend(([pending[k][3] for k in ks], idxs, flags) for ks, idxs, flags in batches)
 
     def _on_grad(self, i: int, param: torch.Tensor) -> None:
