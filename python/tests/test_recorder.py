@@ -561,31 +561,38 @@ class RecorderTest(unittest.TestCase):
         self.assertEqual([(d["step"], d["loss"]) for d in lines[1:]], [(0, 3.0), (1, None)])
 
 
+def _fp16_scaled_attributes(model, loss_of, lr):
+    """Six steps of fp16 autocast with a GradScaler at 65536 (SGD at lr), recorded with track_nonfinite: the file's
+    attributes."""
+    import h5py
+
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "run.h5")
+        with Recorder(path, model, opt, scaler, overwrite=True, track_nonfinite=True) as rec:
+            for _ in range(6):
+                with torch.autocast("cpu", dtype=torch.float16):
+                    loss = loss_of()
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+                rec.step(loss)
+        with h5py.File(path) as f:
+            return {k: str(f.attrs[k]) for k in f.attrs}
+
+
 class NonfiniteOpTest(unittest.TestCase):
     def test_a_backward_overflow_names_where_the_gradient_came_from(self):
         # fp16 autocast, a GradScaler at 65536 and a loss x 1e4: the backward overflows in the cast of the output's
         # gradient (downstream of the last Linear, whose parameter gradients are the first non-finite ones): the trace
         # at the next step says the gradient reaching that module was already non-finite
-        import h5py
 
         torch.manual_seed(0)
         m = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
-        opt = torch.optim.SGD(m.parameters(), lr=1e-3)
-        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
         x, y = torch.randn(64, 8), torch.randn(64, 4)
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "bwd.h5")
-            with Recorder(path, m, opt, scaler, overwrite=True, track_nonfinite=True) as rec:
-                for _ in range(6):
-                    with torch.autocast("cpu", dtype=torch.float16):
-                        loss = ((m(x).float() - y) ** 2).mean() * 1e4
-                    scaler.scale(loss).backward()
-                    scaler.step(opt)
-                    scaler.update()
-                    opt.zero_grad()
-                    rec.step(loss)
-            with h5py.File(path) as f:
-                attrs = {k: str(f.attrs[k]) for k in f.attrs}
+        attrs = _fp16_scaled_attributes(m, lambda: ((m(x).float() - y) ** 2).mean() * 1e4, lr=1e-3)
         self.assertEqual((attrs["first_nonfinite_module"], attrs["first_nonfinite_pass"]), ("2", "backward"), attrs)
         op = attrs["first_nonfinite_op"]
         self.assertTrue(
@@ -609,7 +616,6 @@ class NonfiniteOpTest(unittest.TestCase):
         # forward is finite, the backward of scaled_dot_product_attention overflows (the value gradient, a causal sum
         # of up to 16 incoming gradients of ~6e3: ~7.6e4 in float32 > 65504). The margin (16% above fp16's largest
         # in float32, the incoming gradient 10x below it) holds across CPUs' rounding.
-        import h5py
         import torch.nn.functional as F
 
         class Attention(torch.nn.Module):
@@ -626,22 +632,8 @@ class NonfiniteOpTest(unittest.TestCase):
         with torch.no_grad():
             m.k.weight.mul_(1e4)
             m.q.weight.mul_(1e-4)
-        opt = torch.optim.SGD(m.parameters(), lr=1e-6)
-        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
         x = torch.randn(4, 16, 32)
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "sdpa.h5")
-            with Recorder(path, m, opt, scaler, overwrite=True, track_nonfinite=True) as rec:
-                for _ in range(6):
-                    with torch.autocast("cpu", dtype=torch.float16):
-                        loss = (m(x).float() ** 2).mean() * 100
-                    scaler.scale(loss).backward()
-                    scaler.step(opt)
-                    scaler.update()
-                    opt.zero_grad()
-                    rec.step(loss)
-            with h5py.File(path) as f:
-                attrs = {k: str(f.attrs[k]) for k in f.attrs}
+        attrs = _fp16_scaled_attributes(m, lambda: (m(x).float() ** 2).mean() * 100, lr=1e-6)
         self.assertEqual(attrs["first_nonfinite_pass"], "backward", attrs)
         op = attrs["first_nonfinite_op"]
         self.assertRegex(
