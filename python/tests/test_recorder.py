@@ -583,6 +583,30 @@ def _fp16_scaled_attributes(model, loss_of, lr):
             return {k: str(f.attrs[k]) for k in f.attrs}
 
 
+def _attention_plant():
+    """An attention whose keys are x 1e4 and queries x 1e-4 (the logits unchanged), and its loss x 100: under fp16
+    autocast with a GradScaler at 65536 the forward is finite and the backward of scaled_dot_product_attention
+    overflows. (model, loss_of)"""
+    import torch.nn.functional as F
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (torch.nn.Linear(32, 32) for _ in range(3))
+
+        def forward(self, x):
+            heads = [t.view(4, 16, 4, 8).transpose(1, 2) for t in (self.q(x), self.k(x), self.v(x))]
+            return F.scaled_dot_product_attention(*heads, is_causal=True)
+
+    torch.manual_seed(0)
+    m = Attention()
+    with torch.no_grad():
+        m.k.weight.mul_(1e4)
+        m.q.weight.mul_(1e-4)
+    x = torch.randn(4, 16, 32)
+    return m, lambda: (m(x).float() ** 2).mean() * 100
+
+
 class NonfiniteOpTest(unittest.TestCase):
     def test_a_backward_overflow_names_where_the_gradient_came_from(self):
         # fp16 autocast, a GradScaler at 65536 and a loss x 1e4: the backward overflows in the cast of the output's
@@ -611,29 +635,27 @@ class NonfiniteOpTest(unittest.TestCase):
         )
         self.assertIn("(linear in 2) was already non-finite — it came from outside the model's forward", op)
 
+    def test_a_failing_trace_never_fails_the_training(self):
+        # the SDPA replay raising (as a backend might on inputs it was never meant for): the run still records all
+        # six steps and says the replay failed, instead of the exception reaching the user's loop from rec.step()
+        from unittest import mock
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("a backend that cannot replay")
+
+        with mock.patch("ampcheck.nonfinite_ops.replay_sdpa", broken):
+            attrs = _fp16_scaled_attributes(*_attention_plant(), lr=1e-6)
+        self.assertEqual(attrs["status"], "completed", attrs)
+        self.assertIn(
+            "its replay per backend failed (RuntimeError: a backend that cannot replay)", attrs["first_nonfinite_op"]
+        )
+
     def test_an_attention_backward_overflow_is_replayed_per_sdpa_backend(self):
         # fp16 autocast, GradScaler at 65536, keys x 1e4 and queries x 1e-4 (the logits unchanged), loss x 100: the
         # forward is finite, the backward of scaled_dot_product_attention overflows (the value gradient, a causal sum
         # of up to 16 incoming gradients of ~6e3: ~7.6e4 in float32 > 65504). The margin (16% above fp16's largest
         # in float32, the incoming gradient 10x below it) holds across CPUs' rounding.
-        import torch.nn.functional as F
-
-        class Attention(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.q, self.k, self.v = (torch.nn.Linear(32, 32) for _ in range(3))
-
-            def forward(self, x):
-                heads = [t.view(4, 16, 4, 8).transpose(1, 2) for t in (self.q(x), self.k(x), self.v(x))]
-                return F.scaled_dot_product_attention(*heads, is_causal=True)
-
-        torch.manual_seed(0)
-        m = Attention()
-        with torch.no_grad():
-            m.k.weight.mul_(1e4)
-            m.q.weight.mul_(1e-4)
-        x = torch.randn(4, 16, 32)
-        attrs = _fp16_scaled_attributes(m, lambda: (m(x).float() ** 2).mean() * 100, lr=1e-6)
+        attrs = _fp16_scaled_attributes(*_attention_plant(), lr=1e-6)
         self.assertEqual(attrs["first_nonfinite_pass"], "backward", attrs)
         op = attrs["first_nonfinite_op"]
         self.assertRegex(

@@ -65,18 +65,25 @@ class FirstNonfiniteOp(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         if self.found is None:
-            bad = [t for t in floats(out) if not bool(torch.isfinite(t).all())]
-            if bad:
-                ins = floats((args, kwargs))
-                dtypes = "/".join(sorted({_dtype(t) for t in ins})) or "-"
-                big, top = largest(ins), torch.finfo(bad[0].dtype).max
-                self.found = (
-                    f"{func._schema.name} -> {_dtype(bad[0])} (inputs {dtypes}, largest |input| {big:.3g}"
-                    + (f", above {_dtype(bad[0])}'s largest {top:.5g}" if big > top else "")
-                    + ("" if _all_finite(ins) else ", an input already non-finite")
-                    + ")"
-                )
+            try:
+                self._inspect(func, args, kwargs, out)
+            except Exception as e:  # a diagnostic never fails the user's training: it says why it stopped instead
+                self.found = f"none: the trace stopped at {func._schema.name} ({type(e).__name__}: {e})"
         return out
+
+    def _inspect(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        """Keeps the operation if one of its floating outputs holds an inf/NaN (a sync, on the armed forward only)."""
+        bad = [t for t in floats(out) if not bool(torch.isfinite(t).all())]
+        if bad:
+            ins = floats((args, kwargs))
+            dtypes = "/".join(sorted({_dtype(t) for t in ins})) or "-"
+            big, top = largest(ins), torch.finfo(bad[0].dtype).max
+            self.found = (
+                f"{func._schema.name} -> {_dtype(bad[0])} (inputs {dtypes}, largest |input| {big:.3g}"
+                + (f", above {_dtype(bad[0])}'s largest {top:.5g}" if big > top else "")
+                + ("" if _all_finite(ins) else ", an input already non-finite")
+                + ")"
+            )
 
 
 # -- backward -----------------------------------------------------------------------------------------------------------
@@ -135,6 +142,12 @@ class BackwardOps(TorchFunctionMode):
         def check(grad_inputs: Any, grad_outputs: Any) -> None:
             if self.found is not None:
                 return
+            try:
+                inspect(grad_inputs, grad_outputs)
+            except Exception as e:  # (an exception in an autograd hook would fail the user's backward)
+                self.found = f"none: the trace stopped at {node.name()} ({type(e).__name__}: {e})"
+
+        def inspect(grad_inputs: Any, grad_outputs: Any) -> None:
             incoming = floats(list(grad_outputs))
             produced = floats(list(grad_inputs))
             if _all_finite(produced):
@@ -162,7 +175,10 @@ class BackwardOps(TorchFunctionMode):
     def finish(self) -> str | None:
         """After the step's backward: what was found, with the SDPA replay where the node was attention's."""
         if self.found is not None and self._replay is not None:
-            self.found += "; " + replay_sdpa(*self._replay)
+            try:
+                self.found += "; " + replay_sdpa(*self._replay)
+            except Exception as e:  # (the replay is a diagnostic: never the user's training's failure)
+                self.found += f"; its replay per backend failed ({type(e).__name__}: {e})"
         self._replay = None
         self.remove()
         return self.found
