@@ -199,9 +199,10 @@ TEST(LocalizeTree, SearchesThroughAContainerTheRecordingLeavesOut) {
   EXPECT_EQ(L.message.find("own operations"), std::string::npos) << L.message;
 }
 
-TEST(LocalizeTree, AMarginalFailureIsNotLocalized) {
+TEST(LocalizeTree, AMarginalFailureIsSaidSo) {
   // the H100 bf16 sweep (reports/examples/gpu-h100-sweep-localize): grad norm 1.15x against an allowed 1.11x at the
-  // last step — margin 1.34, within the noise a kept module adds to a probe: cannot tell, no probe
+  // last step — margin 1.34, within the noise a kept module adds to a probe: said so (the search then reads its
+  // probes strictly: LocalizeTree.AProbeIsAPairedComparison)
   ampcheck::report::ScenarioSummary j;
   j.verdict = "diverges";
   ampcheck::verdict::SignalComparison grad;
@@ -211,21 +212,105 @@ TEST(LocalizeTree, AMarginalFailureIsNotLocalized) {
   grad.message = "true grad norm 1.15x the reference's at step 149";
   j.signals = {grad};
   const auto why = ampcheck::usecases::marginal_failure(j);
-  EXPECT_EQ(why.rfind("cannot tell: the failure is marginal", 0), 0u) << why;
+  EXPECT_EQ(why.rfind("the failure is marginal", 0), 0u) << why;
   EXPECT_NE(why.find("grad_norm at 1.34x"), std::string::npos) << why;
-  // a failure well past the noise, or a non-finite one, is localized
+  EXPECT_DOUBLE_EQ(ampcheck::usecases::deciding_margin(j), 1.34);
+  // a failure well past the noise, or a non-finite one, is not marginal
   j.signals[0].max_margin = 2.5;
   EXPECT_EQ(ampcheck::usecases::marginal_failure(j), "");
   j.signals[0].max_margin = 1.34;
   j.verdict = "nonfinite";
   EXPECT_EQ(ampcheck::usecases::marginal_failure(j), "");
-  // one deciding signal far out is enough to localize
+  EXPECT_TRUE(std::isinf(ampcheck::usecases::deciding_margin(j)));
+  // one deciding signal far out is enough
   j.verdict = "diverges";
   auto loss = grad;
   loss.name = "loss";
   loss.max_margin = 4.0;
   j.signals.push_back(loss);
   EXPECT_EQ(ampcheck::usecases::marginal_failure(j), "");
+}
+
+namespace {
+
+// A judged run whose one deciding signal (grad_norm) lies at `margin` of its allowance (fired above 1).
+ampcheck::report::ScenarioSummary judged_at(double margin) {
+  ampcheck::report::ScenarioSummary j;
+  j.verdict = margin > 1 ? "diverges" : "tracks";
+  j.steps = 20;
+  ampcheck::verdict::SignalComparison loss, grad;
+  loss.name = "loss";
+  loss.judged = true;
+  loss.max_margin = 0.1;
+  grad.name = "grad_norm";
+  grad.judged = true;
+  grad.fired = margin > 1;
+  grad.max_margin = margin;
+  grad.message = "true grad norm below the reference's at step 0";
+  j.signals = {loss, grad};
+  return j;
+}
+
+}  // namespace
+
+TEST(LocalizeTree, AProbeIsAPairedComparison) {
+  using ampcheck::usecases::probe_outcome;
+  ampcheck::report::ScenarioSummary nonfinite;
+  nonfinite.verdict = "nonfinite";
+  // a non-finite failure gone but for a marginal difference: a fix, with the residue said
+  const auto residue = probe_outcome(judged_at(1.3), {}, &nonfinite);
+  EXPECT_TRUE(residue.tracks) << residue.explanation;
+  EXPECT_FALSE(residue.unclear);
+  EXPECT_NE(residue.residue.find("grad_norm at 1.3x"), std::string::npos) << residue.residue;
+  // a difference beyond the marginal bound is still a failure, judged alone or against the failing run
+  EXPECT_FALSE(probe_outcome(judged_at(1.8), {}, &nonfinite).tracks);
+  EXPECT_FALSE(probe_outcome(judged_at(1.3), {}).tracks);
+  // a marginal failure (1.2): a fix must move it by more than kPlaceboShift; tracking by less is neither
+  const auto failing = judged_at(1.2);
+  const auto fixed = probe_outcome(judged_at(0.3), {}, &failing);
+  EXPECT_TRUE(fixed.tracks) << fixed.explanation;
+  const auto unclear = probe_outcome(judged_at(0.9), {}, &failing);
+  EXPECT_FALSE(unclear.tracks);
+  EXPECT_TRUE(unclear.unclear) << unclear.explanation;
+  EXPECT_NE(unclear.explanation.find("not counted as a fix"), std::string::npos) << unclear.explanation;
+  const auto still = probe_outcome(judged_at(1.15), {}, &failing);
+  EXPECT_FALSE(still.tracks);
+  EXPECT_FALSE(still.unclear);
+}
+
+TEST(LocalizeTree, AnUnclearProbeEndsTheSearchWithCannotTell) {
+  int probes = 0;
+  auto unclear = [&](const std::vector<std::string>&) {
+    ++probes;
+    ProbeOutcome o;
+    o.verdict = "tracks";
+    o.unclear = true;
+    o.explanation = "tracks — not counted as a fix: the failure was marginal";
+    return o;
+  };
+  const auto L = ampcheck::usecases::localize_tree(gpt_tree(2), unclear, "transformer.h.1.mlp.c_fc");
+  EXPECT_FALSE(L.found);
+  EXPECT_EQ(L.message.rfind("cannot tell: keeping transformer.h.1.mlp.c_fc in FP32", 0), 0u) << L.message;
+  EXPECT_EQ(probes, 1);
+}
+
+TEST(LocalizeTree, AFixLeavingAMarginalDifferenceSaysSo) {
+  // the attention block fixes a non-finite failure but for a marginal residue; its projections alone do not
+  auto probe = [](const std::vector<std::string>& keep) {
+    ProbeOutcome o;
+    const bool attn = std::any_of(keep.begin(), keep.end(), [](const std::string& k) {
+      return k.empty() || k == "transformer" || k == "transformer.h.1" || k == "transformer.h.1.attn";
+    });
+    o.tracks = attn;
+    o.verdict = attn ? "diverges" : "nonfinite";
+    if (attn) o.residue = "grad_norm at 1.3x its allowance";
+    return o;
+  };
+  const auto L = ampcheck::usecases::localize_tree(gpt_tree(2), probe, "transformer.h.1.attn.c_attn");
+  ASSERT_TRUE(L.found) << L.message;
+  EXPECT_EQ(L.modules, std::vector<std::string>{"transformer.h.1.attn"});
+  EXPECT_NE(L.message.find("a marginal difference is left (grad_norm at 1.3x its allowance)"), std::string::npos)
+      << L.message;
 }
 
 // What a sweep's recording shows, spelled once (sweep.json's "outcome", report.html, the terminal's table).

@@ -146,7 +146,11 @@ bool warmup_prefix(const std::vector<int64_t>& at) {
 
 }  // namespace
 
-ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vector<int64_t>& skipped_at) {
+namespace {
+
+// The probe judged on its own: tracks, or diverges only through the strategy's own warm-up (`discounted`).
+ProbeOutcome own_outcome(const report::ScenarioSummary& judged, const std::vector<int64_t>& skipped_at,
+                         bool& discounted) {
   ProbeOutcome out;
   out.verdict = judged.verdict;
   out.message = judged.message;
@@ -188,12 +192,76 @@ ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vec
     const bool skips = (sig->name == "skipped" || sig->name == "nonfinite_grads") && prefix;
     if (!scaled_up && !skips) return out;
   }
-  out.tracks = true;
+  out.tracks = discounted = true;
   out.explanation +=
       " — discounted: the loss tracks (skip-aware) and every other difference is the loss scaler's "
       "calibration (skips at the start or within the skipped signal's allowance, norms read above the reference's), a "
       "cost of the strategy "
       "itself, not the failure";
+  return out;
+}
+
+std::string margin_text(double m) {
+  if (!std::isfinite(m)) return "non-finite";
+  std::ostringstream s;
+  s << std::setprecision(3) << m << "x its allowance";
+  return s.str();
+}
+
+// The signals that fired, with their margins ("grad_norm at 1.3x its allowance (...)").
+std::string fired_text(const report::ScenarioSummary& judged) {
+  std::string s;
+  for (const auto& sig : judged.signals)
+    if (sig.fired && sig.decides)
+      s += (s.empty() ? "" : "; ") + sig.name + " at " + margin_text(sig.max_margin) +
+           (sig.message.empty() ? "" : " (" + sig.message + ")");
+  return s.empty() ? judged.verdict : s;
+}
+
+}  // namespace
+
+double deciding_margin(const report::ScenarioSummary& judged) {
+  if (!verdict::is(judged.verdict, verdict::Kind::Tracks) && !verdict::is(judged.verdict, verdict::Kind::Diverges) &&
+      !verdict::is(judged.verdict, verdict::Kind::Stalls))
+    return INFINITY;  // non-finite, or not judged at all
+  double m = 0;
+  for (const auto& sig : judged.signals) {
+    if (!sig.judged || !sig.decides) continue;
+    if (!std::isfinite(sig.max_margin)) return INFINITY;
+    m = std::max(m, sig.max_margin);
+  }
+  return m;
+}
+
+ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vector<int64_t>& skipped_at,
+                           const report::ScenarioSummary* failing) {
+  bool discounted = false;
+  ProbeOutcome out = own_outcome(judged, skipped_at, discounted);
+  if (!failing) return out;
+  const double mf = deciding_margin(*failing);
+  double mp = deciding_margin(judged);
+  if (discounted)  // the strategy's own warm-up is not the failure: the loss decides the probe's margin
+    for (const auto& sig : judged.signals)
+      if (sig.name == "loss") mp = sig.max_margin;
+  std::ostringstream shift;
+  shift << kPlaceboShift;
+  if (mp < kMarginalFailure && mp < mf - kPlaceboShift) {
+    if (!out.tracks) {
+      out.tracks = true;
+      out.residue = fired_text(judged);
+      out.explanation += " — counted as a fix: the failure (" + margin_text(mf) +
+                         ") is gone but for a marginal difference (" + margin_text(mp) +
+                         "), within what keeping any module in FP32 moves a run by";
+    }
+    return out;
+  }
+  if (out.tracks && mf < kMarginalFailure) {
+    out.tracks = false;
+    out.unclear = true;
+    out.explanation += " — not counted as a fix: the failure was marginal (" + margin_text(mf) +
+                       ") and the probe moved it only to " + margin_text(mp) + ", by less than " + shift.str() +
+                       " (what keeping any module in FP32 can move a run by)";
+  }
   return out;
 }
 
@@ -235,11 +303,11 @@ std::string marginal_failure(const report::ScenarioSummary& failing) {
   }
   if (!largest) return "";
   std::ostringstream s;
-  s << "cannot tell: the failure is marginal — " << largest->name << " at " << std::setprecision(3)
-    << largest->max_margin << "x its allowance (" << largest->message << "), below " << kMarginalFailure
-    << "x: keeping any module in FP32 moves a run by up to a third of the allowance, so a probe cannot tell a fix from "
-       "noise; no probe run. Judge it again with more noise runs or steps, or accept it if the final loss is what "
-       "FP32 reaches";
+  s << "the failure is marginal — " << largest->name << " at " << std::setprecision(3) << largest->max_margin
+    << "x its allowance (" << largest->message << "), below " << kMarginalFailure
+    << "x: keeping any module in FP32 moves a run by up to a third of the allowance, so a probe counts as a fix only "
+       "where it moves the failure by more than "
+    << kPlaceboShift << " of the allowance";
   return s.str();
 }
 
@@ -285,7 +353,12 @@ class TreeSearch {
       : L_(L), tree_(tree), probe_(probe) {}
 
   struct Budget {};
+  struct Unclear {
+    std::string why;
+  };
 
+  // (a probe that neither fixes the failure nor leaves it — a marginal failure moved by less than a placebo can move
+  // it — ends the search: cannot tell)
   bool fixes(std::vector<std::string> keep) {
     std::sort(keep.begin(), keep.end());
     keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
@@ -293,7 +366,11 @@ class TreeSearch {
     if (hit != memo_.end()) return hit->second;
     if (L_.probes.size() >= kMaxTreeProbes) throw Budget{};
     L_.probes.push_back({keep, probe_(keep)});
-    return memo_[keep] = L_.probes.back().outcome.tracks;
+    const ProbeOutcome& o = L_.probes.back().outcome;
+    if (o.unclear)
+      throw Unclear{"keeping " + (keep.size() == 1 && keep[0].empty() ? "the whole model" : io::joined(keep)) +
+                    " in FP32: " + o.explanation};
+    return memo_[keep] = o.tracks;
   }
 
   // The modules right under `node` in the tree: its descendants with no other module of the tree between them and
@@ -421,6 +498,10 @@ Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& pro
     L.message = story + "; probe budget (" + std::to_string(kMaxTreeProbes) + ") spent before a set was found";
     if (!have_start) return L;
     found = {start};
+  } catch (const TreeSearch::Unclear& u) {
+    L.message = "cannot tell: " + u.why + (story.empty() ? "" : " (" + story + ")") + "; " +
+                std::to_string(L.probes.size()) + " probe runs";
+    return L;
   }
   L.found = true;
   L.modules = found;
@@ -429,6 +510,13 @@ Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& pro
   for (const auto& n : search.notes_) notes += "; " + n;
   std::vector<std::string> names;
   for (const auto& f : found) names.push_back(shown(f));
+  // what the probe that kept exactly this set left: a marginal difference is said
+  std::vector<std::string> want = found;
+  std::sort(want.begin(), want.end());
+  for (const auto& p : L.probes)
+    if (p.keep_fp32 == want && p.outcome.tracks && !p.outcome.residue.empty())
+      notes += "; with it kept, a marginal difference is left (" + p.outcome.residue +
+               "): within what keeping any module in FP32 moves a run by";
   L.message = "keep " + io::joined(names) + " in FP32" + (L.parent.empty() ? "" : " (in " + L.parent + ")") +
               ": found in " + std::to_string(L.probes.size()) + " probe runs (" + story + ")" + notes;
   return L;

@@ -36,6 +36,8 @@ struct ProbeOutcome {
   double ms_per_step = 0;         // NaN where unmeasured
   int64_t peak_memory_bytes = 0;  // the probe's peak memory (0 where unmeasured)
   std::string explanation;        // what failed (signal, from which step, skipped steps), or what was discounted
+  bool unclear = false;           // neither a fix nor not: a marginal failure moved by less than a placebo can move it
+  std::string residue;            // a fix that leaves a marginal difference: what is left (localize.h kPlaceboShift)
 };
 
 // A probe's outcome from its judgement (issue 52): `tracks` where judge said tracks, and also where it said diverges
@@ -46,7 +48,17 @@ struct ProbeOutcome {
 // signal (skip-aware) tracks (the scaled-gradient reading of the warm-up). A non-finite loss, a loss outside its band,
 // stalls, scattered skips, norms below the reference's: not discounted. `skipped_at`: the probe's skipped steps
 // (indices).
-ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vector<int64_t>& skipped_at);
+//
+// Against the failing run (`failing`, where given; issue 52's sixth session): a probe is a paired comparison — the
+// same run with some modules kept in FP32 — and keeping any module moves a run's margins by up to kPlaceboShift. Let
+// M_f be the failing run's largest deciding margin (infinite where it went non-finite) and M_p the probe's (its
+// largest deciding margin, fired or not; infinite where non-finite). The probe fixes the failure where
+// M_p < M_f - kPlaceboShift and M_p < kMarginalFailure: a probe that still fails by a marginal amount after removing
+// a non-marginal failure fixes it with a `residue` (said in the answer: what is left is within what keeping any
+// module moves a run by). A marginal failure (M_f < kMarginalFailure) is fixed only by a probe that moves it by more
+// than kPlaceboShift; a probe that tracks without that is `unclear` (the search then cannot tell).
+ProbeOutcome probe_outcome(const report::ScenarioSummary& judged, const std::vector<int64_t>& skipped_at,
+                           const report::ScenarioSummary* failing = nullptr);
 
 // Runs one probe: keep these modules in FP32 (names from the tree), train briefly, judge.
 using Probe = std::function<ProbeOutcome(const std::vector<std::string>& keep_fp32)>;
@@ -97,9 +109,14 @@ std::string fix_in_script(const Localization& L, const report::ScenarioSummary& 
 // the verdict calibration campaign (docs/TOLERANCE.md) — and a probe compares two such runs (the failing one and the
 // probe), so a fix and a placebo differ beyond that noise only where the failure's margin exceeds 1 + 2 x 0.335.
 constexpr double kMarginalFailure = 1.67;
-// Why the failure cannot be localized, or "": a diverges / stalls verdict (not non-finite) whose every deciding
-// signal that fired lies within kMarginalFailure of its allowance.
+// What a probe must move a margin by to be told from a placebo: the two runs' noise, 2 x 0.335.
+constexpr double kPlaceboShift = kMarginalFailure - 1;
+// What makes the failure marginal, or "": a diverges / stalls verdict (not non-finite) whose every deciding signal
+// that fired lies within kMarginalFailure of its allowance. Such a failure is searched with probe_outcome's stricter
+// reading (a fix must move it by more than kPlaceboShift); this says so.
 std::string marginal_failure(const report::ScenarioSummary& failing);
+// The largest deciding margin of a judged run (fired or not; infinite where it went non-finite).
+double deciding_margin(const report::ScenarioSummary& judged);
 
 // The module named by a verdict message's "first non-finite: module NAME (forward|backward)" ("" when none).
 std::string first_nonfinite_module(const std::string& message);

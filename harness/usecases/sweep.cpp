@@ -278,14 +278,9 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
                   const std::string& ref_path, const SweepPaths& paths, const SweepOptions& o, std::ostream& log,
                   int& trainings) {
   // a probe as long as needed to show the failure (localize.h probe_length)
-  // a failure within the probes' own noise: said so, no probe run (localize.h marginal_failure)
-  if (const std::string marginal = marginal_failure(row.judged); !marginal.empty()) {
-    row.localization.message = marginal;
-    row.localized = true;
-    row.judged.message += "; localized: " + marginal;
-    log << "not localizing " << row.strategy << ": " << marginal << "\n";
-    return;
-  }
+  // a failure within the probes' own noise is searched with the stricter reading (localize.h probe_outcome)
+  if (const std::string marginal = marginal_failure(row.judged); !marginal.empty())
+    log << row.strategy << ": " << marginal << "\n";
   const int64_t steps = probe_length(ref.trajectory.size(), row.judged.first_divergence_step, o.probe_steps);
   const auto cut = first_steps(ref, steps);
   int n = 0;
@@ -306,7 +301,7 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
     std::vector<int64_t> skipped_at;  // the strategy's own warm-up skips are discounted (localize.h probe_outcome)
     for (size_t i = 0; i < c.file.trajectory.rows.size(); ++i)
       if (c.file.trajectory.rows[i][trajectory::kSkipped] > 0.5) skipped_at.push_back(static_cast<int64_t>(i));
-    out = probe_outcome(judged, skipped_at);
+    out = probe_outcome(judged, skipped_at, &row.judged);
     log << "    " << (out.tracks ? "fixes it" : "not fixed") << ": " << out.explanation << "\n";
     return out;
   };

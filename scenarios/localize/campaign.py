@@ -247,7 +247,40 @@ def run_case(c: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     c["probes"] = loc.get("probes", 0)
     c["verdict"] = row.get("verdict")
     c["message"] = re.sub(r"\s+", " ", row.get("message", ""))[-600:]
+    found = re.search(r"first non-finite: module .*?(?=; localized:|$)", re.sub(r"\s+", " ", row.get("message", "")))
+    c["nonfinite"] = found.group(0) if found else ""
     return c
+
+
+def op_score(c: dict[str, Any]) -> tuple[str, str]:
+    """The first non-finite operation's answer against the plant (issue 52's operation trace): the module the
+    operation ran in — its own "(<call> in <module>)" for a backward node, the first non-finite module for a forward
+    operation — is the planted one or inside it (exact), in the planted module's layer or an ancestor of it (block),
+    elsewhere (wrong); no operation named (cannot, with the trace's reason). "" where the run named no first
+    non-finite module (nothing to trace)."""
+    text = c.get("nonfinite", "")
+    m = re.match(
+        r"first non-finite: module (\S+) \((forward|backward)\) at step \d+(?:; first non-finite operation: (.*))?",
+        text,
+    )
+    if not m:
+        return "", ""
+    module, pass_, op = m.group(1), m.group(2), m.group(3) or ""
+    if not op:
+        return "cannot", f"no operation named ({pass_} of {module})"
+    if op.startswith("none"):
+        return "cannot", op[:160]
+    where = module
+    if pass_ == "backward":
+        inside = re.match(r"\S+ \((?:inside )?\S+ in (\S+)\)", op)
+        where = inside.group(1) if inside else module
+    planted = planted_name(c)
+    block = layer_of(planted)
+    if where == planted or where.startswith(planted + "."):
+        return "exact", op[:160]
+    if planted.startswith(where + ".") or (block != planted and where.startswith(block + ".")):
+        return "block", f"in {where}: {op[:140]}"
+    return "wrong", f"in {where}: {op[:140]}"
 
 
 def load(path: str) -> list[dict[str, Any]]:
@@ -313,6 +346,18 @@ def table(done: list[dict[str, Any]]) -> None:
         by[c["kind"]][c["score"]] += 1
     for kind, s in sorted(by.items()):
         print(f"  {kind:10s} {s}")
+    ops = [(c, *op_score(c)) for c in done if "nonfinite" in c]
+    traced = [o for o in ops if o[1]]
+    if traced:
+        op_counts = {k: sum(o[1] == k for o in traced) for k in ("exact", "block", "wrong", "cannot")}
+        print(
+            f"\nfirst non-finite operation ({len(traced)} cases that named a first non-finite module, effect or not):"
+        )
+        for k, v in op_counts.items():
+            print(f"  {k:7s} {v:3d}  {100 * v / len(traced):5.1f}%")
+        for c, sc, why in traced:
+            if sc != "exact":
+                print(f"  case {c['case']} ({c['family']}, {c['kind']}, {c['module']}): {sc}: {why}")
 
 
 if __name__ == "__main__":
