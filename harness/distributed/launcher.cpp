@@ -66,8 +66,6 @@ void visit_fields(RankResult& r, V& v) {
   v("consistency", r.consistency);
 }
 
-constexpr const char* kRankResult = "rank_result";
-
 // A rank's file as rank 0 reads it: the trajectory and the rank's result.
 struct RankFile {
   trajectory::TrajectoryFile file;
@@ -76,12 +74,12 @@ struct RankFile {
 
 RankFile read_rank_file(const std::string& path) {
   RankFile f{trajectory::read_trajectory(path), {}};
-  const auto it = f.file.attributes.find(kRankResult);
+  const auto& rank_result = f.file.attributes.rank_result;
   try {
-    if (it == f.file.attributes.end()) throw std::runtime_error("the attribute is missing");
-    io::record_from_json(nlohmann::json::parse(it->second), f.result);
+    if (!rank_result) throw std::runtime_error("the attribute is missing");
+    io::record_from_json(nlohmann::json::parse(*rank_result), f.result);
   } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": attribute '" + kRankResult + "': " + io::printable_text(e.what()) +
+    throw std::runtime_error(path + ": attribute 'rank_result': " + io::printable_text(e.what()) +
                              ". HINT: a rank file is written by this ampcheck's `_rank`; re-run the scenario");
   }
   return f;
@@ -124,11 +122,11 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
   }
   trajectory::TrajectoryFile tf;
   tf.attributes = run::provenance(sc, engine::resolve_device(device_spec));
-  tf.attributes["status"] = x.status;  // every trajectory file's own attributes
-  tf.attributes["error"] = x.error;
+  tf.attributes.status = r.outcome.status;  // every trajectory file's own attributes (x.status's word)
+  tf.attributes.error = x.error;
   nlohmann::json j = io::record_to_json(x);
   io::make_json_strings_printable(j);  // dump() throws on a string that is not UTF-8 (an error text may hold one)
-  tf.attributes[kRankResult] = j.dump();
+  tf.attributes.rank_result = j.dump();
   tf.trajectory = r.trajectory;
   trajectory::write_trajectory(path, tf, /*overwrite=*/true);
 }
@@ -164,8 +162,7 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
   const RankResult& x0 = files[0].result;
   run::ScenarioResult r;
   r.name = sc.run.name;
-  const auto& provenance = files[0].file.attributes;
-  r.device_class = provenance.count("device_class") ? provenance.at("device_class") : "";
+  r.device_class = files[0].file.attributes.device_class.value_or("");
   r.trajectory = files[0].file.trajectory;
   r.model_description = x0.model_description;
   r.workload = x0.workload + ", " + std::to_string(world) + " ranks";

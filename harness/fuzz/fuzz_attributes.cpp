@@ -90,7 +90,12 @@ void check_read(const std::function<trajectory::TrajectoryFile()>& read, const P
   for (const auto& [k, v] : pairs) invalid_utf8 |= io::first_invalid_utf8(k + v) != std::string::npos;
   if (json && invalid_utf8) unprintable_exact.clear();
   try {
-    const trajectory::TrajectoryFile f = read();
+    const trajectory::TrajectoryFile file = read();
+    const std::map<std::string, std::string> attributes = trajectory::attribute_map(file.attributes);
+    struct {
+      const std::map<std::string, std::string>& attributes;
+      const trajectory::Trajectory& trajectory;
+    } f{attributes, file.trajectory};
     FUZZ_CHECK(unprintable_exact.empty(), "an exact attribute that is not printable UTF-8 is refused");
     FUZZ_CHECK(!(json && invalid_utf8), "JSON that is not UTF-8 is refused");
     for (const auto& [k, v] : f.attributes) {
@@ -183,7 +188,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         tf.trajectory.events.push_back(v.substr(b, e - b));
       }
     } else {
-      tf.attributes[k] = v;
+      tf.attributes.other[k] = v;  // any bytes, as the file stores them (the record's fields unset)
     }
   }
   bool written = true;

@@ -90,14 +90,16 @@ trajectory::TrajectoryFile read_jsonl_trajectory(const std::string& path) {
                                  ", expected " + std::to_string(trajectory::kTrajectoryFormatVersion));
       if (j.contains("attributes")) {
         if (!j["attributes"].is_object()) throw std::runtime_error(where + "'attributes' must be an object of strings");
+        std::map<std::string, std::string> attributes;
         for (auto& [k, v] : j["attributes"].items()) {
           if (!v.is_string())
             throw std::runtime_error(where + "attributes." + io::printable_text(k) + " must be a string, got " +
                                      io::printable_text(v.dump()));
-          out.attributes[k] = v.get<std::string>();
+          attributes[k] = v.get<std::string>();
         }
-        trajectory::make_attributes_printable(out.attributes,
+        trajectory::make_attributes_printable(attributes,
                                               where.substr(0, where.size() - 2));  // (JSON: UTF-8; controls: \u001b)
+        out.attributes = trajectory::parse_run_attributes(attributes, where.substr(0, where.size() - 2));
       }
       header_allowed = false;
       continue;
@@ -130,19 +132,27 @@ trajectory::TrajectoryFile read_jsonl_trajectory(const std::string& path) {
   for (int c = 0; c < trajectory::kNumColumns; ++c)
     if (c == trajectory::kLoss || present.count(trajectory::column_name(c)))
       out.columns_present.push_back(trajectory::column_name(c));
-  out.attributes.emplace("format", kTrajectoryFormatName);
-  out.attributes.emplace("format_version", std::to_string(trajectory::kTrajectoryFormatVersion));
+  if (!out.attributes.format) out.attributes.format = kTrajectoryFormatName;
+  if (!out.attributes.format_version)
+    out.attributes.format_version = std::to_string(trajectory::kTrajectoryFormatVersion);
   return out;
 }
 
 void check_same_training(const trajectory::TrajectoryFile& run, const std::string& run_path,
                          const trajectory::TrajectoryFile& ref, const std::string& ref_path) {
-  for (const char* key : {"run_key", "model", "model_parameters", "dataset", "reference_key"}) {
-    const auto a = run.attributes.find(key), b = ref.attributes.find(key);
-    if (a == run.attributes.end() || b == ref.attributes.end() || a->second.empty() || b->second.empty()) continue;
-    if (a->second != b->second)
-      throw std::runtime_error(run_path + ": attribute '" + key + "' is '" + a->second + "', " + ref_path + " has '" +
-                               b->second +
+  using Text = trajectory::RunAttributes::Text;
+  // what must agree where both files say it (docs/TRAJECTORY_FORMAT.md, "Provenance")
+  const std::pair<const char*, Text trajectory::RunAttributes::*> same_training[] = {
+      {"run_key", &trajectory::RunAttributes::run_key},
+      {"model", &trajectory::RunAttributes::model},
+      {"model_parameters", &trajectory::RunAttributes::model_parameters},
+      {"dataset", &trajectory::RunAttributes::dataset},
+      {"reference_key", &trajectory::RunAttributes::reference_key}};
+  for (const auto& [key, field] : same_training) {
+    const std::string a = trajectory::text_or(run.attributes.*field), b = trajectory::text_or(ref.attributes.*field);
+    if (a.empty() || b.empty()) continue;
+    if (a != b)
+      throw std::runtime_error(run_path + ": attribute '" + key + "' is '" + a + "', " + ref_path + " has '" + b +
                                "': not the same training (mismatched provenance). HINT: judge "
                                "a run against a reference built from FP32 runs of the same model, data and steps");
   }

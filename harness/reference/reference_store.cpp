@@ -120,12 +120,10 @@ Reference load_reference(const std::string& root, const std::string& device_clas
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(e.what()) + hint);
   }
-  const auto& attrs = ref.file.attributes;
-  auto it = attrs.find("reference_canonical");
-  if (it == attrs.end() || it->second != key.canonical)
-    throw std::runtime_error(ref.path + ": stale reference — it was recorded for\n  " +
-                             (it == attrs.end() ? std::string("(no key)") : it->second) + "\nbut '" + run.name +
-                             "' now needs\n  " + key.canonical + hint + " --force");
+  const auto& canonical = ref.file.attributes.reference_canonical;
+  if (!canonical || *canonical != key.canonical)
+    throw std::runtime_error(ref.path + ": stale reference — it was recorded for\n  " + canonical.value_or("(no key)") +
+                             "\nbut '" + run.name + "' now needs\n  " + key.canonical + hint + " --force");
   auto sp = ref.file.series.find("loss_spread");
   if (sp == ref.file.series.end() || sp->second.size() != ref.file.trajectory.rows.size())
     throw std::runtime_error(ref.path + ": reference has no loss_spread series of its length" + hint + " --force");

@@ -295,12 +295,8 @@ ScenarioSeries load_series(const std::string& h5_path) {
       } catch (const std::exception&) {
       }
     }
-  auto attr = [&](const char* k) {
-    auto it = f.attributes.find(k);
-    return it == f.attributes.end() ? std::string() : it->second;
-  };
-  s.status = attr("status");
-  s.error = attr("error");
+  s.status = f.attributes.status ? trajectory::to_string(*f.attributes.status) : "";
+  s.error = f.attributes.error.value_or("");
   return s;
 }
 

@@ -15,22 +15,22 @@ std::string utc_now() {
   return date;
 }
 
-std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device) {
+trajectory::RunAttributes provenance(const scenario::Scenario& sc, const at::Device& device) {
   const engine::DeviceInfo info = engine::device_info(device);
-  const std::string date = utc_now();
-  std::map<std::string, std::string> p = {{"ampcheck_version", AMPCHECK_VERSION},
-                                          {"libtorch_version", engine::libtorch_version()},
-                                          {"cuda_version", engine::cuda_runtime_version()},
-                                          {"cudnn_version", engine::cudnn_version()},
-                                          {"device_name", info.name},
-                                          {"device_class", info.device_class},
-                                          {"scenario_name", sc.run.name},
-                                          {"scenario_path", sc.path},
-                                          {"scenario_text", sc.text},
-                                          {"scenario_hash", std::to_string(std::hash<std::string>{}(sc.text))},
-                                          {"strategy", sc.run.strategy.name + ": " + sc.run.strategy.describe()},
-                                          {"date", date}};
-  for (const auto& [k, v] : engine::stack_fingerprint(device)) p["stack_" + k] = v;  // what a validation compares
+  trajectory::RunAttributes p;
+  p.ampcheck_version = AMPCHECK_VERSION;
+  p.libtorch_version = engine::libtorch_version();
+  p.cuda_version = engine::cuda_runtime_version();
+  p.cudnn_version = engine::cudnn_version();
+  p.device_name = info.name;
+  p.device_class = info.device_class;
+  p.scenario_name = sc.run.name;
+  p.scenario_path = sc.path;
+  p.scenario_text = sc.text;
+  p.scenario_hash = std::to_string(std::hash<std::string>{}(sc.text));
+  p.strategy = sc.run.strategy.name + ": " + sc.run.strategy.describe();
+  p.date = utc_now();
+  for (const auto& [k, v] : engine::stack_fingerprint(device)) p.stack[k] = v;  // what a validation compares
   return p;
 }
 

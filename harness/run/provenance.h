@@ -2,16 +2,17 @@
 #pragma once
 
 #include "scenario/scenario.h"
+#include "trajectory/run_attributes.h"
 
 #include <c10/core/Device.h>
 
-#include <map>
 #include <string>
 
 namespace ampcheck::run {
 
-// Provenance attributes for result and reference files.
-std::map<std::string, std::string> provenance(const scenario::Scenario& sc, const at::Device& device);
+// Provenance attributes for result and reference files: the versions, the device, the scenario, the strategy, the
+// date and the stack fingerprint (RunAttributes' provenance fields).
+trajectory::RunAttributes provenance(const scenario::Scenario& sc, const at::Device& device);
 std::string utc_now();  // ISO 8601, e.g. 2026-12-03T09:40:00Z
 
 }  // namespace ampcheck::run

@@ -143,14 +143,14 @@ TEST(EngineTrajectoryFile, RoundTripsAndRefusesToOverwrite) {
   engine::Trainer t(micro_run("fp32", 3), at::Device(at::kCPU));
   t.run_until(3);
   trajectory::TrajectoryFile f;
-  f.attributes["scenario_name"] = "x";
+  f.attributes.scenario_name = "x";
   f.trajectory = t.trajectory();
   f.trajectory.events.push_back("step 1: something");
   const std::string path = temp_path("traj.h5");
   std::remove(path.c_str());
   trajectory::write_trajectory(path, f, false);
   auto back = trajectory::read_trajectory(path);
-  EXPECT_EQ(back.attributes["scenario_name"], "x");
+  EXPECT_EQ(back.attributes.scenario_name.value_or(""), "x");
   EXPECT_EQ(back.trajectory.events, f.trajectory.events);
   expect_identical_trajectories(back.trajectory, f.trajectory);
   try {

@@ -3,6 +3,7 @@
 // the line or column and what was expected. HDF5 files without ampcheck's other columns are made with h5py (the
 // Python the build links), as a user's recorder would.
 #include "reference/external_run.h"
+#include "trajectory/run_attributes.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <tuple>
 
 using namespace ampcheck;
 
@@ -78,7 +80,7 @@ TEST(ExternalRun, JsonLinesWithAHeaderNullsAndSparseColumns) {
              "{\"step\": 2, \"loss\": null}\n");
   const auto f = reference::read_external_run(p);
   ASSERT_EQ(f.trajectory.size(), 3);
-  EXPECT_EQ(f.attributes.at("strategy"), "fp16-autocast");
+  EXPECT_EQ(f.attributes.strategy.value_or(""), "fp16-autocast");
   EXPECT_EQ(f.trajectory.skipped_steps(), 1);
   EXPECT_TRUE(std::isnan(f.trajectory.rows[2][trajectory::kLoss]));
   EXPECT_TRUE(std::isnan(f.trajectory.rows[0][trajectory::kFracZero]));
@@ -115,4 +117,37 @@ TEST(ExternalRun, AmpcheckFilesStillNeedEveryColumn) {
   h5py_write(p, std::string(kHeader) + "f['steps/loss'] = np.array([3.0])");
   EXPECT_THROW(trajectory::read_trajectory(p), std::runtime_error);  // ampcheck's own files: all columns
   EXPECT_NO_THROW(reference::read_external_run(p));
+}
+
+// The attributes as one typed record: a string map read into it and written back is the same map, key for key and
+// value for value (unknown keys and a typed field's empty value kept as text); a value that is not what its key holds
+// is refused naming the file, the attribute and what was expected.
+TEST(ExternalRun, AttributesReadIntoTheRecordAndBackAreTheSame) {
+  const std::map<std::string, std::string> in = {
+      {"status", "nonfinite"},     {"first_nonfinite_step", "12"}, {"error", ""},         {"stack_torch", "2.11.0"},
+      {"steps_without_grads", ""}, {"a_users_key", "kept"},        {"strategy", "fp16-x"}};
+  const auto a = trajectory::parse_run_attributes(in, "run.h5");
+  EXPECT_EQ(a.status, trajectory::RunStatus::NonFinite);
+  EXPECT_EQ(a.first_nonfinite_step, 12);
+  EXPECT_EQ(a.error, std::string());
+  EXPECT_FALSE(a.steps_without_grads) << "an empty typed value reads as absent";
+  EXPECT_EQ(a.stack.at("torch"), "2.11.0");
+  EXPECT_EQ(a.other.at("a_users_key"), "kept");
+  EXPECT_EQ(trajectory::attribute_map(a), in);
+  EXPECT_EQ(trajectory::attribute_text(a, "first_nonfinite_step"), "12");
+  for (const auto& [key, value, expected] :
+       {std::tuple<std::string, std::string, std::string>{"status", "done",
+                                                          "expected completed, nonfinite, error, "
+                                                          "running or interrupted"},
+        {"golden_steps", "12x", "expected an integer"},
+        {"float8_linears", "007", "expected an integer"}}) {
+    try {
+      trajectory::parse_run_attributes({{key, value}}, "run.h5");
+      ADD_FAILURE() << key << "=" << value << " was accepted";
+    } catch (const trajectory::AttributeError& e) {
+      EXPECT_NE(std::string(e.what()).find("run.h5: attribute '" + key + "' is '" + value + "', " + expected),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }

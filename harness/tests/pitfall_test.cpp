@@ -227,7 +227,7 @@ TEST(EngineReferenceKey, CommittedReferencesStillMatchTheKeysOfTheScenariosThatR
     for (const auto& f : std::filesystem::directory_iterator(dev.path())) {
       if (f.path().extension() != ".h5") continue;
       const auto file = trajectory::read_trajectory(f.path().string());
-      const auto& attrs = file.attributes;
+      const auto attrs = trajectory::attribute_map(file.attributes);
       ASSERT_TRUE(attrs.count("scenario_text") && attrs.count("reference_canonical")) << f.path();
       const auto sc = scenario::parse_scenario(attrs.at("scenario_text"),
                                                attrs.count("scenario_path") ? attrs.at("scenario_path") : "?");

@@ -58,7 +58,7 @@ TEST(EngineStack, APlantedStackFaultShowsInTheFingerprintAndIsUndone) {
 TEST(EngineStack, ProvenanceCarriesTheFingerprint) {
   const auto sc = scenario::parse_scenario("name: t\nwhy: w\nmodel: {kind: gpt, preset: micro}\nstrategy: fp32\n",
                                            "scenarios/t.yaml");
-  const auto p = run::provenance(sc, at::Device("cpu"));
+  const auto p = trajectory::attribute_map(run::provenance(sc, at::Device("cpu")));
   size_t n = 0;
   for (const auto& [k, v] : engine::stack_fingerprint(at::Device("cpu"))) {
     ASSERT_EQ(p.count("stack_" + k), 1u) << k;

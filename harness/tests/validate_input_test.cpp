@@ -39,7 +39,8 @@ trajectory::TrajectoryFile sealed_golden(const engine::RunConfig& cfg) {
   EXPECT_EQ(t.run().status, engine::RunOutcome::Status::Completed);
   trajectory::TrajectoryFile f;
   f.trajectory = t.trajectory();
-  f.attributes = {{"scenario_name", run.name}, {"golden_class", "cpu-test"}, {"stack_torch", "2.11.0"}};
+  f.attributes = trajectory::parse_run_attributes(
+      {{"scenario_name", run.name}, {"golden_class", "cpu-test"}, {"stack_torch", "2.11.0"}}, "test");
   validate::seal_golden(f, run);
   return f;
 }
@@ -178,7 +179,7 @@ TEST(ValidateGolden, TheSealCatchesCorruptionForeignStaleAndShortGoldens) {
     f.trajectory.digests.grads[1][0] ^= 2;
     refused(f, run, {"checksum"}, "a digest");
     f = golden;
-    f.attributes["stack_torch"] = "2.11.1";
+    f.attributes.stack["torch"] = "2.11.1";
     refused(f, run, {"checksum"}, "an attribute");
     f = golden;
     f.trajectory.digests.tensors[0] += "x";
@@ -186,7 +187,7 @@ TEST(ValidateGolden, TheSealCatchesCorruptionForeignStaleAndShortGoldens) {
   }
   {  // no checksum at all
     auto f = golden;
-    f.attributes.erase("golden_checksum");
+    f.attributes.golden_checksum.reset();
     refused(f, run, {"without a content checksum", "--seal"}, "unsealed");
   }
   {  // another scenario's golden (sealed as such)

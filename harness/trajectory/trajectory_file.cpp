@@ -275,7 +275,7 @@ void write_trajectory(const std::string& path, const TrajectoryFile& file, bool 
   try {
     write_string_attr(f, "format", "ampcheck-trajectory");
     write_string_attr(f, "format_version", std::to_string(kTrajectoryFormatVersion));
-    for (const auto& [k, v] : file.attributes)  // a file read back carries these three; this writer sets them
+    for (const auto& [k, v] : attribute_map(file.attributes))  // a file read back carries these; this writer sets them
       if (k != "format" && k != "format_version" && k != "events") write_string_attr(f, k, v);
     hid_t steps = checked(H5Gcreate2(f, "steps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group steps");
     const auto& t = file.trajectory;
@@ -340,22 +340,31 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
     throw std::runtime_error(path + ": cannot open as HDF5. HINT: re-run to regenerate it");
   }
   TrajectoryFile out;
+  std::map<std::string, std::string> attributes;
   hsize_t idx = 0;
-  H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_attr, &out.attributes);
+  H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_attr, &attributes);
   try {
-    make_attributes_printable(out.attributes, path);
+    make_attributes_printable(attributes, path);
   } catch (...) {
     H5Fclose(f);
     throw;
   }
-  if (out.attributes["format"] != "ampcheck-trajectory") {
+  if (attributes["format"] != "ampcheck-trajectory") {
     H5Fclose(f);
     throw std::runtime_error(path + ": not an ampcheck trajectory file (attribute 'format')");
   }
-  if (out.attributes["format_version"] != std::to_string(kTrajectoryFormatVersion)) {
+  if (attributes["format_version"] != std::to_string(kTrajectoryFormatVersion)) {
     H5Fclose(f);
-    throw std::runtime_error(path + ": trajectory format version " + out.attributes["format_version"] + ", expected " +
+    throw std::runtime_error(path + ": trajectory format version " + attributes["format_version"] + ", expected " +
                              std::to_string(kTrajectoryFormatVersion) + ". HINT: re-record it with this ampcheck");
+  }
+  std::string ev = attributes["events"];  // the trajectory's events, one per line: Trajectory::events, below
+  attributes.erase("events");
+  try {
+    out.attributes = parse_run_attributes(attributes, path);
+  } catch (...) {
+    H5Fclose(f);
+    throw;
   }
   std::vector<std::vector<double>> cols(kNumColumns);
   try {
@@ -435,7 +444,6 @@ TrajectoryFile read_trajectory(const std::string& path, Columns required) {
   out.trajectory.rows.resize(n);
   for (hsize_t i = 0; i < n; ++i)
     for (int c = 0; c < kNumColumns; ++c) out.trajectory.rows[i][c] = cols[c][i];
-  std::string ev = out.attributes["events"];
   size_t pos;
   while ((pos = ev.find('\n')) != std::string::npos) {
     out.trajectory.events.push_back(ev.substr(0, pos));
@@ -494,7 +502,7 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
       TrajectoryFile f = read_trajectory(path, required);
       std::string present;
       for (const auto& c : f.columns_present) present += c + "\n";
-      f.attributes["ampcheck_columns_present"] = present;  // the copy holds every column; which were in the file
+      f.attributes.other["ampcheck_columns_present"] = present;  // the copy holds every column; which were in the file
       write_trajectory(tmp, f, /*overwrite=*/true);
       ::_exit(0);
     } catch (const std::exception& e) {
@@ -540,10 +548,10 @@ TrajectoryFile read_trajectory_contained(const std::string& path, Columns requir
   }
   std::remove(tmp.c_str());
   f.columns_present.clear();
-  std::string present = f.attributes["ampcheck_columns_present"];
+  std::string present = f.attributes.other["ampcheck_columns_present"];
   for (size_t pos; (pos = present.find('\n')) != std::string::npos; present.erase(0, pos + 1))
     f.columns_present.push_back(present.substr(0, pos));
-  f.attributes.erase("ampcheck_columns_present");
+  f.attributes.other.erase("ampcheck_columns_present");
   return f;
 }
 

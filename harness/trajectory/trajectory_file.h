@@ -5,6 +5,7 @@
 // rename), never over an existing file unless overwrite is set.
 #pragma once
 
+#include "trajectory/run_attributes.h"
 #include "trajectory/trajectory.h"
 
 #include <map>
@@ -16,7 +17,7 @@ namespace ampcheck::trajectory {
 constexpr int kTrajectoryFormatVersion = 1;
 
 struct TrajectoryFile {
-  std::map<std::string, std::string> attributes;  // provenance and outcome, all strings
+  RunAttributes attributes;  // provenance and outcome: the root attributes, typed (run_attributes.h)
   Trajectory trajectory;
   // Further per-step series (e.g. a reference's loss spread), as float64 datasets under /series/<name>.
   std::map<std::string, std::vector<double>> series;
@@ -30,7 +31,8 @@ struct TrajectoryFile {
 enum class Columns { AllRequired, LossRequired };
 
 void write_trajectory(const std::string& path, const TrajectoryFile& file, bool overwrite);
-// Throws naming the file and, for a bad column, the column and what was expected (present, as long as `loss`).
+// Throws naming the file and, for a bad column, the column and what was expected (present, as long as `loss`); for
+// an attribute whose value is not what its key holds, the attribute and what was expected (parse_run_attributes).
 // Text read from the file is untrusted: see make_attributes_printable.
 TrajectoryFile read_trajectory(const std::string& path, Columns required = Columns::AllRequired);
 

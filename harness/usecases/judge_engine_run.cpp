@@ -27,10 +27,10 @@ void record_judgement(const Judged& j, const reference::Reference& ref, report::
                       trajectory::TrajectoryFile& tf, VerdictInFile verdict_in_file) {
   fill_result(row, j);
   if (verdict_in_file == VerdictInFile::Written) {
-    tf.attributes["verdict"] = j.verdict.verdict;
-    tf.attributes["verdict_message"] = j.verdict.message;
+    tf.attributes.verdict = j.verdict.verdict;
+    tf.attributes.verdict_message = j.verdict.message;
   }
-  tf.attributes["reference"] = ref.path;
+  tf.attributes.reference = ref.path;
   add_verdict_series(tf, j.verdict, ref.file.trajectory, ref.loss_spread);
 }
 

@@ -24,9 +24,7 @@ namespace ampcheck::usecases {
 
 namespace {
 
-std::string attr(const trajectory::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "") {
-  return attribute(f, key, otherwise);
-}
+using trajectory::text_or;
 
 // Does a strategy's name claim reduced precision? (fp16 / bf16 / half / fp8 / amp / mixed; not fp32 or tf32)
 bool claims_reduced_precision(std::string strategy) {
@@ -42,21 +40,21 @@ void add_recorder_warnings(verdict::Verdict& v, const trajectory::TrajectoryFile
                            const trajectory::TrajectoryFile& ref) {
   for (const auto& w : verdict::unjudged_columns(run.trajectory, run.columns_present, true))
     verdict::add_warning(v, w.signal, w.message);
-  const std::string without = attr(run, "steps_without_grads", "0");
-  if (without != "0")
+  const int64_t without = run.attributes.steps_without_grads.value_or(0);
+  if (without != 0)
     verdict::add_warning(v, "not_judged",
-                         "the recorder saw no grads at " + without +
+                         "the recorder saw no grads at " + std::to_string(without) +
                              " step(s): grad_norm and the grad fractions were not judged there — was step() called "
                              "after zero_grad()?");
   const bool claims = claims_reduced_precision(strategy);
-  const std::string autocast = attr(run, "autocast_dtype"), params = attr(run, "param_dtype");
+  const std::string autocast = text_or(run.attributes.autocast_dtype), params = text_or(run.attributes.param_dtype);
   // FP8 training layers (torchao's Float8Linear) cast inside the layer over float32 parameters, autocast off
-  const bool fp8_layers = attr(run, "float8_linears", "0") != "0";
+  const bool fp8_layers = run.attributes.float8_linears.value_or(0) != 0;
   if (claims && autocast == "none" && params == "float32" && !fp8_layers) {
     verdict::add_warning(v, "precision",
                          "mixed precision not in effect: the strategy says " + strategy +
                              " but the recorder saw float32 parameters and no autocast at the forward" +
-                             (attr(run, "grad_scaler") == "enabled" ? "" : ", and no enabled GradScaler") +
+                             (text_or(run.attributes.grad_scaler) == "enabled" ? "" : ", and no enabled GradScaler") +
                              " — e.g. the HF Trainer's fp16=True on a CPU trains in FP32 silently");
     return;
   }
@@ -103,16 +101,7 @@ Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref,
   using trajectory::RunStatus;
   Input in{path, RunStatus::Completed, reference::read_external_run(path, !written_here), ""};
   const int64_t recorded = in.file.trajectory.size();
-  const std::string status = attr(in.file, "status", trajectory::to_string(RunStatus::Completed));
-  if (const auto parsed = trajectory::parse_run_status(status)) {
-    in.status = *parsed;
-  } else {
-    std::vector<std::string> words = trajectory::run_status_words();
-    const std::string last = words.back();
-    words.pop_back();
-    throw std::runtime_error(path + ": attribute 'status' is '" + status + "', expected " + io::joined(words) + " or " +
-                             last);
-  }
+  in.status = in.file.attributes.status.value_or(RunStatus::Completed);  // a word that is no status: refused reading
   // the first steps of a longer run (the live guard judging a run in progress): whatever the run did after them is
   // not this judgement's; judged as a partial run
   if (first_steps > 0 && recorded > first_steps) {
@@ -125,8 +114,9 @@ Input read_input(const std::string& path, const trajectory::TrajectoryFile& ref,
   // (interrupted) — judged on the steps it has, against the reference's first as many, and said so
   if (in.status == RunStatus::Running || in.status == RunStatus::Interrupted) {
     if (in.partial.empty())
-      in.partial = in.status == RunStatus::Running ? "the run's last snapshot (status running: killed, or still going)"
-                                                   : "interrupted (" + attr(in.file, "note", "SIGTERM") + ")";
+      in.partial = in.status == RunStatus::Running
+                       ? "the run's last snapshot (status running: killed, or still going)"
+                       : "interrupted (" + text_or(in.file.attributes.note, "SIGTERM") + ")";
     if (steps > ref_steps)
       throw std::runtime_error(path + ": " + steps_text(steps) + " steps, more than the " + steps_text(ref_steps) +
                                " of the reference " + reference_path);
@@ -178,12 +168,12 @@ report::RunSummary summary_header(const std::vector<Input>& inputs, const trajec
   summary.suite = "judge";
   for (const auto& in : inputs)
     if (summary.libtorch_version.empty())
-      summary.libtorch_version = attr(in.file, "torch_version", attr(ref, "torch_version"));
-  if (summary.libtorch_version.empty()) summary.libtorch_version = attr(ref, "libtorch_version", "-");
+      summary.libtorch_version = text_or(in.file.attributes.torch_version, text_or(ref.attributes.torch_version));
+  if (summary.libtorch_version.empty()) summary.libtorch_version = text_or(ref.attributes.libtorch_version, "-");
   for (const auto& in : inputs)
-    if (summary.cuda_version.empty()) summary.cuda_version = attr(in.file, "cuda_version");
-  summary.device_name = attr(ref, "device_name", "external");
-  summary.device_class = attr(ref, "device_class", "external");
+    if (summary.cuda_version.empty()) summary.cuda_version = text_or(in.file.attributes.cuda_version);
+  summary.device_name = text_or(ref.attributes.device_name, "external");
+  summary.device_class = text_or(ref.attributes.device_class, "external");
   summary.date = run::utc_now();
   return summary;
 }
@@ -206,9 +196,10 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
   const trajectory::TrajectoryFile& run = in.file;
   report::ScenarioSummary row;
   row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
-  row.strategy = !j.strategy.empty() ? j.strategy : attr(run, "strategy", "-");
-  row.device_class = attr(run, "device_class", default_device_class);
-  row.expect = !j.expect.empty() ? j.expect : attr(run, "expect", verdict::to_string(verdict::Kind::Tracks));
+  const trajectory::RunAttributes& a = run.attributes;
+  row.strategy = !j.strategy.empty() ? j.strategy : text_or(a.strategy, "-");
+  row.device_class = text_or(a.device_class, default_device_class);
+  row.expect = !j.expect.empty() ? j.expect : text_or(a.expect, verdict::to_string(verdict::Kind::Tracks));
   // a partial run against the reference's first as many steps (its noise runs cut the same way)
   trajectory::Trajectory ref_t = ref.trajectory;
   std::vector<trajectory::LabelledTrajectory> noise = ref.noise_runs;
@@ -220,9 +211,10 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
   verdict::Expectation expected;  // --expect alone: any error message, no bounds on the skipped steps, no warnings
   expected.verdict = row.expect;
   const Judged judged =
-      judge_run({in.status, attr(run, "error"), run.trajectory,
-                 first_nonfinite_note(attr(run, "first_nonfinite_step"), attr(run, "first_nonfinite_module"),
-                                      attr(run, "first_nonfinite_pass"), attr(run, "first_nonfinite_op"))},
+      judge_run({in.status, text_or(a.error), run.trajectory,
+                 first_nonfinite_note(a.first_nonfinite_step ? std::to_string(*a.first_nonfinite_step) : "",
+                                      text_or(a.first_nonfinite_module), text_or(a.first_nonfinite_pass),
+                                      text_or(a.first_nonfinite_op))},
                 {ref_t, noise}, expected, j.tolerance, strict, [&](verdict::Verdict& v) {
                   if (in.status == trajectory::RunStatus::Completed) add_recorder_warnings(v, run, row.strategy, ref);
                   // a loss-only recording: what could not be checked, said where it is read (the terminal)
@@ -250,10 +242,10 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
   }
   row.trajectory_file = row.name + ".h5";
   trajectory::TrajectoryFile tf = run;
-  tf.attributes["status"] = trajectory::to_string(in.status);
-  tf.attributes["verdict"] = judged.verdict.verdict;
-  tf.attributes["verdict_message"] = judged.verdict.message;
-  tf.attributes["reference"] = j.reference;
+  tf.attributes.status = in.status;
+  tf.attributes.verdict = judged.verdict.verdict;
+  tf.attributes.verdict_message = judged.verdict.message;
+  tf.attributes.reference = j.reference;
   tf.noise_runs.clear();
   const auto spread_it = ref.series.find("loss_spread");
   std::vector<double> spread =
@@ -271,7 +263,7 @@ report::ScenarioSummary judge_recording(const std::string& path, const trajector
                                         const std::string& out_dir, bool strict) {
   try {
     const Input in = read_input(path, ref, reference_path, j.first_steps, j.runs_written_here, j.tolerance.window);
-    return judge_one(in, j, ref, attr(ref, "device_class", "external"), out_dir, strict);
+    return judge_one(in, j, ref, text_or(ref.attributes.device_class, "external"), out_dir, strict);
   } catch (const std::exception& e) {
     rethrow_naming(path, e);
   }

@@ -41,7 +41,7 @@ SpreadRun spread_kind(const std::string& arg) {
 SpreadRun read_spread_run(const std::string& arg) {
   SpreadRun sr = spread_kind(arg);
   sr.file = reference::read_external_run(sr.path);
-  const std::string recorded = attribute(sr.file, "perturbation");
+  const std::string recorded = trajectory::text_or(sr.file.attributes.perturbation);
   if (!recorded.empty() && recorded != "seed" && recorded != "order" && recorded != "skip" && recorded != "ulp")
     throw std::runtime_error(sr.path + ": attribute 'perturbation' is '" + recorded +
                              "', expected seed, order, skip or ulp for a spread run");
@@ -119,12 +119,12 @@ trajectory::TrajectoryFile build_reference(const ReferenceInputs& in) {
     sources += (sources.empty() ? "" : "\n") + label + "=" + sr.path;
     labels += (labels.empty() ? "" : ",") + label;
   }
-  ref.attributes["noise_sources"] = sources;
+  ref.attributes.noise_sources = sources;
   ref.series["loss_spread"] = reference::loss_spread(ref.trajectory, ref.noise_runs);
-  ref.attributes["kind"] = "external-fp32-reference";
-  ref.attributes["reference_of"] = in.fp32_run;
-  ref.attributes["status"] = trajectory::to_string(trajectory::RunStatus::Completed);
-  ref.attributes["noise_runs"] = labels;
+  ref.attributes.kind = "external-fp32-reference";
+  ref.attributes.reference_of = in.fp32_run;
+  ref.attributes.status = trajectory::RunStatus::Completed;
+  ref.attributes.noise_runs = labels;
   return ref;
 }
 

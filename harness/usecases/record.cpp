@@ -59,12 +59,12 @@ trajectory::TrajectoryFile record_one(const ToRecord& t, bool more_noise) {
   }
   tf.series["loss_spread"] = reference::loss_spread(tf.trajectory, tf.noise_runs);
   tf.attributes = run::provenance(t.sc, t.device);
-  tf.attributes["kind"] = "fp32-reference";
-  tf.attributes["reference_key"] = key.key;
-  tf.attributes["reference_canonical"] = key.canonical;
-  tf.attributes["noise_runs"] = labels;
-  tf.attributes["status"] = trajectory::to_string(trajectory::RunStatus::Completed);
-  if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) tf.attributes["git_commit"] = commit;
+  tf.attributes.kind = "fp32-reference";
+  tf.attributes.reference_key = key.key;
+  tf.attributes.reference_canonical = key.canonical;
+  tf.attributes.noise_runs = labels;
+  tf.attributes.status = trajectory::RunStatus::Completed;
+  if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) tf.attributes.git_commit = commit;
   return tf;
 }
 

@@ -14,11 +14,6 @@
 
 namespace ampcheck::usecases {
 
-std::string attribute(const trajectory::TrajectoryFile& f, const std::string& key, const std::string& otherwise) {
-  auto it = f.attributes.find(key);
-  return it == f.attributes.end() || it->second.empty() ? otherwise : it->second;
-}
-
 report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Device& device) {
   report::ScenarioSummary row;
   row.name = sc.run.name;
@@ -31,12 +26,12 @@ report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Dev
 
 void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device) {
   const auto prov = run::provenance(sc, device);
-  summary.ampcheck_version = prov.at("ampcheck_version");
-  summary.libtorch_version = prov.at("libtorch_version");
-  summary.cuda_version = prov.at("cuda_version");
-  summary.device_name = prov.at("device_name");
-  summary.device_class = prov.at("device_class");
-  summary.date = prov.at("date");
+  summary.ampcheck_version = *prov.ampcheck_version;
+  summary.libtorch_version = *prov.libtorch_version;
+  summary.cuda_version = *prov.cuda_version;
+  summary.device_name = *prov.device_name;
+  summary.device_class = *prov.device_class;
+  summary.date = *prov.date;
   if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) summary.git_commit = commit;
 }
 
@@ -86,15 +81,18 @@ void fill_distributed(report::ScenarioSummary& row, const run::ScenarioResult& r
 }
 
 void fill_recorded_measurements(report::ScenarioSummary& row, const trajectory::TrajectoryFile& run) {
-  const auto timing = run::step_timing(run.trajectory, attribute(run, "timing_method", "wall-clock (recorder)"));
+  using trajectory::text_or;
+  const auto& a = run.attributes;
+  const auto timing = run::step_timing(run.trajectory, text_or(a.timing_method, "wall-clock (recorder)"));
   row.timing_method = timing.method;
   row.warmup_steps = timing.warmup_steps;
   row.median_step_ms = timing.median_ms;
   row.p10_step_ms = timing.p10_ms;
   row.p90_step_ms = timing.p90_ms;
-  auto number = [&](const std::string& key) -> double {
+  // a number a training script wrote as text: NaN unless it is a positive number, whole
+  auto number = [&](const trajectory::RunAttributes::Text& text) -> double {
     try {
-      const std::string v = attribute(run, key);
+      const std::string v = text_or(text);
       size_t used = 0;
       const double x = v.empty() ? NAN : std::stod(v, &used);
       return used == v.size() && x > 0 ? x : NAN;
@@ -103,13 +101,13 @@ void fill_recorded_measurements(report::ScenarioSummary& row, const trajectory::
     }
   };
   const double steps_per_s = 1000.0 / timing.median_ms;
-  row.tokens_per_s = number("tokens_per_step") * steps_per_s;
-  row.samples_per_s = number("samples_per_step") * steps_per_s;
-  row.workload = attribute(run, "workload", attribute(run, "run_key"));
-  if (const double peak = number("peak_memory_bytes"); std::isfinite(peak))  // the recorder's, on CUDA
+  row.tokens_per_s = number(a.tokens_per_step) * steps_per_s;
+  row.samples_per_s = number(a.samples_per_step) * steps_per_s;
+  row.workload = text_or(a.workload, text_or(a.run_key));
+  if (const double peak = number(a.peak_memory_bytes); std::isfinite(peak))  // the recorder's, on CUDA
     row.peak_memory_bytes = static_cast<int64_t>(peak);
-  const std::string autocast = attribute(run, "autocast_dtype");
-  const std::string params = attribute(run, "param_dtype");
+  const std::string autocast = text_or(a.autocast_dtype);
+  const std::string params = text_or(a.param_dtype);
   row.compute_dtype = autocast == "float16"    ? "fp16"
                       : autocast == "bfloat16" ? "bf16"
                       : params == "float16"    ? "fp16"

@@ -32,9 +32,6 @@ void fill_distributed(report::ScenarioSummary& row, const run::ScenarioResult& r
 // `run_key`) and the dtype its matmuls ran in (autocast, else the parameters').
 void fill_recorded_measurements(report::ScenarioSummary& row, const trajectory::TrajectoryFile& run);
 
-// An attribute of a trajectory file, `otherwise` where it is absent or empty.
-std::string attribute(const trajectory::TrajectoryFile& f, const std::string& key, const std::string& otherwise = "");
-
 // The four reports (summary.json, junit.xml, summary.md, report.html) into the staging directory, then the run
 // directory published: result.reports_dir is where it now is.
 void publish_reports(RunDirectory& out, SuiteResult& result);

@@ -311,8 +311,7 @@ void refuse_unless_replaceable_file(const std::string& path, bool force, const O
   std::string why;
   try {
     const auto f = trajectory::read_trajectory_contained(path, trajectory::Columns::LossRequired);
-    const auto it = f.attributes.find(kind.attribute);
-    const std::string value = it == f.attributes.end() ? "" : it->second;
+    const std::string value = trajectory::attribute_text(f.attributes, kind.attribute);
     const bool ok = kind.values.empty() ? !value.empty()
                                         : std::find(kind.values.begin(), kind.values.end(), value) != kind.values.end();
     if (ok) return;
@@ -331,13 +330,13 @@ trajectory::TrajectoryFile result_file(const scenario::Scenario& sc, const at::D
                                        const run::ScenarioResult& r) {
   trajectory::TrajectoryFile tf;
   tf.attributes = run::provenance(sc, device);
-  tf.attributes["status"] = engine::status_name(r.outcome.status);
-  tf.attributes["error"] = r.outcome.error;
-  tf.attributes["engine"] = r.engine;
+  tf.attributes.status = r.outcome.status;
+  tf.attributes.error = r.outcome.error;
+  tf.attributes.engine = r.engine;
   if (r.outcome.first_nonfinite_step >= 0) {  // the first step that went non-finite and where (engine::RunOutcome)
-    tf.attributes["first_nonfinite_step"] = std::to_string(r.outcome.first_nonfinite_step);
-    tf.attributes["first_nonfinite_module"] = r.outcome.first_nonfinite_module;
-    tf.attributes["first_nonfinite_pass"] = r.outcome.first_nonfinite_pass;
+    tf.attributes.first_nonfinite_step = r.outcome.first_nonfinite_step;
+    tf.attributes.first_nonfinite_module = r.outcome.first_nonfinite_module;
+    tf.attributes.first_nonfinite_pass = r.outcome.first_nonfinite_pass;
   }
   tf.trajectory = r.trajectory;
   return tf;

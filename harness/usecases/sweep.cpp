@@ -161,11 +161,12 @@ SweepPaths prepare_paths(const SweepOptions& o, std::string& covered) {
 // complete, following its plan.
 void check_fp32_run(const ExecutedRun& e) {
   const auto c = check_recording(e);
-  const std::string completed = trajectory::to_string(trajectory::RunStatus::Completed);
-  if (c.outcome != RecordingOutcome::Judged || attribute(c.file, "status", completed) != completed)
+  using trajectory::RunStatus;
+  const RunStatus status = c.file.attributes.status.value_or(RunStatus::Completed);
+  if (c.outcome != RecordingOutcome::Judged || status != RunStatus::Completed)
     throw std::runtime_error(
         "the FP32 run '" + e.plan.run + "' did not complete (" +
-        (c.outcome == RecordingOutcome::Judged ? "status " + attribute(c.file, "status") : to_string(c.outcome)) +
+        (c.outcome == RecordingOutcome::Judged ? "status " + trajectory::to_string(status) : to_string(c.outcome)) +
         "): " + c.message +
         (c.message.empty() ? "the end of its log (" + e.log + "):\n" + log_tail(e.log) : std::string()) +
         "\nHINT: the sweep judges every strategy against the command's own FP32 training: make "
@@ -316,7 +317,7 @@ void localize_row(SweepRow& row, const std::vector<ModuleInfo>& tree, const traj
 
 std::vector<ModuleInfo> module_tree(const trajectory::TrajectoryFile& f) {
   std::vector<ModuleInfo> tree;
-  const std::string text = attribute(f, "modules");
+  const std::string text = trajectory::text_or(f.attributes.modules);
   if (text.empty()) return tree;
   try {
     for (const auto& m : nlohmann::json::parse(text))
@@ -404,10 +405,12 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
     r.fp32.p10_step_ms = middle->p10_step_ms;  // (its own quantiles: the p10-p90 spread around that median)
     r.fp32.p90_step_ms = middle->p90_step_ms;
   }
-  r.fp32.device_class = attribute(fp32_file, "device_class", r.device);
-  r.summary.libtorch_version = attribute(fp32_file, "torch_version", "-");
-  r.summary.cuda_version = attribute(fp32_file, "cuda_version");
-  r.summary.device_name = attribute(fp32_file, "device_name", r.fp32.device_class);
+  using trajectory::text_or;
+  const trajectory::RunAttributes& fp32_attributes = fp32_file.attributes;
+  r.fp32.device_class = text_or(fp32_attributes.device_class, r.device);
+  r.summary.libtorch_version = text_or(fp32_attributes.torch_version, "-");
+  r.summary.cuda_version = text_or(fp32_attributes.cuda_version);
+  r.summary.device_name = text_or(fp32_attributes.device_name, r.fp32.device_class);
   for (const auto& s : strategies) {
     const ExecutedRun e = run({s, s, "", 0, {}, o.steps});
     r.rows.push_back(judge_strategy(e, ref, ref_path, o, r.dir, r.fp32.median_step_ms));

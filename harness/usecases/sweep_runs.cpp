@@ -77,8 +77,8 @@ ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const Swee
   if (!o.force && file_exists(e.recording) && file_exists(plan_path) && read_plan(plan_path) == plan) {
     try {
       const auto f = reference::read_external_run(e.recording);
-      const std::string status = attribute(f, "status", trajectory::to_string(trajectory::RunStatus::Completed));
-      if (reusable(p, status, attribute(f, "plan_applied", "yes"))) {
+      const std::string& status = trajectory::to_string(f.attributes.status.value_or(trajectory::RunStatus::Completed));
+      if (reusable(p, status, trajectory::text_or(f.attributes.plan_applied, "yes"))) {
         e.reused = true;
         e.process.exit_code = 0;
         log << "  " << p.run << ": reused " << e.recording << " (status " << status << ")\n";
@@ -131,7 +131,9 @@ RecordingCheck check_recording(const ExecutedRun& e) {
     c.message = std::string("its recording cannot be read: ") + ex.what();
     return c;
   }
-  const std::string recorded_run = attribute(c.file, "plan_run");
+  using trajectory::text_or;
+  const trajectory::RunAttributes& a = c.file.attributes;
+  const std::string recorded_run = text_or(a.plan_run);
   if (recorded_run.empty()) {
     c.outcome = RecordingOutcome::IgnoredPlan;
     c.message = e.recording +
@@ -139,25 +141,25 @@ RecordingCheck check_recording(const ExecutedRun& e) {
                 "ampcheck's Recorder or callbacks of this version, or apply the plan yourself (docs/USING.md)";
     return c;
   }
-  if (recorded_run != run || attribute(c.file, "plan_strategy") != e.plan.strategy) {
+  if (recorded_run != run || text_or(a.plan_strategy) != e.plan.strategy) {
     c.outcome = RecordingOutcome::IgnoredPlan;
-    c.message = e.recording + " was recorded for run '" + recorded_run + "' (" + attribute(c.file, "plan_strategy") +
+    c.message = e.recording + " was recorded for run '" + recorded_run + "' (" + text_or(a.plan_strategy) +
                 "), not for this plan's '" + run + "' (" + e.plan.strategy + ")";
     return c;
   }
-  const std::string applied = attribute(c.file, "plan_applied", "yes");
+  const std::string applied = text_or(a.plan_applied, "yes");
   if (applied.rfind("refused", 0) == 0) {
     c.outcome = RecordingOutcome::Refused;
     c.message = applied;
     return c;
   }
   const auto [autocast, params] = expected_precision(e.plan.strategy);
-  const std::string got_autocast = attribute(c.file, "autocast_dtype"), got_params = attribute(c.file, "param_dtype");
+  const std::string got_autocast = text_or(a.autocast_dtype), got_params = text_or(a.param_dtype);
   const bool autocast_off = (!autocast.empty() && !got_autocast.empty() && got_autocast != autocast);
   const bool params_off = (!params.empty() && !got_params.empty() && got_params != params);
   using trajectory::RunStatus;
-  const std::string status = attribute(c.file, "status", trajectory::to_string(RunStatus::Completed));
-  const auto run_status = trajectory::parse_run_status(status);  // nullopt: a word that is no status
+  const std::optional<RunStatus> run_status = a.status.value_or(RunStatus::Completed);
+  const std::string& status = trajectory::to_string(*run_status);
   // (a probe keeps modules in FP32: what the recorder sees at the forward may be FP32 by design)
   if ((autocast_off || params_off) && run_status != RunStatus::Error && e.plan.keep_fp32.empty()) {
     c.outcome = RecordingOutcome::IgnoredPlan;

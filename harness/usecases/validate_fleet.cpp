@@ -177,7 +177,7 @@ std::vector<FleetScenario> prepare_rank(const RunOptions& opts, const ValidateOp
     } else {
       s.golden = validate::read_golden(path, s.sc.run);  // bad input (exit 2) if corrupt, foreign or stale
       std::vector<validate::StackDifference> bit;
-      for (const auto& d : validate::stack_differences(s.golden.attributes, fp))
+      for (const auto& d : validate::stack_differences(trajectory::attribute_map(s.golden.attributes), fp))
         if (d.changes_bits) bit.push_back(d);
       if (bit.empty()) s.golden_path = path;
       else

@@ -136,7 +136,7 @@ ValidationPlan prepare(const std::string& file, const RunOptions& opts, const st
   const std::string statistical_limit = "statistical mode catches only gross faults, not bit flips";
   if (!p.golden_path.empty()) {
     p.golden = validate::read_golden(p.golden_path, sc.run);  // bad input (exit 2) if corrupt, foreign or stale
-    p.diffs = validate::stack_differences(p.golden.attributes, p.fp);
+    p.diffs = validate::stack_differences(trajectory::attribute_map(p.golden.attributes), p.fp);
     const std::string env_drift = differing_keys(p.diffs, true, true);
     const std::string stack_drift = differing_keys(p.diffs, false, true);
     p.bitwise = p.golden_cls == p.cls && env_drift.empty() && stack_drift.empty();
@@ -179,28 +179,28 @@ ValidationPlan prepare(const std::string& file, const RunOptions& opts, const st
 void seal_each(const std::vector<std::string>& paths, std::ostream& log) {
   for (const auto& path : paths) {
     trajectory::TrajectoryFile f = trajectory::read_trajectory_contained(path);
-    if (f.attributes.count("golden_checksum")) {
-      if (f.attributes.at("golden_checksum") != validate::content_checksum(f))
+    const trajectory::RunAttributes& a = f.attributes;
+    if (a.golden_checksum) {
+      if (*a.golden_checksum != validate::content_checksum(f))
         throw validate::BadGolden(path + ": sealed golden fails its content checksum; refusing to seal it again. " +
                                   validate::re_record_hint());
-      log << path << ": already sealed (" << f.attributes.at("golden_checksum") << ")\n";
+      log << path << ": already sealed (" << *a.golden_checksum << ")\n";
       continue;
     }
-    if (!f.attributes.count("golden_class") || !f.attributes.count("scenario_text"))
+    if (!a.golden_class || !a.scenario_text)
       throw std::invalid_argument(path +
                                   ": not a golden (expected the attributes 'golden_class' and 'scenario_text' "
                                   "that `ampcheck validate --record` writes)");
-    scenario::Scenario sc =
-        scenario::parse_scenario(f.attributes.at("scenario_text"), path + " (attribute scenario_text)");
-    if (sc.run.name != f.attributes["scenario_name"])
-      throw std::invalid_argument(path + ": attribute 'scenario_name' '" + f.attributes["scenario_name"] +
+    scenario::Scenario sc = scenario::parse_scenario(*a.scenario_text, path + " (attribute scenario_text)");
+    if (sc.run.name != a.scenario_name.value_or(""))
+      throw std::invalid_argument(path + ": attribute 'scenario_name' '" + a.scenario_name.value_or("") +
                                   "' is not the name in its 'scenario_text' ('" + sc.run.name + "')");
     sc.run.loop.steps = f.trajectory.size();  // the length it was recorded at
     validate::seal_golden(f, sc.run);
     trajectory::write_trajectory(path, f, /*overwrite=*/true);
     validate::read_golden(path, sc.run);  // what was written reads back sealed
-    log << path << ": sealed (" << f.attributes["golden_checksum"] << ", config " << f.attributes["golden_config_hash"]
-        << ", " << f.attributes["golden_steps"] << " steps)\n";
+    log << path << ": sealed (" << a.golden_checksum.value_or("") << ", config " << a.golden_config_hash.value_or("")
+        << ", " << (a.golden_steps ? std::to_string(*a.golden_steps) : "") << " steps)\n";
   }
 }
 
@@ -237,11 +237,11 @@ void record_each(const std::vector<std::string>& files, const RunOptions& opts, 
                                (r.outcome.error.empty() ? "" : ": " + r.outcome.error));
     make_dirs(root + "/validate/" + t.cls);
     trajectory::TrajectoryFile tf = result_file(t.sc, t.device, r);
-    tf.attributes["golden_class"] = t.cls;
+    tf.attributes.golden_class = t.cls;
     validate::seal_golden(tf, t.sc.run);
     trajectory::write_trajectory(t.path, tf, opts.force);
     validate::read_golden(t.path, t.sc.run);  // it reads back sealed: the checksum covers what was written
-    log << "  golden: " << t.path << " (" << tf.attributes["golden_checksum"] << ")\n";
+    log << "  golden: " << t.path << " (" << tf.attributes.golden_checksum.value_or("") << ")\n";
   }
   log << todo.size() << " golden(s) recorded under " << root << "/validate\n";
 }
@@ -386,7 +386,7 @@ report::ScenarioSummary validate_one(const ValidationPlan& p, const std::vector<
             "doctor`; " +
             w.next;
     }
-    tf.attributes["validation"] = row.verdict + ": " + w.result;
+    tf.attributes.validation = row.verdict + ": " + w.result;
     write_result(opts, row.trajectory_file, tf);
   } catch (const std::exception& e) {
     row.pass = false;

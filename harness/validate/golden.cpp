@@ -34,12 +34,6 @@ std::string hex16(uint64_t v) {
   return buf;
 }
 
-const std::string& attribute(const trajectory::TrajectoryFile& f, const std::string& key) {
-  static const std::string none;
-  auto it = f.attributes.find(key);
-  return it == f.attributes.end() ? none : it->second;
-}
-
 // "lr=0.001 -> lr=0.002, steps=40 -> steps=10": the tokens of two canonical texts that differ
 std::string text_difference(const std::string& golden, const std::string& here) {
   auto tokens = [](const std::string& s) {
@@ -96,7 +90,7 @@ std::string content_checksum(const trajectory::TrajectoryFile& file) {
   static const std::set<std::string> left_out = {"golden_checksum", "format", "format_version", "events"};
   Fnv f;
   f.text("ampcheck-golden-v1");
-  for (const auto& [k, v] : file.attributes)  // a std::map: in name order
+  for (const auto& [k, v] : trajectory::attribute_map(file.attributes))  // a std::map: in name order
     if (!left_out.count(k)) {
       f.text(k);
       f.text(v);
@@ -125,14 +119,15 @@ std::string content_checksum(const trajectory::TrajectoryFile& file) {
 }
 
 void seal_golden(trajectory::TrajectoryFile& file, const engine::RunConfig& run) {
-  file.attributes["golden_config"] = golden_config_text(run);
-  file.attributes["golden_config_hash"] = golden_config_hash(run);
-  file.attributes["golden_steps"] = std::to_string(file.trajectory.size());
-  file.attributes["golden_checksum"] = content_checksum(file);
+  file.attributes.golden_config = golden_config_text(run);
+  file.attributes.golden_config_hash = golden_config_hash(run);
+  file.attributes.golden_steps = static_cast<int64_t>(file.trajectory.size());
+  file.attributes.golden_checksum = content_checksum(file);
 }
 
 void verify_golden(const trajectory::TrajectoryFile& file, const std::string& path, const engine::RunConfig& run) {
-  const std::string& stored = attribute(file, "golden_checksum");
+  const trajectory::RunAttributes& a = file.attributes;
+  const std::string stored = a.golden_checksum.value_or("");
   if (stored.empty())
     throw BadGolden(path +
                     ": golden without a content checksum (attribute 'golden_checksum'; written by an older "
@@ -143,21 +138,21 @@ void verify_golden(const trajectory::TrajectoryFile& file, const std::string& pa
   if (stored != computed)
     throw BadGolden(path + ": golden fails its content checksum (attribute 'golden_checksum' " + stored + ", content " +
                     computed + "): the file is corrupt or was edited. " + re_record_hint());
-  const std::string& name = attribute(file, "scenario_name");
+  const std::string name = a.scenario_name.value_or("");
   if (name != run.name)
     throw BadGolden(path + ": golden of scenario '" + name + "' (attribute 'scenario_name'), not of '" + run.name +
                     "'. " + re_record_hint());
-  const std::string& steps = attribute(file, "golden_steps");
-  if (steps != std::to_string(run.loop.steps) || file.trajectory.size() != run.loop.steps)
+  const std::string steps = a.golden_steps ? std::to_string(*a.golden_steps) : "";
+  if (a.golden_steps != run.loop.steps || file.trajectory.size() != run.loop.steps)
     throw BadGolden(path + ": golden of " + std::to_string(file.trajectory.size()) +
                     " steps (attribute 'golden_steps' " + steps + "), this run has " + std::to_string(run.loop.steps) +
                     ": a golden is compared only at its own length. HINT: run without --steps (the golden's length), "
                     "or record goldens of this length on a known-good machine");
-  const std::string& hash = attribute(file, "golden_config_hash");
+  const std::string hash = a.golden_config_hash.value_or("");
   if (hash != golden_config_hash(run))
     throw BadGolden(path + ": golden of another configuration of '" + run.name + "' (attribute 'golden_config_hash' " +
                     hash + ", this scenario " + golden_config_hash(run) +
-                    "; differing: " + text_difference(attribute(file, "golden_config"), golden_config_text(run)) +
+                    "; differing: " + text_difference(a.golden_config.value_or(""), golden_config_text(run)) +
                     "): the scenario changed since it was recorded. " + re_record_hint());
 }
 
