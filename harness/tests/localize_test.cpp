@@ -313,6 +313,23 @@ TEST(LocalizeTree, AFixLeavingAMarginalDifferenceSaysSo) {
       << L.message;
 }
 
+TEST(LocalizeTree, ASpentBudgetAnswersTheSmallestSetShownToFixIt) {
+  // three culprits in three layers of a 12-layer model, no hint: the search runs out of probes; the answer is the
+  // verified set of fewest parameters, not the whole model it started from
+  const std::set<std::string> culprits = {"transformer.h.1.mlp.c_fc", "transformer.h.6.attn.c_proj",
+                                          "transformer.h.10.ln_2"};
+  int probes = 0;
+  const auto L = ampcheck::usecases::localize_tree(gpt_tree(12), covering_tree(culprits, &probes), "");
+  ASSERT_TRUE(L.found) << L.message;
+  EXPECT_EQ(probes, static_cast<int>(ampcheck::usecases::kMaxTreeProbes)) << L.message;
+  EXPECT_NE(L.message.find("probe budget"), std::string::npos) << L.message;
+  EXPECT_NE(L.modules, std::vector<std::string>{""}) << L.message;
+  for (const auto& c : culprits)  // the answer is a set a probe showed to fix it
+    EXPECT_TRUE(std::any_of(L.modules.begin(), L.modules.end(),
+                            [&](const std::string& k) { return k.empty() || c == k || c.rfind(k + ".", 0) == 0; }))
+        << c << " not covered: " << L.message;
+}
+
 // What a sweep's recording shows, spelled once (sweep.json's "outcome", report.html, the terminal's table).
 TEST(LocalizeSweep, RecordingOutcomeWords) {
   using ampcheck::usecases::RecordingOutcome;

@@ -421,6 +421,25 @@ class TreeSearch {
 
   std::vector<std::string> notes_;
 
+  // The set of fewest parameters (kept in FP32) among the probes that fixed it.
+  std::vector<std::string> smallest_fix() const {
+    std::map<std::string, int64_t> params;
+    for (const auto& m : tree_) params[m.name] = m.parameters;
+    std::vector<std::string> best;
+    int64_t least = -1;
+    for (const auto& [keep, fixed] : memo_) {
+      if (!fixed) continue;
+      int64_t n = 0;
+      for (const auto& k : keep) {
+        bool inside = false;  // a module inside another kept one is counted with it
+        for (const auto& o : keep) inside = inside || (o != k && is_child(k, o));
+        if (!inside) n += params.count(k) ? params.at(k) : 0;
+      }
+      if (least < 0 || n < least) least = n, best = keep;
+    }
+    return best;
+  }
+
  private:
   struct TooMany {};
   std::vector<std::string> find(const std::vector<std::string>& set, const std::vector<std::string>& base) {
@@ -497,7 +516,9 @@ Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& pro
   } catch (const TreeSearch::Budget&) {
     L.message = story + "; probe budget (" + std::to_string(kMaxTreeProbes) + ") spent before a set was found";
     if (!have_start) return L;
-    found = {start};
+    found = search.smallest_fix();
+    search.notes_.push_back("the probe budget (" + std::to_string(kMaxTreeProbes) +
+                            ") was spent before the search ended: the smallest set a probe showed to fix it");
   } catch (const TreeSearch::Unclear& u) {
     L.message = "cannot tell: " + u.why + (story.empty() ? "" : " (" + story + ")") + "; " +
                 std::to_string(L.probes.size()) + " probe runs";

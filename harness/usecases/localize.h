@@ -95,7 +95,8 @@ Localization localize(const std::vector<ModuleInfo>& tree, const Probe& probe);
 //      its children are the cause (an attention block's core: SDPA / softmax; an MLP block's activation): the node is
 //      the finest answer, said so; else adaptive group testing over its children (the leaves' bisection of localize),
 //      each child found refined in turn with the others kept.
-// The answer is the finest set found; at most kMaxTreeProbes probes (then the finest set reached so far).
+// The answer is the finest set found; at most kMaxTreeProbes probes — then the smallest set a probe showed to fix it
+// (fewest parameters kept in FP32), said so.
 constexpr size_t kMaxTreeProbes = 24;
 Localization localize_tree(const std::vector<ModuleInfo>& tree, const Probe& probe, const std::string& first_nonfinite);
 
