@@ -11,7 +11,9 @@
 // NaN and infinities are null, null reads as NaN), std::vector<double>, a nested record (an object) and
 // std::vector<record> (a list of objects); also std::vector of lists (a matrix), std::map<std::string, kind> (an
 // object of named values), std::optional<kind> (null when empty) and std::variant<kind...> (the first alternative
-// that reads, in order: std::variant<double, std::string> is a number or the text that stands in for it).
+// that reads, in order: std::variant<double, std::string> is a number or the text that stands in for it), and an
+// enum with its words (a JSON string: the enum's `enum_words(E)`, found by argument-dependent lookup, lists every
+// enumerator's word in declaration order, as validate/fleet_status.h does; a word not on the list is a FieldError).
 // `record_to_json` writes, `record_from_json` reads and throws `FieldError` naming the field (its path inside the
 // record: "signals[2].max_margin"), what was expected and what was found; unknown keys are ignored (a newer writer's
 // fields). Writing visits a const record through the same function: the writer only reads the fields.
@@ -23,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -87,8 +90,16 @@ constexpr bool kScalar = std::is_same_v<F, std::string> || std::is_same_v<F, boo
                          std::is_same_v<F, double>;
 // A nested record: any other type (its visit_fields found by argument-dependent lookup).
 template <class F>
-constexpr bool kRecord =
-    !kScalar<F> && !IsVector<F>::value && !IsOptional<F>::value && !IsMap<F>::value && !IsVariant<F>::value;
+constexpr bool kRecord = !kScalar<F> && !IsVector<F>::value && !IsOptional<F>::value && !IsMap<F>::value &&
+                         !IsVariant<F>::value && !std::is_enum_v<F>;
+
+// An enum's words, "identical, differs or \"\"": what a field of it may hold.
+inline std::string enum_word_list(const std::vector<std::string>& words) {
+  std::string s;
+  for (size_t i = 0; i < words.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + (words[i].empty() ? "\"\"" : words[i]);
+  return s;
+}
 
 // The field names of a record in visiting order, for messages: "{option, label, applied, note}".
 struct NameCollector {
@@ -147,6 +158,8 @@ std::string kind_name() {
     return "an object, each value " + kind_name<typename F::mapped_type>();
   else if constexpr (IsVariant<F>::value)
     return variant_kind_names<F>();
+  else if constexpr (std::is_enum_v<F>)
+    return "one of " + enum_word_list(enum_words(F{}));
   else
     return "an object " + field_names<F>();
 }
@@ -176,6 +189,8 @@ Json to_json_value(const F& v) {
     return o;
   } else if constexpr (IsVariant<F>::value)
     return std::visit([](const auto& e) { return to_json_value<Json>(e); }, v);
+  else if constexpr (std::is_enum_v<F>)
+    return Json(enum_words(F{}).at(static_cast<size_t>(v)));
   else
     return record_to_json<Json>(v);
 }
@@ -242,6 +257,11 @@ void from_json_value(const nlohmann::json& j, F& v, const std::string& field) {
     for (const auto& [name, e] : j.items()) from_json_value(e, v[name], field + "." + name);
   } else if constexpr (IsVariant<F>::value) {
     if (!read_variant(j, v, field)) throw wrong(kind_name<F>());
+  } else if constexpr (std::is_enum_v<F>) {
+    const auto& words = enum_words(F{});
+    const auto it = j.is_string() ? std::find(words.begin(), words.end(), j.get<std::string>()) : words.end();
+    if (it == words.end()) throw wrong(kind_name<F>());
+    v = static_cast<F>(it - words.begin());
   } else {
     if (!j.is_object()) throw wrong(kind_name<F>());
     try {

@@ -6,6 +6,7 @@
 // torchrun are CTest cpu.validate_fleet (validate_fleet.sh).
 #include "distributed/rank_exchange.h"
 #include "usecases/fleet_report.h"
+#include "io/record_json.h"
 #include "validate/fleet.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +15,9 @@
 
 using namespace ampcheck;
 using validate::FleetRankIdentity;
+using validate::FleetRankStatus;
 using validate::FleetRuns;
+using validate::GoldenResult;
 
 namespace {
 
@@ -45,7 +48,8 @@ FleetRankIdentity rank_on(int64_t rank, const std::string& capability, const std
 FleetRuns runs_of(int64_t rank, const std::string& hash) {
   FleetRuns r;
   r.rank = rank;
-  r.runs.push_back({"validate-fp32-mlp-sgd", "completed", "", hash, 12, "", "", "no golden of class cpu-x"});
+  r.runs.push_back(
+      {"validate-fp32-mlp-sgd", "completed", "", hash, 12, "", GoldenResult::NotCompared, "no golden of class cpu-x"});
   return r;
 }
 
@@ -122,7 +126,7 @@ TEST(ValidateFleetVote, NamesTheOutlierAndRefusesToGuessWithoutAMajority) {
 
 TEST(ValidateFleetVote, GoldensOutrankTheMajorityAndASmallMajorityCannotTell) {
   const auto groups = validate::group_by_fingerprint({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")});
-  auto with_golden = [](int64_t rank, const std::string& hash, const std::string& golden) {
+  auto with_golden = [](int64_t rank, const std::string& hash, GoldenResult golden) {
     FleetRuns r = runs_of(rank, hash);
     r.runs[0].golden = "g.h5";
     r.runs[0].golden_result = golden;
@@ -130,7 +134,8 @@ TEST(ValidateFleetVote, GoldensOutrankTheMajorityAndASmallMajorityCannotTell) {
   };
   // issue 52: ranks 1 and 2 carry the same flip; rank 0 is the golden's bit for bit
   const auto gv = validate::vote(
-      groups, {with_golden(0, "aa", "identical"), with_golden(1, "bb", "differs"), with_golden(2, "bb", "differs")});
+      groups, {with_golden(0, "aa", GoldenResult::Identical), with_golden(1, "bb", GoldenResult::Differs),
+               with_golden(2, "bb", GoldenResult::Differs)});
   EXPECT_TRUE(gv[0].against_golden);
   EXPECT_EQ(gv[0].cleared, std::vector<int64_t>{0});
   EXPECT_EQ(gv[0].outliers, (std::vector<int64_t>{1, 2}));
@@ -143,12 +148,13 @@ TEST(ValidateFleetVote, GoldensOutrankTheMajorityAndASmallMajorityCannotTell) {
   auto s = usecases::summarize_fleet({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")}, groups, {pv},
                                      {{runs_of(0, "aa"), runs_of(1, "bb"), runs_of(2, "bb")}}, {{}});
   EXPECT_FALSE(s.pass);
-  for (const auto& r : s.ranks) EXPECT_EQ(r.status, "cannot tell") << r.message;
+  for (const auto& r : s.ranks) EXPECT_EQ(r.status, FleetRankStatus::CannotTell) << r.message;
   // a 2-2 split with goldens: resolved by them
   const auto four =
       validate::group_by_fingerprint({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x"), rank_on(3, "x")});
-  const auto sv = validate::vote(four, {with_golden(0, "aa", "identical"), with_golden(1, "aa", "identical"),
-                                        with_golden(2, "bb", "differs"), with_golden(3, "bb", "differs")});
+  const auto sv = validate::vote(
+      four, {with_golden(0, "aa", GoldenResult::Identical), with_golden(1, "aa", GoldenResult::Identical),
+             with_golden(2, "bb", GoldenResult::Differs), with_golden(3, "bb", GoldenResult::Differs)});
   EXPECT_TRUE(sv[0].no_majority);
   EXPECT_FALSE(sv[0].cannot_tell);
   EXPECT_EQ(sv[0].outliers, (std::vector<int64_t>{2, 3}));
@@ -157,8 +163,9 @@ TEST(ValidateFleetVote, GoldensOutrankTheMajorityAndASmallMajorityCannotTell) {
 TEST(ValidateFleetVote, PairsRunsByNameNotByPosition) {
   // rank 1 ran the same two scenarios in another order: its runs are paired by name, it agrees
   FleetRuns r0 = runs_of(0, "aa"), r1 = runs_of(1, "xx"), r2 = runs_of(2, "aa");
-  for (auto* r : {&r0, &r2}) r->runs.push_back({"second", "completed", "", "zz", 12, "", "", ""});
-  r1.runs = {{"second", "completed", "", "zz", 12, "", "", ""}, r0.runs[0]};
+  for (auto* r : {&r0, &r2})
+    r->runs.push_back({"second", "completed", "", "zz", 12, "", GoldenResult::NotCompared, ""});
+  r1.runs = {{"second", "completed", "", "zz", 12, "", GoldenResult::NotCompared, ""}, r0.runs[0]};
   const auto groups = validate::group_by_fingerprint({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")});
   const auto votes = validate::vote(groups, {r0, r1, r2});
   ASSERT_EQ(votes.size(), 2u);
@@ -167,6 +174,36 @@ TEST(ValidateFleetVote, PairsRunsByNameNotByPosition) {
   r1.runs.pop_back();
   const auto lacking = validate::vote(groups, {r0, r1, r2});
   EXPECT_EQ(lacking[0].outliers, std::vector<int64_t>{1});
+}
+
+TEST(ValidateFleetWords, EachWordRoundTripsAndTheRecordsHoldTheWords) {
+  for (const auto& w : validate::enum_words(GoldenResult{}))
+    EXPECT_EQ(validate::to_string(*validate::parse_golden_result(w)), w);
+  for (const auto& w : validate::enum_words(FleetRankStatus{}))
+    EXPECT_EQ(validate::to_string(*validate::parse_fleet_rank_status(w)), w);
+  EXPECT_FALSE(validate::parse_fleet_rank_status("agree").has_value());
+  EXPECT_EQ(validate::to_string(FleetRankStatus::DiffersFromGolden), "differs from its golden");
+  // the records' JSON holds the words (the ranks' messages, summary.json), and reads them back
+  FleetRuns runs = runs_of(0, "aa");
+  runs.runs[0].golden_result = GoldenResult::Differs;
+  const nlohmann::json j = io::record_to_json(runs);
+  EXPECT_EQ(j["runs"][0]["golden_result"], "differs") << j.dump();
+  EXPECT_EQ(io::record_to_json(runs_of(0, "aa"))["runs"][0]["golden_result"], "");
+  FleetRuns back;
+  io::record_from_json(j, back);
+  EXPECT_EQ(back.runs[0].golden_result, GoldenResult::Differs);
+  usecases::FleetRankRow row;
+  row.status = FleetRankStatus::CannotTell;
+  EXPECT_EQ(io::record_to_json(row)["status"], "cannot tell");
+  nlohmann::json bad = io::record_to_json(row);
+  bad["status"] = "agree";
+  try {
+    io::record_from_json(bad, row);
+    ADD_FAILURE() << "a rank status that is no status's word was read";
+  } catch (const io::FieldError& e) {
+    EXPECT_EQ(e.field, "status");
+    EXPECT_NE(e.expected.find("cannot tell"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ValidateFleetInputs, NamesTheOptionTheScenarioAndTheRanks) {
@@ -206,8 +243,8 @@ TEST(ValidateFleetSummary, AStoppedFleetNamesTheLostRankAndKeepsTheRepetitionsDo
   EXPECT_FALSE(s.pass);
   EXPECT_EQ(s.repetitions, 2);
   EXPECT_EQ(s.lost_ranks, std::vector<int64_t>{1});
-  EXPECT_EQ(s.ranks[1].status, "lost");
-  EXPECT_EQ(s.ranks[0].status, "agrees");
+  EXPECT_EQ(s.ranks[1].status, FleetRankStatus::Lost);
+  EXPECT_EQ(s.ranks[0].status, FleetRankStatus::Agrees);
   EXPECT_EQ(s.verdict.rfind("INCOMPLETE: rank 1 stopped answering. Of the 2 repetitions", 0), 0u) << s.verdict;
   EXPECT_NE(usecases::fleet_junit_xml(s).find("failures=\"1\""), std::string::npos);
 }
@@ -275,7 +312,7 @@ TEST(ValidateFleetSummary, AFaultInOneRepetitionOfFiveIsReportedWithItsRate) {
   }
   const auto s = usecases::summarize_fleet(ids, groups, votes, runs, findings);
   EXPECT_FALSE(s.pass);
-  EXPECT_EQ(s.ranks[1].status, "outlier");
+  EXPECT_EQ(s.ranks[1].status, FleetRankStatus::Outlier);
   EXPECT_EQ(s.ranks[1].rate, "1/5");
   EXPECT_NE(s.ranks[1].message.find("transient"), std::string::npos) << s.ranks[1].message;
   EXPECT_TRUE(s.ranks[0].pass && s.ranks[2].pass);

@@ -41,7 +41,7 @@ std::string all_findings(const FleetRankRow& r, const std::string& separator) {
 // a rank's row's last cell: every finding, or what else decided its status
 std::string rank_cell(const FleetRankRow& r, const std::string& separator) {
   std::string s = all_findings(r, separator);
-  if (s.empty() && r.status != "agrees") s = r.message;
+  if (s.empty() && r.status != validate::FleetRankStatus::Agrees) s = r.message;
   if (r.message.find("no measurable effect") != std::string::npos)
     s += (s.empty() ? "" : separator) + "its plant (" + r.plants + ") had no measurable effect";
   return s;
@@ -71,8 +71,9 @@ std::string fleet_summary_md(const FleetSummary& s) {
   m << "\n## Ranks\n\n| rank | where | group | status | disagreed | findings (every one) |\n"
     << "| --- | --- | --- | --- | --- | --- |\n";
   for (const auto& r : s.ranks)
-    m << "| " << r.rank << " | " << markdown_text(where(r)) << " | " << r.group << " | " << markdown_text(r.status)
-      << " | " << r.rate << " | " << markdown_text(rank_cell(r, " / ")) << " |\n";
+    m << "| " << r.rank << " | " << markdown_text(where(r)) << " | " << r.group << " | "
+      << markdown_text(validate::to_string(r.status)) << " | " << r.rate << " | " << markdown_text(rank_cell(r, " / "))
+      << " |\n";
   if (!s.plants_without_effect.empty()) {
     m << "\n## Plants with no measurable effect\n\n";
     for (const auto& p : s.plants_without_effect) m << "- " << markdown_text(p) << "\n";
@@ -97,8 +98,8 @@ std::string fleet_junit_xml(const FleetSummary& s) {
     x << "    <testcase classname=\"fleet." << escape_markup(r.host) << "\" name=\"rank " << r.rank << " "
       << escape_markup(r.device) << "\">\n";
     if (!r.pass)
-      x << "      <failure message=\"" << escape_markup(r.status) << "\">" << escape_markup(r.message)
-        << "</failure>\n";
+      x << "      <failure message=\"" << escape_markup(validate::to_string(r.status)) << "\">"
+        << escape_markup(r.message) << "</failure>\n";
     else
       x << "      <system-out>" << escape_markup(r.message) << "</system-out>\n";
     x << "    </testcase>\n";
@@ -129,7 +130,7 @@ std::string fleet_report_html(const FleetSummary& s) {
     << "<th>disagreed</th><th>findings (every one) and replays</th></tr>\n";
   for (const auto& r : s.ranks)
     h << "<tr><td>" << r.rank << "</td><td>" << escape_markup(where(r)) << "</td><td>" << r.group << "</td><td class=\""
-      << (r.pass ? "pass" : "fail") << "\">" << escape_markup(r.status) << "</td><td>" << r.rate
+      << (r.pass ? "pass" : "fail") << "\">" << escape_markup(validate::to_string(r.status)) << "</td><td>" << r.rate
       << "</td><td style=\"white-space:pre-line\">" << escape_markup(rank_cell(r, "\n")) << "</td></tr>\n";
   h << "</table>\n<h2>Outliers</h2>\n";
   bool any = false;

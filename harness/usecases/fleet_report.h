@@ -16,10 +16,9 @@ namespace ampcheck::usecases {
 // A rank's row: where it runs (validate::FleetRankPlace, from its identity), its group and how it voted.
 struct FleetRankRow : validate::FleetRankPlace {
   int64_t group = 0;
-  // agrees | differs from its golden | outlier (of a majority of kFleetMinMajority or more, no golden) | non-finite
-  // (its run went non-finite where another rank's completed) | diverges (a drift group's loss off the main stack's)
-  // | cannot tell (its group split with no golden and no large enough majority) | run failed | lost
-  std::string status;
+  // agrees | differs from its golden | outlier | non-finite | diverges | cannot tell | run failed | lost: what each
+  // means, validate/fleet_status.h
+  validate::FleetRankStatus status = validate::FleetRankStatus::RunFailed;
   bool pass = false;
   int64_t repetitions = 0;                       // repetitions run
   int64_t disagreements = 0;                     // repetitions in which this rank differed from its group's majority

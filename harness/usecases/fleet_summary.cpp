@@ -19,6 +19,8 @@ namespace ampcheck::usecases {
 namespace {
 
 using trajectory::RunStatus;
+using validate::FleetRankStatus;
+using validate::GoldenResult;
 
 // A rank's run ended so (its status word, engine::status_name: trajectory/run_status.h).
 bool ended(const validate::FleetRun& r, RunStatus s) { return trajectory::parse_run_status(r.status) == s; }
@@ -31,6 +33,10 @@ std::string ranks_text(const std::vector<int64_t>& ranks) {
   for (int64_t r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
   return s;
 }
+
+// What a plant did to a rank's run of one scenario: changed its bits (against the golden or an unplanted peer of its
+// group), left them as they were, or nothing to measure it against.
+enum class PlantEffect { Changed, None, Unmeasured };
 
 // What the group's majorities did against their class's goldens over every vote.
 struct GoldenTally {
@@ -100,7 +106,7 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
         else if (!v.against_golden && !v.cannot_tell && v.majority_rank >= 0)
           main_reference[v.scenario] = v.majority_rank;
       }
-    std::map<int64_t, std::set<std::string>> planted_effect;  // rank -> "no" / "yes" seen in this repetition
+    std::map<int64_t, std::set<PlantEffect>> planted_effect;  // rank -> the effects seen in this repetition
     for (const auto& v0 : votes[rep]) {
       validate::FleetVote v = v0;
       v.repetition = rep1;
@@ -146,7 +152,7 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
       // a rank's plant with no effect: its run is bit for bit the golden's, or an unplanted peer's of its group
       std::set<std::string> good;
       for (const auto& side : v.sides) {
-        bool unplanted = side.golden_result == "identical";
+        bool unplanted = side.golden_result == GoldenResult::Identical;
         for (int64_t r : side.ranks) unplanted = unplanted || !planted(r, rep1);
         if (unplanted) good.insert(side.hash);
       }
@@ -154,7 +160,9 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
         if (planted(r, rep1)) {
           const validate::FleetRun* own = run_of(rep, r, v.scenario);
           if (!own || own->trajectory_hash.empty()) continue;
-          planted_effect[r].insert(good.empty() ? "unmeasured" : good.count(own->trajectory_hash) ? "no" : "yes");
+          planted_effect[r].insert(good.empty()                       ? PlantEffect::Unmeasured
+                                   : good.count(own->trajectory_hash) ? PlantEffect::None
+                                                                      : PlantEffect::Changed);
         }
       // a run that went non-finite where another rank's completed: a fault whatever its fingerprint or its vote
       bool any_completed = false;
@@ -208,8 +216,9 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
     }
     for (const auto& [r, seen] : planted_effect) {
       ++planted_reps[static_cast<size_t>(r)];
-      if (seen.count("unmeasured") && !seen.count("yes")) ++unmeasured_reps[static_cast<size_t>(r)];
-      else if (!seen.count("yes"))
+      if (seen.count(PlantEffect::Unmeasured) && !seen.count(PlantEffect::Changed))
+        ++unmeasured_reps[static_cast<size_t>(r)];
+      else if (!seen.count(PlantEffect::Changed))
         ++unaffected_reps[static_cast<size_t>(r)];
     }
     for (size_t k = 0; k < runs[rep].size(); ++k)
@@ -269,27 +278,27 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
                f.difference + "; replayed: " + (f.replay.empty() ? "-" : f.replay) +
                (f.replay_message.empty() ? "" : " (" + f.replay_message + ")");
     if (failed_runs[k] > 0) {
-      r.status = "run failed";
+      r.status = FleetRankStatus::RunFailed;
       r.message = where + ": a run failed in " + plural(failed_runs[k], "case", "cases") + " (" + first_error[k] + ")";
     } else if (blamed[k] > 0 && golden_blame[k]) {
-      r.status = "differs from its golden";
+      r.status = FleetRankStatus::DiffersFromGolden;
       r.message = where + " differs from the " + r.golden_class + " golden in " + r.rate + " repetition(s)" +
                   (cleared[k] ? " (identical to it in " + plural(cleared[k], "vote", "votes") + ")" : "") +
                   (nonfinite[k] ? "; " + first_nonfinite[k] : "") + every;
     } else if (blamed[k] > 0) {
-      r.status = "outlier";
+      r.status = FleetRankStatus::Outlier;
       r.message = where + " differs from its group's majority in " + r.rate + " repetition(s)" +
                   (nonfinite[k] ? "; " + first_nonfinite[k] : "") + every;
     } else if (nonfinite[k] > 0) {
-      r.status = "non-finite";
+      r.status = FleetRankStatus::NonFinite;
       r.message = where + ": a fault whatever its fingerprint — " + first_nonfinite[k] + " (" +
                   plural(nonfinite[k], "case", "cases") + ")" + drift + every;
     } else if (diverged[k] > 0) {
-      r.status = "diverges";
+      r.status = FleetRankStatus::Diverges;
       r.message =
           where + ": compared with the main stack statistically (no peer of its stack), " + first_divergence[k] + drift;
     } else if (undecided[k] > 0) {
-      r.status = "cannot tell";
+      r.status = FleetRankStatus::CannotTell;
       r.message = where + ": cannot tell which side is wrong — " + first_undecided[k] +
                   ", no golden was compared and no side holds a majority of " +
                   std::to_string(validate::kFleetMinMajority) +
@@ -298,7 +307,7 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
                   r.golden_class + " (`ampcheck validate --record` on a known-good machine, then --references), " +
                   "or run with more ranks of this stack";
     } else {
-      r.status = "agrees";
+      r.status = FleetRankStatus::Agrees;
       r.message =
           where +
           (cleared[k] ? " is bit for bit the " + r.golden_class + " golden's in " +
@@ -318,10 +327,10 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
       r.message += "; its plant (" + r.plants + ") had no measurable effect: its runs are bit for bit " +
                    (cleared[k] ? "the golden's" : "its unplanted peers'") + " in " +
                    plural(planted_reps[k], "planted repetition", "planted repetitions");
-    } else if (planted_reps[k] > 0 && unmeasured_reps[k] > 0 && r.status == "agrees")
+    } else if (planted_reps[k] > 0 && unmeasured_reps[k] > 0 && r.status == FleetRankStatus::Agrees)
       r.message += "; its plant (" + r.plants +
                    ")'s effect cannot be measured: no unplanted peer of its stack and no golden to compare with";
-    r.pass = r.status == "agrees";
+    r.pass = r.status == FleetRankStatus::Agrees;
     s.ranks.push_back(std::move(r));
   }
 
@@ -350,15 +359,16 @@ FleetSummary summarize_fleet(const std::vector<validate::FleetRankIdentity>& ids
                 std::string(s.repetitions > 1 ? " in every repetition" : "") + " and with the goldens compared";
   } else {
     // the ranks by what was found, blame first; "cannot tell" names no one
-    const std::vector<std::pair<std::string, std::string>> order = {
-        {"differs from its golden", "the golden outranks the majority: blamed"},
-        {"outlier", "outliers of a majority of " + std::to_string(validate::kFleetMinMajority) + "+ ranks"},
-        {"non-finite", "non-finite (a fault whatever the fingerprint)"},
-        {"diverges", "diverges from the main stack (statistical)"},
-        {"run failed", "a run failed"},
-        {"lost", "lost"},
-        {"cannot tell", "cannot tell which side is wrong (no golden, no majority of " +
-                            std::to_string(validate::kFleetMinMajority) + "+ ranks)"}};
+    const std::vector<std::pair<FleetRankStatus, std::string>> order = {
+        {FleetRankStatus::DiffersFromGolden, "the golden outranks the majority: blamed"},
+        {FleetRankStatus::Outlier,
+         "outliers of a majority of " + std::to_string(validate::kFleetMinMajority) + "+ ranks"},
+        {FleetRankStatus::NonFinite, "non-finite (a fault whatever the fingerprint)"},
+        {FleetRankStatus::Diverges, "diverges from the main stack (statistical)"},
+        {FleetRankStatus::RunFailed, "a run failed"},
+        {FleetRankStatus::Lost, "lost"},
+        {FleetRankStatus::CannotTell, "cannot tell which side is wrong (no golden, no majority of " +
+                                          std::to_string(validate::kFleetMinMajority) + "+ ranks)"}};
     std::string parts;
     for (const auto& [status, words] : order) {
       std::vector<int64_t> who;
@@ -389,7 +399,7 @@ void mark_stopped(FleetSummary& s, const std::vector<std::pair<int64_t, std::str
     s.lost_ranks.push_back(rank);
     if (rank < 0 || static_cast<size_t>(rank) >= s.ranks.size()) continue;
     FleetRankRow& r = s.ranks[static_cast<size_t>(rank)];
-    r.status = "lost";
+    r.status = FleetRankStatus::Lost;
     r.pass = false;
     r.message = message;
     for (auto& g : s.groups)

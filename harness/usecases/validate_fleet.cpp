@@ -212,13 +212,13 @@ FleetRuns run_repetition(const std::vector<FleetScenario>& scenarios, const std:
       if (!s.golden_path.empty()) {
         const auto cmp = validate::compare_bitwise(result.trajectory, s.golden.trajectory);
         r.golden = s.golden_path;
-        r.golden_result = cmp.identical ? "identical" : "differs";
+        r.golden_result = cmp.identical ? validate::GoldenResult::Identical : validate::GoldenResult::Differs;
         r.golden_message = cmp.message;
       } else {
         r.golden_message = s.golden_skip;
       }
     } catch (const std::exception& e) {
-      r.status = "error";
+      r.status = engine::status_name(engine::RunOutcome::Status::Error);
       r.error = e.what();
     }
     out.runs.push_back(std::move(r));

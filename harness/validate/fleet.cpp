@@ -222,20 +222,20 @@ std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::ve
       v.group = g.id;
       v.scenario = first.scenario;
       std::map<std::string, std::vector<int64_t>> holders;  // hash -> ranks (a rank without a run holds none)
-      std::map<std::string, std::string> golden_of;         // hash -> its ranks' golden result (the same bits)
+      std::map<std::string, GoldenResult> golden_of;        // hash -> its ranks' golden result (the same bits)
       bool golden_compared = false;
       for (int64_t rank : g.ranks) {
         const FleetRun* own = run_of(rank, v.scenario);
         if (!own || own->trajectory_hash.empty()) continue;
         holders[own->trajectory_hash].push_back(rank);
-        if (!own->golden_result.empty()) {
+        if (own->golden_result != GoldenResult::NotCompared) {
           golden_compared = true;
           golden_of[own->trajectory_hash] = own->golden_result;
           if (v.golden.empty()) v.golden = own->golden;
         }
       }
       for (const auto& [hash, who] : holders) {
-        v.sides.push_back({hash, who, golden_of.count(hash) ? golden_of[hash] : ""});
+        v.sides.push_back({hash, who, golden_of.count(hash) ? golden_of[hash] : GoldenResult::NotCompared});
         if (2 * who.size() > g.ranks.size()) {  // more than half of the group's ranks
           v.majority_hash = hash;
           v.majority = who;
@@ -249,19 +249,21 @@ std::vector<FleetVote> vote(const std::vector<FleetGroup>& groups, const std::ve
         v.against_golden = true;
         std::string identical_hash;
         for (const auto& side : v.sides)
-          if (side.golden_result == "identical") identical_hash = side.hash;
+          if (side.golden_result == GoldenResult::Identical) identical_hash = side.hash;
         for (int64_t rank : g.ranks) {
           const FleetRun* own = run_of(rank, v.scenario);
-          const bool identical = own && !own->trajectory_hash.empty() &&
-                                 (own->golden_result == "identical" ||
-                                  (own->golden_result.empty() && own->trajectory_hash == identical_hash));
+          const bool identical =
+              own && !own->trajectory_hash.empty() &&
+              (own->golden_result == GoldenResult::Identical ||
+               (own->golden_result == GoldenResult::NotCompared && own->trajectory_hash == identical_hash));
           (identical ? v.cleared : v.outliers).push_back(rank);
         }
         const FleetRun* rep = v.cleared.empty() ? nullptr : run_of(v.cleared.front(), v.scenario);
         if (!rep && !v.majority.empty()) rep = run_of(v.majority_rank, v.scenario);
         if (!rep && !v.sides.empty()) rep = run_of(v.sides.front().ranks.front(), v.scenario);
         if (rep) {
-          v.golden_result = rep->golden_result.empty() ? "identical" : rep->golden_result;
+          v.golden_result =
+              rep->golden_result == GoldenResult::NotCompared ? GoldenResult::Identical : rep->golden_result;
           v.golden_message = rep->golden_message;
         }
         v.no_majority = v.majority_hash.empty() && g.ranks.size() >= 2;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "trajectory/trajectory.h"
+#include "validate/fleet_status.h"
 #include "validate/validate.h"
 
 #include <cstdint>
@@ -96,9 +97,9 @@ struct FleetRun {
   std::string error;            // the run's error, if any
   std::string trajectory_hash;  // trajectory_hash: every column compared bitwise and every digest ("" no run)
   int64_t steps = 0;
-  std::string golden;          // the golden of this rank's class compared with ("" none)
-  std::string golden_result;   // "identical" | "differs" | "" (no golden of the class, or its stack differs)
-  std::string golden_message;  // compare_bitwise's message, or why no golden was compared
+  std::string golden;                                      // the golden of this rank's class compared with ("" none)
+  GoldenResult golden_result = GoldenResult::NotCompared;  // not compared: no golden of the class, or its stack differs
+  std::string golden_message;                              // compare_bitwise's message, or why no golden was compared
   // the loss at every step: a rank alone in a drift group is compared with the main stack statistically through it
   std::vector<double> losses;
 };
@@ -213,7 +214,7 @@ constexpr double kFleetDriftLossTolerance = 1e-3;
 struct FleetSide {
   std::string hash;
   std::vector<int64_t> ranks;
-  std::string golden_result;  // "identical" | "differs" | "" (no golden compared)
+  GoldenResult golden_result = GoldenResult::NotCompared;
 };
 template <class V>
 void visit_fields(FleetSide& r, V& v) {
@@ -238,7 +239,9 @@ struct FleetVote {
   bool cannot_tell = false;                 // ranks differ and neither a golden nor a large enough majority decides
   bool against_golden = false;              // outliers were decided by the golden (compared with it, not broadcast)
   std::vector<FleetSide> sides;             // every hash and its ranks, largest first
-  std::string golden_result, golden_message, golden;  // the reference side's comparison with its class's golden
+  // the reference side's comparison with its class's golden
+  GoldenResult golden_result = GoldenResult::NotCompared;
+  std::string golden_message, golden;
 };
 template <class V>
 void visit_fields(FleetVote& r, V& v) {
