@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
 
 namespace ampcheck::distributed {
@@ -38,6 +40,21 @@ int64_t allreduce_check_wrong_elements(const at::Tensor& result, int64_t world_s
 }
 
 nlohmann::json to_json(const AllReduceCheck& c) { return io::record_to_json(c); }
+
+std::string describe(const AllReduceCheck& c) {
+  std::ostringstream m;
+  m << std::setprecision(3);
+  const std::string what = c.spec.backend + ", " + std::to_string(c.spec.world_size) + " ranks";
+  if (!c.ran) {
+    m << (c.required ? "FAILED" : "not run") << ": " << what << ": " << c.error;
+  } else {
+    m << (c.correct ? "OK" : "FAILED") << ": " << what << " (" << c.device << "), "
+      << static_cast<double>(c.spec.bytes) / (1 << 20) << " MiB fp32 SUM, median " << c.median_ms << " ms of "
+      << c.spec.iterations << ": algbw " << c.algbw_gbs << " GB/s, busbw " << c.busbw_gbs << " GB/s; result "
+      << (c.correct ? std::string("exact") : std::to_string(c.wrong_elements) + " elements wrong");
+  }
+  return m.str();
+}
 
 AllReduceCheck run_allreduce_check(const AllReduceCheckSpec& spec) {
   AllReduceCheck c;

@@ -10,17 +10,21 @@
 #include "engine/trainer.h"
 #include "inject/injection.h"
 #include "doctor/gpu_topology.h"
-#include "io/record_json.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
+#include <optional>
 #include <sstream>
+#include <utility>
+#include <variant>
+#include <vector>
 
 namespace ampcheck::doctor {
 
@@ -138,7 +142,7 @@ double measured_matmul_tflops(const std::string& device_spec, const std::string&
   return matmul_tflops(device, dtype, n);
 }
 
-nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size) {
+DoctorReport doctor_report(const std::string& device_spec, int64_t matmul_size) {
   const at::Device device = engine::resolve_device(device_spec);
   const auto info = engine::device_info(device);
   auto& ctx = at::globalContext();
@@ -220,117 +224,114 @@ nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size
   r.smoke_test.gradscaler_inf_skipped_steps = skipped;
   r.smoke_test.gradscaler_scale_after = scale;
   r.smoke_test.ok = std::isfinite(l32) && ok16 && okbf && okinf && fp8_ok;
-  return io::record_to_json(r);
+  return r;
 }
 
-std::string format_doctor(const nlohmann::json& j) {
+namespace {
+
+// A number as doctor's JSON writes it (nlohmann's shortest round trip: 4.765588283538818, 32768.0; not finite: null),
+// so that the text and --json show the same digits.
+std::string json_number(double x) { return std::isfinite(x) ? nlohmann::json(x).dump() : "null"; }
+std::string json_number(int64_t x) { return std::to_string(x); }
+// a smoke-test loss: the number, or the error that stopped its run
+std::string loss_text(const DoctorSmokeTest::Loss& l) {
+  return std::holds_alternative<double>(l) ? json_number(std::get<double>(l)) : std::get<std::string>(l);
+}
+// a stack fingerprint key's value ("" where the fingerprint lacks it)
+std::string stack_value(const DoctorReport& r, const std::string& key) {
+  const auto it = r.stack.find(key);
+  return it == r.stack.end() ? "" : it->second;
+}
+
+}  // namespace
+
+std::string doctor_line(const std::string& name, const std::string& value) {
   std::ostringstream os;
-  auto line = [&](const std::string& k, const std::string& v) { os << std::left << std::setw(22) << k << v << "\n"; };
-  auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
-  line("device", str(j["device"]["name"]) + " (" + str(j["device"]["class"]) + ")");
-  if (!j["device"]["compute_capability"].get<std::string>().empty())
-    line("compute capability", str(j["device"]["compute_capability"]));
-  line("libtorch", str(j["versions"]["libtorch"]));
-  auto or_unknown = [&](const char* key) {
-    const auto& v = j["versions"].value(key, std::string());
-    return v.empty() ? std::string("unknown") : v;
-  };
-  if (!j["device"]["compute_capability"].get<std::string>().empty())
-    line("driver", or_unknown("nvidia_driver") + " (supports CUDA " + or_unknown("cuda_driver") + ")");
-  line("cuda runtime",
-       j["versions"]["cuda_runtime"].get<std::string>().empty() ? "none" : str(j["versions"]["cuda_runtime"]));
-  line("cudnn", j["versions"]["cudnn"].get<std::string>().empty() ? "none" : str(j["versions"]["cudnn"]));
+  os << std::left << std::setw(22) << name << value << "\n";
+  return os.str();
+}
+
+std::string format_doctor(const DoctorReport& r, const std::string& checks) {
+  std::string os;
+  auto line = [&](const std::string& k, const std::string& v) { os += doctor_line(k, v); };
+  const bool gpu = !r.device.compute_capability.empty();
+  line("device", r.device.name + " (" + r.device.device_class + ")");
+  if (gpu) line("compute capability", r.device.compute_capability);
+  line("libtorch", r.versions.libtorch);
+  auto or_unknown = [](const std::string& v) { return v.empty() ? std::string("unknown") : v; };
+  if (gpu)
+    line("driver",
+         or_unknown(r.versions.nvidia_driver) + " (supports CUDA " + or_unknown(r.versions.cuda_driver) + ")");
+  line("cuda runtime", r.versions.cuda_runtime.empty() ? "none" : r.versions.cuda_runtime);
+  line("cudnn", r.versions.cudnn.empty() ? "none" : r.versions.cudnn);
   {
     std::string b;
-    for (const auto& x : j["support"]["c10d_backends"]) b += (b.empty() ? "" : ", ") + x.get<std::string>();
+    for (const auto& x : r.support.c10d_backends) b += (b.empty() ? "" : ", ") + x;
     line("c10d backends", b.empty() ? "none (data-parallel scenarios unavailable)" : b);
-    if (j["support"].contains("fused_cuda_kernels"))
-      line("fused CUDA kernels",
-           j["support"]["fused_cuda_kernels"].get<bool>()
-               ? "compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu, fused_grad_check, "
-                 "fused_param_norm)"
-               : "not compiled: the engine options run their ATen references");
-    if (j["support"].contains("gemm_epilogues"))
-      line("GEMM epilogues", j["support"]["gemm_epilogues"].get<bool>()
-                                 ? "cuBLASLt linked (engine option gemm_epilogues)"
-                                 : "cuBLASLt not linked: gemm_epilogues runs the stock ops");
+    line("fused CUDA kernels", r.support.fused_cuda_kernels
+                                   ? "compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu, "
+                                     "fused_grad_check, fused_param_norm)"
+                                   : "not compiled: the engine options run their ATen references");
+    line("GEMM epilogues", r.support.gemm_epilogues ? "cuBLASLt linked (engine option gemm_epilogues)"
+                                                    : "cuBLASLt not linked: gemm_epilogues runs the stock ops");
   }
-  line("bf16 / fp8 / tf32", std::string(j["support"]["bf16"].get<bool>() ? "yes" : "no") + " / " +
-                                (j["support"]["fp8_e4m3_matmul"].get<bool>() ? "yes" : "no") + " / " +
-                                (j["support"]["tf32"].get<bool>() ? "yes" : "no"));
-  line("TF32 cuBLAS / cuDNN", std::string(j["flags"]["tf32_cublas"].get<bool>() ? "on" : "off") + " / " +
-                                  (j["flags"]["tf32_cudnn"].get<bool>() ? "on" : "off"));
-  line("deterministic", j["flags"]["deterministic_algorithms"].get<bool>() ? "on" : "off");
-  line("intra-op threads", str(j["flags"]["intra_op_threads"]));
-  line("CPU ISA / ATen CPU",
-       (j["stack"]["cpu_isa"].get<std::string>().empty() ? std::string("-") : str(j["stack"]["cpu_isa"])) + " / " +
-           str(j["stack"]["aten_cpu_capability"]));
+  auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
+  auto on = [](bool b) { return std::string(b ? "on" : "off"); };
+  line("bf16 / fp8 / tf32", yes(r.support.bf16) + " / " + yes(r.support.fp8_e4m3_matmul) + " / " + yes(r.support.tf32));
+  line("TF32 cuBLAS / cuDNN", on(r.flags.tf32_cublas) + " / " + on(r.flags.tf32_cudnn));
+  line("deterministic", on(r.flags.deterministic_algorithms));
+  line("intra-op threads", json_number(r.flags.intra_op_threads));
+  const std::string isa = stack_value(r, "cpu_isa");
+  line("CPU ISA / ATen CPU", (isa.empty() ? std::string("-") : isa) + " / " + stack_value(r, "aten_cpu_capability"));
   line("cuBLAS reductions",
-       str(j["stack"]["fp16_reduction_cublas"]) + " / " + str(j["stack"]["bf16_reduction_cublas"]) + " (fp16 / bf16)");
+       stack_value(r, "fp16_reduction_cublas") + " / " + stack_value(r, "bf16_reduction_cublas") + " (fp16 / bf16)");
   std::ostringstream rates;
-  for (const char* k : {"fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_e4m3_tflops"})
-    if (j["matmul"].contains(k))
-      rates << std::string(k).substr(0, std::string(k).find("_tflops")) << " " << std::setprecision(3)
-            << j["matmul"][k].get<double>() << "  ";
-  line("matmul TFLOP/s", rates.str() + "(n=" + str(j["matmul"]["size"]) + ")");
-  if (j.contains("fp8_check")) {
-    const auto& c = j["fp8_check"];
+  const std::vector<std::pair<const char*, std::optional<double>>> measured = {{"fp32", r.matmul.fp32_tflops},
+                                                                               {"tf32", r.matmul.tf32_tflops},
+                                                                               {"fp16", r.matmul.fp16_tflops},
+                                                                               {"bf16", r.matmul.bf16_tflops},
+                                                                               {"fp8_e4m3", r.matmul.fp8_e4m3_tflops}};
+  for (const auto& [dtype, rate] : measured)
+    if (rate) rates << dtype << " " << std::setprecision(3) << *rate << "  ";
+  line("matmul TFLOP/s", rates.str() + "(n=" + json_number(r.matmul.size) + ")");
+  if (r.fp8_check) {
+    const DoctorFp8Check& c = *r.fp8_check;
     std::ostringstream m;
-    m << std::setprecision(3) << (c["ok"].get<bool>() ? "OK" : "FAILED")
-      << ": e4m3 scaled matmul (n=" << c["size"].get<int64_t>() << ") relative error "
-      << 100 * c["fp8_rel_error"].get<double>() << "% vs fp64 (bound " << 100 * c["bound"].get<double>() << "%; bf16 "
-      << 100 * c["bf16_rel_error"].get<double>() << "%)";
+    m << std::setprecision(3) << (c.ok ? "OK" : "FAILED") << ": e4m3 scaled matmul (n=" << c.size << ") relative error "
+      << 100 * c.fp8_rel_error << "% vs fp64 (bound " << 100 * c.bound << "%; bf16 " << 100 * c.bf16_rel_error << "%)";
     line("fp8 check", m.str());
   } else {
     line("fp8 check", "not run: no FP8 matmuls on this device (the fp8 strategies are unsupported here)");
   }
-  if (j.contains("topology") && !j["topology"]["gpus"].empty()) {
-    const auto& t = j["topology"];
-    line("GPUs", std::to_string(t["gpus"].size()) + " visible");
-    for (const auto& g : t["gpus"]) {
+  const GpuTopology& t = r.topology;
+  if (!t.gpus.empty()) {
+    line("GPUs", std::to_string(t.gpus.size()) + " visible");
+    for (const auto& g : t.gpus) {
       std::ostringstream m;
-      m << std::fixed << std::setprecision(1) << g["name"].get<std::string>() << ", "
-        << g["memory_bytes"].get<double>() / (1 << 30) << " GiB, sm " << g["compute_capability"].get<std::string>()
-        << (g["pci_bus_id"].get<std::string>().empty() ? "" : ", " + g["pci_bus_id"].get<std::string>());
-      line("  GPU " + std::to_string(g["index"].get<int64_t>()), m.str());
+      m << std::fixed << std::setprecision(1) << g.name << ", " << static_cast<double>(g.memory_bytes) / (1 << 30)
+        << " GiB, sm " << g.compute_capability << (g.pci_bus_id.empty() ? "" : ", " + g.pci_bus_id);
+      line("  GPU " + std::to_string(g.index), m.str());
     }
-    const size_t n = t["gpus"].size();
+    const size_t n = t.gpus.size();
     if (n > 1) {
       std::string missing;
       for (size_t a = 0; a < n; ++a)
         for (size_t b = 0; b < n; ++b)
-          if (a != b && !t["peer_access"][a][b].get<bool>())
-            missing += " " + std::to_string(a) + "->" + std::to_string(b);
+          if (a != b && !t.peer_access.at(a).at(b)) missing += " " + std::to_string(a) + "->" + std::to_string(b);
       line("peer access", missing.empty() ? "every pair" : "not between" + missing);
     }
-    if (!t["links"].is_null()) line("GPU links", t["links"]["summary"].get<std::string>());
-    else if (t.contains("links_error"))
-      line("GPU links", "unknown: " + t["links_error"].get<std::string>());
+    if (t.links) line("GPU links", t.links->summary);
+    else if (!t.links_error.empty())
+      line("GPU links", "unknown: " + t.links_error);
   }
-  if (j.contains("allreduce")) {
-    const auto& a = j["allreduce"];
-    std::ostringstream m;
-    m << std::setprecision(3);
-    const std::string what =
-        a["backend"].get<std::string>() + ", " + std::to_string(a["world_size"].get<int64_t>()) + " ranks";
-    if (!a["ran"].get<bool>()) {
-      m << (a.value("required", true) ? "FAILED" : "not run") << ": " << what << ": " << a["error"].get<std::string>();
-    } else {
-      m << (a["correct"].get<bool>() ? "OK" : "FAILED") << ": " << what << " (" << a["device"].get<std::string>()
-        << "), " << a["bytes"].get<double>() / (1 << 20) << " MiB fp32 SUM, median " << a["median_ms"].get<double>()
-        << " ms of " << a["iterations"].get<int64_t>() << ": algbw " << a["algbw_gbs"].get<double>() << " GB/s, busbw "
-        << a["busbw_gbs"].get<double>() << " GB/s; result "
-        << (a["correct"].get<bool>() ? std::string("exact")
-                                     : std::to_string(a["wrong_elements"].get<int64_t>()) + " elements wrong");
-    }
-    line("all-reduce check", m.str());
-  }
-  const auto& s = j["smoke_test"];
-  line("smoke test", std::string(s["ok"].get<bool>() ? "OK" : "FAILED") + ": loss after 12 steps fp32 " +
-                         str(s["fp32_loss"]) + ", fp16 autocast " + str(s["fp16_autocast_loss"]) + ", bf16 autocast " +
-                         str(s["bf16_autocast_loss"]) + "; planted inf: " + str(s["gradscaler_inf_skipped_steps"]) +
-                         " skipped, scale " + str(s["gradscaler_scale_after"]));
-  return os.str();
+  os += checks;
+  const DoctorSmokeTest& s = r.smoke_test;
+  line("smoke test", std::string(s.ok ? "OK" : "FAILED") + ": loss after 12 steps fp32 " + loss_text(s.fp32_loss) +
+                         ", fp16 autocast " + loss_text(s.fp16_autocast_loss) + ", bf16 autocast " +
+                         loss_text(s.bf16_autocast_loss) +
+                         "; planted inf: " + json_number(s.gradscaler_inf_skipped_steps) + " skipped, scale " +
+                         json_number(s.gradscaler_scale_after));
+  return os;
 }
 
 }  // namespace ampcheck::doctor

@@ -4,8 +4,9 @@
 // back-off, fp16 and bf16 autocast training steps against fp32).
 #pragma once
 
+#include "doctor/doctor_record.h"
+
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 
@@ -14,9 +15,14 @@
 namespace ampcheck::doctor {
 
 // Runs the measurements on `device_spec` (auto | cpu | cuda). `matmul_size` is the square matrix size of the rate
-// measurement (default sized for a GPU; smaller on a CPU).
-nlohmann::json doctor_report(const std::string& device_spec, int64_t matmul_size = 0);
-std::string format_doctor(const nlohmann::json& report);
+// measurement (default sized for a GPU; smaller on a CPU). The record (doctor_record.h); `--json` is its
+// io::record_to_json.
+DoctorReport doctor_report(const std::string& device_spec, int64_t matmul_size = 0);
+// The report as the terminal table, one doctor_line per item, straight from the record. `checks`: lines of checks a
+// layer above ran beside the report (usecases::doctor's all-reduce check), printed before the smoke test.
+std::string format_doctor(const DoctorReport& report, const std::string& checks = "");
+// "name                  value\n": a line of the table (the value from column 23).
+std::string doctor_line(const std::string& name, const std::string& value);
 
 // The measured matmul rate of the device in a compute dtype (fp32 | tf32 | fp16 | bf16), TFLOP/s: the median of
 // timed square matmuls of size n (0 = 8192 on a GPU, 512 on a CPU) — the peak MFU is quoted against.

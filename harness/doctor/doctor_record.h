@@ -1,7 +1,8 @@
 // doctor's report (`ampcheck doctor --json`) as a record: the device, versions, support, flags, the stack fingerprint,
 // measured matmul rates, the FP8 check and the smoke test, each field once in a `visit_fields` beside its definition
-// (io/record_json.h; the keys sorted, as nlohmann::json writes them). doctor_report fills it and returns its JSON; the
-// GPU topology's record is gpu_topology.h's, the all-reduce check's distributed/allreduce_check.h's (usecases adds it).
+// (io/record_json.h; the keys sorted, as nlohmann::json writes them). doctor_report fills it, format_doctor prints its
+// table; the GPU topology's record is gpu_topology.h's, the all-reduce check's distributed/allreduce_check.h's
+// (usecases adds it).
 #pragma once
 
 #include "doctor/gpu_topology.h"

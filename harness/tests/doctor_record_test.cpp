@@ -3,6 +3,7 @@
 // is an error's text, an all-reduce check not required — written key for key and value for value as the hand-written
 // report wrote them (the literals below are that code's), and read back into the same record.
 #include "distributed/allreduce_check.h"
+#include "doctor/doctor.h"
 #include "doctor/doctor_record.h"
 #include "io/record_json.h"
 
@@ -10,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -142,4 +144,78 @@ TEST(DoctorRecord, AnAllReduceCheckNotRequiredSaysSo) {
                                {"algbw_gbs", 0.0},  {"busbw_gbs", 0.0},    {"error", "backend nccl not compiled in"},
                                {"required", false}};
   EXPECT_EQ(j.dump(), want.dump());
+}
+
+// The terminal table straight from the record: every GPU-only line as the formatter that read doctor's JSON by its
+// keys printed it (the literals are that code's output on this report, commit 5b08763).
+TEST(DoctorRecord, TheTableOfAGpuReportIsTheOneTheJsonGave) {
+  DoctorReport r = gpu_report();
+  r.stack["cpu_isa"] = "fma avx2 avx512f";
+  r.stack["aten_cpu_capability"] = "AVX512";
+  r.stack["fp16_reduction_cublas"] = "reduced precision, split-K";
+  r.stack["bf16_reduction_cublas"] = "full precision";
+  ampcheck::distributed::AllReduceCheck c;
+  c.spec = {"nccl", 8, 256 << 20, 20};
+  c.device = "cuda:0..7";
+  c.ran = c.correct = true;
+  c.median_ms = 1.25;
+  c.algbw_gbs = 214.7;
+  c.busbw_gbs = 375.8;
+  auto table = [&] {
+    return ampcheck::doctor::format_doctor(
+        r, ampcheck::doctor::doctor_line("all-reduce check", ampcheck::distributed::describe(c)));
+  };
+  EXPECT_EQ(table(), R"(device                NVIDIA H100 80GB HBM3 (h100)
+compute capability    9.0
+libtorch              2.11.0
+driver                570.1 (supports CUDA 12.8)
+cuda runtime          12.8
+cudnn                 9.8
+c10d backends         gloo, nccl
+fused CUDA kernels    compiled (engine options head_loss: fused, fused_layernorm, fused_bias_gelu, fused_grad_check, fused_param_norm)
+GEMM epilogues        cuBLASLt not linked: gemm_epilogues runs the stock ops
+bf16 / fp8 / tf32     yes / yes / yes
+TF32 cuBLAS / cuDNN   on / on
+deterministic         off
+intra-op threads      16
+CPU ISA / ATen CPU    fma avx2 avx512f / AVX512
+cuBLAS reductions     reduced precision, split-K / full precision (fp16 / bf16)
+matmul TFLOP/s        fp32 51.5  tf32 370  fp16 700  bf16 711  fp8_e4m3 1.2e+03  (n=8192)
+fp8 check             OK: e4m3 scaled matmul (n=4096) relative error 3.12% vs fp64 (bound 6.25%; bf16 0.391%)
+GPUs                  2 visible
+  GPU 0               NVIDIA H100 80GB HBM3, 0.1 GiB, sm 9.0, 00000000:18:00.0
+  GPU 1               NVIDIA H100 80GB HBM3, 0.1 GiB, sm 9.0
+peer access           every pair
+GPU links             every pair NV18
+all-reduce check      OK: nccl, 8 ranks (cuda:0..7), 256 MiB fp32 SUM, median 1.25 ms of 20: algbw 215 GB/s, busbw 376 GB/s; result exact
+smoke test            FAILED: loss after 12 steps fp32 4.75, fp16 autocast cuDNN error: CUDNN_STATUS_NOT_SUPPORTED, bf16 autocast ; planted inf: 1 skipped, scale 32768.0
+)");
+  c.ran = false;
+  c.error = "backend nccl not compiled in";
+  c.required = false;
+  EXPECT_NE(table().find(R"(all-reduce check      not run: nccl, 8 ranks: backend nccl not compiled in
+)"),
+            std::string::npos)
+      << table();
+  // no link matrix (and why), a pair without peer access, a failed FP8 check, a scale that is not a number
+  r.topology.links.reset();
+  r.topology.links_error = "nvidia-smi topo -m printed nothing";
+  r.topology.peer_access = {{false, false}, {true, false}};
+  r.fp8_check->ok = false;
+  r.smoke_test.ok = true;
+  r.smoke_test.gradscaler_scale_after = NAN;
+  const std::string text = ampcheck::doctor::format_doctor(r);
+  for (
+      const char* want : {
+          R"(fp8 check             FAILED: e4m3 scaled matmul (n=4096) relative error 3.12% vs fp64 (bound 6.25%; bf16 0.391%)
+)",
+          R"(peer access           not between 0->1
+)",
+          R"(GPU links             unknown: nvidia-smi topo -m printed nothing
+)",
+          R"(smoke test            OK: loss after 12 steps fp32 4.75, fp16 autocast cuDNN error: CUDNN_STATUS_NOT_SUPPORTED, bf16 autocast ; planted inf: 1 skipped, scale null
+)",
+      })
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  EXPECT_EQ(text.find("all-reduce check"), std::string::npos) << text;
 }

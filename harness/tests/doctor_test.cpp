@@ -3,11 +3,13 @@
 // with the scale halved).
 #include "kernels/fused.h"
 #include "doctor/doctor.h"
+#include "io/record_json.h"
 
 #include <gtest/gtest.h>
 
 TEST(Doctor, ReportHasEverySectionAndTheSmokeTestPassesOnCpu) {
-  const auto j = ampcheck::doctor::doctor_report("cpu", 128);
+  const auto r = ampcheck::doctor::doctor_report("cpu", 128);
+  const auto j = ampcheck::io::record_to_json(r);
   for (const char* k : {"device", "versions", "support", "flags", "matmul", "smoke_test"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_EQ(j["device"]["class"], "cpu");
@@ -17,19 +19,20 @@ TEST(Doctor, ReportHasEverySectionAndTheSmokeTestPassesOnCpu) {
   EXPECT_EQ(j["smoke_test"]["gradscaler_inf_skipped_steps"], 1);
   EXPECT_EQ(j["smoke_test"]["gradscaler_scale_after"], 32768.0);
   EXPECT_TRUE(j["smoke_test"]["ok"].get<bool>()) << j["smoke_test"].dump();
-  EXPECT_NE(ampcheck::doctor::format_doctor(j).find("smoke test            OK"), std::string::npos);
+  EXPECT_NE(ampcheck::doctor::format_doctor(r).find("smoke test            OK"), std::string::npos);
   // whether this build carries the fused CUDA kernels (the engine options' ATen references stand in where not)
   EXPECT_EQ(j["support"]["fused_cuda_kernels"].get<bool>(), ampcheck::kernels::cuda_kernels_built());
-  EXPECT_NE(ampcheck::doctor::format_doctor(j).find("fused CUDA kernels"), std::string::npos);
+  EXPECT_NE(ampcheck::doctor::format_doctor(r).find("fused CUDA kernels"), std::string::npos);
 }
 
 // No FP8 on the CPU: support "no", no rate, the check not run — and the line says why.
 TEST(Doctor, Fp8IsReportedUnsupportedOnCpu) {
-  const auto j = ampcheck::doctor::doctor_report("cpu", 128);
+  const auto r = ampcheck::doctor::doctor_report("cpu", 128);
+  const auto j = ampcheck::io::record_to_json(r);
   EXPECT_FALSE(j["support"]["fp8_e4m3_matmul"].get<bool>());
   EXPECT_FALSE(j["matmul"].contains("fp8_e4m3_tflops"));
   EXPECT_FALSE(j.contains("fp8_check"));
-  EXPECT_NE(ampcheck::doctor::format_doctor(j).find("fp8 check             not run: no FP8 matmuls on this device"),
+  EXPECT_NE(ampcheck::doctor::format_doctor(r).find("fp8 check             not run: no FP8 matmuls on this device"),
             std::string::npos);
 }
 

@@ -3,6 +3,7 @@
 // each rank contributes sums to integers below 2^24, so the check is bit for bit and one wrong element counts).
 #include "distributed/allreduce_check.h"
 #include "doctor/doctor.h"
+#include "io/record_json.h"
 #include "doctor/gpu_topology.h"
 
 #include <ATen/ATen.h>
@@ -87,9 +88,9 @@ TEST(DoctorAllReduce, ExactSumIsVerifiedBitForBitAndAWrongElementCounts) {
 
 // The report's GPU section is present and empty on a machine without CUDA; the all-reduce line formats both ways.
 TEST(DoctorAllReduce, LinesForAPassingAndAFailedCheck) {
-  auto j = ampcheck::doctor::doctor_report("cpu", 128);
-  ASSERT_TRUE(j.contains("topology"));
-  if (!at::hasCUDA()) EXPECT_TRUE(j["topology"]["gpus"].empty());
+  const auto r = ampcheck::doctor::doctor_report("cpu", 128);
+  if (!at::hasCUDA()) EXPECT_TRUE(r.topology.gpus.empty());
+  EXPECT_TRUE(ampcheck::io::record_to_json(r).contains("topology"));
   ampcheck::distributed::AllReduceCheck c;
   c.spec.backend = "nccl";
   c.spec.world_size = 8;
@@ -99,16 +100,16 @@ TEST(DoctorAllReduce, LinesForAPassingAndAFailedCheck) {
   c.median_ms = 1.25;
   c.algbw_gbs = 214.7;
   c.busbw_gbs = 375.8;
-  j["allreduce"] = ampcheck::distributed::to_json(c);
-  EXPECT_NE(
-      ampcheck::doctor::format_doctor(j).find(
-          "all-reduce check      OK: nccl, 8 ranks (cuda:0..7), 256 MiB fp32 SUM, median 1.25 ms of 20: algbw 215 "
-          "GB/s, busbw 376 GB/s; result exact"),
-      std::string::npos)
-      << ampcheck::doctor::format_doctor(j);
+  auto text = [&] {
+    return ampcheck::doctor::format_doctor(
+        r, ampcheck::doctor::doctor_line("all-reduce check", ampcheck::distributed::describe(c)));
+  };
+  EXPECT_NE(text().find("all-reduce check      OK: nccl, 8 ranks (cuda:0..7), 256 MiB fp32 SUM, median 1.25 ms of 20: "
+                        "algbw 215 GB/s, busbw 376 GB/s; result exact\nsmoke test"),
+            std::string::npos)
+      << text();
   c.correct = false;
   c.wrong_elements = 12;
-  j["allreduce"] = ampcheck::distributed::to_json(c);
-  EXPECT_NE(ampcheck::doctor::format_doctor(j).find("FAILED: nccl, 8 ranks"), std::string::npos);
-  EXPECT_NE(ampcheck::doctor::format_doctor(j).find("result 12 elements wrong"), std::string::npos);
+  EXPECT_NE(text().find("FAILED: nccl, 8 ranks"), std::string::npos);
+  EXPECT_NE(text().find("result 12 elements wrong"), std::string::npos);
 }

@@ -9,11 +9,13 @@
 #include "doctor/doctor.h"
 #include "engine/device.h"
 #include "engine/precision.h"
+#include "io/record_json.h"
 #include "report/html.h"
 #include "report/summary.h"
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <sys/stat.h>
 
@@ -80,8 +82,9 @@ Listing list(const std::string& suite) {
 }
 
 DoctorResult doctor(const std::string& device, const DoctorOptions& o) {
-  auto report = doctor::doctor_report(device);
-  bool ok = report["smoke_test"]["ok"].get<bool>();
+  const doctor::DoctorReport report = doctor::doctor_report(device);
+  nlohmann::json json = io::record_to_json(report);
+  bool ok = report.smoke_test.ok;
   // the all-reduce check (harness/distributed/allreduce_check.h): NCCL over every GPU on a CUDA device, Gloo over 2 CPU
   // processes on the CPU, where that backend is compiled in; --allreduce-ranks N sets the rank count (0: skip)
   const bool cuda = engine::resolve_device(device).is_cuda();
@@ -90,18 +93,22 @@ DoctorResult doctor(const std::string& device, const DoctorOptions& o) {
   spec.world_size = o.allreduce_ranks >= 0 ? o.allreduce_ranks : cuda ? engine::cuda_device_count() : 2;
   spec.bytes = static_cast<int64_t>((o.allreduce_mb > 0 ? o.allreduce_mb : cuda ? 256.0 : 4.0) * (1 << 20));
   spec.iterations = cuda ? 20 : 5;
+  std::optional<distributed::AllReduceCheck> allreduce;
   if (spec.world_size > 0 && (o.allreduce_ranks >= 0 || distributed::backend_available(spec.backend))) {
-    const auto c = distributed::run_allreduce_check(spec);
-    report["allreduce"] = distributed::to_json(c);
-    ok = ok && c.ran && c.correct;
+    allreduce = distributed::run_allreduce_check(spec);
+    ok = ok && allreduce->ran && allreduce->correct;
   } else if (spec.world_size > 0) {
-    distributed::AllReduceCheck c;
-    c.spec = spec;
-    c.error = "backend " + spec.backend + " not compiled in";
-    c.required = false;
-    report["allreduce"] = distributed::to_json(c);
+    allreduce = distributed::AllReduceCheck{};
+    allreduce->spec = spec;
+    allreduce->error = "backend " + spec.backend + " not compiled in";
+    allreduce->required = false;
   }
-  return {report.dump(2) + "\n", doctor::format_doctor(report), ok};
+  std::string checks;
+  if (allreduce) {
+    json["allreduce"] = distributed::to_json(*allreduce);
+    checks = doctor::doctor_line("all-reduce check", distributed::describe(*allreduce));
+  }
+  return {json.dump(2) + "\n", doctor::format_doctor(report, checks), ok};
 }
 
 }  // namespace ampcheck::usecases
