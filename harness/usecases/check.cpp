@@ -51,15 +51,15 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
   return row;
 }
 
-// The scenarios one after another in this process. *follower: this is a joined rank other than 0.
-report::RunSummary check_here(const std::vector<std::string>& files, const RunOptions& opts, std::ostream& log,
-                              bool* follower) {
+// The scenarios one after another in this process, each on its device. *follower: this is a joined rank other
+// than 0.
+report::RunSummary check_here(const ScenarioPlan& plan, const RunOptions& opts, std::ostream& log, bool* follower) {
   report::RunSummary summary;
   std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
-  for (size_t i = 0; i < files.size(); ++i) {
-    const auto sc = load_for_run(files[i], opts);
-    log << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
-        << std::flush;
+  const size_t n = plan.scenarios.size();
+  for (size_t i = 0; i < n; ++i) {
+    const scenario::Scenario& sc = plan.scenarios[i].scenario;
+    log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
     const at::Device device = run_device(sc, opts);
     if (summary.device_class.empty()) set_provenance(summary, sc, device);
     const auto row = check_scenario(sc, device, opts, peak_tflops);
@@ -73,32 +73,34 @@ report::RunSummary check_here(const std::vector<std::string>& files, const RunOp
   return summary;
 }
 
+// A joined rank other than 0 of a torchrun / srun job (RANK set, not 0): rank 0 judges and writes the reports.
+bool joined_rank_other_than_zero() {
+  const char* rank = std::getenv("RANK");
+  return distributed::in_distributed_environment() && rank && std::string(rank) != "0";
+}
+
+// How many scenarios run at once: a rank of a torchrun / srun job runs its scenarios in this process, in the job's
+// order; else --jobs (default_jobs), never more than there are scenarios.
+int64_t scenarios_at_once(const RunOptions& opts, size_t scenarios) {
+  if (distributed::in_distributed_environment()) return 1;
+  return std::min<int64_t>(opts.jobs > 0 ? opts.jobs : default_jobs(opts.device), static_cast<int64_t>(scenarios));
+}
+
 }  // namespace
 
+// The phases: the plan (every file read once), the run directory, the scenarios run and judged (here, or in processes
+// of their own), the reports published.
 SuiteResult check(const RunOptions& requested, std::ostream& log) {
   SuiteResult result;
-  const auto files = resolve_scenario_files(requested);
-  result.skipped = why_skipped(files, requested);
+  const ScenarioPlan plan = plan_scenarios(requested);
+  result.skipped = plan.skipped;
   if (!result.skipped.empty()) return result;
-  refuse_existing_run_outputs(files, requested);  // before any training: nothing run, nothing written
-  RunDirectory out(requested);                    // written whole: the run directory appears complete or not at all
+  check_run_directory_replaceable(requested);  // before any training: nothing run, nothing written
+  RunDirectory out(requested);                 // written whole: the run directory appears complete or not at all
   const RunOptions opts = out.staged(requested);
-  // a rank of a torchrun / srun job runs its scenarios in this process, in the job's order; a joined rank other than
-  // 0 (RANK set by torchrun / srun) writes nothing: rank 0 judges and writes the reports
-  const bool joined = distributed::in_distributed_environment();
-  const char* rank = std::getenv("RANK");
-  bool follower = joined && rank && std::string(rank) != "0";
-  const int64_t jobs = joined ? 1
-                              : std::min<int64_t>(opts.jobs > 0 ? opts.jobs : default_jobs(opts.device),
-                                                  static_cast<int64_t>(files.size()));
-  if (jobs > 1) {
-    log << files.size() << " scenarios, " << jobs << " at a time\n" << std::flush;
-    auto par = check_in_processes(files, opts, jobs, log);
-    result.summary = std::move(par.header);
-    result.summary.scenarios = std::move(par.rows);
-  } else {
-    result.summary = check_here(files, opts, log, &follower);
-  }
+  bool follower = joined_rank_other_than_zero();
+  const int64_t jobs = scenarios_at_once(opts, plan.scenarios.size());
+  result.summary = jobs > 1 ? check_in_processes(plan, opts, jobs, log) : check_here(plan, opts, log, &follower);
   result.summary.suite = opts.suite;
   result.summary.strict = opts.strict;
   result.written = !follower;

@@ -75,18 +75,19 @@ std::string tail_of(const std::string& path, size_t max_chars) {
 namespace {
 
 // Each scenario in its own `ampcheck check` child writing <parts>/<index>/, at most `jobs` at once; their exit codes.
-std::vector<int> run_children(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs,
-                              const std::string& parts, std::ostream& log) {
+std::vector<int> run_children(const ScenarioPlan& plan, const RunOptions& opts, int64_t jobs, const std::string& parts,
+                              std::ostream& log) {
+  const auto& scenarios = plan.scenarios;
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max<int>(1, cores / static_cast<int>(jobs));
   std::map<pid_t, size_t> running;
-  std::vector<int> status(files.size(), -1);
+  std::vector<int> status(scenarios.size(), -1);
   size_t next = 0, done = 0;
   auto part_dir = [&](size_t i) { return parts + "/" + std::to_string(i); };
-  while (done < files.size()) {
-    while (next < files.size() && static_cast<int64_t>(running.size()) < jobs) {
-      std::vector<std::string> args = {"ampcheck", "check", files[next],    "--jobs",
-                                       "1",        "--out", part_dir(next), "--force"};
+  while (done < scenarios.size()) {
+    while (next < scenarios.size() && static_cast<int64_t>(running.size()) < jobs) {
+      std::vector<std::string> args = {"ampcheck", "check", scenarios[next].file, "--jobs",
+                                       "1",        "--out", part_dir(next),       "--force"};
       if (!opts.device.empty()) args.insert(args.end(), {"--device", opts.device});
       if (!opts.references.empty()) args.insert(args.end(), {"--references", opts.references});
       if (opts.steps > 0) args.insert(args.end(), {"--steps", std::to_string(opts.steps)});
@@ -105,7 +106,7 @@ std::vector<int> run_children(const std::vector<std::string>& files, const RunOp
     running.erase(it);
     status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     ++done;
-    log << "[" << done << "/" << files.size() << "] " << file_stem(files[i])
+    log << "[" << done << "/" << scenarios.size() << "] " << file_stem(scenarios[i].file)
         << (status[i] == 0   ? ""
             : status[i] == 1 ? "  (FAIL)"
                              : "  (exit " + std::to_string(status[i]) + ")")
@@ -117,28 +118,30 @@ std::vector<int> run_children(const std::vector<std::string>& files, const RunOp
 
 }  // namespace
 
-ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs,
-                                  std::ostream& log) {
+report::RunSummary check_in_processes(const ScenarioPlan& plan, const RunOptions& opts, int64_t jobs,
+                                      std::ostream& log) {
+  log << plan.scenarios.size() << " scenarios, " << jobs << " at a time\n" << std::flush;
   const std::string parts = opts.out_dir + "/.parts";
   io::remove_tree(parts);
   make_dirs(parts);
-  const std::vector<int> status = run_children(files, opts, jobs, parts, log);
+  const std::vector<int> status = run_children(plan, opts, jobs, parts, log);
   auto part_dir = [&](size_t i) { return parts + "/" + std::to_string(i); };
-  ParallelResult out;
+  report::RunSummary out;
+  std::vector<report::ScenarioSummary> rows;
   const bool overwrite = may_overwrite(opts);
-  for (size_t i = 0; i < files.size(); ++i) {
+  for (size_t i = 0; i < plan.scenarios.size(); ++i) {
     const std::string summary = part_dir(i) + "/summary.json";
     if (!file_exists(summary)) {  // the child died before writing its summary: keep its output in the message
       report::ScenarioSummary row;
-      row.name = file_stem(files[i]);
+      row.name = file_stem(plan.scenarios[i].file);
       row.verdict = verdict::kNoVerdict;
       row.message = "the scenario's process ended with exit code " + std::to_string(status[i]) +
                     " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + ".log", 2000);
-      out.rows.push_back(row);
+      rows.push_back(row);
       continue;
     }
     const auto part = report::read_summary_json(summary);
-    if (out.header.device_class.empty()) out.header = part;
+    if (out.device_class.empty()) out = part;  // the provenance of the first scenario that ran
     for (auto row : part.scenarios) {
       if (!row.trajectory_file.empty()) {
         const std::string from = part_dir(i) + "/" + row.trajectory_file, to = opts.out_dir + "/" + row.trajectory_file;
@@ -150,11 +153,11 @@ ParallelResult check_in_processes(const std::vector<std::string>& files, const R
           row.message = to + ": could not move the trajectory there from " + from;
         }
       }
-      out.rows.push_back(row);
+      rows.push_back(row);
     }
   }
   io::remove_tree(parts);
-  out.header.scenarios.clear();
+  out.scenarios = std::move(rows);
   return out;
 }
 

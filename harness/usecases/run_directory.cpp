@@ -42,16 +42,9 @@ void refuse_existing_run_outputs(const std::vector<std::string>& files, const Ru
 }
 
 void refuse_duplicate_scenario_names(const std::vector<std::string>& files, const RunOptions& opts) {
-  std::map<std::string, std::string> file_of_name;
-  for (const auto& f : files) {
-    const auto sc = load_for_run(f, opts);
-    const auto [it, fresh] = file_of_name.emplace(sc.run.name, f);
-    if (!fresh)
-      throw std::runtime_error(it->second + " and " + f + " both name their scenario '" + sc.run.name +
-                               "': their results would share " + sc.run.name +
-                               ".h5 in the run directory. HINT: give "
-                               "each scenario its own `name:` (or name each file once)");
-  }
+  std::vector<PlannedScenario> loaded;
+  for (const auto& f : files) loaded.push_back({f, load_for_run(f, opts)});
+  refuse_duplicate_scenario_names(loaded);
 }
 
 namespace {

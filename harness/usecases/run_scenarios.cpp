@@ -12,17 +12,17 @@ namespace ampcheck::usecases {
 
 RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
   RunResult result;
-  const auto files = resolve_scenario_files(requested);
-  result.skipped = why_skipped(files, requested);
+  const ScenarioPlan plan = plan_scenarios(requested);  // every file read once, or why none runs here
+  result.skipped = plan.skipped;
   if (!result.skipped.empty()) return result;
-  refuse_existing_run_outputs(files, requested);  // before any training: nothing run, nothing written
-  RunDirectory out(requested);                    // written whole: the run directory appears complete or not at all
+  check_run_directory_replaceable(requested);  // before any training: nothing run, nothing written
+  RunDirectory out(requested);                 // written whole: the run directory appears complete or not at all
   const RunOptions opts = out.staged(requested);
   bool follower = false;
-  for (size_t i = 0; i < files.size(); ++i) {
-    const auto sc = load_for_run(files[i], opts);
-    log << "[" << (i + 1) << "/" << files.size() << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n"
-        << std::flush;
+  const size_t n = plan.scenarios.size();
+  for (size_t i = 0; i < n; ++i) {
+    const scenario::Scenario& sc = plan.scenarios[i].scenario;
+    log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
     bool writes = true;
     auto r =
         run_any_scenario(sc, opts, &writes, run::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));

@@ -1,5 +1,5 @@
-// Where scenarios and references are, which files a command names, and one scenario run as the options say
-// (scenario_files.h).
+// Where scenarios and references are, which files a command names, the plan that reads each once, and one scenario
+// run as the options say (scenario_files.h).
 #include "usecases/scenario_files.h"
 
 #include "distributed/launcher.h"
@@ -11,6 +11,7 @@
 #include <ATen/Context.h>
 
 #include <cstdlib>
+#include <map>
 #include <stdexcept>
 #include <sys/stat.h>
 
@@ -41,12 +42,23 @@ std::vector<std::string> resolve_scenario_files(const RunOptions& opts) {
 }
 
 namespace {
-std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions& opts) {
+
+// --device cuda without a CUDA device ("" if not so).
+std::string no_cuda_for(const RunOptions& opts) {
+  if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA())
+    return "--device " + opts.device + " but no CUDA device is available here";
+  return "";
+}
+
+// Every scenario data-parallel on CUDA with more ranks than this machine has GPUs ("" if one is not). scenario(i) gives
+// the i-th of n, loaded as it is asked for: the answer is known at the first that fits.
+template <class ScenarioAt>
+std::string too_few_gpus(size_t n, ScenarioAt scenario, const RunOptions& opts) {
   if (distributed::in_distributed_environment()) return "";  // a torchrun / srun job brings its own GPUs
   const int64_t gpus = engine::cuda_device_count();
   std::string first;
-  for (const auto& f : files) {
-    const auto sc = scenario::load_scenario(f);
+  for (size_t i = 0; i < n; ++i) {
+    const scenario::Scenario& sc = scenario(i);
     const std::string dev = opts.device.empty() ? sc.device : opts.device;
     const int64_t world = sc.run.distributed.enabled ? sc.run.distributed.world_size : 1;
     const bool cuda = dev == "cuda" || (dev == "auto" && gpus > 0);
@@ -55,24 +67,61 @@ std::string too_few_gpus(const std::vector<std::string>& files, const RunOptions
       first = sc.run.name + " needs " + std::to_string(world) + " GPUs (one per rank), this machine has " +
               std::to_string(gpus);
   }
-  return first + (files.size() > 1 ? " (and so does every other scenario named)" : "");
-}
-}  // namespace
-
-std::string why_skipped(const std::vector<std::string>& files, const RunOptions& opts) {
-  if (opts.device.rfind("cuda", 0) == 0 && !at::hasCUDA())
-    return "--device " + opts.device + " but no CUDA device is available here";
-  return too_few_gpus(files, opts);
+  return first + (n > 1 ? " (and so does every other scenario named)" : "");
 }
 
-scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts) {
-  scenario::Scenario sc = scenario::load_scenario(file);
+// --engine's options applied to a scenario as parsed.
+void apply_engine_option(scenario::Scenario& sc, const RunOptions& opts) {
   if (opts.engine == "fast") {
     engine::request_fast_engine(sc.run);
   } else if (opts.engine != "stock") {
     throw std::invalid_argument("--engine: expected stock or fast, got '" + opts.engine + "'");
   }
+}
+
+}  // namespace
+
+std::string why_skipped(const std::vector<std::string>& files, const RunOptions& opts) {
+  if (const std::string why = no_cuda_for(opts); !why.empty()) return why;
+  scenario::Scenario loaded;
+  return too_few_gpus(
+      files.size(), [&](size_t i) -> const scenario::Scenario& { return loaded = scenario::load_scenario(files[i]); },
+      opts);
+}
+
+scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts) {
+  scenario::Scenario sc = scenario::load_scenario(file);
+  apply_engine_option(sc, opts);
   return sc;
+}
+
+ScenarioPlan plan_scenarios(const RunOptions& opts) {
+  ScenarioPlan plan;
+  const std::vector<std::string> files = resolve_scenario_files(opts);
+  plan.skipped = no_cuda_for(opts);
+  if (!plan.skipped.empty()) return plan;
+  std::vector<PlannedScenario> parsed;
+  for (const auto& f : files) parsed.push_back({f, scenario::load_scenario(f)});
+  plan.skipped = too_few_gpus(
+      parsed.size(), [&](size_t i) -> const scenario::Scenario& { return parsed[i].scenario; }, opts);
+  if (!plan.skipped.empty()) return plan;
+  for (auto& p : parsed) apply_engine_option(p.scenario, opts);
+  refuse_duplicate_scenario_names(parsed);  // a bad scenario file is named before the run directory
+  plan.scenarios = std::move(parsed);
+  return plan;
+}
+
+void refuse_duplicate_scenario_names(const std::vector<PlannedScenario>& scenarios) {
+  std::map<std::string, std::string> file_of_name;
+  for (const auto& p : scenarios) {
+    const std::string& name = p.scenario.run.name;
+    const auto [it, fresh] = file_of_name.emplace(name, p.file);
+    if (!fresh)
+      throw std::runtime_error(it->second + " and " + p.file + " both name their scenario '" + name +
+                               "': their results would share " + name +
+                               ".h5 in the run directory. HINT: give "
+                               "each scenario its own `name:` (or name each file once)");
+  }
 }
 
 at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts) {

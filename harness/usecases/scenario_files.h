@@ -29,6 +29,24 @@ std::string why_skipped(const std::vector<std::string>& files, const RunOptions&
 
 // A scenario as `opts` runs it: the file, with --engine fast's options applied.
 scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts);
+
+// One scenario of a command, read once: the file named and the scenario it gives.
+struct PlannedScenario {
+  std::string file;             // as named, or as --suite lists it
+  scenario::Scenario scenario;  // parsed, with --engine fast's options applied (load_for_run)
+};
+
+// What check and run will do, decided before anything trains or is written: every file named, resolved and parsed
+// once, in the order named — or why none runs here. The phases after it take the loaded scenarios, not the files.
+struct ScenarioPlan {
+  std::vector<PlannedScenario> scenarios;  // empty when skipped
+  std::string skipped;                     // "" when they run; else why_skipped's reason (exit 77)
+};
+// resolve_scenario_files, each file parsed, why_skipped on the scenarios parsed, --engine applied, and two files that
+// give one `name:` refused (refuse_duplicate_scenario_names). Throws naming the file and the field, or both files.
+ScenarioPlan plan_scenarios(const RunOptions& opts);
+// Throws naming both files where two give one `name:` (their results, goldens and reports would share one <name>.h5).
+void refuse_duplicate_scenario_names(const std::vector<PlannedScenario>& scenarios);
 // The device it runs on: --device, else the scenario's own.
 at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts);
 
@@ -39,13 +57,9 @@ run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOpti
 
 // check's parallel path (parallel_check.cpp): each scenario in its own `ampcheck check` process, at most `jobs` at
 // once, each with cores / jobs intra-op threads; their summaries merged in the files' order, their trajectories
-// moved into opts.out_dir.
-struct ParallelResult {
-  std::vector<report::ScenarioSummary> rows;
-  report::RunSummary header;  // provenance fields from the first scenario that ran
-};
-ParallelResult check_in_processes(const std::vector<std::string>& files, const RunOptions& opts, int64_t jobs,
-                                  std::ostream& log);
+// moved into opts.out_dir. The summary: the provenance of the first scenario that ran, one row per scenario.
+report::RunSummary check_in_processes(const ScenarioPlan& plan, const RunOptions& opts, int64_t jobs,
+                                      std::ostream& log);
 int64_t default_jobs(const std::string& device);
 
 std::string file_stem(const std::string& path);  // "dir/run.h5" -> "run"
