@@ -369,52 +369,30 @@ void refuse_different_inputs(distributed::RankExchange& x, const std::vector<Fle
       "checkout or another command line); a fleet votes only between identical runs");
 }
 
-}  // namespace
+// An exchange that failed (a peer's connection closed): the watch names who, else the error stands.
+template <class F>
+auto exchanged(distributed::RankWatch& watch, F&& f) {
+  try {
+    return f();
+  } catch (const std::invalid_argument&) {
+    watch.finish();  // bad input, decided alike on every rank: exit 2, whoever exits first
+    throw;
+  } catch (const std::exception&) {
+    watch.wait_for_verdict();
+    throw;
+  }
+}
 
-FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostream& log) {
-  const auto start = std::chrono::steady_clock::now();
-  validate::settle_process();
-  if (opts.scenarios.empty() && opts.suite.empty()) opts.suite = "validate";
-  distributed::apply_slurm_environment();  // an srun task: its SLURM_* variables as torchrun's
-  if (!distributed::in_distributed_environment())
-    throw std::invalid_argument(
-        "--fleet: this process is not a rank of a job (RANK and WORLD_SIZE are not set, nor SLURM_PROCID and "
-        "SLURM_NTASKS). HINT: start it with torchrun (`torchrun --nproc_per_node N --no-python ampcheck validate "
-        "--fleet ...`) or srun (examples/slurm/validate_fleet.sbatch)");
-  const distributed::RankEnv env = distributed::rank_env_from_environment();
-  const at::Device device = fleet_device(opts, env.local_rank);
-  const validate::Fingerprint fp = engine::stack_fingerprint(device);
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(v.fleet_timeout_s * 1000));
-
-  // the watch: from here on a rank that dies or stops answering is named, and rank 0 reports what was done
-  FleetProgress progress;
-  distributed::WatchOptions wo;
-  wo.lost_after = std::chrono::milliseconds(static_cast<int64_t>(v.fleet_lost_after_s * 1000));
-  wo.start_grace = timeout;
-  wo.host = hostname();
-  distributed::RankWatch watch(env, wo, [&progress, rank = env.rank](const auto& lost, const std::string& why) {
-    on_fleet_stop(progress, rank, lost, why);
-  });
-  // an exchange that failed (a peer's connection closed): the watch names who, else the error stands
-  auto exchanged = [&](auto&& f) {
-    try {
-      return f();
-    } catch (const std::invalid_argument&) {
-      watch.finish();  // bad input, decided alike on every rank: exit 2, whoever exits first
-      throw;
-    } catch (const std::exception&) {
-      watch.wait_for_verdict();
-      throw;
-    }
-  };
-
-  // ---- 0. identities and bad input, before anything trains
-  watch.set_phase("preparing");
+// Who this rank is: where it runs (host, device, GPU UUID / PCI bus, CPU), its stack's fingerprint and golden class,
+// the options that change results. Its plants, scenarios and bad input are added by the caller.
+FleetRankIdentity rank_identity(const distributed::RankEnv& env, const at::Device& device,
+                                const validate::Fingerprint& fp, const std::string& host,
+                                std::vector<validate::FleetKeyValue> options) {
   FleetRankIdentity me;
   me.rank = env.rank;
   me.local_rank = env.local_rank;
   me.world_size = env.world_size;
-  me.host = wo.host;
+  me.host = host;
   me.device = device.str();
   me.device_name = engine::device_info(device).name;
   me.cpu_model = engine::device_info(at::Device(at::kCPU)).name;
@@ -424,99 +402,92 @@ FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostre
   }
   me.golden_class = validate::golden_class(fp);
   for (const auto& [k, val] : fp) me.fingerprint.push_back({k, val});
-  me.options = fleet_options_of(opts, v);
-  std::vector<validate::RankPlant> plants;
+  me.options = std::move(options);
+  return me;
+}
+
+// This rank in the job, as every repetition takes it.
+struct FleetRank {
+  const distributed::RankEnv& env;
+  at::Device device;
+  std::vector<validate::RankPlant> plants;  // every rank's, as --plant-rank gives them
   std::vector<FleetScenario> scenarios;
+  std::string scratch;  // a replay's checkpoint: a hidden directory of this rank beside --out
+  std::chrono::steady_clock::time_point start;
+};
+
+// This rank's plants and scenarios (prepare_rank: everything that is bad input, checked before anything trains) into
+// rank, and its identity with them: its plants' text, each scenario's name and configuration hash, else its bad input
+// as the identity's error (every rank learns it in the exchange).
+FleetRankIdentity prepare_rank_and_identity(FleetRank& rank, const RunOptions& opts, const ValidateOptions& v,
+                                            const validate::Fingerprint& fp, const std::string& host) {
+  FleetRankIdentity me = rank_identity(rank.env, rank.device, fp, host, fleet_options_of(opts, v));
   try {
-    for (const auto& text : v.plant_ranks) plants.push_back(validate::parse_plant_rank(text));
-    refuse_unreachable_plants(v, plants);
-    for (const auto& p : plants)
-      if (p.rank == env.rank) me.plants += (me.plants.empty() ? "" : ", ") + p.plant.text;
-    scenarios = prepare_rank(opts, v, plants, fp, env.rank, env.world_size);
-    for (const auto& sc : scenarios) me.scenarios.push_back({sc.sc.run.name, validate::golden_config_hash(sc.sc.run)});
+    for (const auto& text : v.plant_ranks) rank.plants.push_back(validate::parse_plant_rank(text));
+    refuse_unreachable_plants(v, rank.plants);
+    for (const auto& p : rank.plants)
+      if (p.rank == rank.env.rank) me.plants += (me.plants.empty() ? "" : ", ") + p.plant.text;
+    rank.scenarios = prepare_rank(opts, v, rank.plants, fp, rank.env.rank, rank.env.world_size);
+    for (const auto& sc : rank.scenarios)
+      me.scenarios.push_back({sc.sc.run.name, validate::golden_config_hash(sc.sc.run)});
   } catch (const std::exception& e) {
     me.error = e.what();
   }
-  watch.set_phase("exchanging identities");
-  distributed::RankExchange x(env, device, timeout, "fleet");
-  int64_t identity_bytes = 0;
-  const auto ids = exchanged([&] { return gather(x, me, "identity", &identity_bytes); });
+  return me;
+}
+
+// Any rank's bad input (its identity's error): every rank exits 2; rank 0 names every rank's reason, the others point
+// at it.
+void refuse_bad_input(const std::vector<FleetRankIdentity>& ids, const FleetRankIdentity& me,
+                      distributed::RankWatch& watch) {
   std::string bad;
   for (const auto& id : ids)
     if (!id.error.empty())
       bad += (bad.empty() ? "" : "\n") + ("rank " + std::to_string(id.rank) + " (" + id.host + "): " + id.error);
-  if (!bad.empty()) {  // every rank exits 2; rank 0 names every rank's reason, the others point at it
-    watch.finish();
-    if (env.rank == 0) throw std::invalid_argument("--fleet: bad input, nothing trained:\n" + bad);
-    throw std::invalid_argument("--fleet: bad input on " +
-                                std::string(me.error.empty() ? "another rank" : "this rank") +
-                                "; rank 0's message names each");
-  }
-  exchanged([&] {
-    refuse_different_inputs(x, ids, scenarios);
-    return 0;
-  });
-  const auto groups = validate::group_by_fingerprint(ids);
-  if (env.rank == 0) {
-    log << "fleet: " << env.world_size << " ranks, " << groups.size() << " stack group(s), " << x.backend_name() << "\n"
-        << std::flush;
-  }
-  // a replay's checkpoint: a hidden directory of this rank beside --out (rank 0's staging directory holds only the
-  // report, which the watch may publish at any time)
-  const auto [parent, name] = io::parent_and_name(opts.out_dir);
-  const std::string scratch =
-      parent + "/." + name + ".fleet-rank" + std::to_string(env.rank) + "-" + std::to_string(::getpid());
-  {
-    std::lock_guard<std::mutex> lock(progress.mutex);
-    progress.ids = ids;
-    progress.groups = groups;
-    progress.scratch = scratch;
-    if (env.rank == 0) progress.out = std::make_unique<RunDirectory>(opts, /*single_writer=*/true);
-  }
+  if (bad.empty()) return;
+  watch.finish();
+  if (me.rank == 0) throw std::invalid_argument("--fleet: bad input, nothing trained:\n" + bad);
+  throw std::invalid_argument("--fleet: bad input on " + std::string(me.error.empty() ? "another rank" : "this rank") +
+                              "; rank 0's message names each");
+}
 
-  // ---- the repetitions
-  const int64_t most = v.repeat > 0 ? v.repeat : (v.duration_s > 0 ? int64_t(1) << 40 : 1);
-  int64_t runs_bytes = 0;
-  for (int64_t rep = 1; rep <= most; ++rep) {
-    const std::string of = " repetition " + std::to_string(rep);
-    const auto mine_plants = plants_for(plants, env.rank, rep);
-    std::vector<trajectory::Trajectory> mine;
-    watch.set_phase("training" + of);
-    FleetRuns my_runs = run_repetition(scenarios, mine_plants, device, env.rank, mine);
-    watch.set_phase("exchanging the runs of" + of);
-    const auto runs = exchanged([&] { return gather(x, my_runs, "runs", &runs_bytes); });
-    const auto votes = validate::vote(groups, runs);
-    validate::FleetFindings f;
-    f.rank = env.rank;
-    watch.set_phase("comparing and replaying outliers of" + of);
-    f.findings = exchanged([&] { return settle(x, votes, scenarios, mine, mine_plants, device, v, scratch, rep); });
-    f.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::vector<FleetFinding> findings;
-    watch.set_phase("exchanging the findings of" + of);
-    const auto gathered = exchanged([&] { return gather(x, f, "findings"); });
-    for (const auto& g : gathered) findings.insert(findings.end(), g.findings.begin(), g.findings.end());
-    if (env.rank == 0) {
-      log << "repetition " << rep << ": " << findings.size() << " outlier finding(s)\n" << std::flush;
-    }
-    {
-      std::lock_guard<std::mutex> lock(progress.mutex);
-      progress.votes.push_back(votes);
-      progress.runs.push_back(runs);
-      progress.findings.push_back(findings);
-    }
-    // --duration: rank 0's clock decides for everyone (it travelled in its findings message), so all stop together
-    if (v.duration_s > 0 && gathered[0].elapsed_s >= v.duration_s) break;
+// One repetition: this rank trains the suite (its plants of the repetition applied), the runs are exchanged and voted
+// on, the outliers compared and replayed, the findings exchanged; all kept in progress. Returns rank 0's seconds
+// since its start (it travelled in its findings message: its clock decides --duration for everyone).
+double fleet_repetition(int64_t rep, const FleetRank& me, const std::vector<validate::FleetGroup>& groups,
+                        const ValidateOptions& v, distributed::RankExchange& x, distributed::RankWatch& watch,
+                        FleetProgress& progress, int64_t* runs_bytes, std::ostream& log) {
+  const std::string of = " repetition " + std::to_string(rep);
+  const auto mine_plants = plants_for(me.plants, me.env.rank, rep);
+  std::vector<trajectory::Trajectory> mine;
+  watch.set_phase("training" + of);
+  FleetRuns my_runs = run_repetition(me.scenarios, mine_plants, me.device, me.env.rank, mine);
+  watch.set_phase("exchanging the runs of" + of);
+  const auto runs = exchanged(watch, [&] { return gather(x, my_runs, "runs", runs_bytes); });
+  const auto votes = validate::vote(groups, runs);
+  validate::FleetFindings f;
+  f.rank = me.env.rank;
+  watch.set_phase("comparing and replaying outliers of" + of);
+  f.findings = exchanged(
+      watch, [&] { return settle(x, votes, me.scenarios, mine, mine_plants, me.device, v, me.scratch, rep); });
+  f.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - me.start).count();
+  std::vector<FleetFinding> findings;
+  watch.set_phase("exchanging the findings of" + of);
+  const auto gathered = exchanged(watch, [&] { return gather(x, f, "findings"); });
+  for (const auto& g : gathered) findings.insert(findings.end(), g.findings.begin(), g.findings.end());
+  if (me.env.rank == 0) {
+    log << "repetition " << rep << ": " << findings.size() << " outlier finding(s)\n" << std::flush;
   }
-  watch.finish();  // every rank finished every repetition: the result below stands
-  if (file_exists(scratch)) io::remove_tree(scratch);
+  std::lock_guard<std::mutex> lock(progress.mutex);
+  progress.votes.push_back(votes);
+  progress.runs.push_back(runs);
+  progress.findings.push_back(findings);
+  return gathered[0].elapsed_s;
+}
 
+// The result every rank returns: the verdict, each group's and each failing rank's line; rank 0 publishes the report.
+FleetResult fleet_result(const FleetSummary& s, FleetProgress& progress) {
   FleetResult result;
-  FleetSummary s = summarize_fleet(ids, groups, progress.votes, progress.runs, progress.findings);
-  s.duration_s = v.duration_s;
-  s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const auto& t = x.traffic();
-  s.exchange = {x.backend_name(), t.exchanges, t.bytes_sent,      t.bytes_received,
-                identity_bytes,   runs_bytes,  t.largest_message, t.seconds};
   result.pass = s.pass;
   result.lines.push_back(s.verdict);
   for (const auto& g : s.groups)
@@ -529,6 +500,84 @@ FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostre
     result.reports_dir = progress.out->final_dir();
   }
   return result;
+}
+
+}  // namespace
+
+// The phases: this rank's identity and bad input, exchanged and refused alike on every rank before anything trains;
+// the repetitions; the summary every rank computes alike, and rank 0's report.
+FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostream& log) {
+  const auto start = std::chrono::steady_clock::now();
+  validate::settle_process();
+  if (opts.scenarios.empty() && opts.suite.empty()) opts.suite = "validate";
+  distributed::apply_slurm_environment();  // an srun task: its SLURM_* variables as torchrun's
+  if (!distributed::in_distributed_environment())
+    throw std::invalid_argument(
+        "--fleet: this process is not a rank of a job (RANK and WORLD_SIZE are not set, nor SLURM_PROCID and "
+        "SLURM_NTASKS). HINT: start it with torchrun (`torchrun --nproc_per_node N --no-python ampcheck validate "
+        "--fleet ...`) or srun (examples/slurm/validate_fleet.sbatch)");
+  const distributed::RankEnv env = distributed::rank_env_from_environment();
+  FleetRank rank{env, fleet_device(opts, env.local_rank), {}, {}, "", start};
+  const validate::Fingerprint fp = engine::stack_fingerprint(rank.device);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(v.fleet_timeout_s * 1000));
+
+  // the watch: from here on a rank that dies or stops answering is named, and rank 0 reports what was done
+  FleetProgress progress;
+  distributed::WatchOptions wo;
+  wo.lost_after = std::chrono::milliseconds(static_cast<int64_t>(v.fleet_lost_after_s * 1000));
+  wo.start_grace = timeout;
+  wo.host = hostname();
+  distributed::RankWatch watch(env, wo, [&progress, r = env.rank](const auto& lost, const std::string& why) {
+    on_fleet_stop(progress, r, lost, why);
+  });
+
+  // ---- 0. identities and bad input, before anything trains
+  watch.set_phase("preparing");
+  const FleetRankIdentity me = prepare_rank_and_identity(rank, opts, v, fp, wo.host);
+  watch.set_phase("exchanging identities");
+  distributed::RankExchange x(env, rank.device, timeout, "fleet");
+  int64_t identity_bytes = 0;
+  const auto ids = exchanged(watch, [&] { return gather(x, me, "identity", &identity_bytes); });
+  refuse_bad_input(ids, me, watch);
+  exchanged(watch, [&] {
+    refuse_different_inputs(x, ids, rank.scenarios);
+    return 0;
+  });
+  const auto groups = validate::group_by_fingerprint(ids);
+  if (env.rank == 0) {
+    log << "fleet: " << env.world_size << " ranks, " << groups.size() << " stack group(s), " << x.backend_name() << "\n"
+        << std::flush;
+  }
+  // a replay's checkpoint: a hidden directory of this rank beside --out (rank 0's staging directory holds only the
+  // report, which the watch may publish at any time)
+  const auto [parent, name] = io::parent_and_name(opts.out_dir);
+  rank.scratch = parent + "/." + name + ".fleet-rank" + std::to_string(env.rank) + "-" + std::to_string(::getpid());
+  {
+    std::lock_guard<std::mutex> lock(progress.mutex);
+    progress.ids = ids;
+    progress.groups = groups;
+    progress.scratch = rank.scratch;
+    if (env.rank == 0) progress.out = std::make_unique<RunDirectory>(opts, /*single_writer=*/true);
+  }
+
+  // ---- the repetitions
+  const int64_t most = v.repeat > 0 ? v.repeat : (v.duration_s > 0 ? int64_t(1) << 40 : 1);
+  int64_t runs_bytes = 0;
+  for (int64_t rep = 1; rep <= most; ++rep) {
+    const double elapsed_on_rank0 = fleet_repetition(rep, rank, groups, v, x, watch, progress, &runs_bytes, log);
+    // --duration: rank 0's clock decides for everyone, so all stop together
+    if (v.duration_s > 0 && elapsed_on_rank0 >= v.duration_s) break;
+  }
+  watch.finish();  // every rank finished every repetition: the result below stands
+  if (file_exists(rank.scratch)) io::remove_tree(rank.scratch);
+
+  FleetSummary s = summarize_fleet(ids, groups, progress.votes, progress.runs, progress.findings);
+  s.duration_s = v.duration_s;
+  s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto& t = x.traffic();
+  s.exchange = {x.backend_name(), t.exchanges, t.bytes_sent,      t.bytes_received,
+                identity_bytes,   runs_bytes,  t.largest_message, t.seconds};
+  return fleet_result(s, progress);
 }
 
 }  // namespace ampcheck::usecases
