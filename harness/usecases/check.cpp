@@ -24,9 +24,10 @@ namespace {
 // One scenario in this process: its reference, the run, the verdict (judge_run) and the result file. What stops it
 // (no reference, a result file that may not be replaced) is the row's FAIL message. nullopt on a joined rank other
 // than 0: rank 0 judges and writes.
-std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& sc, const at::Device& device,
+std::optional<report::ScenarioSummary> check_scenario(const PlannedScenario& planned, const at::Device& device,
                                                       const RunOptions& opts,
                                                       std::map<std::string, double>& peak_tflops) {
+  const scenario::Scenario& sc = planned.scenario;
   report::ScenarioSummary row = scenario_row(sc, device);
   engine::RunConfig run = sc.run;
   if (opts.steps > 0) run.loop.steps = opts.steps;
@@ -36,8 +37,8 @@ std::optional<report::ScenarioSummary> check_scenario(const scenario::Scenario& 
     bool writes = true;
     const auto r = run_any_scenario(sc, opts, &writes, run::terminal_progress(run.loop.steps));
     if (!writes) return std::nullopt;
-    const Judged j = judge_engine_run(r, run.strategy, device, {ref.file.trajectory, ref.noise},
-                                      scenario::expectation(sc.expect), sc.tolerance, opts.strict);
+    const Judged j = judge_engine_run(r, run.strategy, device, {ref.file.trajectory, ref.noise}, planned.expected,
+                                      sc.tolerance, opts.strict);
     trajectory::TrajectoryFile tf = result_file(sc, device, r);
     record_judgement(j, ref, row, tf, VerdictInFile::Written);
     fill_distributed(row, r);
@@ -62,7 +63,7 @@ report::RunSummary check_here(const ScenarioPlan& plan, const RunOptions& opts, 
     log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
     const at::Device device = run_device(sc, opts);
     if (summary.device_class.empty()) set_provenance(summary, sc, device);
-    const auto row = check_scenario(sc, device, opts, peak_tflops);
+    const auto row = check_scenario(plan.scenarios[i], device, opts, peak_tflops);
     if (!row) {
       *follower = true;
       continue;

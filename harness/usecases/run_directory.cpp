@@ -18,7 +18,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <stdexcept>
 
 namespace ampcheck::usecases {
@@ -43,7 +42,7 @@ void refuse_existing_run_outputs(const std::vector<std::string>& files, const Ru
 
 void refuse_duplicate_scenario_names(const std::vector<std::string>& files, const RunOptions& opts) {
   std::vector<PlannedScenario> loaded;
-  for (const auto& f : files) loaded.push_back({f, load_for_run(f, opts)});
+  for (const auto& f : files) loaded.push_back(plan_scenario(f, opts));
   refuse_duplicate_scenario_names(loaded);
 }
 

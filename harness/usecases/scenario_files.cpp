@@ -101,14 +101,23 @@ ScenarioPlan plan_scenarios(const RunOptions& opts) {
   plan.skipped = no_cuda_for(opts);
   if (!plan.skipped.empty()) return plan;
   std::vector<PlannedScenario> parsed;
-  for (const auto& f : files) parsed.push_back({f, scenario::load_scenario(f)});
+  for (const auto& f : files) parsed.push_back({f, scenario::load_scenario(f), {}});
   plan.skipped = too_few_gpus(
       parsed.size(), [&](size_t i) -> const scenario::Scenario& { return parsed[i].scenario; }, opts);
   if (!plan.skipped.empty()) return plan;
-  for (auto& p : parsed) apply_engine_option(p.scenario, opts);
+  for (auto& p : parsed) {
+    apply_engine_option(p.scenario, opts);
+    p.expected = scenario::expectation(p.scenario.expect);
+  }
   refuse_duplicate_scenario_names(parsed);  // a bad scenario file is named before the run directory
   plan.scenarios = std::move(parsed);
   return plan;
+}
+
+PlannedScenario plan_scenario(const std::string& file, const RunOptions& opts) {
+  PlannedScenario p{file, load_for_run(file, opts), {}};
+  p.expected = scenario::expectation(p.scenario.expect);
+  return p;
 }
 
 void refuse_duplicate_scenario_names(const std::vector<PlannedScenario>& scenarios) {

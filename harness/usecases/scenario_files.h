@@ -30,10 +30,11 @@ std::string why_skipped(const std::vector<std::string>& files, const RunOptions&
 // A scenario as `opts` runs it: the file, with --engine fast's options applied.
 scenario::Scenario load_for_run(const std::string& file, const RunOptions& opts);
 
-// One scenario of a command, read once: the file named and the scenario it gives.
+// One scenario of a command, read once: the file named, the scenario it gives and what its verdict must be.
 struct PlannedScenario {
-  std::string file;             // as named, or as --suite lists it
-  scenario::Scenario scenario;  // parsed, with --engine fast's options applied (load_for_run)
+  std::string file;               // as named, or as --suite lists it
+  scenario::Scenario scenario;    // parsed, with --engine fast's options applied (load_for_run)
+  verdict::Expectation expected;  // its expect: as the pass rule takes it (scenario::expectation)
 };
 
 // What check and run will do, decided before anything trains or is written: every file named, resolved and parsed
@@ -45,6 +46,8 @@ struct ScenarioPlan {
 // resolve_scenario_files, each file parsed, why_skipped on the scenarios parsed, --engine applied, and two files that
 // give one `name:` refused (refuse_duplicate_scenario_names). Throws naming the file and the field, or both files.
 ScenarioPlan plan_scenarios(const RunOptions& opts);
+// One file read as the plan reads it (load_for_run and its expectation), without the plan's checks across files.
+PlannedScenario plan_scenario(const std::string& file, const RunOptions& opts);
 // Throws naming both files where two give one `name:` (their results, goldens and reports would share one <name>.h5).
 void refuse_duplicate_scenario_names(const std::vector<PlannedScenario>& scenarios);
 // The device it runs on: --device, else the scenario's own.
