@@ -254,10 +254,11 @@ def run_case(c: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
 
 def op_score(c: dict[str, Any]) -> tuple[str, str]:
     """The first non-finite operation's answer against the plant (issue 52's operation trace): the module the
-    operation ran in — its own "(<call> in <module>)" for a backward node, the first non-finite module for a forward
+    operation ran in — a backward node's own "(<call> in <module>)", the first non-finite module for a forward
     operation — is the planted one or inside it (exact), in the planted module's layer or an ancestor of it (block),
-    elsewhere (wrong); no operation named (cannot, with the trace's reason). "" where the run named no first
-    non-finite module (nothing to trace)."""
+    elsewhere (wrong); no operation named (cannot, with the trace's reason: the failure did not recur in the traced
+    steps, the run ended first, or only "the gradient reaching it was already non-finite"). "" where the run named no
+    first non-finite module (nothing to trace)."""
     text = c.get("nonfinite", "")
     m = re.match(
         r"first non-finite: module (\S+) \((forward|backward)\) at step \d+(?:; first non-finite operation: (.*))?",
@@ -266,13 +267,20 @@ def op_score(c: dict[str, Any]) -> tuple[str, str]:
     if not m:
         return "", ""
     module, pass_, op = m.group(1), m.group(2), m.group(3) or ""
-    if not op:
-        return "cannot", f"no operation named ({pass_} of {module})"
-    if op.startswith("none"):
+    node = re.search(
+        r"the first operation whose backward made a gradient non-finite: (\S+ \((?:inside )?\S+ in (\S+)\).*)", op
+    )
+    if node:  # a backward node named (after the module's own note, if any)
+        op, where = node.group(1), node.group(2)
+    elif not op:
+        return "cannot", f"no operation named ({pass_} of {module}: the run ended before a step could be traced)"
+    elif op.startswith("none") or op.startswith("in "):
         return "cannot", op[:160]
-    where = module
-    if pass_ == "backward":
+    elif pass_ == "backward":
         inside = re.match(r"\S+ \((?:inside )?\S+ in (\S+)\)", op)
+        where = inside.group(1) if inside else module
+    else:
+        inside = re.search(r" in (\S+) \(forward", op)
         where = inside.group(1) if inside else module
     planted = planted_name(c)
     block = layer_of(planted)
