@@ -78,6 +78,8 @@ struct Localization {
 
 constexpr size_t kSmallSet = 3;
 
+// `child` is a submodule of `parent` (dotted names; every module is one of the root, "").
+bool is_submodule(const std::string& child, const std::string& parent);
 // The leaves of the tree that hold parameters, in the tree's order: the candidates.
 std::vector<std::string> candidate_leaves(const std::vector<ModuleInfo>& tree);
 // The nearest common parent of dotted names ("" when they share none).

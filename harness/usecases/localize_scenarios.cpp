@@ -72,15 +72,11 @@ struct LocalizeTarget {
   reference::Reference ref;
 };
 
-ScenarioLocalization localize_one(const LocalizeTarget& p, const LocalizeOptions& o, const RunOptions& opts,
-                                  std::map<std::string, double>& peak_tflops, std::ostream& log) {
+// 1. The scenario as written, run, judged and its result file written: false where there is nothing to localize
+// (it tracks) or nothing a module's precision explains (it raised an error), with the row saying so.
+bool run_as_written(const LocalizeTarget& p, const RunOptions& opts, std::map<std::string, double>& peak_tflops,
+                    std::ostream& log, ScenarioLocalization& s) {
   const scenario::Scenario& sc = p.sc;
-  ScenarioLocalization s;
-  s.scenario = sc.run.name;
-  s.strategy = sc.run.strategy.name;
-  s.row = scenario_row(sc, p.device);
-  s.row.expect = verdict::to_string(verdict::Kind::Tracks);
-  // 1. the scenario as written
   const JudgedRun failing = run_and_judge(sc, sc.run, opts, p.device, p.ref.file.trajectory, p.ref.noise);
   trajectory::TrajectoryFile tf = result_file(sc, p.device, failing.result);
   record_judgement(failing.judged, p.ref, s.row, tf, VerdictInFile::Written);
@@ -89,17 +85,46 @@ ScenarioLocalization localize_one(const LocalizeTarget& p, const LocalizeOptions
   write_result(opts, s.row.trajectory_file, tf);
   s.failing_ms_per_step = s.row.median_step_ms;
   s.failing_peak_memory_bytes = s.row.peak_memory_bytes;
-  const std::string verdict = s.row.verdict;
-  log << "  " << verdict << ": " << failing.judged.verdict.message << "\n" << std::flush;
-  if (verdict::is(verdict, verdict::Kind::Tracks)) {
+  log << "  " << s.row.verdict << ": " << failing.judged.verdict.message << "\n" << std::flush;
+  if (verdict::is(s.row.verdict, verdict::Kind::Tracks)) {
     s.row.message += "; tracks its FP32 reference: nothing to localize";
-    return s;
+    return false;
   }
-  if (verdict::is(verdict, verdict::Kind::Error)) {
+  if (verdict::is(s.row.verdict, verdict::Kind::Error)) {
     s.row.pass = false;
     s.row.message += "; not localized: the run raised an error, which no module's precision explains";
-    return s;
+    return false;
   }
+  return true;
+}
+
+// 3. What keeping the set found costs: the probe that kept exactly it, else one more probe only to measure it.
+std::string cost_of_kept(ScenarioLocalization& s, const Probe& probe) {
+  const Localization& L = s.localization;
+  const ProbeRecord* kept = probe_of(L, L.modules);
+  ProbeOutcome measured;
+  if (!kept) {
+    s.measured_extra = true;
+    measured = probe(L.modules);
+  }
+  const ProbeOutcome& k = kept ? kept->outcome : measured;
+  s.kept_ms_per_step = k.ms_per_step;
+  s.kept_peak_memory_bytes = k.peak_memory_bytes;
+  return "; keeping it: " + report::format_number(s.kept_ms_per_step, 3) + " ms/step, peak " +
+         mib(s.kept_peak_memory_bytes) + " (the failing run: " + report::format_number(s.failing_ms_per_step, 3) +
+         " ms/step, " + mib(s.failing_peak_memory_bytes) + ")" +
+         (s.measured_extra ? ", measured by one more probe" : "");
+}
+
+ScenarioLocalization localize_one(const LocalizeTarget& p, const LocalizeOptions& o, const RunOptions& opts,
+                                  std::map<std::string, double>& peak_tflops, std::ostream& log) {
+  const scenario::Scenario& sc = p.sc;
+  ScenarioLocalization s;
+  s.scenario = sc.run.name;
+  s.strategy = sc.run.strategy.name;
+  s.row = scenario_row(sc, p.device);
+  s.row.expect = verdict::to_string(verdict::Kind::Tracks);
+  if (!run_as_written(p, opts, peak_tflops, log, s)) return s;
   // 2. the bisection (localize.h), each probe the scenario with model.keep_fp32 = the chosen modules
   std::vector<ModuleInfo> tree;
   for (const auto& m : models::module_tree(models::resolve_preset(sc.run.model)))
@@ -107,14 +132,10 @@ ScenarioLocalization localize_one(const LocalizeTarget& p, const LocalizeOptions
   s.candidates = static_cast<int64_t>(candidate_leaves(tree).size());
   s.probe_bound = s.candidates > 0 ? 2 * std::log2(static_cast<double>(s.candidates)) + 2 : 0;
   s.probe_steps = probe_length(sc.run.loop.steps, s.row.first_divergence_step, o.probe_steps);
-  const trajectory::TrajectoryFile cut = first_steps(
-      [&] {
-        trajectory::TrajectoryFile f;
-        f.trajectory = p.ref.file.trajectory;
-        f.noise_runs = p.ref.noise;
-        return f;
-      }(),
-      s.probe_steps);
+  trajectory::TrajectoryFile reference;
+  reference.trajectory = p.ref.file.trajectory;
+  reference.noise_runs = p.ref.noise;
+  const trajectory::TrajectoryFile cut = first_steps(reference, s.probe_steps);
   log << "  localizing over " << s.candidates << " modules (probes of " << s.probe_steps << " steps, at most "
       << static_cast<int64_t>(s.probe_bound) << " probes)\n"
       << std::flush;
@@ -138,25 +159,12 @@ ScenarioLocalization localize_one(const LocalizeTarget& p, const LocalizeOptions
   };
   s.localized = true;
   s.localization = localize(tree, probe);
-  Localization& L = s.localization;
+  const Localization& L = s.localization;
   std::string words = L.message;
   if (L.found) {
     words +=
         " (bound " + report::format_number(s.probe_bound, 3) + " for " + std::to_string(s.candidates) + " modules)";
-    // 3. what keeping the set costs: the probe that kept exactly it, else one more probe only to measure it
-    const ProbeRecord* kept = probe_of(L, L.modules);
-    ProbeOutcome measured;
-    if (!kept) {
-      s.measured_extra = true;
-      measured = probe(L.modules);
-    }
-    const ProbeOutcome& k = kept ? kept->outcome : measured;
-    s.kept_ms_per_step = k.ms_per_step;
-    s.kept_peak_memory_bytes = k.peak_memory_bytes;
-    words += "; keeping it: " + report::format_number(s.kept_ms_per_step, 3) + " ms/step, peak " +
-             mib(s.kept_peak_memory_bytes) + " (the failing run: " + report::format_number(s.failing_ms_per_step, 3) +
-             " ms/step, " + mib(s.failing_peak_memory_bytes) + ")" +
-             (s.measured_extra ? ", measured by one more probe" : "");
+    words += cost_of_kept(s, probe);
   } else {
     s.fix = fix_without_modules(s.strategy);
     if (!s.fix.empty()) words += "; " + s.fix;

@@ -332,16 +332,11 @@ std::vector<ModuleInfo> module_tree(const trajectory::TrajectoryFile& f) {
 // median, spread, rank_speeds, recommend, write_sweep_reports: sweep_answer.cpp
 using namespace sweep_answer;
 
-}  // namespace
-
-SweepResult sweep(const SweepOptions& o, std::ostream& log) {
-  if (o.command.empty())
-    throw std::invalid_argument("sweep: no training command. HINT: ampcheck sweep [options] -- python train.py ...");
-  const auto t0 = std::chrono::steady_clock::now();
-  SweepResult r;
-  r.device = o.device == "auto" ? (at::hasCUDA() ? "cuda" : "cpu") : o.device;
-  if (r.device != "cpu" && r.device != "cuda") throw std::invalid_argument("--device: expected auto, cpu or cuda");
-  if (r.device == "cuda" && !at::hasCUDA())
+// The device the sweep's strategies are for, and those strategies, checked before anything is written.
+std::vector<std::string> resolve_strategies(const SweepOptions& o, std::string& device) {
+  device = o.device == "auto" ? (at::hasCUDA() ? "cuda" : "cpu") : o.device;
+  if (device != "cpu" && device != "cuda") throw std::invalid_argument("--device: expected auto, cpu or cuda");
+  if (device == "cuda" && !at::hasCUDA())
     throw std::invalid_argument(
         "--device cuda: no CUDA device is visible to ampcheck here, so the runs would train on the CPU while "
         "the sweep offered GPU strategies. HINT: run the sweep on a machine with a GPU (check CUDA_VISIBLE_DEVICES "
@@ -356,38 +351,23 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
         throw std::invalid_argument("--strategies: '" + o.strategies[i] +
                                     "' is named twice (each strategy runs once). HINT: name each strategy once");
   }
-  const std::vector<std::string> strategies = o.strategies.empty() ? sweep_strategies(r.device) : o.strategies;
-  std::string covered;
-  const SweepPaths paths = prepare_paths(o, covered);
-  const SweepLock lock(paths.dir);  // one sweep per directory at a time
+  return o.strategies.empty() ? sweep_strategies(device) : o.strategies;
+}
+
+// The sweep directory's folders made; the files it writes at the top (renamed into place, so a link there would be
+// replaced, not followed): a link is refused all the same, before any training.
+void prepare_directory(const SweepPaths& paths, const std::vector<std::string>& strategies) {
   for (const auto& d : {paths.runs, paths.plans, paths.logs}) io::make_dirs_below(paths.dir, d, "the sweep directory");
-  // the files it writes at the top (renamed into place, so a link there would be replaced, not followed): a link is
-  // refused all the same, before any training
   std::vector<std::string> top = {"reference.h5", "summary.json", "summary.md",
                                   "junit.xml",    "report.html",  "sweep.json"};
   for (const auto& s : strategies) top.push_back(s + ".h5");
   for (const auto& name : top) io::refuse_links_below(paths.dir, paths.dir + "/" + name, "the sweep directory");
-  r.dir = paths.dir;
-  r.key = paths.key;
-  log << "sweep " << r.key << " (" << r.device << "): 3 FP32 runs + " << strategies.size() << " strategies\n";
-  auto run = [&](const PlannedRun& p) {
-    ExecutedRun e = execute_run(p, paths, o, log);
-    (e.reused ? r.reused : r.trainings) += 1;
-    return e;
-  };
-  std::vector<ExecutedRun> fp32;
-  for (const PlannedRun& p :
-       {PlannedRun{"fp32", "fp32", "", 0, {}, o.steps}, PlannedRun{"fp32-seed", "fp32", "seed", 1, {}, o.steps},
-        PlannedRun{"fp32-skip", "fp32", "skip", 0, {}, o.steps}}) {
-    fp32.push_back(run(p));
-    check_fp32_run(fp32.back());
-  }
-  const std::string ref_path = r.dir + "/reference.h5";
-  const auto ref = fp32_reference(fp32, ref_path);
-  const auto fp32_file = reference::read_external_run(fp32[0].recording);
+}
+
+// FP32's row: its steady-state step time the median of its three runs' (each the median after warm-up) — their
+// spread is the machine's timing noise (the same training three times) — and the recording's provenance.
+void fill_fp32(SweepResult& r, const std::vector<ExecutedRun>& fp32, const trajectory::TrajectoryFile& fp32_file) {
   fill_recorded_measurements(r.fp32, fp32_file);
-  // FP32's steady-state step time: the median of its three runs' (each the median after warm-up); their spread is the
-  // machine's timing noise (the same training three times)
   r.fp32_runs_ms.push_back(r.fp32.median_step_ms);
   const report::ScenarioSummary* middle = &r.fp32;  // the run whose ms/step is the median of the three
   std::vector<report::ScenarioSummary> others(fp32.size());
@@ -411,6 +391,41 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
   r.summary.libtorch_version = text_or(fp32_attributes.torch_version, "-");
   r.summary.cuda_version = text_or(fp32_attributes.cuda_version);
   r.summary.device_name = text_or(fp32_attributes.device_name, r.fp32.device_class);
+}
+
+}  // namespace
+
+SweepResult sweep(const SweepOptions& o, std::ostream& log) {
+  if (o.command.empty())
+    throw std::invalid_argument("sweep: no training command. HINT: ampcheck sweep [options] -- python train.py ...");
+  const auto t0 = std::chrono::steady_clock::now();
+  SweepResult r;
+  const std::vector<std::string> strategies = resolve_strategies(o, r.device);
+  std::string covered;
+  const SweepPaths paths = prepare_paths(o, covered);
+  const SweepLock lock(paths.dir);  // one sweep per directory at a time
+  prepare_directory(paths, strategies);
+  r.dir = paths.dir;
+  r.key = paths.key;
+  log << "sweep " << r.key << " (" << r.device << "): 3 FP32 runs + " << strategies.size() << " strategies\n";
+  auto run = [&](const PlannedRun& p) {
+    ExecutedRun e = execute_run(p, paths, o, log);
+    (e.reused ? r.reused : r.trainings) += 1;
+    return e;
+  };
+  // 1. FP32 three times (the reference, a seed run, a skip run: FP32's own spread) and the reference made of them
+  std::vector<ExecutedRun> fp32;
+  for (const PlannedRun& p :
+       {PlannedRun{"fp32", "fp32", "", 0, {}, o.steps}, PlannedRun{"fp32-seed", "fp32", "seed", 1, {}, o.steps},
+        PlannedRun{"fp32-skip", "fp32", "skip", 0, {}, o.steps}}) {
+    fp32.push_back(run(p));
+    check_fp32_run(fp32.back());
+  }
+  const std::string ref_path = r.dir + "/reference.h5";
+  const auto ref = fp32_reference(fp32, ref_path);
+  const auto fp32_file = reference::read_external_run(fp32[0].recording);
+  fill_fp32(r, fp32, fp32_file);
+  // 2. each strategy once, judged; 3. their speeds ranked (interleaved timing re-runs); 4. the failing ones localized
   for (const auto& s : strategies) {
     const ExecutedRun e = run({s, s, "", 0, {}, o.steps});
     r.rows.push_back(judge_strategy(e, ref, ref_path, o, r.dir, r.fp32.median_step_ms));
@@ -431,6 +446,7 @@ SweepResult sweep(const SweepOptions& o, std::ostream& log) {
         << (covered.empty() ? std::string("none") : covered) << ") and " << keyed_environment().size()
         << " environment variables (docs/USING.md); it assumes nothing else the command reads — the modules it "
            "imports, data directories, files it opens by a name not on its command line — changed since\n";
+  // 5. the answer: the recommendation, the reports
   r.recommendation = recommend(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string command;
