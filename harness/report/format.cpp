@@ -40,4 +40,18 @@ std::string markdown_text(const std::string& raw) {
   return escaped(raw, {{'\n', " "}, {'|', "\\|"}, {'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}});
 }
 
+std::string format_si(double v, const char* unit) {
+  if (!std::isfinite(v)) return "-";
+  const char* prefixes[] = {"", "k", "M", "G", "T"};
+  int p = 0;
+  while (std::abs(v) >= 1000 && p < 4) v /= 1000, ++p;
+  return format_number(v, 3) + prefixes[p] + unit;
+}
+
+std::string format_bytes(int64_t b) {
+  if (b <= 0) return "-";
+  const double mib = static_cast<double>(b) / (1 << 20);
+  return mib >= 1024 ? format_number(mib / 1024, 3) + " GiB" : format_number(mib, 3) + " MiB";
+}
+
 }  // namespace ampcheck::report

@@ -30,20 +30,6 @@ constexpr const char* kSkipColor = "#d62728";
 constexpr const char* kEventColor = "#ff7f0e";
 constexpr const char* kDevColor = "#e377c2";
 
-std::string si(double v, const char* unit) {  // 374000 -> "374k"
-  if (!std::isfinite(v)) return "-";
-  const char* prefixes[] = {"", "k", "M", "G", "T"};
-  int p = 0;
-  while (std::abs(v) >= 1000 && p < 4) v /= 1000, ++p;
-  return format_number(v, 3) + prefixes[p] + unit;
-}
-
-std::string bytes(int64_t b) {
-  if (b <= 0) return "-";
-  const double mib = static_cast<double>(b) / (1 << 20);
-  return mib >= 1024 ? format_number(mib / 1024, 3) + " GiB" : format_number(mib, 3) + " MiB";
-}
-
 std::string anchor(const std::string& name) {
   std::string a = "sc-";
   for (char c : name) a += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
@@ -144,17 +130,17 @@ std::string strategy_comparison(const RunSummary& s) {
                                ? 1.0 - static_cast<double>(r->peak_memory) / static_cast<double>(fp32->peak_memory)
                                : NAN;
       o << "<tr><td>" << escape(r->strategy) << "</td><td class=\"n\">" << r->runs.size() << "</td><td class=\"n\">"
-        << si(r->tokens_per_s, "") << "</td><td class=\"n\">"
+        << format_si(r->tokens_per_s, "") << "</td><td class=\"n\">"
         << (std::isfinite(speedup) ? format_number(speedup, 3) + "x" : "-") << "</td><td class=\"n\">"
         << (std::isfinite(r->mfu) ? format_number(100 * r->mfu, 3) + "%" : "-") << "</td><td class=\"n\">"
-        << bytes(r->peak_memory) << "</td><td class=\"n\">"
+        << format_bytes(r->peak_memory) << "</td><td class=\"n\">"
         << (std::isfinite(saved) ? format_number(100 * saved, 3) + "%" : "-") << "</td><td class=\"n\">"
         << format_number(r->worst_bands, 3) << "</td></tr>\n";
-      tput.push_back(
-          {r->strategy, r->tokens_per_s, kRunColor,
-           si(r->tokens_per_s, " tok/s") + (std::isfinite(speedup) ? " (" + format_number(speedup, 3) + "x)" : "")});
+      tput.push_back({r->strategy, r->tokens_per_s, kRunColor,
+                      format_si(r->tokens_per_s, " tok/s") +
+                          (std::isfinite(speedup) ? " (" + format_number(speedup, 3) + "x)" : "")});
       mem.push_back({r->strategy, r->peak_memory > 0 ? static_cast<double>(r->peak_memory) : NAN, kScaleColor,
-                     bytes(r->peak_memory)});
+                     format_bytes(r->peak_memory)});
     }
     o << "</table>\n"
       << svg::bar_chart("throughput (tokens/s)", tput, "throughput") << svg::bar_chart("peak memory", mem, "memory")
@@ -234,11 +220,11 @@ std::string scenario_section(const ScenarioSummary& c, const ScenarioSeries& ser
   if (std::isfinite(c.median_step_ms))
     o << " · step " << format_number(c.median_step_ms, 4) << " ms median [p10 " << format_number(c.p10_step_ms, 4)
       << ", p90 " << format_number(c.p90_step_ms, 4) << "] after " << c.warmup_steps << " warm-up steps ("
-      << escape(c.timing_method) << ") · " << si(c.tokens_per_s, " tokens/s") << " · "
+      << escape(c.timing_method) << ") · " << format_si(c.tokens_per_s, " tokens/s") << " · "
       << format_number(c.samples_per_s, 4) << " samples/s · " << format_number(c.tflops, 3) << " TFLOP/s, MFU "
       << (std::isfinite(c.mfu) ? format_number(100 * c.mfu, 3) + "%" : "-") << " of " << format_number(c.peak_tflops, 3)
-      << " measured (" << escape(c.compute_dtype) << ") · peak memory " << bytes(c.peak_memory_bytes) << " (reserved "
-      << bytes(c.peak_reserved_bytes) << ")";
+      << " measured (" << escape(c.compute_dtype) << ") · peak memory " << format_bytes(c.peak_memory_bytes)
+      << " (reserved " << format_bytes(c.peak_reserved_bytes) << ")";
   if (!c.engine.empty() && c.engine != "stock") o << "<br>engine: " << escape(c.engine);
   if (!ser.events.empty()) {
     o << "<br>events: " << escape(ser.events.front());
@@ -346,103 +332,6 @@ std::string render_html(const RunSummary& s, const std::vector<ScenarioSeries>& 
       "");
 }
 
-namespace {
-
-std::string ms_list(const std::vector<double>& v) {
-  std::string t;
-  for (double x : v) t += (t.empty() ? "" : " / ") + format_number(x, 4);
-  return t;
-}
-
-std::string speed_badge(const std::string& speed) {
-  if (speed == "faster") return "<span class=\"pass\">faster</span>";
-  if (speed == "slower") return "<span class=\"fail\">slower</span>";
-  if (speed == "not decisive") return "<span class=\"warn\">not decisive</span>";
-  return escape(speed.empty() ? "-" : speed);
-}
-
-// The paste-able fix for modules found: each kept in FP32 under autocast (a wrapper of its forward: autocast off,
-// floating inputs cast to fp32), the same lines in a plain loop, before Trainer(...) or in a LightningModule.
-std::string keep_fp32_snippet(const std::vector<std::string>& modules) {
-  std::string names;
-  for (const auto& m : modules) names += (names.empty() ? "\"" : ", \"") + m + "\"";
-  return "import torch\n"
-         "def keep_fp32(model, names):  # autocast off inside each module, its floating inputs cast to fp32\n"
-         "    for name in names:\n"
-         "        m = model.get_submodule(name)\n"
-         "        def forward(*a, _f=m.forward, _dev=next(m.parameters()).device.type, **k):\n"
-         "            up = lambda x: x.float() if torch.is_tensor(x) and x.is_floating_point() else x\n"
-         "            with torch.autocast(_dev, enabled=False):\n"
-         "                return _f(*map(up, a), **{n: up(v) for n, v in k.items()})\n"
-         "        m.forward = forward\n"
-         "# plain loop: after building the model; HF Trainer: before Trainer(model=...); Lightning: in setup() of the "
-         "LightningModule\n"
-         "keep_fp32(model, [" +
-         names + "])\n";
-}
-
-std::string sweep_lead(const SweepPage& p) {
-  std::ostringstream o;
-  o << "<h2>Recommendation</h2>\n<p class=\"rec\">" << escape(p.recommendation) << "</p>\n";
-  if (!p.timing.empty()) o << "<p class=\"msg\">" << escape(p.timing) << "</p>\n";
-  o << "<h2>Strategies</h2>\n<table class=\"summary\"><tr><th>strategy</th><th>outcome</th><th>verdict</th>"
-       "<th>signal</th><th>max dev / allowed</th><th>skipped</th><th>ms/step (median after warm-up)</th>"
-       "<th>spread [p10, p90]</th><th>timing runs (ms/step)</th><th>vs FP32</th><th>speed</th><th>tokens/s</th>"
-       "<th>peak memory</th><th>result</th></tr>\n";
-  for (const auto& r : p.rows) {
-    std::string runs = ms_list(r.runs_ms);
-    if (!r.retimed_ms.empty())
-      runs = "re-runs: " + ms_list(r.retimed_ms) + " (FP32 interleaved: " + ms_list(r.retimed_fp32_ms) + ")";
-    o << "<tr><td>" << escape(r.strategy) << "</td><td>" << escape(r.outcome) << "</td><td>" << escape(r.verdict)
-      << "</td><td>" << escape(r.signal) << "</td><td class=\"n\">" << format_number(r.margin, 3)
-      << "</td><td class=\"n\">" << r.skipped_steps << "</td><td class=\"n\">" << format_number(r.ms, 4)
-      << "</td><td class=\"n\">[" << format_number(r.p10_ms, 4) << ", " << format_number(r.p90_ms, 4)
-      << "]</td><td class=\"n\">" << escape(runs.empty() ? "-" : runs) << "</td><td class=\"n\">"
-      << (std::isfinite(r.speedup) ? format_number(r.speedup, 3) + "x" : "-")
-      << (std::isfinite(r.noise) ? " (noise x" + format_number(r.noise, 3) + ")" : "") << "</td><td>"
-      << speed_badge(r.speed) << "</td><td class=\"n\">" << si(r.tokens_per_s, "") << "</td><td class=\"n\">"
-      << bytes(r.peak_memory_bytes) << "</td><td>"
-      << (r.speed == "reference" ? std::string("reference")
-                                 : std::string("<span class=\"") + (r.pass ? "pass\">PASS" : "fail\">FAIL") + "</span>")
-      << "</td></tr>\n";
-  }
-  o << "</table>\n";
-  for (const auto& r : p.rows)
-    if (!r.message.empty() && r.speed != "reference")
-      o << "<p class=\"msg\"><b>" << escape(r.strategy) << "</b>: " << escape(r.message) << "</p>\n";
-  for (const auto& l : p.localizations) {
-    o << "<h2>Localization: " << escape(l.strategy) << "</h2>\n<p class=\"rec\">" << escape(l.message) << "</p>\n";
-    if (l.found) o << "<p class=\"msg\">modules kept in FP32: <code>";
-    for (size_t i = 0; l.found && i < l.modules.size(); ++i) o << (i ? ", " : "") << escape(l.modules[i]);
-    if (l.found) o << "</code> (parent <code>" << escape(l.parent.empty() ? "(root)" : l.parent) << "</code>)</p>\n";
-    o << "<table class=\"summary\"><tr><th>probe</th><th>modules kept in FP32</th><th>verdict</th><th>ms/step</th>"
-         "<th>peak memory</th><th>message</th></tr>\n";
-    for (size_t i = 0; i < l.probes.size(); ++i) {
-      const auto& pr = l.probes[i];
-      std::string keep;
-      for (const auto& m : pr.keep_fp32) keep += (keep.empty() ? "" : ", ") + (m.empty() ? "(the whole model)" : m);
-      if (pr.keep_fp32.size() > 8)
-        keep = std::to_string(pr.keep_fp32.size()) + " modules: " + pr.keep_fp32.front() + " … " + pr.keep_fp32.back();
-      o << "<tr><td class=\"n\">" << i + 1 << "</td><td>" << escape(keep.empty() ? "(none)" : keep) << "</td><td>"
-        << "<span class=\"" << (verdict::is(pr.verdict, verdict::Kind::Tracks) ? "pass" : "fail") << "\">"
-        << escape(pr.verdict) << "</span></td><td class=\"n\">" << format_number(pr.ms, 4) << "</td><td class=\"n\">"
-        << bytes(pr.peak_memory_bytes) << "</td><td>" << escape(pr.message) << "</td></tr>\n";
-    }
-    o << "</table>\n<h3>Fix</h3>\n";
-    if (!l.fix.empty()) o << "<p class=\"msg\">" << escape(l.fix) << "</p>\n";
-    if (l.found) o << "<pre class=\"fix\">" << escape(keep_fp32_snippet(l.modules)) << "</pre>\n";
-    if (l.fix.empty() && !l.found)
-      o << "<p class=\"msg\">no set of modules could be named (above): train this strategy's failing part in FP32, "
-           "or use a strategy that tracks</p>\n";
-  }
-  o << "<p class=\"meta\">sweep " << escape(p.key)
-    << (p.command.empty() ? "" : " · command: <code>" + escape(p.command) + "</code>")
-    << " · sweep.json holds the same answer</p>\n";
-  return o.str();
-}
-
-}  // namespace
-
 std::string render_sweep_html(const RunSummary& s, const SweepPage& page, const std::vector<ScenarioSeries>& series) {
   return render_page(s, series, "ampcheck sweep on " + s.device_name, sweep_lead(page));
 }
@@ -477,9 +366,9 @@ std::string render_page(const RunSummary& s, const std::vector<ScenarioSeries>& 
       << (c.first_divergence_step >= 0 ? std::to_string(c.first_divergence_step) : "-") << "</td><td class=\"n\">"
       << format_number(c.max_deviation_bands, 3) << "</td><td class=\"n\">" << c.skipped_steps
       << "</td><td class=\"n\">" << format_number(c.median_step_ms, 4) << "</td><td class=\"n\">"
-      << si(c.tokens_per_s, "") << "</td><td class=\"n\">"
+      << format_si(c.tokens_per_s, "") << "</td><td class=\"n\">"
       << (std::isfinite(c.mfu) ? format_number(100 * c.mfu, 3) + "%" : "-") << "</td><td class=\"n\">"
-      << bytes(c.peak_memory_bytes) << "</td><td><span class=\"" << (c.pass ? "pass" : "fail") << "\">"
+      << format_bytes(c.peak_memory_bytes) << "</td><td><span class=\"" << (c.pass ? "pass" : "fail") << "\">"
       << (c.pass ? "PASS" : "FAIL") << "</span></td></tr>\n";
   o << "</table>\n";
   o << data_parallel_table(s);

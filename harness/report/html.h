@@ -70,6 +70,8 @@ struct SweepPage {
   std::vector<Localized> localizations;
 };
 
+// The sweep page's lead section (sweep_page.cpp).
+std::string sweep_lead(const SweepPage& page);
 std::string render_sweep_html(const RunSummary& s, const SweepPage& page, const std::vector<ScenarioSeries>& series);
 // Writes dir/report.html (the scenarios' trajectories loaded from dir, as write_html_report). Returns the path.
 std::string write_sweep_html_report(const std::string& dir, const RunSummary& s, const SweepPage& page);
