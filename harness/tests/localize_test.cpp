@@ -328,6 +328,13 @@ TEST(LocalizeTree, ASpentBudgetAnswersTheSmallestSetShownToFixIt) {
     EXPECT_TRUE(std::any_of(L.modules.begin(), L.modules.end(),
                             [&](const std::string& k) { return k.empty() || c == k || c.rfind(k + ".", 0) == 0; }))
         << c << " not covered: " << L.message;
+  // a recording that leaves the root out of its table: the whole model still counts as the largest set
+  auto rootless = gpt_tree(12);
+  rootless.erase(rootless.begin());
+  probes = 0;
+  const auto R = ampcheck::usecases::localize_tree(rootless, covering_tree(culprits, &probes), "");
+  ASSERT_TRUE(R.found) << R.message;
+  EXPECT_NE(R.modules, std::vector<std::string>{""}) << R.message;
 }
 
 // What a sweep's recording shows, spelled once (sweep.json's "outcome", report.html, the terminal's table).

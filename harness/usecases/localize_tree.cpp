@@ -113,7 +113,13 @@ class TreeSearch {
   // The set of fewest parameters (kept in FP32) among the probes that fixed it.
   std::vector<std::string> smallest_fix() const {
     std::map<std::string, int64_t> params;
-    for (const auto& m : tree_) params[m.name] = m.parameters;
+    int64_t total = 0;  // a kept module the tree does not list (the root, where the recording leaves it out) counts
+                        // as the whole model
+    for (const auto& m : tree_) {
+      params[m.name] = m.parameters;
+      if (m.name.find('.') == std::string::npos) total += m.name.empty() ? 0 : m.parameters;
+    }
+    if (params.count("")) total = params.at("");
     std::vector<std::string> best;
     int64_t least = -1;
     for (const auto& [keep, fixed] : memo_) {
@@ -122,7 +128,7 @@ class TreeSearch {
       for (const auto& k : keep) {
         bool inside = false;  // a module inside another kept one is counted with it
         for (const auto& o : keep) inside = inside || (o != k && is_submodule(k, o));
-        if (!inside) n += params.count(k) ? params.at(k) : 0;
+        if (!inside) n += params.count(k) ? params.at(k) : total;
       }
       if (least < 0 || n < least) least = n, best = keep;
     }
