@@ -111,6 +111,38 @@ std::vector<int64_t> skipped_before(const trajectory::Trajectory& run);
 
 SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                          const std::vector<NoiseRun>& noise, const Tolerance& tol);
+
+// The loss signal's shape, which decides its word (verdict/shapes.h reads several signals together): the loss
+// excursion — the smoothed loss out of its allowance for a while and back within it until the last step: a transient
+// (a loss spike the run recovered from), not a stall — nothing was lost at the end. Named "loss spike at step S
+// (+R nats), recovered by step T" where the run's smoothed loss rose above its level before the excursion by more
+// than the allowance, and it says whether FP32 spiked too over the same steps (the reference's smoothed loss rose by
+// more than the allowance as well). A loss still out at the last step is no excursion: the signal's own rule decides
+// (stalls / diverges) and the message says it did not come back. docs/TOLERANCE.md: the calibration.
+// `recovered` is false for a signal that did not fire or is still out at the last step.
+struct LossExcursion {
+  bool recovered = false;
+  int64_t out_from = -1;          // first step beyond the allowance
+  int64_t back_from = -1;         // recovered: first step of the final stretch within the allowance (to the last step)
+  int64_t last_step = -1;         // the last step compared
+  double last_margin = NAN;       // |deviation| / allowed at the last step
+  double last_deviation = NAN;    // nats, run - reference (smoothed), at the last step
+  bool run_spiked = false;        // the run's smoothed loss rose above its level before the excursion by > allowed
+  int64_t spike_step = -1;        // run_spiked: the step of the run's highest raw loss in the excursion
+  double run_rise = NAN;          // nats: the run's smoothed peak above its smoothed level before the excursion
+  bool reference_spiked = false;  // the reference's smoothed loss rose by > allowed over the same steps
+  int64_t reference_spike_step = -1;
+  double reference_rise = NAN;  // nats, as run_rise for the reference
+};
+
+// A fired loss signal's excursion. `loss` must be loss_signal(run, ref, ...)'s result (its margin series); the
+// final stretch within the allowance must last at least tol.window steps to count as recovered.
+LossExcursion loss_excursion(const SignalResult& loss, const trajectory::Trajectory& run,
+                             const trajectory::Trajectory& ref, const Tolerance& tol);
+// "loss spike at step 31 (+0.42 nats over its level before), recovered by step 52: within the allowance from there
+// to the last step (59: 0.06 nats above, 0.4 of the allowed); FP32 spiked too (+0.38 nats at step 30)".
+std::string describe(const LossExcursion& e);
+
 SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                                const std::vector<NoiseRun>& noise, const Tolerance& tol);
 SignalResult fraction_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,

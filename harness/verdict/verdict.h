@@ -8,8 +8,9 @@
 //              skipped, or the loss shed only part of what the reference shed and is still out at the last step
 //   diverges   an outcome signal fired otherwise (the loss moved elsewhere — to the end, or a spike it recovered
 //              from —, grads or updates too large)
-// shapes.h names a failing signal's shape in the message: "loss spike at step S ..., recovered by step T (FP32
-// spiked too)", "scaled gradients: true grad norm 4.1x the reference's throughout ..., loss tracks".
+// A failing signal's shape is named in the message: the loss signal's own (signals.h LossExcursion) "loss spike at
+// step S ..., recovered by step T (FP32 spiked too)", shapes.h's "scaled gradients: true grad norm 4.1x the
+// reference's throughout ..., loss tracks".
 // Outcomes decide, diagnostics explain: the zero / subnormal grad fractions and the FP8 cast probes never set the
 // verdict. A diagnostic beyond its allowance while every outcome tracks is a warning (Verdict::warnings; `--strict`
 // fails on warnings); beside a failing outcome it is named in the message as the likely cause.
