@@ -1,6 +1,7 @@
 // Atomic file writes and mkdir -p (files.h).
 #include "io/files.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -125,6 +126,21 @@ std::pair<std::string, std::string> parent_and_name(const std::string& path) {
   const auto slash = p.rfind('/');
   if (slash == std::string::npos) return {".", p};
   return {slash == 0 ? "/" : p.substr(0, slash), p.substr(slash + 1)};
+}
+
+std::vector<std::string> subdirectories(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    struct stat st {};
+    if (name != "." && name != ".." && ::stat((dir + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      out.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 int create_temporary(const std::string& tmp) {

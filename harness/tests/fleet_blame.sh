@@ -9,7 +9,12 @@
 #           flip: a fault, exit 1 (before: "agrees", exit 0);
 #   split   4 ranks, ranks 2 and 3 the same flip (a 2-2 split) with a golden: ranks 0,1 cleared by the golden, ranks 2,3
 #           blamed (before: "no majority" on every rank, "no golden compared"). Also: a plant with no effect on rank
-#           1 is said in the report, and every finding of a rank is in its table row.
+#           1 is said in the report, and every finding of a rank is in its table row;
+#   statistical  (a) 4 ranks, ranks 1-3 the same exponent flip (their runs go non-finite), rank 0 healthy, no golden:
+#           ranks 1-3 non-finite, rank 0 not blamed — a failing majority does not outvote a sound run (before: rank 0
+#           named the outlier of a majority of 3). (b) 2 ranks, rank 1 alone in a drift group, both with the flip, the
+#           FP32 references of validate's statistical verdict in the reference root: both non-finite, a fault, exit 1
+#           (before: no rank completed, so nobody was blamed: exit 0); each rank's row has its statistical verdicts.
 # Usage: fleet_blame.sh CASE AMPCHECK SOURCE_DIR PYTHON
 set -euo pipefail
 case_=$1; amp=$2; src=$3; py=$4
@@ -110,6 +115,45 @@ row = [l for l in md.splitlines() if l.startswith("| 3 |")][0]
 assert "repetition 1" in row and "repetition 2" in row, row
 assert "repetition 1" in r[3]["message"] and "repetition 2" in r[3]["message"], r[3]["message"]
 print(s["verdict"])
+PY
+  ;;
+statistical)
+  big='bitflip:param:fc.0.weight:0:30@5'  # an exponent flip: the run goes non-finite at step 5
+  rc=0
+  NPROC=4 fleet "$work/majority.log" "$amp" validate --fleet "$sc" --references "$work/no-refs" --steps 12 --device cpu \
+    --out "$work/majority" --plant-rank "1:$big" --plant-rank "2:$big" --plant-rank "3:$big" || rc=$?
+  [ $rc = 1 ] || { cat "$work/majority.log"; fail "a non-finite majority: exit $rc, expected 1"; }
+  "$py" - "$work/majority/summary.json" << 'PY' || { cat "$work/majority.log"; exit 1; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s["ranks"]
+assert r[0]["pass"] and r[0]["status"] == "agrees", r[0]["message"]
+assert "not blamed" in r[0]["message"] and "non-finite" in r[0]["message"], r[0]["message"]
+assert [x["status"] for x in r[1:]] == ["non-finite"] * 3, [x["message"] for x in r]
+print("a non-finite majority:", s["verdict"])
+PY
+  "$amp" record "$sc" --references "$work/fp32" --steps 12 > "$work/record.log" 2>&1 ||
+    { cat "$work/record.log"; fail "recording the FP32 references"; }
+  cat > "$work/drift.sh" << 'SH'
+#!/usr/bin/env bash
+if [ "${RANK:-}" = 1 ]; then export MKL_CBWR=COMPATIBLE; fi
+exec "$@"
+SH
+  chmod +x "$work/drift.sh"
+  rc=0
+  NPROC=2 fleet "$work/all.log" "$work/drift.sh" "$amp" validate --fleet "$sc" --references "$work/fp32" --steps 12 \
+    --device cpu --out "$work/all" --plant-rank "0:$big" --plant-rank "1:$big" || rc=$?
+  [ $rc = 1 ] || { cat "$work/all.log"; fail "every rank non-finite against the FP32 references: exit $rc, expected 1"; }
+  "$py" - "$work/all/summary.json" << 'PY' || { cat "$work/all.log"; exit 1; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s["ranks"]
+assert len(s["groups"]) == 2 and s["groups"][1]["ranks"] == [1], s["groups"]
+for x in r:
+    assert not x["pass"] and x["status"] == "non-finite", x["message"]
+    assert "statistical verdict against the cpu FP32 references is nonfinite" in x["message"], x["message"]
+    assert x["statistical"].startswith("fails the cpu FP32 references in 1 of 1 run"), x["statistical"]
+print("every rank non-finite:", s["verdict"])
 PY
   ;;
 *) fail "unknown case" ;;

@@ -27,6 +27,10 @@ struct FleetRankRow : validate::FleetRankPlace {
   // the largest relative loss difference from the main stack's reference run, at any step (-1: not compared: the
   // main group itself, or no reference run there)
   double loss_deviation = -1;
+  // validate's statistical verdicts on its runs against the FP32 references: "tracks the cpu FP32 references in 3 of
+  // 3 runs", "diverges in 1 of 3 runs against the cpu FP32 references (...)"; "" where no run was judged (the
+  // reference root holds no FP32 reference of the scenarios)
+  std::string statistical;
   std::string message;
 };
 template <class V>
@@ -40,6 +44,7 @@ void visit_fields(FleetRankRow& r, V& v) {
   v("rate", r.rate);
   v("findings", r.findings);
   v("loss_deviation", r.loss_deviation);
+  v("statistical", r.statistical);
   v("message", r.message);
 }
 

@@ -24,6 +24,15 @@ using validate::GoldenResult;
 
 // A rank's run ended so (its status word, engine::status_name: trajectory/run_status.h).
 bool ended(const validate::FleetRun& r, RunStatus s) { return trajectory::parse_run_status(r.status) == s; }
+// A run that validate's statistical verdict against the FP32 references failed (not judged: false).
+bool fails_references(const validate::FleetRun& r) { return !r.statistical_verdict.empty() && !r.statistical_pass; }
+// A run that completed and, where it was judged against the FP32 references, passed.
+bool sound(const validate::FleetRun& r) { return ended(r, RunStatus::Completed) && !fails_references(r); }
+// "its statistical verdict against the cpu FP32 references is diverges (...)"
+std::string statistical_words(const validate::FleetRun& r) {
+  return "its statistical verdict against the " + r.reference_class + " FP32 references is " + r.statistical_verdict +
+         (r.statistical_message.empty() ? "" : " (" + r.statistical_message + ")");
+}
 
 std::string plural(int64_t n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -89,6 +98,10 @@ struct RankTally {
           planted_reps = 0, unaffected_reps = 0, unmeasured_reps = 0;
   bool golden_blame = false;
   double deviation = -1;  // the largest relative loss difference from the main stack (-1: not compared)
+  // runs judged against the FP32 references and those that passed; votes where this rank differed from a failing
+  // majority (not blamed: majority_fails)
+  int64_t judged = 0, judged_pass = 0, held = 0;
+  std::string reference_class, first_statistical_failure, first_held;
   std::string first_error, first_nonfinite, first_divergence, first_undecided;
   std::vector<validate::FleetFinding> findings;
 };
@@ -111,11 +124,32 @@ struct VoteAt {
 
 // ---- one vote, each thing it says
 
-// Its outliers (a run that failed is said as such elsewhere) and the ranks the golden cleared.
+// Why an outlier of a majority (no golden) is not blamed ("" it is): the majority's runs went non-finite where its own
+// completed, or they fail the FP32 references where its own passes them — a failing majority is a fault on its own
+// (tally_nonfinite, tally_statistical) and does not outvote a sound run.
+std::string majority_fails(const validate::FleetRun& majority, const validate::FleetRun& own) {
+  if (ended(majority, RunStatus::NonFinite) && ended(own, RunStatus::Completed))
+    return "whose runs went non-finite after " + plural(majority.steps, "step", "steps") + ", while its own completed";
+  if (fails_references(majority) && !own.statistical_verdict.empty() && sound(own))
+    return "whose " + statistical_words(majority).substr(4) + ", while its own run tracks them";
+  return "";
+}
+
+// Its outliers (a run that failed is said as such elsewhere) and the ranks the golden cleared; an outlier of a failing
+// majority is not blamed (majority_fails).
 void tally_outliers(const FleetInputs& in, const VoteAt& at, FleetTally& t, std::set<int64_t>& differed) {
+  const validate::FleetRun* majority = in.run_of(at.rep, at.v.majority_rank, at.v.scenario);
   for (int64_t o : at.v.outliers) {
     const validate::FleetRun* own = in.run_of(at.rep, o, at.v.scenario);
     if (!own || own->trajectory_hash.empty()) continue;
+    const std::string why = !at.v.against_golden && majority ? majority_fails(*majority, *own) : "";
+    if (!why.empty()) {
+      RankTally& k = t.ranks[static_cast<size_t>(o)];
+      if (k.held++ == 0)
+        k.first_held = "repetition " + std::to_string(at.rep1) + ", " + at.v.scenario + ": it differs from its " +
+                       "group's majority (rank " + std::to_string(at.v.majority_rank) + "), " + why;
+      continue;
+    }
     differed.insert(o);
     ++t.ranks[static_cast<size_t>(o)].blamed;
     if (at.v.against_golden) t.ranks[static_cast<size_t>(o)].golden_blame = true;
@@ -126,12 +160,12 @@ void tally_outliers(const FleetInputs& in, const VoteAt& at, FleetTally& t, std:
 // A vote that cannot tell: a side whose runs went non-finite where other ranks' completed is a fault on its own
 // (tally_nonfinite): the split it makes is explained; the vote cannot tell only between sides that remain.
 void tally_undecided(const FleetInputs& in, const VoteAt& at, FleetTally& t) {
-  size_t finite_sides = 0;
+  size_t open_sides = 0;  // sides that neither went non-finite nor fail the FP32 references
   for (const auto& side : at.v.sides) {
     const validate::FleetRun* r = in.run_of(at.rep, side.ranks.front(), at.v.scenario);
-    finite_sides += r && !ended(*r, RunStatus::NonFinite) ? 1 : 0;
+    open_sides += r && !ended(*r, RunStatus::NonFinite) && !fails_references(*r) ? 1 : 0;
   }
-  if (!at.v.cannot_tell || finite_sides < 2) return;
+  if (!at.v.cannot_tell || open_sides < 2) return;
   for (int64_t r : at.g.ranks) {
     RankTally& k = t.ranks[static_cast<size_t>(r)];
     if (k.undecided++ > 0) continue;
@@ -176,7 +210,8 @@ void tally_plant_effect(const FleetInputs& in, const VoteAt& at, std::map<int64_
     }
 }
 
-// A run that went non-finite where another rank's completed: a fault whatever its fingerprint or its vote.
+// A run that went non-finite where another rank's completed, or where the FP32 references say it should not: a fault
+// whatever its fingerprint or its vote.
 void tally_nonfinite(const FleetInputs& in, const VoteAt& at, FleetTally& t, std::set<int64_t>& differed) {
   bool any_completed = false;
   for (size_t k = 0; k < in.runs[at.rep].size(); ++k) {
@@ -185,13 +220,36 @@ void tally_nonfinite(const FleetInputs& in, const VoteAt& at, FleetTally& t, std
   }
   for (int64_t r : at.g.ranks) {
     const validate::FleetRun* own = in.run_of(at.rep, r, at.v.scenario);
-    if (!own || !ended(*own, RunStatus::NonFinite) || !any_completed) continue;
+    if (!own || !ended(*own, RunStatus::NonFinite) || !(any_completed || fails_references(*own))) continue;
     differed.insert(r);
     RankTally& k = t.ranks[static_cast<size_t>(r)];
     if (k.nonfinite++ == 0)
       k.first_nonfinite = "repetition " + std::to_string(at.rep1) + ", " + at.v.scenario +
                           ": its run went non-finite after " + plural(own->steps, "step", "steps") +
-                          " where other ranks' runs completed";
+                          (any_completed ? " where other ranks' runs completed" : "") +
+                          (fails_references(*own) ? "; " + statistical_words(*own) : "");
+  }
+}
+
+// validate's statistical verdict on each run against the FP32 references: counted for the rank's row; a completed
+// run that fails it diverges — a fault whatever its fingerprint or its vote (a non-finite one: tally_nonfinite).
+void tally_statistical(const FleetInputs& in, const VoteAt& at, FleetTally& t, std::set<int64_t>& differed) {
+  for (int64_t r : at.g.ranks) {
+    const validate::FleetRun* own = in.run_of(at.rep, r, at.v.scenario);
+    if (!own || own->statistical_verdict.empty()) continue;
+    RankTally& k = t.ranks[static_cast<size_t>(r)];
+    ++k.judged;
+    k.reference_class = own->reference_class;
+    if (!fails_references(*own)) {
+      ++k.judged_pass;
+      continue;
+    }
+    const std::string said =
+        "repetition " + std::to_string(at.rep1) + ", " + at.v.scenario + ": " + statistical_words(*own);
+    if (k.first_statistical_failure.empty()) k.first_statistical_failure = said;
+    if (!ended(*own, RunStatus::Completed)) continue;
+    differed.insert(r);
+    if (k.diverged++ == 0) k.first_divergence = said;
   }
 }
 
@@ -269,6 +327,7 @@ void tally_repetition(const FleetInputs& in, size_t rep, FleetTally& t) {
     tally_golden(v, t.golden[at.g.id]);
     tally_plant_effect(in, at, planted_effect);
     tally_nonfinite(in, at, t, differed);
+    tally_statistical(in, at, t, differed);
     tally_drift(in, at, main_reference, t, differed);
   }
   for (const auto& [r, seen] : planted_effect) {
@@ -351,8 +410,7 @@ void rank_status(FleetRankRow& r, const RankTally& k, const FleetGroupRow& g) {
                 plural(k.nonfinite, "case", "cases") + ")" + drift + every;
   } else if (k.diverged > 0) {
     r.status = FleetRankStatus::Diverges;
-    r.message =
-        where + ": compared with the main stack statistically (no peer of its stack), " + k.first_divergence + drift;
+    r.message = where + ": judged statistically, a fault whatever its fingerprint — " + k.first_divergence + drift;
   } else if (k.undecided > 0) {
     r.status = FleetRankStatus::CannotTell;
     r.message = where + ": cannot tell which side is wrong — " + k.first_undecided +
@@ -370,13 +428,26 @@ void rank_status(FleetRankRow& r, const RankTally& k, const FleetGroupRow& g) {
                          " (cleared by the golden)"
                    : " agrees with its group's majority in " + plural(r.repetitions, "repetition", "repetitions")) +
         drift;
+    if (k.held > 0)
+      r.message += "; not blamed in " + plural(k.held, "vote", "votes") + " (a failing majority does not outvote a " +
+                   "sound run): " + k.first_held;
     if (r.loss_deviation >= 0) {
       std::ostringstream os;
       os << "; compared with the main stack statistically: largest relative loss difference " << r.loss_deviation
          << " (tolerance " << validate::kFleetDriftLossTolerance << ")";
       r.message += os.str();
     }
+    if (!r.statistical.empty()) r.message += "; statistically, it " + r.statistical;
   }
+}
+
+// validate's statistical verdicts on a rank's runs, in words (the row's `statistical`; "" none judged).
+std::string statistical_summary(const RankTally& k) {
+  if (k.judged == 0) return "";
+  const std::string of = " in " + std::to_string(k.judged_pass) + " of " + plural(k.judged, "run", "runs");
+  if (k.judged_pass == k.judged) return "tracks the " + k.reference_class + " FP32 references" + of;
+  return "fails the " + k.reference_class + " FP32 references in " + std::to_string(k.judged - k.judged_pass) + " of " +
+         plural(k.judged, "run", "runs") + " (" + k.first_statistical_failure + ")";
 }
 
 // A rank's plant that had no effect (added to without_effect), or whose effect cannot be measured: said in its message.
@@ -400,6 +471,7 @@ FleetRankRow rank_row(const validate::FleetRankIdentity& id, int64_t group, cons
   r.rate = std::to_string(r.disagreements) + "/" + std::to_string(r.repetitions);
   r.findings = k.findings;
   r.loss_deviation = k.deviation;
+  r.statistical = statistical_summary(k);
   rank_status(r, k, s.groups.at(static_cast<size_t>(r.group)));
   plant_note(r, k, s.plants_without_effect);
   r.pass = r.status == FleetRankStatus::Agrees;
@@ -433,7 +505,7 @@ std::string failing_ranks(const FleetSummary& s, int64_t failing) {
       {FleetRankStatus::Outlier,
        "outliers of a majority of " + std::to_string(validate::kFleetMinMajority) + "+ ranks"},
       {FleetRankStatus::NonFinite, "non-finite (a fault whatever the fingerprint)"},
-      {FleetRankStatus::Diverges, "diverges from the main stack (statistical)"},
+      {FleetRankStatus::Diverges, "diverges (statistically: from the FP32 references or the main stack)"},
       {FleetRankStatus::RunFailed, "a run failed"},
       {FleetRankStatus::Lost, "lost"},
       {FleetRankStatus::CannotTell, "cannot tell which side is wrong (no golden, no majority of " +

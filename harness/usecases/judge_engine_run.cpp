@@ -1,7 +1,10 @@
 // An engine run judged, into its row and its result file (judge_engine_run.h).
 #include "usecases/judge_engine_run.h"
+#include "usecases/scenario_files.h"
 
+#include "io/files.h"
 #include "run/engine_warnings.h"
+#include "validate/validate.h"
 
 #include <string>
 
@@ -21,6 +24,18 @@ Judged judge_engine_run(const run::ScenarioResult& r, const engine::Strategy& st
                        run::add_engine_run_warnings(v, r.trajectory, strategy, device.is_cuda(), reference.trajectory,
                                                     reference.noise);
                    });
+}
+
+std::string fp32_reference_class(const std::string& root, const std::string& device_class,
+                                 const engine::RunConfig& run) {
+  const std::string key = reference::reference_key(run).key;
+  if (file_exists(reference::reference_path(root, device_class, key))) return device_class;
+  std::vector<std::string> classes;
+  for (const auto& c : io::subdirectories(root))
+    if (c != "validate") classes.push_back(c);
+  for (const auto& other : validate::nearest_classes(device_class, classes))
+    if (file_exists(reference::reference_path(root, other, key))) return other;
+  return "";
 }
 
 void record_judgement(const Judged& j, const reference::Reference& ref, report::ScenarioSummary& row,

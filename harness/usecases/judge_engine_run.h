@@ -23,6 +23,12 @@ Judged judge_engine_run(const run::ScenarioResult& r, const engine::Strategy& st
                         const ReferenceToJudge& reference, const verdict::Expectation& expected,
                         const verdict::Tolerance& tolerance, bool strict);
 
+// The device class whose FP32 references a run of `run` is judged against statistically (validate, validate --fleet):
+// `device_class`'s where `root` holds one for it, else the nearest class's that has one (validate::nearest_classes);
+// "" where no class has one.
+std::string fp32_reference_class(const std::string& root, const std::string& device_class,
+                                 const engine::RunConfig& run);
+
 // Whether the result file carries the verdict: check and localize write it (the row's verdict); validate does not
 // (its row ends with the bitwise verdict, which its `validation` attribute gives).
 enum class VerdictInFile { Written, Left };

@@ -7,7 +7,8 @@
 //      (another checkout on one node), every rank exits 2 naming the ranks and the field, before anything trains;
 //   per repetition (--repeat / --duration):
 //   1. each rank trains the suite (its --plant-rank plants of this repetition applied) and compares each run with its
-//      class's golden where one exists and its stack matches; the trajectory hashes are all-gathered;
+//      class's golden where one exists and its stack matches, and judges it statistically against its FP32 references
+//      where the reference root holds them (validate's statistical mode); the trajectory hashes are all-gathered;
 //   2. each group (one fingerprint) votes per scenario: the majority's hash (more than half of the group's ranks);
 //   3. for each vote with outliers, the majority's trajectory is broadcast from its representative; each outlier
 //      finds the first differing step, column and tensor and replays that step on its own device (transient /
@@ -17,6 +18,7 @@
 // heartbeat through the job's store: a rank that dies or stops answering is named within --fleet-lost-after seconds
 // (or when the launcher stops the job), and rank 0 publishes the repetitions every rank finished.
 #include "usecases/fleet_report.h"
+#include "usecases/judge_engine_run.h"
 #include "usecases/run_directory.h"
 #include "usecases/scenario_files.h"
 #include "usecases/usecases.h"
@@ -27,6 +29,7 @@
 #include "engine/device.h"
 #include "io/files.h"
 #include "io/record_json.h"
+#include "reference/reference_store.h"
 #include "run/provenance.h"
 #include "trajectory/trajectory_file.h"
 #include "validate/fleet.h"
@@ -130,6 +133,9 @@ struct FleetScenario {
   std::string golden_path;  // this class's golden, where one exists
   trajectory::TrajectoryFile golden;
   std::string golden_skip;  // why no golden is compared ("" if one is)
+  // the FP32 references of validate's statistical verdict: this device class's, else the nearest's ("" none)
+  std::string reference_class;
+  reference::Reference reference;
 };
 
 // This rank's plants of repetition `rep`.
@@ -143,7 +149,7 @@ std::vector<validate::Plant> plants_for(const std::vector<validate::RankPlant>& 
 // Everything that is bad input, checked on this rank before anything trains; throws naming it.
 std::vector<FleetScenario> prepare_rank(const RunOptions& opts, const ValidateOptions& v,
                                         const std::vector<validate::RankPlant>& plants, const validate::Fingerprint& fp,
-                                        int64_t rank, int64_t world) {
+                                        const std::string& device_class, int64_t rank, int64_t world) {
   if (v.record) throw std::invalid_argument("--fleet with --record: record goldens on one known-good machine");
   if (!v.plants.empty())
     throw std::invalid_argument("--fleet with --plant: plant on one rank with --plant-rank R:<plant>");
@@ -183,10 +189,26 @@ std::vector<FleetScenario> prepare_rank(const RunOptions& opts, const ValidateOp
       else
         s.golden_skip = "the " + cls + " golden's stack differs (" + validate::describe(bit) + "): the peers only";
     }
+    // a stale or corrupt FP32 reference is bad input (exit 2), as for validate
+    s.reference_class = fp32_reference_class(root, device_class, s.sc.run);
+    if (!s.reference_class.empty())
+      s.reference = reference::load_reference(root, s.reference_class, s.sc.run, opts.suite);
     out.push_back(std::move(s));
   }
   if (rank == 0) check_run_directory_replaceable(opts);
   return out;
+}
+
+// validate's statistical verdict on the run against the scenario's FP32 references, where it has some, into `r`.
+void judge_statistically(const FleetScenario& s, const run::ScenarioResult& result, const at::Device& device,
+                         FleetRun& r) {
+  if (s.reference_class.empty()) return;
+  const Judged j = judge_engine_run(result, s.sc.run.strategy, device, {s.reference.file.trajectory, s.reference.noise},
+                                    scenario::expectation(s.sc.expect), s.sc.tolerance, /*strict=*/false);
+  r.reference_class = s.reference_class;
+  r.statistical_verdict = j.verdict.verdict;
+  r.statistical_pass = j.decision.pass;
+  r.statistical_message = j.verdict.message;
 }
 
 // One repetition's runs on this rank; the trajectories kept for the outliers' comparison and the broadcast.
@@ -217,6 +239,7 @@ FleetRuns run_repetition(const std::vector<FleetScenario>& scenarios, const std:
       } else {
         r.golden_message = s.golden_skip;
       }
+      judge_statistically(s, result, device, r);
     } catch (const std::exception& e) {
       r.status = engine::status_name(engine::RunOutcome::Status::Error);
       r.error = e.what();
@@ -427,7 +450,8 @@ FleetRankIdentity prepare_rank_and_identity(FleetRank& rank, const RunOptions& o
     refuse_unreachable_plants(v, rank.plants);
     for (const auto& p : rank.plants)
       if (p.rank == rank.env.rank) me.plants += (me.plants.empty() ? "" : ", ") + p.plant.text;
-    rank.scenarios = prepare_rank(opts, v, rank.plants, fp, rank.env.rank, rank.env.world_size);
+    rank.scenarios = prepare_rank(opts, v, rank.plants, fp, engine::device_info(rank.device).device_class,
+                                  rank.env.rank, rank.env.world_size);
     for (const auto& sc : rank.scenarios)
       me.scenarios.push_back({sc.sc.run.name, validate::golden_config_hash(sc.sc.run)});
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 #include "usecases/usecases.h"
 
 #include "engine/device.h"
+#include "io/files.h"
 #include "io/text.h"
 #include "reference/reference_store.h"
 #include "trajectory/trajectory_file.h"
@@ -34,33 +35,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> subdirectories(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_directory()) out.push_back(e.path().filename().string());
-  return out;
-}
-
 // The golden of `name`: this class's, else the nearest class's that has one. {path, class}; {"", ""} if none.
 std::pair<std::string, std::string> find_golden(const std::string& root, const std::string& cls,
                                                 const std::string& name) {
   if (file_exists(validate::golden_path(root, cls, name))) return {validate::golden_path(root, cls, name), cls};
-  for (const auto& other : validate::nearest_classes(cls, subdirectories(root + "/validate")))
+  for (const auto& other : validate::nearest_classes(cls, io::subdirectories(root + "/validate")))
     if (file_exists(validate::golden_path(root, other, name))) return {validate::golden_path(root, other, name), other};
   return {"", ""};
-}
-
-// The FP32 reference's device class for the statistical verdict: this device's, else the nearest that has one.
-std::string reference_class(const std::string& root, const std::string& device_class, const engine::RunConfig& run) {
-  const std::string key = reference::reference_key(run).key;
-  if (file_exists(reference::reference_path(root, device_class, key))) return device_class;
-  std::vector<std::string> classes;
-  for (const auto& c : subdirectories(root))
-    if (c != "validate") classes.push_back(c);
-  for (const auto& other : validate::nearest_classes(device_class, classes))
-    if (file_exists(reference::reference_path(root, other, key))) return other;
-  return "";
 }
 
 // The reference root validate reads: it must be a directory, and (unless recording) hold goldens under validate/.
@@ -80,7 +61,7 @@ void check_reference_root(const std::string& root, bool named, bool record) {
                                 "goldens, not a file). HINT: pass its directory, e.g. references/");
   if (record) return;
   bool any = false;
-  for (const auto& cls : subdirectories(root + "/validate"))
+  for (const auto& cls : io::subdirectories(root + "/validate"))
     for (const auto& e : fs::directory_iterator(root + "/validate/" + cls, ec))
       if (e.path().extension() == ".h5") any = true;
   if (!any)
@@ -162,7 +143,7 @@ ValidationPlan prepare(const std::string& file, const RunOptions& opts, const st
     p.reason = "no golden for " + sc.run.name + " in " + root + "/validate";
     p.next = record_hint + "; " + statistical_limit;
   }
-  p.reference_class = reference_class(root, engine::device_info(p.device).device_class, sc.run);
+  p.reference_class = fp32_reference_class(root, engine::device_info(p.device).device_class, sc.run);
   if (!p.bitwise && p.reference_class.empty())
     throw std::invalid_argument(sc.run.name + ": " + p.reason + ", and no FP32 reference under " + root +
                                 " for the statistical verdict (expected " +

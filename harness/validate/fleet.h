@@ -102,6 +102,12 @@ struct FleetRun {
   std::string golden_message;                              // compare_bitwise's message, or why no golden was compared
   // the loss at every step: a rank alone in a drift group is compared with the main stack statistically through it
   std::vector<double> losses;
+  // validate's statistical verdict against the FP32 references of `reference_class` (this device class's, else the
+  // nearest's; "" where the reference root holds none): a run that fails it is a fault whatever its group or vote
+  std::string reference_class;
+  std::string statistical_verdict;  // tracks | diverges | stalls | nonfinite | error ("" not judged)
+  bool statistical_pass = true;     // the pass rule's decision on it against the scenario's expectation
+  std::string statistical_message;
 };
 template <class V>
 void visit_fields(FleetRun& r, V& v) {
@@ -114,6 +120,10 @@ void visit_fields(FleetRun& r, V& v) {
   v("golden_result", r.golden_result);
   v("golden_message", r.golden_message);
   v("losses", r.losses);
+  v("reference_class", r.reference_class);
+  v("statistical_verdict", r.statistical_verdict);
+  v("statistical_pass", r.statistical_pass);
+  v("statistical_message", r.statistical_message);
 }
 struct FleetRuns {  // one rank's repetition, as one message
   int64_t rank = 0;

@@ -26,7 +26,8 @@ const std::vector<std::string>& enum_words(GoldenResult);                // ever
 //   DiffersFromGolden  it differs from its class's golden (the golden outranks the majority): blamed
 //   Outlier            it differs from a majority of kFleetMinMajority ranks or more (no golden)
 //   NonFinite          its run went non-finite where another rank's completed: a fault whatever its fingerprint
-//   Diverges           alone in a drift group, its loss is off the main stack's beyond kFleetDriftLossTolerance
+//   Diverges           its run fails validate's statistical verdict against the FP32 references, or (alone in a
+//                      drift group) its loss is off the main stack's beyond kFleetDriftLossTolerance
 //   CannotTell         its group split with no golden and no large enough majority: nobody named
 //   Agrees             with its group's majority, or cleared by the golden: the one passing status
 //   Lost               it died or stopped answering (distributed::RankWatch)

@@ -5,7 +5,9 @@ Each case draws a fleet of W = 2-8 Gloo CPU ranks under torchrun (the FP32 MLP v
 at random: planted faults (one rank persistent or transient, the same plant on several ranks, two ranks with different
 plants, a no-effect plant, an exponent flip that makes the run non-finite, or none), configuration drift on random
 ranks (MKL_CBWR=COMPATIBLE or ATEN_CPU_CAPABILITY=avx2, through a rank wrapper), with or without a golden (recorded
-here first). Seeded: the same --seed draws the same cases.
+here first), with or without the FP32 references of validate's statistical verdict (recorded here first; drawn
+from a generator of their own, so a seed's fleets, plants and goldens are those it drew before the references were
+added). Seeded: the same --seed draws the same cases.
 
 Ground truth: the faulty ranks are those with a plant that has an effect. Each case is classed from summary.json:
   correct      the ranks blamed are exactly the faulty ones (a fault-free fleet: nobody blamed, exit 0)
@@ -33,6 +35,9 @@ BLAME = {"differs from its golden", "outlier", "non-finite", "diverges"}
 WEIGHTS = ["fc.0.weight", "fc.1.weight", "head.weight"]  # the MLP's matrices (64 x 64 / 64 x 128 / ...)
 NO_EFFECT = "bitflip:param:fc.0.bias:0:10@0"  # a low exponent bit of a zero bias: 1.4e-42, absorbed by the update
 DRIFTS = ["MKL_CBWR=COMPATIBLE", "ATEN_CPU_CAPABILITY=avx2"]
+# the reference root of a case, by (a golden, the FP32 references)
+REFERENCE_ROOTS = {(True, False): "refs", (False, False): "no-refs", (True, True): "refs-fp32",
+                   (False, True): "fp32-only"}
 
 
 def free_port():
@@ -92,7 +97,7 @@ def run_case(args, case, work, i):
     env["FLEET_DRIFT"] = json.dumps({str(k): v for k, v in case["drift"].items()})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(case["w"]), "--master-addr",
            "127.0.0.1", "--master-port", str(free_port()), "--no-python", wrapper, args.ampcheck, "validate",
-           "--fleet", SCENARIO, "--references", os.path.join(work, "refs" if case["golden"] else "no-refs"),
+           "--fleet", SCENARIO, "--references", os.path.join(work, REFERENCE_ROOTS[(case["golden"], case["fp32"])]),
            "--steps", str(args.steps), "--device", "cpu", "--out", out]
     for r, p in sorted(case["plants"].items()):
         cmd += ["--plant-rank", f"{r}:{p}"]
@@ -152,6 +157,11 @@ def table(rows, title):
     for c in ["correct", "partial", "cannot tell", "wrong"]:
         lines.append(f"| {c} | {by[c]} | {100.0 * by[c] / max(n, 1):.0f}% |")
     lines.append(f"| healthy ranks blamed with a golden ({len(g)} cases) | {hb} | |")
+    for with_fp32 in (True, False):
+        part = [r for r in rows if r.get("fp32", False) == with_fp32]
+        c = collections.Counter(r["class"] for r in part)
+        lines.append(f"| {'with' if with_fp32 else 'without'} the FP32 references ({len(part)} cases) | "
+                     + ", ".join(f"{k} {c[k]}" for k in ["correct", "partial", "cannot tell", "wrong"]) + " | |")
     return "\n".join(lines)
 
 
@@ -162,6 +172,8 @@ def main():
     ap.add_argument("--cases", type=int, default=24)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--alternatives", action="store_true", help="re-derive blame for kFleetMinMajority 2, 3, 4")
+    ap.add_argument("--fp32-share", type=float, default=0.5,
+                    help="the share of cases whose reference root holds the FP32 references (0: none, as before)")
     ap.add_argument("--json", help="write every case and its outcome here")
     args = ap.parse_args()
     args.ampcheck = os.path.abspath(args.ampcheck)
@@ -174,12 +186,20 @@ def main():
                 '[ -n "$kv" ] && export "$kv"\n'
                 'exec "$@"\n')
     os.chmod(os.path.join(work, "drift.sh"), 0o755)
-    subprocess.run([args.ampcheck, "validate", SCENARIO, "--record", "--references", os.path.join(work, "refs"),
-                    "--steps", str(args.steps)], check=True, capture_output=True)
+    for root in ("refs", "refs-fp32"):  # the goldens
+        subprocess.run([args.ampcheck, "validate", SCENARIO, "--record", "--references", os.path.join(work, root),
+                        "--steps", str(args.steps)], check=True, capture_output=True)
+    if args.fp32_share > 0:
+        for root in ("refs-fp32", "fp32-only"):  # the FP32 references (validate's statistical verdict)
+            subprocess.run([args.ampcheck, "record", SCENARIO, "--references", os.path.join(work, root),
+                            "--steps", str(args.steps)], check=True, capture_output=True)
+    os.makedirs(os.path.join(work, "no-refs"), exist_ok=True)
     rows = []
     t_all = time.time()
     for i in range(args.cases):
         case = draw_case(rng, args.steps)
+        # the FP32 references from a generator of their own: the fleets, plants and goldens stay the seed's
+        case["fp32"] = random.Random(args.seed * 100003 + i).random() < args.fp32_share
         s, rc, took, tail = run_case(args, case, work, i)
         row = dict(case, rc=rc, seconds=round(took, 1))
         if s is None:
@@ -194,12 +214,14 @@ def main():
                     "no_effect_said": any("no measurable effect" in r["message"] or "cannot be measured" in r["message"]
                                           for r in s["ranks"]),
                     "loss_deviation": {r["rank"]: r["loss_deviation"] for r in s["ranks"] if r["loss_deviation"] >= 0},
+                    "statistical": {r["rank"]: r.get("statistical", "") for r in s["ranks"] if r.get("statistical")},
                     "summary": s})
         for m in (2, 3, 4):
             b, c = blame_of(s, m)
             row[f"class_m{m}"] = classify(case, b, c)
         rows.append(row)
-        print(f"case {i}: W={case['w']} golden={case['golden']} {case['kind']} plants={case['plants']} "
+        print(f"case {i}: W={case['w']} golden={case['golden']} fp32={case['fp32']} {case['kind']} "
+              f"plants={case['plants']} "
               f"drift={case['drift']} -> blamed {sorted(blamed)} cannot {sorted(cannot)} "
               f"[{cls}] exit {rc} ({took:.0f} s)", flush=True)
     print()
