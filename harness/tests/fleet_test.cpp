@@ -48,8 +48,8 @@ FleetRankIdentity rank_on(int64_t rank, const std::string& capability, const std
 FleetRuns runs_of(int64_t rank, const std::string& hash) {
   FleetRuns r;
   r.rank = rank;
-  r.runs.push_back(
-      {"validate-fp32-mlp-sgd", "completed", "", hash, 12, "", GoldenResult::NotCompared, "no golden of class cpu-x"});
+  r.runs.push_back({"validate-fp32-mlp-sgd", trajectory::RunStatus::Completed, "", hash, 12, "",
+                    GoldenResult::NotCompared, "no golden of class cpu-x"});
   return r;
 }
 
@@ -164,8 +164,8 @@ TEST(ValidateFleetVote, PairsRunsByNameNotByPosition) {
   // rank 1 ran the same two scenarios in another order: its runs are paired by name, it agrees
   FleetRuns r0 = runs_of(0, "aa"), r1 = runs_of(1, "xx"), r2 = runs_of(2, "aa");
   for (auto* r : {&r0, &r2})
-    r->runs.push_back({"second", "completed", "", "zz", 12, "", GoldenResult::NotCompared, ""});
-  r1.runs = {{"second", "completed", "", "zz", 12, "", GoldenResult::NotCompared, ""}, r0.runs[0]};
+    r->runs.push_back({"second", trajectory::RunStatus::Completed, "", "zz", 12, "", GoldenResult::NotCompared, ""});
+  r1.runs = {{"second", trajectory::RunStatus::Completed, "", "zz", 12, "", GoldenResult::NotCompared, ""}, r0.runs[0]};
   const auto groups = validate::group_by_fingerprint({rank_on(0, "x"), rank_on(1, "x"), rank_on(2, "x")});
   const auto votes = validate::vote(groups, {r0, r1, r2});
   ASSERT_EQ(votes.size(), 2u);
@@ -306,7 +306,7 @@ TEST(ValidateFleetSummary, AFaultInOneRepetitionOfFiveIsReportedWithItsRate) {
       f.repetition = 3;
       f.scenario = "validate-fp32-mlp-sgd";
       f.difference = "first difference: step 4, parameter fc1.weight";
-      f.replay = "transient";
+      f.replay = validate::ReplayKind::Transient;
       findings.back().push_back(f);
     }
   }

@@ -230,7 +230,8 @@ TEST(ValidateReplay, AColumnOnlyDifferenceIsReplayedByItsColumns) {
   std::system(("mkdir -p " + dir).c_str());
   const auto rep = validate::replay_step(base, at::kCPU, 2, run, golden, 2, dir);
   std::system(("rm -rf " + dir).c_str());
-  EXPECT_EQ(rep.kind, "persistent") << rep.message;  // the replays compute the run's columns, not the edited golden's
+  EXPECT_EQ(rep.kind, validate::ReplayKind::Persistent)
+      << rep.message;  // the replays compute the run's columns, not the edited golden's
   EXPECT_NE(rep.message.find("a column differs"), std::string::npos) << rep.message;
   EXPECT_NE(rep.message.find("reproduce the run's"), std::string::npos) << rep.message;
   EXPECT_EQ(rep.message.find("not the run ("), std::string::npos) << rep.message;

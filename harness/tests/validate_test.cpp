@@ -86,7 +86,8 @@ TEST(ValidateReplay, PersistentAndTransientFlipsAreToldApart) {
     const auto rep = validate::replay_step(validate::planted(base, {*plant}, /*replay=*/true), at::kCPU, cmp.step, run,
                                            golden, 3, dir);
     ASSERT_EQ(rep.digests.size(), 3u);
-    EXPECT_EQ(rep.kind, plant->transient ? "transient" : "persistent") << rep.message;
+    EXPECT_EQ(rep.kind, plant->transient ? validate::ReplayKind::Transient : validate::ReplayKind::Persistent)
+        << rep.message;
     for (uint64_t d : rep.digests) EXPECT_EQ(d, plant->transient ? rep.golden_digest : rep.run_digest) << rep.message;
   }
   // the checkpoint replay itself is exact: a clean step replayed from the checkpoint is the golden's

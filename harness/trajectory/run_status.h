@@ -17,5 +17,7 @@ enum class RunStatus { Completed, NonFinite, Error, Running, Interrupted };
 const std::string& to_string(RunStatus s);  // completed | nonfinite | error | running | interrupted
 std::optional<RunStatus> parse_run_status(std::string_view word);  // nullopt: no status's word
 const std::vector<std::string>& run_status_words();                // every status's word in RunStatus's order
+// the same words for the record codec (io/record_json.h finds a field's enum words by this name)
+inline const std::vector<std::string>& enum_words(RunStatus) { return run_status_words(); }
 
 }  // namespace ampcheck::trajectory

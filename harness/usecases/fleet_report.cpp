@@ -35,7 +35,8 @@ std::string all_findings(const FleetRankRow& r, const std::string& separator) {
   std::string s;
   for (const auto& f : r.findings)
     s += (s.empty() ? "" : separator) + "repetition " + std::to_string(f.repetition) + ", " + f.scenario +
-         " (against " + against(f) + "): " + f.difference + (f.replay.empty() ? "" : "; replay: " + f.replay);
+         " (against " + against(f) + "): " + f.difference +
+         (f.replay == validate::ReplayKind::NotReplayed ? "" : "; replay: " + validate::to_string(f.replay));
   return s;
 }
 // a rank's row's last cell: every finding, or what else decided its status
@@ -142,7 +143,8 @@ std::string fleet_report_html(const FleetSummary& s) {
       any = true;
       h << "<tr><td>" << r.rank << "</td><td>" << f.repetition << "</td><td>" << escape_markup(f.scenario)
         << "</td><td>" << escape_markup(against(f)) << "</td><td>" << escape_markup(f.difference) << "</td><td>"
-        << escape_markup(f.replay + (f.replay_message.empty() ? "" : ": " + f.replay_message)) << "</td></tr>\n";
+        << escape_markup(validate::to_string(f.replay) + (f.replay_message.empty() ? "" : ": " + f.replay_message))
+        << "</td></tr>\n";
     }
   h << (any ? "</table>\n" : "<p>none</p>\n");
   if (!s.plants_without_effect.empty()) {

@@ -22,8 +22,8 @@ using trajectory::RunStatus;
 using validate::FleetRankStatus;
 using validate::GoldenResult;
 
-// A rank's run ended so (its status word, engine::status_name: trajectory/run_status.h).
-bool ended(const validate::FleetRun& r, RunStatus s) { return trajectory::parse_run_status(r.status) == s; }
+// A rank's run ended so.
+bool ended(const validate::FleetRun& r, RunStatus s) { return r.status == s; }
 // A run that validate's statistical verdict against the FP32 references failed (not judged: false).
 bool fails_references(const validate::FleetRun& r) { return !r.statistical_verdict.empty() && !r.statistical_pass; }
 // A run that completed and, where it was judged against the FP32 references, passed.
@@ -378,7 +378,8 @@ std::string every_finding(const std::vector<validate::FleetFinding>& findings) {
   for (const auto& f : findings)
     every += "; repetition " + std::to_string(f.repetition) + ", " + f.scenario + ", against " +
              (f.against.empty() ? "the majority (rank " + std::to_string(f.majority_rank) + ")" : f.against) + ": " +
-             f.difference + "; replayed: " + (f.replay.empty() ? "-" : f.replay) +
+             f.difference +
+             "; replayed: " + (f.replay == validate::ReplayKind::NotReplayed ? "-" : to_string(f.replay)) +
              (f.replay_message.empty() ? "" : " (" + f.replay_message + ")");
   return every;
 }

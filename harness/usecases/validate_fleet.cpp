@@ -225,7 +225,7 @@ FleetRuns run_repetition(const std::vector<FleetScenario>& scenarios, const std:
       scenario::Scenario planted = s.sc;
       planted.run = validate::planted(s.sc.run, plants, /*replay=*/false);
       const auto result = run::run_scenario(planted, device.str(), 0, nullptr);
-      r.status = engine::status_name(result.outcome.status);
+      r.status = result.outcome.status;
       r.error = result.outcome.error;
       trajectories[i] = result.trajectory;
       r.trajectory_hash = validate::trajectory_hash(result.trajectory);
@@ -241,7 +241,7 @@ FleetRuns run_repetition(const std::vector<FleetScenario>& scenarios, const std:
       }
       judge_statistically(s, result, device, r);
     } catch (const std::exception& e) {
-      r.status = engine::status_name(engine::RunOutcome::Status::Error);
+      r.status = trajectory::RunStatus::Error;
       r.error = e.what();
     }
     out.runs.push_back(std::move(r));

@@ -308,11 +308,11 @@ void judge_bitwise(const ValidationPlan& p, const run::ScenarioResult& r, const 
     const auto rep =
         validate::replay_step(validate::planted(p.sc.run, plants, /*replay=*/true), p.device, cmp.step, r.trajectory,
                               p.golden.trajectory, static_cast<int>(v.replays), opts.out_dir);
-    val.replay = rep.kind;
+    val.replay = validate::to_string(rep.kind);
     val.replay_message = rep.message;
-    kind = rep.kind;
+    kind = validate::to_string(rep.kind);
     w.result += "; " + rep.message;
-    w.next = rep.kind == "transient"
+    w.next = rep.kind == validate::ReplayKind::Transient
                  ? "re-run validate: a fault that comes and goes points at the hardware (memory, GPU, power, "
                    "cooling) — run `ampcheck doctor` and the vendor's diagnostics"
                  : "this stack computes differently from a known-good one with the same fingerprint: run `ampcheck "

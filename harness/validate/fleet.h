@@ -8,6 +8,7 @@
 // so every rank knows, without another message, who replays what. The exchange is usecases/validate_fleet.cpp's.
 #pragma once
 
+#include "trajectory/run_status.h"
 #include "trajectory/trajectory.h"
 #include "validate/fleet_status.h"
 #include "validate/validate.h"
@@ -93,8 +94,8 @@ std::vector<std::string> configuration_differences(const std::string& scenario, 
 // One scenario's run on one rank in one repetition.
 struct FleetRun {
   std::string scenario;
-  std::string status;           // engine::status_name: completed | nonfinite | error
-  std::string error;            // the run's error, if any
+  trajectory::RunStatus status = trajectory::RunStatus::Error;  // completed | nonfinite | error (its words)
+  std::string error;                                            // the run's error, if any
   std::string trajectory_hash;  // trajectory_hash: every column compared bitwise and every digest ("" no run)
   int64_t steps = 0;
   std::string golden;                                      // the golden of this rank's class compared with ("" none)
@@ -142,9 +143,9 @@ struct FleetFinding {
   std::string against;                                   // "the majority (rank 0)" | "the cpu-avx512 golden"
   std::string scenario;
   int64_t first_step = -1;
-  std::string column, tensor;  // the first differing column / tensor at that step ("" none)
-  std::string difference;      // compare_bitwise's message against the majority
-  std::string replay;          // "transient" | "persistent" | "" (not replayed: the run did not complete)
+  std::string column, tensor;                   // the first differing column / tensor at that step ("" none)
+  std::string difference;                       // compare_bitwise's message against the majority
+  ReplayKind replay = ReplayKind::NotReplayed;  // not replayed: the run did not complete, or the replay failed
   std::string replay_message;
 };
 template <class V>

@@ -1,4 +1,4 @@
-// The fleet's words (fleet_status.h).
+// validate's and the fleet's words (fleet_status.h).
 #include "validate/fleet_status.h"
 
 namespace ampcheck::validate {
@@ -13,6 +13,17 @@ std::optional<E> parse_word(const std::vector<std::string>& words, std::string_v
 }
 
 }  // namespace
+
+const std::vector<std::string>& enum_words(ReplayKind) {
+  static const std::vector<std::string> words{"", "transient", "persistent"};
+  return words;
+}
+
+const std::string& to_string(ReplayKind k) { return enum_words(k).at(static_cast<size_t>(k)); }
+
+std::optional<ReplayKind> parse_replay_kind(std::string_view word) {
+  return parse_word<ReplayKind>(enum_words(ReplayKind{}), word);
+}
 
 const std::vector<std::string>& enum_words(GoldenResult) {
   static const std::vector<std::string> words{"", "identical", "differs"};

@@ -1,8 +1,9 @@
-// The fleet's words, spelled in one place (as verdict/kind.h spells the verdicts): what a rank found against its
-// class's golden (FleetRun::golden_result, FleetSide::golden_result, FleetVote::golden_result) and a rank's status in
-// the fleet report (usecases::FleetRankRow::status). The records hold the enums; their JSON — the ranks' messages,
-// summary.json — holds the words, written and read through `enum_words` (io/record_json.h), and the report prints
-// them through to_string.
+// validate's and the fleet's words, spelled in one place (as verdict/kind.h spells the verdicts): what a replay of a
+// differing step found (Replay::kind, FleetFinding::replay, the validation row's `replay`), what a rank found against
+// its class's golden (FleetRun::golden_result, FleetSide::golden_result, FleetVote::golden_result) and a rank's
+// status in the fleet report (usecases::FleetRankRow::status). The records hold the enums; their JSON — the ranks'
+// messages, summary.json — holds the words, written and read through `enum_words` (io/record_json.h), and the report
+// prints them through to_string.
 #pragma once
 
 #include <optional>
@@ -11,6 +12,16 @@
 #include <vector>
 
 namespace ampcheck::validate {
+
+// A differing step replayed from a checkpoint (validate::replay_step): not replayed (the run ended before the first
+// difference, or the replay failed), transient (the replays differ among themselves or reproduce the golden's — or
+// the majority's — result, not the run's), persistent (each reproduces the run's result or a third one: software or
+// hardware).
+enum class ReplayKind { NotReplayed, Transient, Persistent };
+
+const std::string& to_string(ReplayKind k);                          // "" | transient | persistent
+std::optional<ReplayKind> parse_replay_kind(std::string_view word);  // nullopt: no replay's word
+const std::vector<std::string>& enum_words(ReplayKind);              // every word in ReplayKind's order
 
 // A run against its class's golden: not compared (no golden of the class, or its stack differs), bit for bit
 // identical to it, or differing from it.

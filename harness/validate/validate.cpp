@@ -243,14 +243,14 @@ Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step
   if (r.run_digest != r.golden_digest) {  // the tensors differ: the digests tell the replays apart
     const bool agree = std::all_of(r.digests.begin(), r.digests.end(), [&](uint64_t d) { return d == r.digests[0]; });
     if (!agree) {
-      r.kind = "transient";
+      r.kind = ReplayKind::Transient;
       m << "they differ among themselves — a transient fault (the step does not compute the same twice)";
     } else if (r.digests[0] == r.golden_digest) {
-      r.kind = "transient";
+      r.kind = ReplayKind::Transient;
       m << "each reproduces the " << against << "'s tensors (digest " << hex(r.golden_digest) << "), not the run's ("
         << hex(r.run_digest) << ") — a transient fault";
     } else {
-      r.kind = "persistent";
+      r.kind = ReplayKind::Persistent;
       m << "each reproduces " << (r.digests[0] == r.run_digest ? "the run's tensors" : "a third result") << " (digest "
         << hex(r.digests[0]) << "), not the " << against << "'s (" << hex(r.golden_digest)
         << ") — a persistent difference (software or hardware)";
@@ -261,18 +261,18 @@ Replay replay_step(engine::RunConfig cfg, const at::Device& device, int64_t step
     const bool agree = std::all_of(rows.begin(), rows.end(), [&](const auto& x) { return same_row(x, rows[0]); });
     m << "the step's tensors equal the " << against << "'s (digest " << hex(r.golden_digest) << "), a column differs; ";
     if (!agree) {
-      r.kind = "transient";
+      r.kind = ReplayKind::Transient;
       m << "the replays' columns differ among themselves — a transient fault";
     } else if (same_row(rows[0], golden_row)) {
-      r.kind = "transient";
+      r.kind = ReplayKind::Transient;
       m << "each replay's columns reproduce the " << against << "'s, not the run's — a transient fault";
     } else {
-      r.kind = "persistent";
+      r.kind = ReplayKind::Persistent;
       m << "each replay's columns reproduce " << (same_row(rows[0], run_row) ? "the run's" : "a third result")
         << ", not the " << against << "'s — a persistent difference (software or hardware)";
     }
   } else {
-    r.kind = "persistent";
+    r.kind = ReplayKind::Persistent;
     m << "the step is past the end of the run or the " << against << "; nothing to replay";
   }
   r.message = m.str();

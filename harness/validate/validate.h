@@ -14,6 +14,7 @@
 #include "engine/run_config.h"
 #include "inject/injection.h"
 #include "trajectory/trajectory.h"
+#include "validate/fleet_status.h"
 
 #include <ATen/ATen.h>
 
@@ -82,7 +83,7 @@ BitwiseComparison compare_bitwise(const trajectory::Trajectory& run, const traje
 // ---- replay of a differing step
 
 struct Replay {
-  std::string kind;  // "transient" | "persistent"
+  ReplayKind kind = ReplayKind::Persistent;  // transient | persistent (fleet_status.h)
   int64_t step = -1;
   std::vector<uint64_t> digests;  // one per replay: the step's combined digest (every parameter and gradient)
   uint64_t run_digest = 0, golden_digest = 0;

@@ -48,11 +48,16 @@ def free_port():
     return p
 
 
-def draw_case(rng, steps):
+KINDS = ["none", "one-persistent", "one-transient", "same-on-several", "two-different", "no-effect", "nonfinite"]
+# --gross: also the same exponent flip (the run goes non-finite) on k = 2..W ranks, every rank included — a faulty
+# majority, or a fleet with no completed run, that only the FP32 references or a failing majority's own runs expose
+GROSS_KINDS = KINDS + ["nonfinite-several", "nonfinite-several"]
+
+
+def draw_case(rng, steps, kinds=KINDS):
     w = rng.choice([2, 3, 3, 4, 4, 5, 6, 8])
     golden = rng.random() < 0.5
-    kind = rng.choice(["none", "one-persistent", "one-transient", "same-on-several", "two-different", "no-effect",
-                       "nonfinite"])
+    kind = rng.choice(kinds)
     if w == 2 and kind in ("same-on-several", "two-different"):
         kind = "one-persistent"
 
@@ -83,6 +88,10 @@ def draw_case(rng, steps):
         r = rng.choice(ranks)
         plants[r] = f"bitflip:param:fc.0.weight:{rng.randint(0, 63)}:30@{rng.randint(1, steps - 2)}"
         faulty.add(r)
+    elif kind == "nonfinite-several":
+        p = f"bitflip:param:fc.0.weight:{rng.randint(0, 63)}:30@{rng.randint(1, steps - 2)}"
+        for r in rng.sample(ranks, rng.randint(2, w)):
+            plants[r] = p; faulty.add(r)
     drift = {}
     if rng.random() < 0.4 and w >= 3:
         for r in rng.sample(ranks, rng.randint(1, min(2, w - 2))):
@@ -172,6 +181,8 @@ def main():
     ap.add_argument("--cases", type=int, default=24)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--alternatives", action="store_true", help="re-derive blame for kFleetMinMajority 2, 3, 4")
+    ap.add_argument("--gross", action="store_true",
+                    help="also draw the same non-finite flip on 2..W ranks (a new draw: other cases than without it)")
     ap.add_argument("--fp32-share", type=float, default=0.5,
                     help="the share of cases whose reference root holds the FP32 references (0: none, as before)")
     ap.add_argument("--json", help="write every case and its outcome here")
@@ -197,7 +208,7 @@ def main():
     rows = []
     t_all = time.time()
     for i in range(args.cases):
-        case = draw_case(rng, args.steps)
+        case = draw_case(rng, args.steps, GROSS_KINDS if args.gross else KINDS)
         # the FP32 references from a generator of their own: the fleets, plants and goldens stay the seed's
         case["fp32"] = random.Random(args.seed * 100003 + i).random() < args.fp32_share
         s, rc, took, tail = run_case(args, case, work, i)
