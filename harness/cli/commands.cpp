@@ -55,13 +55,15 @@ int cmd_run(const RunOptions& opts) {
             << std::setw(8) << "steps" << std::setw(10) << "loss0" << std::setw(10) << "loss_end" << std::setw(9)
             << "skipped" << std::setw(10) << "ms/step"
             << "result\n";
-  for (const auto& s : r.results)
+  for (const auto& row : r.results) {
+    const run::ScenarioResult& s = row.result;
     std::cout << std::left << std::setw(30) << s.name << std::setw(11) << s.device_class << std::setw(11)
               << engine::status_name(s.outcome.status) << std::setw(8) << s.trajectory.size() << std::setw(10)
               << report::format_number(s.first_loss) << std::setw(10) << report::format_number(s.final_loss)
               << std::setw(9) << s.trajectory.skipped_steps() << std::setw(10)
-              << report::format_number(s.timing.median_ms, 3) << (s.expectation_met ? "PASS" : "FAIL") << "  "
-              << s.expectation_note << "\n";
+              << report::format_number(s.timing.median_ms, 3) << (row.expectation_met ? "PASS" : "FAIL") << "  "
+              << row.expectation_note << "\n";
+  }
   std::cout << (r.results.size() - r.failures()) << " passed, " << r.failures() << " failed\n";
   return r.failures() == 0 ? 0 : 1;
 }

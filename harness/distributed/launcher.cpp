@@ -12,7 +12,6 @@
 #include "trajectory/trajectory_file.h"
 #include "run/provenance.h"
 #include "scenario/scenario.h"
-#include "verdict/pass_rule.h"
 
 #include <algorithm>
 #include <chrono>
@@ -35,8 +34,6 @@ struct RankResult {
   std::string model_description, workload, compute_dtype, timing_method;
   double tokens_per_step = NAN, samples_per_step = NAN, flops_per_step = NAN;
   int64_t peak_memory_bytes = 0, peak_reserved_bytes = 0;
-  bool expectation_met = false;
-  std::string expectation_note;
   double collective_ms = NAN;  // time this rank waited on collectives (DataParallel::collective_ms)
   int64_t consistency_checks = 0, diverged_step = -1;
   std::string consistency;
@@ -58,8 +55,6 @@ void visit_fields(RankResult& r, V& v) {
   v("flops_per_step", r.flops_per_step);
   v("peak_memory_bytes", r.peak_memory_bytes);
   v("peak_reserved_bytes", r.peak_reserved_bytes);
-  v("expectation_met", r.expectation_met);
-  v("expectation_note", r.expectation_note);
   v("collective_ms", r.collective_ms);
   v("consistency_checks", r.consistency_checks);
   v("diverged_step", r.diverged_step);
@@ -112,8 +107,6 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
   x.flops_per_step = r.flops_per_step;
   x.peak_memory_bytes = r.peak_memory_bytes;
   x.peak_reserved_bytes = r.peak_reserved_bytes;
-  x.expectation_met = r.expectation_met;
-  x.expectation_note = r.expectation_note;
   if (dp) {
     x.collective_ms = dp->collective_ms();
     x.consistency_checks = dp->consistency().checks;
@@ -172,8 +165,6 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
   r.flops_per_step = x0.flops_per_step;
   r.peak_memory_bytes = x0.peak_memory_bytes;
   r.peak_reserved_bytes = x0.peak_reserved_bytes;
-  r.expectation_met = x0.expectation_met;
-  r.expectation_note = x0.expectation_note;
   r.outcome.status = status_from(x0.status);
   r.outcome.error = x0.error;
   r.outcome.failed_step = x0.failed_step;
@@ -182,10 +173,6 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
     if (files[k].result.status == "error" && (r.outcome.status != engine::RunOutcome::Status::Error)) {
       r.outcome.status = engine::RunOutcome::Status::Error;
       r.outcome.error = "rank " + std::to_string(k) + ": " + files[k].result.error;
-      r.expectation_met =  // the one pass rule, on that rank's own error text
-          verdict::decide(scenario::expectation(sc.expect), verdict::observe_status("error", files[k].result.error),
-                          false)
-              .pass;
     }
   const auto& rows = r.trajectory.rows;
   if (!rows.empty()) {

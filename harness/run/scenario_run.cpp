@@ -102,12 +102,6 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
     for (const auto& row : rows) r.min_loss = std::min(r.min_loss, row[trajectory::kLoss]);
     r.timing = step_timing(r.trajectory, timing_method);
   }
-  // expectations decidable without a reference: the run's status alone (verdict/pass_rule.h)
-  const auto d =
-      verdict::decide(scenario::expectation(sc.expect),
-                      verdict::observe_status(engine::status_name(r.outcome.status), r.outcome.error), false);
-  r.expectation_met = d.pass;
-  r.expectation_note = d.message;
   return r;
 }
 

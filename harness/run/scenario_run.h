@@ -54,8 +54,6 @@ struct ScenarioResult {
   std::string engine;
   std::vector<engine::OptionDecision> engine_plan;
   DistributedSummary distributed;
-  bool expectation_met = false;  // against expect: for error / nonfinite decidable now; tracks etc. need references
-  std::string expectation_note;
 };
 
 // Runs the scenario. device_spec: auto | cpu | cuda (overrides the scenario's device unless empty).

@@ -1,10 +1,11 @@
 // run: the scenarios trained and their trajectories written, without a reference — each run's status against its
-// expectation only (verdict::decide on the status; run/scenario_run.h).
+// expectation only (verdict::decide on the status, with the expectation the plan decided).
 #include "usecases/run_directory.h"
 #include "usecases/scenario_files.h"
 #include "usecases/usecases.h"
 
 #include "run/progress.h"
+#include "verdict/pass_rule.h"
 
 #include <ostream>
 
@@ -21,7 +22,8 @@ RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
   bool follower = false;
   const size_t n = plan.scenarios.size();
   for (size_t i = 0; i < n; ++i) {
-    const scenario::Scenario& sc = plan.scenarios[i].scenario;
+    const PlannedScenario& planned = plan.scenarios[i];
+    const scenario::Scenario& sc = planned.scenario;
     log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
     bool writes = true;
     auto r =
@@ -36,7 +38,10 @@ RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
           << "\n";
     if (!r.trajectory.rows.empty() || r.outcome.status == engine::RunOutcome::Status::Error)
       write_result(opts, sc.run.name + ".h5", result_file(sc, run_device(sc, opts), r));
-    result.results.push_back(std::move(r));
+    // the expectation as the plan decided it, against the run's status alone (verdict/pass_rule.h)
+    const verdict::Decision d = verdict::decide(
+        planned.expected, verdict::observe_status(engine::status_name(r.outcome.status), r.outcome.error), false);
+    result.results.push_back({std::move(r), d.pass, d.message});
   }
   if (follower && result.results.empty()) {
     result.written = false;

@@ -69,10 +69,17 @@ struct RecordResult {
 RecordResult record_references(const RunOptions& opts, std::ostream& log);
 
 // run: train the scenarios, write their trajectories; no verdict (a run's status against its expectation only).
+// One scenario run: what the engine did, and its status against the plan's expectation of it (verdict::decide on
+// the status alone: a completed run meets every verdict a reference decides).
+struct ScenarioRun {
+  run::ScenarioResult result;
+  bool expectation_met = false;
+  std::string expectation_note;  // the decision's message ("completed; 'tracks' is judged against the FP32 reference")
+};
 struct RunResult {
   std::string skipped;
   bool written = true;
-  std::vector<run::ScenarioResult> results;
+  std::vector<ScenarioRun> results;
   int failures() const;
 };
 RunResult run_scenarios(const RunOptions& opts, std::ostream& log);
