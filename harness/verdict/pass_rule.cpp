@@ -30,10 +30,11 @@ namespace {
 // verdicts only a reference decides: what a completed run without one may still turn out to be
 bool needs_reference(const std::string& verdict) { return !is(verdict, Kind::Error) && !is(verdict, Kind::NonFinite); }
 
-// A run without a reference: a note on its status, whether it passed or not.
-std::string status_note(const Expectation& expected, const Observation& observed) {
+// A run without a reference: a note on its status (`run_status`, the status word observed.verdict read once by
+// decide), whether it passed or not.
+std::string status_note(const Expectation& expected, const Observation& observed,
+                        std::optional<trajectory::RunStatus> run_status) {
   const std::string& status = observed.verdict;  // the run's status word (trajectory/run_status.h)
-  const auto run_status = trajectory::parse_run_status(status);
   if (is(expected.verdict, Kind::Error))
     return run_status == trajectory::RunStatus::Error ? "raised: " + observed.error : "expected an error, none raised";
   if (is(expected.verdict, Kind::NonFinite))
@@ -63,16 +64,16 @@ std::string warnings_unmet(const Expectation& expected, const Observation& obser
 
 Decision decide(const Expectation& expected, const Observation& observed, bool strict) {
   Decision d;
-  const bool verdict_met =
-      observed.verdict == expected.verdict ||
-      (!observed.judged && trajectory::parse_run_status(observed.verdict) == trajectory::RunStatus::Completed &&
-       needs_reference(expected.verdict));
   const bool error_met = !is(expected.verdict, Kind::Error) || !expected.error || observed.error == *expected.error;
-  if (!observed.judged) {
+  if (!observed.judged) {  // no reference: the verdict is the run's status word
+    const auto run_status = trajectory::parse_run_status(observed.verdict);
+    const bool verdict_met = observed.verdict == expected.verdict ||
+                             (run_status == trajectory::RunStatus::Completed && needs_reference(expected.verdict));
     d.pass = verdict_met && error_met;
-    d.message = status_note(expected, observed);
+    d.message = status_note(expected, observed, run_status);
     return d;
   }
+  const bool verdict_met = observed.verdict == expected.verdict;
   const int64_t skipped = observed.skipped_steps;
   const bool skipped_met = (expected.skipped_min < 0 || skipped >= expected.skipped_min) &&
                            (expected.skipped_max < 0 || skipped <= expected.skipped_max);
