@@ -91,7 +91,7 @@ engine::RunOutcome::Status status_from(const std::string& s) {
 
 // One rank's run -> its file.
 void write_rank_file(const std::string& path, const scenario::Scenario& sc, const run::ScenarioResult& r,
-                     const DataParallel* dp, const RankEnv& env, const std::string& device_spec) {
+                     const DataParallel* dp, const RankEnv& env, const at::Device& device) {
   RankResult x;
   x.status = engine::status_name(r.outcome.status);
   x.error = r.outcome.error;
@@ -114,7 +114,7 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
     x.consistency = dp->consistency().message;
   }
   trajectory::TrajectoryFile tf;
-  tf.attributes = run::provenance(sc, engine::resolve_device(device_spec));
+  tf.attributes = run::provenance(sc, device);
   tf.attributes.status = r.outcome.status;  // every trajectory file's own attributes (x.status's word)
   tf.attributes.error = x.error;
   nlohmann::json j = io::record_to_json(x);
@@ -141,8 +141,9 @@ run::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& de
   auto backend = make_backend(d.backend, store, env, timeout);
   static std::unique_ptr<DataParallel> dp;  // outlives the result for the joined path's barrier
   dp = std::make_unique<DataParallel>(backend, d, env.rank, env.world_size);
-  run::ScenarioResult r = run::run_scenario(sc, dev, steps, nullptr, dp.get());
-  write_rank_file(out_file, sc, r, dp.get(), env, dev);
+  const at::Device device = engine::resolve_device(dev);  // once: the run and its file's provenance
+  run::ScenarioResult r = run::run_scenario(sc, device, steps, nullptr, dp.get());
+  write_rank_file(out_file, sc, r, dp.get(), env, device);
   if (keep) *keep = dp.get();
   return r;
 }

@@ -132,8 +132,7 @@ double smoke_train(const at::Device& device, const std::string& strategy, std::s
 }
 }  // namespace
 
-double measured_matmul_tflops(const std::string& device_spec, const std::string& compute_dtype, int64_t n) {
-  const at::Device device = engine::resolve_device(device_spec);
+double measured_matmul_tflops(const at::Device& device, const std::string& compute_dtype, int64_t n) {
   if (n <= 0) n = device.is_cuda() ? 8192 : 512;
   engine::Strategy s = engine::strategy_preset(compute_dtype == "tf32" ? "tf32" : "fp32");
   s.deterministic = false;

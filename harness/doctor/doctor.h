@@ -26,7 +26,7 @@ std::string doctor_line(const std::string& name, const std::string& value);
 
 // The measured matmul rate of the device in a compute dtype (fp32 | tf32 | fp16 | bf16), TFLOP/s: the median of
 // timed square matmuls of size n (0 = 8192 on a GPU, 512 on a CPU) — the peak MFU is quoted against.
-double measured_matmul_tflops(const std::string& device_spec, const std::string& compute_dtype, int64_t n = 0);
+double measured_matmul_tflops(const at::Device& device, const std::string& compute_dtype, int64_t n = 0);
 
 // The FP8 numerical check: an (n x n) @ (n x n)^T product of N(0, 1) matrices through the fp8 strategy's own casts
 // (engine/fp8, current scaling, e4m3) and at::_scaled_mm, against the product in fp64. Each operand element is rounded

@@ -40,7 +40,7 @@ std::string compute_dtype(const engine::Strategy& s) {
   return engine::dtype_name(t);
 }
 
-ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override,
+ScenarioResult run_scenario(const scenario::Scenario& sc, const at::Device& device, int64_t steps_override,
                             engine::Trainer::ProgressFn progress, engine::GradientSync* sync) {
   ScenarioResult r;
   r.name = sc.run.name;
@@ -60,7 +60,6 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
                                     std::to_string(last + 1) + " steps");
     }
   }
-  const at::Device device = engine::resolve_device(device_spec.empty() ? sc.device : device_spec);
   r.device_class = engine::device_info(device).device_class;
   r.compute_dtype = compute_dtype(cfg.strategy);
   const std::string timing_method = engine::StepTimer(device).method();
@@ -103,6 +102,12 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& dev
     r.timing = step_timing(r.trajectory, timing_method);
   }
   return r;
+}
+
+ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override,
+                            engine::Trainer::ProgressFn progress, engine::GradientSync* sync) {
+  return run_scenario(sc, engine::resolve_device(device_spec.empty() ? sc.device : device_spec), steps_override,
+                      std::move(progress), sync);
 }
 
 }  // namespace ampcheck::run

@@ -56,9 +56,11 @@ struct ScenarioResult {
   DistributedSummary distributed;
 };
 
-// Runs the scenario. device_spec: auto | cpu | cuda (overrides the scenario's device unless empty).
-// steps_override > 0 replaces train.steps.
-// sync: a data-parallel rank's GradientSync (harness/distributed/ passes it; nullptr: one process).
+// Runs the scenario on `device` (resolved by the caller: engine::resolve_device). steps_override > 0 replaces
+// train.steps. sync: a data-parallel rank's GradientSync (harness/distributed/ passes it; nullptr: one process).
+ScenarioResult run_scenario(const scenario::Scenario& sc, const at::Device& device, int64_t steps_override = 0,
+                            engine::Trainer::ProgressFn progress = nullptr, engine::GradientSync* sync = nullptr);
+// The same on device_spec: auto | cpu | cuda (overrides the scenario's device unless empty), resolved here.
 ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override = 0,
                             engine::Trainer::ProgressFn progress = nullptr, engine::GradientSync* sync = nullptr);
 

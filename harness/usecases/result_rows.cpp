@@ -54,7 +54,7 @@ void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& 
   row.tflops = r.flops_per_step * steps_per_s / 1e12;
   if (std::isfinite(row.tflops)) {
     const std::string key = row.device_class + "/" + r.compute_dtype;
-    if (!peak_tflops.count(key)) peak_tflops[key] = doctor::measured_matmul_tflops(device.str(), r.compute_dtype);
+    if (!peak_tflops.count(key)) peak_tflops[key] = doctor::measured_matmul_tflops(device, r.compute_dtype);
     row.peak_tflops = peak_tflops[key];
     row.mfu = row.tflops / row.peak_tflops;
   }

@@ -25,9 +25,10 @@ RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
     const PlannedScenario& planned = plan.scenarios[i];
     const scenario::Scenario& sc = planned.scenario;
     log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
+    const at::Device device = run_device(sc, opts);  // resolved once: the run and its result file
     bool writes = true;
-    auto r =
-        run_any_scenario(sc, opts, &writes, run::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
+    auto r = run_any_scenario(sc, device, opts, &writes,
+                              run::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
     if (!writes) {  // a joined rank other than 0: rank 0 writes the run directory
       follower = true;
       continue;
@@ -37,7 +38,7 @@ RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
           << "): " << (r.distributed.consistency.empty() ? "ranks agreed at every check" : r.distributed.consistency)
           << "\n";
     if (!r.trajectory.rows.empty() || r.outcome.status == engine::RunOutcome::Status::Error)
-      write_result(opts, sc.run.name + ".h5", result_file(sc, run_device(sc, opts), r));
+      write_result(opts, sc.run.name + ".h5", result_file(sc, device, r));
     // the expectation as the plan decided it, against the run's status alone (verdict/pass_rule.h)
     const verdict::Decision d = verdict::decide(
         planned.expected, verdict::observe_status(engine::status_name(r.outcome.status), r.outcome.error), false);

@@ -137,12 +137,12 @@ at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts) {
   return engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
 }
 
-run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
-                                     engine::Trainer::ProgressFn progress) {
+run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const at::Device& device, const RunOptions& opts,
+                                     bool* writes_results, engine::Trainer::ProgressFn progress) {
   if (writes_results) *writes_results = true;
   if (sc.run.distributed.enabled)
     return distributed::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
-  return run::run_scenario(sc, opts.device, opts.steps, std::move(progress));
+  return run::run_scenario(sc, device, opts.steps, std::move(progress));
 }
 
 void make_dirs(const std::string& path) { io::make_dirs(path); }

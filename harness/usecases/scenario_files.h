@@ -53,10 +53,11 @@ void refuse_duplicate_scenario_names(const std::vector<PlannedScenario>& scenari
 // The device it runs on: --device, else the scenario's own.
 at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts);
 
-// Runs one scenario: in this process, or (distributed:) over its ranks (harness/distributed/launcher.h). writes_results
-// is false on a joined rank other than 0, which must not write the run directory.
-run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const RunOptions& opts, bool* writes_results,
-                                     engine::Trainer::ProgressFn progress);
+// Runs one scenario: in this process on `device` (run_device's, resolved once by the caller), or (distributed:) over
+// its ranks, each on its own (harness/distributed/launcher.h). writes_results is false on a joined rank other than 0,
+// which must not write the run directory.
+run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const at::Device& device, const RunOptions& opts,
+                                     bool* writes_results, engine::Trainer::ProgressFn progress);
 
 // check's parallel path (parallel_check.cpp): each scenario in its own `ampcheck check` process, at most `jobs` at
 // once, each with cores / jobs intra-op threads; their summaries merged in the files' order, their trajectories
