@@ -12,9 +12,10 @@
 #           1 is said in the report, and every finding of a rank is in its table row;
 #   statistical  (a) 4 ranks, ranks 1-3 the same exponent flip (their runs go non-finite), rank 0 healthy, no golden:
 #           ranks 1-3 non-finite, rank 0 not blamed — a failing majority does not outvote a sound run (before: rank 0
-#           named the outlier of a majority of 3). (b) 2 ranks, rank 1 alone in a drift group, both with the flip, the
-#           FP32 references of validate's statistical verdict in the reference root: both non-finite, a fault, exit 1
-#           (before: no rank completed, so nobody was blamed: exit 0); each rank's row has its statistical verdicts.
+#           named the outlier of a majority of 3). (b) 2 ranks, both with the flip, no references: both non-finite
+#           — the scenario expects its run to complete (before: no rank completed, so nobody was blamed: exit 0).
+#           (c) the same with rank 1 alone in a drift group and the FP32 references of validate's statistical verdict
+#           in the reference root: both non-finite, their rows with their statistical verdicts.
 # Usage: fleet_blame.sh CASE AMPCHECK SOURCE_DIR PYTHON
 set -euo pipefail
 case_=$1; amp=$2; src=$3; py=$4
@@ -131,6 +132,19 @@ assert r[0]["pass"] and r[0]["status"] == "agrees", r[0]["message"]
 assert "not blamed" in r[0]["message"] and "non-finite" in r[0]["message"], r[0]["message"]
 assert [x["status"] for x in r[1:]] == ["non-finite"] * 3, [x["message"] for x in r]
 print("a non-finite majority:", s["verdict"])
+PY
+  rc=0
+  NPROC=2 fleet "$work/none.log" "$amp" validate --fleet "$sc" --references "$work/no-refs" --steps 12 --device cpu \
+    --out "$work/none" --plant-rank "0:$big" --plant-rank "1:$big" || rc=$?
+  [ $rc = 1 ] || { cat "$work/none.log"; fail "every rank non-finite, no references: exit $rc, expected 1"; }
+  "$py" - "$work/none/summary.json" << 'PY' || { cat "$work/none.log"; exit 1; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+for x in s["ranks"]:
+    assert not x["pass"] and x["status"] == "non-finite", x["message"]
+    assert "no rank's run completed (the scenario expects its run to complete)" in x["message"], x["message"]
+    assert x["statistical"] == "", x["statistical"]  # no FP32 references: not judged
+print("every rank non-finite, no references:", s["verdict"])
 PY
   "$amp" record "$sc" --references "$work/fp32" --steps 12 > "$work/record.log" 2>&1 ||
     { cat "$work/record.log"; fail "recording the FP32 references"; }

@@ -210,8 +210,8 @@ void tally_plant_effect(const FleetInputs& in, const VoteAt& at, std::map<int64_
     }
 }
 
-// A run that went non-finite where another rank's completed, or where the FP32 references say it should not: a fault
-// whatever its fingerprint or its vote.
+// A run that went non-finite where another rank's completed, where the FP32 references say it should not, or where the
+// scenario expects it to complete (a validation scenario always does): a fault whatever its fingerprint or its vote.
 void tally_nonfinite(const FleetInputs& in, const VoteAt& at, FleetTally& t, std::set<int64_t>& differed) {
   bool any_completed = false;
   for (size_t k = 0; k < in.runs[at.rep].size(); ++k) {
@@ -220,14 +220,19 @@ void tally_nonfinite(const FleetInputs& in, const VoteAt& at, FleetTally& t, std
   }
   for (int64_t r : at.g.ranks) {
     const validate::FleetRun* own = in.run_of(at.rep, r, at.v.scenario);
-    if (!own || !ended(*own, RunStatus::NonFinite) || !(any_completed || fails_references(*own))) continue;
+    if (!own || !ended(*own, RunStatus::NonFinite) ||
+        !(any_completed || fails_references(*own) || !own->nonfinite_expected))
+      continue;
     differed.insert(r);
     RankTally& k = t.ranks[static_cast<size_t>(r)];
     if (k.nonfinite++ == 0)
-      k.first_nonfinite = "repetition " + std::to_string(at.rep1) + ", " + at.v.scenario +
-                          ": its run went non-finite after " + plural(own->steps, "step", "steps") +
-                          (any_completed ? " where other ranks' runs completed" : "") +
-                          (fails_references(*own) ? "; " + statistical_words(*own) : "");
+      k.first_nonfinite =
+          "repetition " + std::to_string(at.rep1) + ", " + at.v.scenario + ": its run went non-finite after " +
+          plural(own->steps, "step", "steps") +
+          (any_completed ? " where other ranks' runs completed"
+                         : std::string(" where no rank's run completed") +
+                               (own->nonfinite_expected ? "" : " (the scenario expects its run to complete)")) +
+          (fails_references(*own) ? "; " + statistical_words(*own) : "");
   }
 }
 

@@ -35,6 +35,7 @@
 #include "validate/fleet.h"
 #include "validate/golden.h"
 #include "validate/validate.h"
+#include "verdict/kind.h"
 
 #include <unistd.h>
 
@@ -221,6 +222,7 @@ FleetRuns run_repetition(const std::vector<FleetScenario>& scenarios, const std:
     const auto& s = scenarios[i];
     FleetRun r;
     r.scenario = s.sc.run.name;
+    r.nonfinite_expected = verdict::is(scenario::expectation(s.sc.expect).verdict, verdict::Kind::NonFinite);
     try {
       scenario::Scenario planted = s.sc;
       planted.run = validate::planted(s.sc.run, plants, /*replay=*/false);

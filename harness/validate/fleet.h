@@ -103,6 +103,7 @@ struct FleetRun {
   std::string golden_message;                              // compare_bitwise's message, or why no golden was compared
   // the loss at every step: a rank alone in a drift group is compared with the main stack statistically through it
   std::vector<double> losses;
+  bool nonfinite_expected = false;  // the scenario expects its run to go non-finite (a validation scenario: never)
   // validate's statistical verdict against the FP32 references of `reference_class` (this device class's, else the
   // nearest's; "" where the reference root holds none): a run that fails it is a fault whatever its group or vote
   std::string reference_class;
@@ -121,6 +122,7 @@ void visit_fields(FleetRun& r, V& v) {
   v("golden_result", r.golden_result);
   v("golden_message", r.golden_message);
   v("losses", r.losses);
+  v("nonfinite_expected", r.nonfinite_expected);
   v("reference_class", r.reference_class);
   v("statistical_verdict", r.statistical_verdict);
   v("statistical_pass", r.statistical_pass);
