@@ -17,7 +17,7 @@ namespace ampcheck::usecases {
 
 // The engine run `r` judged by judge_run against `reference` (a probe's cut to its length): its status, error,
 // trajectory and where it first went non-finite (first_nonfinite_note); the warnings: the ranks' disagreement (a
-// data-parallel run; none for one process) and, for a completed run, the engine's (run::add_engine_run_warnings with
+// data-parallel run; none for one process) and, for a completed run, the engine's (add_engine_run_warnings with
 // `strategy`, what the scenario asked for: columns not judged, precision not in effect).
 Judged judge_engine_run(const run::ScenarioResult& r, const engine::Strategy& strategy, const at::Device& device,
                         const ReferenceToJudge& reference, const verdict::Expectation& expected,
