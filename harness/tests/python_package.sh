@@ -38,18 +38,23 @@ grep -q "project(ampcheck VERSION $version" "$src/CMakeLists.txt" || fail "ampch
 unset AMPCHECK_BIN
 PATH="$v:/usr/bin:/bin" "$v/ampcheck" --help > help.log 2>&1 || { cat help.log; fail "ampcheck --help (packaged tool)"; }
 # a package without its native part: where it looked, in words, and a HINT; ampcheck.judge raises AmpcheckError
+# (both in one process: the package's import is torch's, seconds)
 mkdir bare && cp -r "$where" bare/ampcheck && rm -rf bare/ampcheck/bin bare/ampcheck/_native*.so
-rc=0; PATH="/usr/bin:/bin" "$v/python" -c 'import sys; sys.path.insert(0, "bare"); from ampcheck.cli import main
-sys.exit(main(["--help"]))' > none.log 2>&1 || rc=$?
-[ $rc -eq 2 ] && grep -q "was not found. Looked for:" none.log && grep -q "the tool installed with this package: " none.log &&
-  grep -q "HINT: " none.log || { cat none.log; fail "no tool: exit $rc"; }
-"$v/python" -c 'import sys; sys.path.insert(0, "bare"); import ampcheck
+rc=0; PATH="/usr/bin:/bin" "$v/python" -c 'import contextlib, sys; sys.path.insert(0, "bare"); from ampcheck.cli import main
+with open("none.log", "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    rc = main(["--help"])
+import ampcheck
+import os
+assert os.path.abspath(ampcheck.__file__).startswith(os.path.abspath("bare") + "/"), ampcheck.__file__
 try:
     ampcheck.judge("run.h5", "ref.h5")
 except ampcheck.AmpcheckError as e:
     assert "native core" in str(e) and "Looked in the installed package" in str(e) and "HINT" in str(e), e
 else:
-    raise SystemExit("no AmpcheckError without the native core")' || fail "ampcheck.judge without the native core"
+    raise SystemExit("no AmpcheckError without the native core")
+sys.exit(rc)' > judge-none.log 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "was not found. Looked for:" none.log && grep -q "the tool installed with this package: " none.log &&
+  grep -q "HINT: " none.log || { cat none.log judge-none.log; fail "no tool: exit $rc (or ampcheck.judge without the native core)"; }
 echo "without the native part: the command and ampcheck.judge say where they looked: PASS"
 # the example loop recorded with the installed package: three FP32 runs, a correct fp16 run and two planted bugs (one
 # process, as the example's own judge.sh trains them: one torch import, not six)
@@ -68,7 +73,9 @@ PY
   { cat judge.log; fail "ampcheck judge through the installed command"; }
 grep -q "1 passed, 0 failed" judge.log || { cat judge.log; fail "the example's fp16 run did not pass"; }
 echo "installed command: example recorded, reference built, fp16 autocast + GradScaler judged: PASS"
-mkdir api && "$v/python" "$src/harness/tests/python_api_cli_agree.py" "$v/ampcheck" "$work/runs" "$work/api" \
+# (the command line there: the packaged tool itself — the console command execs it (cli.main: os.execv), and each
+# of its runs would import torch first, seconds; the console command's own runs are the three above)
+mkdir api && "$v/python" "$src/harness/tests/python_api_cli_agree.py" "$where/bin/ampcheck" "$work/runs" "$work/api" \
   fp32 fp32-seed fp32-skip fp16-autocast-scaler clip-before-unscale update-forgotten
 cd "$src/python"
 export AMPCHECK_BIN="$where/bin/ampcheck" PATH="$v:$PATH"  # the suite's judging: the packaged tool
