@@ -138,6 +138,9 @@ def blame_of(s, min_majority=None):
             continue
         finite = [side for side in sides if not set(side["ranks"]) <= nonfinite]
         top = sides[0]
+        failing = {r["rank"] for r in s["ranks"] if r["status"] in ("non-finite", "diverges")}
+        if set(top["ranks"]) <= failing:  # a failing majority does not outvote a sound run
+            continue
         if 2 * len(top["ranks"]) > len(ranks) and len(top["ranks"]) >= min_majority:
             blamed |= set(ranks) - set(top["ranks"])
         elif len(finite) >= 2:  # a non-finite side explains the split on its own
