@@ -20,8 +20,6 @@
 
 namespace ampcheck::engine {
 
-const char* status_name(RunOutcome::Status s) { return trajectory::to_string(s).c_str(); }
-
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
