@@ -8,7 +8,7 @@
 #include "engine/device.h"
 #include "engine/fp8.h"
 #include "trajectory/trajectory_file.h"
-#include "verdict/signals.h"
+#include "verdict/events.h"
 
 #include <unistd.h>
 

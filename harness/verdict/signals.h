@@ -21,21 +21,14 @@
 //   zero_grads    excess of the zero-element fraction over the reference's, smoothed → stalls (underflow)
 //   subnormal_grads  excess of the subnormal fraction: reported, never decides (a subnormal keeps its value at
 //                 reduced precision; a correct fp16 master-weights GPT-2 run has 8% — flushed grads are zero_grads)
-//   nonfinite_grads  non-finite grad elements on a step the optimizer took → nonfinite
-//   skipped       skipped steps / steps ≤ max_skipped_fraction → stalls
-//   fp8_saturated (fp8 strategies) per step, the largest fraction of one FP8 cast's elements beyond the format's
-//                 range (clipped to its max; NaN/inf without a scale) ≤ fp8_saturated_floor, not smoothed — a step
-//                 that clipped a large share of a tensor computed a wrong forward or backward → diverges
-//   fp8_flushed   (fp8 strategies) the largest fraction of one cast's elements flushed to zero, smoothed like the
-//                 other fractions, ≤ fp8_flushed_floor → stalls (the information never reached the matmul)
-//                 FP32 has no FP8 casts: these two are absolute floors, calibrated on correct and broken FP8
-//                 recipes at two scales (docs/TOLERANCE.md).
+//   nonfinite_grads, skipped, fp8_saturated, fp8_flushed: counted on the run alone (verdict/events.h)
 #pragma once
 
 #include "trajectory/trajectory.h"
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -147,13 +140,32 @@ SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, co
                                const std::vector<NoiseRun>& noise, const Tolerance& tol);
 SignalResult fraction_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                              const std::vector<NoiseRun>& noise, const Tolerance& tol);
-SignalResult nonfinite_signal(const trajectory::Trajectory& run);
-SignalResult skipped_signal(const trajectory::Trajectory& run, const Tolerance& tol);
-// fp8_saturated (saturated = true) or fp8_flushed; judged = false for a run without FP8 casts.
-SignalResult fp8_signal(bool saturated, const trajectory::Trajectory& run, const Tolerance& tol);
 
-// All of the above, in report order.
-std::vector<SignalResult> all_signals(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
-                                      const std::vector<NoiseRun>& noise, const Tolerance& tol);
+// What the signals' messages share: a share as a percent, 0.0012 -> "0.12%".
+std::string pct(double f);
+
+// Fills margins, first/max step and the values at the max step from a smoothed deviation and its allowed series.
+// `magnitude` maps a deviation to the part that counts (|d|, or max(d, 0) for one-sided signals).
+template <class M>
+void judge_series(SignalResult& r, const std::vector<double>& dev, const std::vector<double>& allowed,
+                  const std::vector<double>& noise, M magnitude) {
+  r.margin_series.assign(dev.size(), std::numeric_limits<double>::quiet_NaN());
+  r.allowed_series = allowed;
+  for (size_t s = 0; s < dev.size(); ++s) {
+    if (std::isnan(dev[s]) || !std::isfinite(allowed[s])) continue;
+    const double m = magnitude(dev[s]) / allowed[s];
+    r.margin_series[s] = m;
+    r.judged = true;
+    if (m > r.max_margin || r.max_step < 0) {
+      r.max_margin = m;
+      r.max_step = static_cast<int64_t>(s);
+      r.deviation = dev[s];
+      r.allowed = allowed[s];
+      r.noise = s < noise.size() ? noise[s] : std::numeric_limits<double>::quiet_NaN();
+    }
+    if (m > 1.0 && r.first_step < 0) r.first_step = static_cast<int64_t>(s);
+  }
+  r.fired = r.first_step >= 0;
+}
 
 }  // namespace ampcheck::verdict

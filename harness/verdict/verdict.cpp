@@ -1,6 +1,7 @@
 // Verdict: the signals (signals.cpp) combined into one verdict and message.
 #include "verdict/verdict.h"
 
+#include "verdict/events.h"
 #include "verdict/shapes.h"
 
 #include <algorithm>
@@ -18,6 +19,23 @@ double mean_finite(const std::vector<double>& x, const std::vector<double>& skip
   for (size_t i = 0; i < x.size(); ++i)
     if (std::isfinite(x[i]) && (i >= skipped.size() || skipped[i] < 0.5)) s += x[i], ++n;
   return n ? s / static_cast<double>(n) : NAN;
+}
+
+// Every signal, in report order: those against the reference (signals.h), then the events (events.h).
+std::vector<SignalResult> all_signals(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
+                                      const std::vector<NoiseRun>& noise, const Tolerance& tol) {
+  std::vector<SignalResult> out = {loss_signal(run, ref, noise, tol),
+                                   norm_ratio_signal(trajectory::kGradNorm, run, ref, noise, tol),
+                                   norm_ratio_signal(trajectory::kUpdateNorm, run, ref, noise, tol),
+                                   fraction_signal(trajectory::kFracZero, run, ref, noise, tol),
+                                   fraction_signal(trajectory::kFracSubnormal, run, ref, noise, tol),
+                                   nonfinite_signal(run),
+                                   skipped_signal(run, tol)};
+  if (!run.fp8.empty()) {  // FP8 runs only
+    out.push_back(fp8_signal(true, run, tol));
+    out.push_back(fp8_signal(false, run, tol));
+  }
+  return out;
 }
 }  // namespace
 
