@@ -14,11 +14,6 @@ namespace {
 using report::escape_markup;
 using report::markdown_text;
 
-std::string ranks_text(const std::vector<int64_t>& ranks) {
-  std::string s;
-  for (int64_t r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
-  return s;
-}
 // where a rank runs, in one cell: host, device, and the GPU's UUID / PCI bus where known, else the CPU model
 std::string where(const FleetRankRow& r) {
   std::string s = r.host + " " + r.device;
@@ -65,7 +60,7 @@ std::string fleet_summary_md(const FleetSummary& s) {
     << "| group | ranks | hosts | golden class | drift from the main group | goldens | no majority | result |\n"
     << "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& g : s.groups)
-    m << "| " << g.id << (g.main ? " (main)" : "") << " | " << ranks_text(g.ranks) << " | "
+    m << "| " << g.id << (g.main ? " (main)" : "") << " | " << validate::rank_list(g.ranks) << " | "
       << markdown_text(io::joined(g.hosts)) << " | " << markdown_text(g.golden_class) << " | "
       << markdown_text(g.drift.empty() ? "-" : g.drift) << " | " << markdown_text(g.goldens) << " | " << g.no_majority
       << " | " << (g.pass ? "PASS" : "FAIL") << " |\n";
@@ -123,7 +118,7 @@ std::string fleet_report_html(const FleetSummary& s) {
     << "<th>golden class</th><th>drift from the main group</th><th>goldens</th><th>result</th></tr>\n";
   for (const auto& g : s.groups)
     h << "<tr" << (g.drift.empty() ? "" : " class=\"drift\"") << "><td>" << g.id << (g.main ? " (main)" : "")
-      << "</td><td>" << ranks_text(g.ranks) << "</td><td>" << escape_markup(io::joined(g.hosts)) << "</td><td>"
+      << "</td><td>" << validate::rank_list(g.ranks) << "</td><td>" << escape_markup(io::joined(g.hosts)) << "</td><td>"
       << escape_markup(g.golden_class) << "</td><td>" << escape_markup(g.drift.empty() ? "-" : g.drift) << "</td><td>"
       << escape_markup(g.goldens) << "</td><td class=\"" << (g.pass ? "pass" : "fail") << "\">"
       << escape_markup(g.message) << "</td></tr>\n";

@@ -138,6 +138,12 @@ trajectory::Trajectory decode_trajectory(const std::string& bytes) {
   return t;
 }
 
+std::string rank_list(const std::vector<int64_t>& ranks) {
+  std::string s;
+  for (int64_t r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
 std::string trajectory_hash(const trajectory::Trajectory& t) {
   uint64_t h = io::kFnv1aOffset;
   mix_u64(h, static_cast<uint64_t>(t.size()));

@@ -193,6 +193,9 @@ struct RankPlant {
 };
 RankPlant parse_plant_rank(const std::string& text);
 
+// "0,2,3": ranks as the reports list them.
+std::string rank_list(const std::vector<int64_t>& ranks);
+
 // ---- the vote
 
 // FNV-1a 64 over what compare_bitwise compares: the length, every column but the step time (bits), the digests'
