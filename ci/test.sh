@@ -9,8 +9,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh --with-browser --with-python-tests --with-sanitizers
+gpu=0; nvidia-smi -L > /dev/null 2>&1 && gpu=1
+if [ "${SANITIZE:-1}" != 0 ] && [ $gpu = 0 ]; then
+  # No GPU: the sanitizer build compiles from here on in the background, at the lowest priority (nice 19, in a session
+  # of its own whose autogroup is niced too: the kernel weighs sessions against each other before nice values). It
+  # takes only the CPU the work in front leaves idle — the format check, the Release build's single-threaded configure,
+  # its precompiled header and last files, the Release tests' sleeps, waits on timeouts and I/O, the last test's lone
+  # core — then all of it once the Release tests end. Its log is printed when it is waited for; a failed sanitizer
+  # build fails this command (after the Release tests); a failure before that stops it.
+  san_log=$(mktemp) san_pidfile=$(mktemp)
+  setsid -w bash -c 'echo $$ > "$1"; echo 19 > /proc/self/autogroup 2> /dev/null || true
+    exec nice -n 19 bash ci/sanitize.sh --build-only' sanitize-build "$san_pidfile" > "$san_log" 2>&1 &
+  san_pid=$!
+  stop_sanitize_build() {  # its whole session (ninja and the compilers), where it still runs
+    local sid="" i
+    for i in $(seq 50); do  # (a failure in the first moments: until it has written its session id)
+      sid=$(cat "$san_pidfile" 2> /dev/null || true)
+      if [ -n "$sid" ] || ! kill -0 "$san_pid" 2> /dev/null; then break; fi
+      sleep 0.1
+    done
+    [ -z "$sid" ] || kill -- "-$sid" 2> /dev/null || true
+  }
+  trap stop_sanitize_build EXIT
+fi
 bash ci/format_check.sh  # harness/'s C++ as .clang-format says (clang-format --dry-run -Werror)
-if [ "${SANITIZE:-1}" != 0 ] && ! nvidia-smi -L > /dev/null 2>&1; then
+if [ "${SANITIZE:-1}" != 0 ] && [ $gpu = 0 ]; then
   # No GPU: every gtest runs in the sanitizer build (label sanitize; the gpu ones would only skip here), so the Release
   # build makes just what the other tests run — the ampcheck executable, the Python extension the package test
   # installs, the components benchmark — not the gtest and fuzz binaries (about 200 CPU-seconds of compiling, 100 s
@@ -25,20 +48,7 @@ if [ "${SANITIZE:-1}" != 0 ] && ! nvidia-smi -L > /dev/null 2>&1; then
   BUILD_TARGETS="ampcheck ampcheck_native ampcheck_native_private_runtime ampcheck_native_private_runtime_guarded
     ampcheck_bench_components" bash ci/build.sh -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DAMPCHECK_CUDA_KERNELS=OFF
-  # The sanitizer build compiles meanwhile, in the background at the lowest priority (nice 19, in a session of its own
-  # whose autogroup is niced too: the kernel weighs sessions against each other before nice values): it takes only the
-  # CPU the Release tests leave idle (their sleeps, waits on timeouts and I/O, the last test's lone core), then all of
-  # it once they end. Its log is printed when it is waited for; a failed build fails this command (after the Release
-  # tests), and a failed Release test stops it.
-  san_log=$(mktemp) san_pidfile=$(mktemp)
-  setsid -w bash -c 'echo $$ > "$1"; echo 19 > /proc/self/autogroup 2> /dev/null || true
-    exec nice -n 19 bash ci/sanitize.sh --build-only' sanitize-build "$san_pidfile" > "$san_log" 2>&1 &
-  san_pid=$!
-  stop_sanitize_build() {  # its whole session (ninja and the compilers), where it still runs
-    local sid; sid=$(cat "$san_pidfile" 2> /dev/null || true)
-    [ -z "$sid" ] || kill -- "-$sid" 2> /dev/null || true
-  }
-  trap stop_sanitize_build EXIT
+  # (the sanitizer build compiles meanwhile in the background: above)
   # label gpu would only skip here (exit 77, about 60 tests at ~0.4 s each): one of them runs, to show the skip
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2 -LE '^(sanitize|gtest|extended|gpu)$'
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --no-tests=error -R '^gpu\.scenario\.fp32$'
