@@ -6,7 +6,10 @@ build_dir=$1; src_dir=$2; python=$3
 prefix=$(mktemp -d); work=$(mktemp -d)
 trap 'rm -rf "$prefix" "$work"' EXIT
 cmake --install "$build_dir" --component Unspecified --prefix "$prefix" > /dev/null
-torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# torch.utils.cmake_prefix_path, found without importing torch (seconds): <the torch package>/share/cmake
+torch_prefix=$("$python" -c 'import importlib.util, os
+print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "share", "cmake"))')
+[ -f "$torch_prefix/Torch/TorchConfig.cmake" ] || { echo "FAIL: no TorchConfig.cmake under $torch_prefix"; exit 1; }
 cmake -S "$src_dir/harness/amp/example" -B "$work" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix;$torch_prefix" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 > "$work/configure.log" 2>&1 \
   || { cat "$work/configure.log"; exit 1; }
