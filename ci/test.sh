@@ -8,7 +8,10 @@
 # variants: `ctest -L extended`) is not run here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$SECONDS
+stamp() { echo "[test] $(date -u +%T) (+$((SECONDS - t0)) s) $*"; }  # where the time goes, stage by stage
 bash ci/setup.sh --with-browser --with-python-tests --with-sanitizers
+stamp "set-up done"
 gpu=0; nvidia-smi -L > /dev/null 2>&1 && gpu=1
 if [ "${SANITIZE:-1}" != 0 ] && [ $gpu = 0 ]; then
   # No GPU: the sanitizer build compiles from here on in the background, at the lowest priority (nice 19, in a session
@@ -33,6 +36,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ $gpu = 0 ]; then
   trap stop_sanitize_build EXIT
 fi
 bash ci/format_check.sh  # harness/'s C++ as .clang-format says (clang-format --dry-run -Werror)
+stamp "format checked"
 if [ "${SANITIZE:-1}" != 0 ] && [ $gpu = 0 ]; then
   # No GPU: every gtest runs in the sanitizer build (label sanitize; the gpu ones would only skip here), so the Release
   # build makes just what the other tests run — the ampcheck executable, the Python extension the package test
@@ -48,16 +52,19 @@ if [ "${SANITIZE:-1}" != 0 ] && [ $gpu = 0 ]; then
   BUILD_TARGETS="ampcheck ampcheck_native ampcheck_native_private_runtime ampcheck_native_private_runtime_guarded
     ampcheck_bench_components" bash ci/build.sh -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DAMPCHECK_CUDA_KERNELS=OFF
+  stamp "Release build done"
   # (the sanitizer build compiles meanwhile in the background: above)
   # label gpu would only skip here (exit 77, about 60 tests at ~0.4 s each): one of them runs, to show the skip
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2 -LE '^(sanitize|gtest|extended|gpu)$'
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --no-tests=error -R '^gpu\.scenario\.fp32$'
-  echo "[test] the Release tests done; waiting for the sanitizer build"
+  stamp "the Release tests done; waiting for the sanitizer build"
   san_rc=0; wait "$san_pid" || san_rc=$?
+  stamp "the sanitizer build done"
   trap - EXIT
   cat "$san_log"; rm -f "$san_log" "$san_pidfile"
   [ "$san_rc" = 0 ] || { echo "[test] the sanitizer build failed (exit $san_rc)" >&2; exit 1; }
   bash ci/sanitize.sh --test-only
+  stamp "the sanitizer tests done"
 elif [ "${SANITIZE:-1}" != 0 ]; then
   bash ci/build.sh
   # every test once: those of the sanitizer slice (label sanitize: the unit tests, a cpu slice) under ASan + UBSan
