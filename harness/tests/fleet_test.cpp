@@ -321,3 +321,79 @@ TEST(ValidateFleetSummary, AFaultInOneRepetitionOfFiveIsReportedWithItsRate) {
   const std::string junit = usecases::fleet_junit_xml(s);
   EXPECT_NE(junit.find("tests=\"5\" failures=\"1\""), std::string::npos) << junit;
 }
+
+namespace {
+
+// One repetition of the FP32 MLP on ranks `ids` (one run each: its hash and status), summarized.
+usecases::FleetSummary summarize_once(const std::vector<FleetRankIdentity>& ids, std::vector<FleetRuns> runs) {
+  const auto groups = validate::group_by_fingerprint(ids);
+  const auto votes = validate::vote(groups, runs);
+  return usecases::summarize_fleet(ids, groups, {votes}, {runs}, {{}});
+}
+
+FleetRuns nonfinite_run(int64_t rank, const std::string& hash) {
+  FleetRuns r = runs_of(rank, hash);
+  r.runs[0].status = trajectory::RunStatus::NonFinite;
+  r.runs[0].steps = 6;
+  return r;
+}
+
+// a run judged against the FP32 references (validate's statistical verdict)
+FleetRuns judged(FleetRuns r, const std::string& verdict, bool pass) {
+  r.runs[0].reference_class = "cpu";
+  r.runs[0].statistical_verdict = verdict;
+  r.runs[0].statistical_pass = pass;
+  r.runs[0].statistical_message = pass ? "every outcome signal within its allowed deviation" : "expected tracks";
+  return r;
+}
+
+}  // namespace
+
+TEST(ValidateFleetSummary, AFailingMajorityDoesNotOutvoteASoundRun) {
+  // ranks 1-3 carry the same exponent flip: their runs went non-finite alike, a majority of 3 (kFleetMinMajority)
+  // against the healthy rank 0 — which is named their outlier by the vote, and must not be blamed
+  const std::vector<FleetRankIdentity> ids = {rank_on(0, "avx512"), rank_on(1, "avx512"), rank_on(2, "avx512"),
+                                              rank_on(3, "avx512")};
+  const auto s =
+      summarize_once(ids, {runs_of(0, "aa"), nonfinite_run(1, "nn"), nonfinite_run(2, "nn"), nonfinite_run(3, "nn")});
+  ASSERT_EQ(s.votes.size(), 1u);
+  EXPECT_EQ(s.votes[0].outliers, std::vector<int64_t>{0}) << "the vote itself still names rank 0";
+  EXPECT_TRUE(s.ranks[0].pass) << s.ranks[0].message;
+  EXPECT_EQ(s.ranks[0].status, FleetRankStatus::Agrees);
+  EXPECT_NE(s.ranks[0].message.find("not blamed"), std::string::npos) << s.ranks[0].message;
+  for (int r = 1; r <= 3; ++r) EXPECT_EQ(s.ranks[r].status, FleetRankStatus::NonFinite) << s.ranks[r].message;
+
+  // the same with finite runs whose majority fails the FP32 references while rank 0 tracks them
+  const auto t =
+      summarize_once(ids, {judged(runs_of(0, "aa"), "tracks", true), judged(runs_of(1, "dd"), "diverges", false),
+                           judged(runs_of(2, "dd"), "diverges", false), judged(runs_of(3, "dd"), "diverges", false)});
+  EXPECT_TRUE(t.ranks[0].pass) << t.ranks[0].message;
+  EXPECT_EQ(t.ranks[0].statistical, "tracks the cpu FP32 references in 1 of 1 run");
+  for (int r = 1; r <= 3; ++r) {
+    EXPECT_EQ(t.ranks[r].status, FleetRankStatus::Diverges) << t.ranks[r].message;
+    EXPECT_NE(t.ranks[r].message.find("statistical verdict against the cpu FP32 references is diverges"),
+              std::string::npos)
+        << t.ranks[r].message;
+  }
+  // without the references a finite majority of 3 still decides: rank 0 is its outlier (no vote can see a faulty
+  // majority's finite flip)
+  const auto u = summarize_once(ids, {runs_of(0, "aa"), runs_of(1, "dd"), runs_of(2, "dd"), runs_of(3, "dd")});
+  EXPECT_EQ(u.ranks[0].status, FleetRankStatus::Outlier);
+}
+
+TEST(ValidateFleetSummary, ANonFiniteRunIsAFaultWhereTheScenarioExpectsItToComplete) {
+  // every rank's run went non-finite: no rank completed to compare with, no references — the scenario (a validation
+  // scenario: expect tracks) expects its run to complete
+  const std::vector<FleetRankIdentity> ids = {rank_on(0, "avx512"), rank_on(1, "avx2")};
+  const auto s = summarize_once(ids, {nonfinite_run(0, "nn"), nonfinite_run(1, "mm")});
+  EXPECT_FALSE(s.pass) << s.verdict;
+  for (const auto& r : s.ranks) {
+    EXPECT_EQ(r.status, FleetRankStatus::NonFinite) << r.message;
+    EXPECT_NE(r.message.find("no rank's run completed"), std::string::npos) << r.message;
+  }
+  // a scenario that expects its run to go non-finite: no fault
+  auto expected0 = nonfinite_run(0, "nn"), expected1 = nonfinite_run(1, "mm");
+  expected0.runs[0].nonfinite_expected = expected1.runs[0].nonfinite_expected = true;
+  const auto e = summarize_once(ids, {expected0, expected1});
+  EXPECT_TRUE(e.pass) << e.verdict;
+}
