@@ -30,9 +30,9 @@ bool ended(const validate::FleetRun& r, RunStatus s) { return r.status == s; }
 bool fails_references(const validate::FleetRun& r) { return !r.statistical_verdict.empty() && !r.statistical_pass; }
 // A run that completed and, where it was judged against the FP32 references, passed.
 bool sound(const validate::FleetRun& r) { return ended(r, RunStatus::Completed) && !fails_references(r); }
-// "its statistical verdict against the cpu FP32 references is diverges (...)"
+// "statistical verdict against the cpu FP32 references is diverges (...)", after "its" or "whose"
 std::string statistical_words(const validate::FleetRun& r) {
-  return "its statistical verdict against the " + r.reference_class + " FP32 references is " + r.statistical_verdict +
+  return "statistical verdict against the " + r.reference_class + " FP32 references is " + r.statistical_verdict +
          (r.statistical_message.empty() ? "" : " (" + r.statistical_message + ")");
 }
 
@@ -96,7 +96,7 @@ std::string majority_fails(const validate::FleetRun& majority, const validate::F
   if (ended(majority, RunStatus::NonFinite) && ended(own, RunStatus::Completed))
     return "whose runs went non-finite after " + plural(majority.steps, "step", "steps") + ", while its own completed";
   if (fails_references(majority) && !own.statistical_verdict.empty() && sound(own))
-    return "whose " + statistical_words(majority).substr(4) + ", while its own run tracks them";
+    return "whose " + statistical_words(majority) + ", while its own run tracks them";
   return "";
 }
 
@@ -197,7 +197,7 @@ void tally_nonfinite(const FleetInputs& in, const VoteAt& at, FleetTally& t, std
           (any_completed ? " where other ranks' runs completed"
                          : std::string(" where no rank's run completed") +
                                (own->nonfinite_expected ? "" : " (the scenario expects its run to complete)")) +
-          (fails_references(*own) ? "; " + statistical_words(*own) : "");
+          (fails_references(*own) ? "; its " + statistical_words(*own) : "");
   }
 }
 
@@ -215,7 +215,7 @@ void tally_statistical(const FleetInputs& in, const VoteAt& at, FleetTally& t, s
       continue;
     }
     const std::string said =
-        "repetition " + std::to_string(at.rep1) + ", " + at.v.scenario + ": " + statistical_words(*own);
+        "repetition " + std::to_string(at.rep1) + ", " + at.v.scenario + ": its " + statistical_words(*own);
     if (k.first_statistical_failure.empty()) k.first_statistical_failure = said;
     if (!ended(*own, RunStatus::Completed)) continue;
     differed.insert(r);
