@@ -27,3 +27,25 @@ CASES = [
 def test_a_wrong_argument_type_is_named(call, message):
     with pytest.raises(ampcheck.AmpcheckError, match=message):
         call()
+
+
+def test_importing_ampcheck_does_not_import_torch():
+    """`import ampcheck`, its errors and the console command's module load no torch (about 2 s a process); a name that
+    needs torch loads it when first used, and every name of __all__ is there."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ampcheck, ampcheck.cli\n"
+        "assert 'torch' not in sys.modules, 'import ampcheck imported torch'\n"
+        "ampcheck.AmpcheckError, ampcheck.__version__\n"
+        "assert 'torch' not in sys.modules, 'ampcheck.AmpcheckError imported torch'\n"
+        "missing = [n for n in ampcheck.__all__ if not hasattr(ampcheck, n)]\n"
+        "assert not missing, missing\n"
+        "assert 'torch' in sys.modules and ampcheck.Recorder.__module__ == 'ampcheck.recorder'\n"
+    )
+    where = os.path.dirname(os.path.dirname(os.path.abspath(ampcheck.__file__)))  # the package this suite tests
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [where, os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr

@@ -15,28 +15,80 @@ Under `ampcheck sweep` (AMPCHECK_PLAN set) the Recorder and the integrations app
 (`ampcheck.current_plan()`; docs/USING.md, "The sweep's environment contract").
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ampcheck._version import __version__
-from ampcheck.api import (
-    VERDICTS,
-    AmpcheckError,
-    Judgement,
-    JudgementWarning,
-    Reference,
-    ReferenceInfo,
-    SignalComparison,
-    SuiteResult,
-    judge,
-    load_reference,
-    make_reference,
-    native_available,
-    validate,
-)
-from ampcheck.guard import GuardJudgement, GuardStop
-from ampcheck.keep import keep_fp32
-from ampcheck.noise import nudge_ulps, seed_everything
-from ampcheck.plan import Plan, PlanError, current_plan
-from ampcheck.preflight import PreflightFinding, preflight
-from ampcheck.recorder import COLUMNS, FORMAT, FORMAT_VERSION, PERTURBATIONS, Recorder, nudge_ulp
+
+# The names below are loaded when first used (PEP 562), so that `import ampcheck` — and the `ampcheck` console
+# command, which only starts the C++ tool — does not import torch (about 2 s) until something that needs it is used.
+# For type checkers and readers, the same imports spelled out:
+if TYPE_CHECKING:
+    from ampcheck.api import (
+        VERDICTS,
+        AmpcheckError,
+        Judgement,
+        JudgementWarning,
+        Reference,
+        ReferenceInfo,
+        SignalComparison,
+        SuiteResult,
+        judge,
+        load_reference,
+        make_reference,
+        native_available,
+        validate,
+    )
+    from ampcheck.guard import GuardJudgement, GuardStop
+    from ampcheck.keep import keep_fp32
+    from ampcheck.noise import nudge_ulps, seed_everything
+    from ampcheck.plan import Plan, PlanError, current_plan
+    from ampcheck.preflight import PreflightFinding, preflight
+    from ampcheck.recorder import COLUMNS, FORMAT, FORMAT_VERSION, PERTURBATIONS, Recorder, nudge_ulp
+
+_LAZY = {
+    "api": (
+        "VERDICTS",
+        "AmpcheckError",
+        "Judgement",
+        "JudgementWarning",
+        "Reference",
+        "ReferenceInfo",
+        "SignalComparison",
+        "SuiteResult",
+        "judge",
+        "load_reference",
+        "make_reference",
+        "native_available",
+        "validate",
+    ),
+    "guard": ("GuardJudgement", "GuardStop"),
+    "keep": ("keep_fp32",),
+    "noise": ("nudge_ulps", "seed_everything"),
+    "plan": ("Plan", "PlanError", "current_plan"),
+    "preflight": ("PreflightFinding", "preflight"),
+    "recorder": ("COLUMNS", "FORMAT", "FORMAT_VERSION", "PERTURBATIONS", "Recorder", "nudge_ulp"),
+}
+_WHERE = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+    import importlib.util
+
+    module = _WHERE.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"ampcheck.{module}"), name)
+    elif not name.startswith("__") and importlib.util.find_spec(f"ampcheck.{name}") is not None:
+        value = importlib.import_module(f"ampcheck.{name}")  # a submodule, as `ampcheck.recorder` was before
+    else:
+        raise AttributeError(f"module 'ampcheck' has no attribute {name!r}")
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "Recorder",
