@@ -9,6 +9,7 @@
 #include "engine/fp8.h"
 #include "trajectory/trajectory_file.h"
 #include "verdict/events.h"
+#include "verdict/words.h"
 
 #include <unistd.h>
 
@@ -319,12 +320,14 @@ TEST(Fp8, SignalsNameTheCastAndTheFraction) {
     t.fp8.scale.push_back({2.0, 1.0});
   }
   verdict::Tolerance tol;
-  const auto sat = verdict::fp8_signal(true, t, tol);
+  auto sat = verdict::fp8_signal(true, t, tol);
+  sat.message = verdict::clause(sat);
   ASSERT_TRUE(sat.fired);
   EXPECT_EQ(sat.verdict, "diverges");
   EXPECT_EQ(sat.first_step, 12);
   EXPECT_NE(sat.message.find("90% of h.0.mlp.c_fc.x saturated at step 12"), std::string::npos) << sat.message;
-  const auto fl = verdict::fp8_signal(false, t, tol);
+  auto fl = verdict::fp8_signal(false, t, tol);
+  fl.message = verdict::clause(fl);
   ASSERT_TRUE(fl.fired);
   EXPECT_EQ(fl.verdict, "stalls");
   EXPECT_EQ(fl.first_step, 7);  // trailing mean of 10: (3 x 0.6 + 5 x 0.001) / 8 = 0.23 > 0.2 at step 7

@@ -3,12 +3,9 @@
 
 #include "verdict/kind.h"
 
-#include "io/text.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -44,16 +41,8 @@ SignalResult nonfinite_signal(const trajectory::Trajectory& run) {
   r.allowed = 0;
   r.run_value = static_cast<double>(with);
   r.reference_value = 0;
-  std::ostringstream m;
-  if (r.fired) {
-    r.verdict = to_string(Kind::NonFinite);
-    m << "non-finite grads applied by the optimizer at " << applied << " step(s), first at step " << r.first_step;
-  } else if (with > 0) {
-    m << with << " step(s) with non-finite grads, every one skipped";
-  } else {
-    m << "no non-finite grads";
-  }
-  r.message = m.str();
+  if (r.fired) r.verdict = to_string(Kind::NonFinite);
+  r.facts = NonfiniteFacts{applied, with};
   return r;
 }
 
@@ -80,11 +69,8 @@ SignalResult skipped_signal(const trajectory::Trajectory& run, const Tolerance& 
   r.run_value = static_cast<double>(k);
   r.reference_value = 0;
   r.fired = r.max_margin > 1.0;
-  std::ostringstream m;
-  m << "skipped " << k << " of " << n << " steps (" << pct(share) << "; at most " << pct(tol.max_skipped_fraction)
-    << " allowed)";
   if (r.fired) r.verdict = to_string(Kind::Stalls);
-  r.message = m.str();
+  r.facts = SkippedFacts{k, n};
   return r;
 }
 
@@ -96,10 +82,11 @@ SignalResult fp8_signal(bool saturated, const trajectory::Trajectory& run, const
   r.name = saturated ? "fp8_saturated" : "fp8_flushed";
   r.unit = "fraction";
   const auto& p = run.fp8;
-  if (p.empty()) {
-    r.message = "no FP8 casts";
-    return r;
-  }
+  Fp8Facts facts;
+  facts.saturated = saturated;
+  facts.casts = !p.empty();
+  r.facts = facts;
+  if (p.empty()) return r;
   const auto& m = saturated ? p.saturated : p.flushed;
   const size_t n = std::min(m.size(), run.rows.size()), nc = p.casts.size();
   // per cast: its per-step series (smoothed for flushed); per step: the worst cast
@@ -116,26 +103,14 @@ SignalResult fp8_signal(bool saturated, const trajectory::Trajectory& run, const
   const double floor = saturated ? tol.fp8_saturated_floor : tol.fp8_flushed_floor;
   const std::vector<double> allowed(n, floor), none(n, kNaN);
   judge_series(r, worst, allowed, none, [](double d) { return std::max(d, 0.0); });
-  if (!r.judged) {
-    r.message = std::string("FP8 ") + (saturated ? "saturation" : "flushing") + " not measured (no probed step)";
-    return r;
-  }
+  if (!r.judged) return r;
   r.run_value = worst[r.max_step];
   r.reference_value = 0;
   const int64_t c = worst_cast[r.max_step];
-  const std::string cast = c >= 0 ? p.casts[c] : "?";
-  const double scale = c >= 0 && r.max_step < static_cast<int64_t>(p.scale.size()) ? p.scale[r.max_step][c] : kNaN;
-  std::ostringstream msg;
-  if (r.fired) {
-    r.verdict = to_string(saturated ? Kind::Diverges : Kind::Stalls);
-    msg << "FP8: " << pct(r.run_value) << " of " << cast << (saturated ? " saturated" : " flushed to zero")
-        << (saturated ? " at step " : " (trailing mean) at step ") << r.max_step << " (scale "
-        << io::number_text(scale, 3) << "; allowed " << pct(floor) << ", out from step " << r.first_step << ")";
-  } else {
-    msg << "FP8 casts " << (saturated ? "saturated" : "flushed") << " at most " << pct(r.run_value) << " (" << cast
-        << ", step " << r.max_step << ")";
-  }
-  r.message = msg.str();
+  facts.cast = c >= 0 ? p.casts[c] : "?";
+  facts.scale = c >= 0 && r.max_step < static_cast<int64_t>(p.scale.size()) ? p.scale[r.max_step][c] : kNaN;
+  r.facts = facts;
+  if (r.fired) r.verdict = to_string(saturated ? Kind::Diverges : Kind::Stalls);
   return r;
 }
 

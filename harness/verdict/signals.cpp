@@ -4,21 +4,16 @@
 
 #include "verdict/kind.h"
 
-#include "io/text.h"
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <sstream>
 
 namespace ampcheck::verdict {
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::string signed_nats(double v) { return (v >= 0 ? "+" : "") + io::number_text(v, 3) + " nats"; }
 
 // The largest rise of a smoothed series over [from, to) above its value at `base`, and where it peaked.
 std::pair<double, int64_t> rise_over(const std::vector<double>& smoothed, int64_t base, int64_t from, int64_t to) {
@@ -101,13 +96,6 @@ Measured measure(const Metric& metric, const trajectory::Trajectory& run, const 
 
 }  // namespace
 
-std::string pct(double f) {
-  std::ostringstream os;
-  os.precision(f >= 0.1 ? 3 : 2);
-  os << 100.0 * f << "%";
-  return os.str();
-}
-
 std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window) {
   std::vector<double> out(x.size(), kNaN);
   for (size_t i = 0; i < x.size(); ++i) {
@@ -189,27 +177,6 @@ LossExcursion loss_excursion(const SignalResult& loss, const trajectory::Traject
   return e;
 }
 
-std::string describe(const LossExcursion& e) {
-  if (!e.recovered) return "";
-  std::ostringstream m;
-  if (e.run_spiked)
-    m << "loss spike at step " << e.spike_step << " (" << signed_nats(e.run_rise)
-      << " over its level before, smoothed), recovered by step " << e.back_from;
-  else
-    m << "loss out of its allowance from step " << e.out_from << ", recovered by step " << e.back_from;
-  m << ": within the allowance from there to the last step (" << e.last_step << ": "
-    << io::number_text(std::abs(e.last_deviation), 3) << " nats " << (e.last_deviation >= 0 ? "above" : "below")
-    << " the reference, " << io::number_text(e.last_margin, 2) << " of the allowed)";
-  if (e.run_spiked) {
-    if (e.reference_spiked)
-      m << "; FP32 spiked too (" << signed_nats(e.reference_rise) << " at step " << e.reference_spike_step << ")";
-    else if (std::isfinite(e.reference_rise))
-      m << "; FP32 did not spike (its smoothed loss rose at most "
-        << io::number_text(std::max(0.0, e.reference_rise), 3) << " nats over the same steps)";
-  }
-  return m.str();
-}
-
 SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                          const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   SignalResult r;
@@ -226,8 +193,11 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
   const auto dev = metric(run, skipped_before(run));
   std::vector<double> allowed(n);
   for (size_t s = 0; s < n; ++s) allowed[s] = std::isfinite(noise_s[s]) ? std::max(tol.k * noise_s[s], 1e-9) : kNaN;
+  LossFacts facts;
   if (n == 0 || noise.empty()) {
-    r.message = noise.empty() ? "loss not judged: the reference has no noise runs" : "loss not judged: no steps";
+    facts.no_steps = n == 0;
+    facts.no_noise = noise.empty();
+    r.facts = facts;
     return r;
   }
   judge_series(r, dev, allowed, noise_s, [](double d) { return std::abs(d); });
@@ -237,38 +207,22 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
     r.reference_value = r.run_value - r.deviation;
   }
   const size_t last = n - 1, w0 = std::min<size_t>(last, static_cast<size_t>(tol.window - 1));
-  const double shed_run = run_sm[w0] - run_sm[last], shed_ref = ref_sm[w0] - ref_sm[last];
-  const double dev_last = dev[last];
-  std::ostringstream m;
-  if (!r.fired) {
-    m << "loss within " << io::number_text(r.max_margin, 2) << " of its allowed deviation (step " << r.max_step << ")";
-  } else if (const LossExcursion e = loss_excursion(r, run, ref, tol); e.recovered) {
-    // out for a while and back within the allowance until the last step: a transient, not a stall (signals.h)
-    r.verdict = to_string(Kind::Diverges);
-    m << describe(e) << "; at most " << io::number_text(std::abs(r.deviation), 3) << " nats "
-      << (r.deviation > 0 ? "above" : "below") << " the reference (step " << r.max_step << ", "
-      << io::number_text(r.max_margin, 3) << "x the allowed " << io::number_text(r.allowed, 3) << ")";
-  } else if (dev_last > 0 && shed_run >= 0 && shed_run < shed_ref) {
-    // learned less than the reference but still learned: a stall. A run that ends above the reference while it
-    // shed as much or more (it started elsewhere, or went up and came down) moved elsewhere: diverges, below.
-    r.verdict = to_string(Kind::Stalls);
-    m << "loss ";
-    if (shed_ref > allowed[last])
-      m << "sheds " << pct(shed_run / shed_ref) << " of the loss the reference shed (" << io::number_text(shed_run, 3)
-        << " of " << io::number_text(shed_ref, 3) << " nats); ";
-    m << "up to " << io::number_text(std::abs(r.deviation), 3) << " nats " << (r.deviation > 0 ? "above" : "below")
-      << " the reference (step " << r.max_step << ", " << io::number_text(r.max_margin, 3) << "x the allowed "
-      << io::number_text(r.allowed, 3) << "; out from step " << r.first_step
-      << "), not recovered: " << io::number_text(dev_last, 3) << " nats above at the last step (" << last << ", "
-      << io::number_text(r.margin_series[last], 2) << "x the allowed)";
-  } else {
-    r.verdict = to_string(Kind::Diverges);
-    m << "loss " << (r.deviation > 0 ? "above" : "below") << " the reference by "
-      << io::number_text(std::abs(r.deviation), 3) << " nats at step " << r.max_step << ", "
-      << io::number_text(r.max_margin, 3) << "x the allowed " << io::number_text(r.allowed, 3) << " (out from step "
-      << r.first_step << ")";
+  facts.shed_run = run_sm[w0] - run_sm[last];
+  facts.shed_ref = ref_sm[w0] - ref_sm[last];
+  facts.shed_named = facts.shed_ref > allowed[last];
+  facts.last_step = static_cast<int64_t>(last);
+  facts.last_deviation = dev[last];
+  facts.last_margin = r.margin_series[last];
+  if (r.fired) {
+    facts.excursion = loss_excursion(r, run, ref, tol);
+    // Out for a while and back within the allowance until the last step is a transient, not a stall (signals.h).
+    // Still out, having learned less than the reference but still learned: a stall. A run that ends above the
+    // reference while it shed as much or more (it started elsewhere, or went up and came down) moved elsewhere.
+    const bool stalls = !facts.excursion.recovered && facts.last_deviation > 0 && facts.shed_run >= 0 &&
+                        facts.shed_run < facts.shed_ref;
+    r.verdict = to_string(stalls ? Kind::Stalls : Kind::Diverges);
   }
-  r.message = m.str();
+  r.facts = facts;
   return r;
 }
 
@@ -281,7 +235,6 @@ SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, co
   const bool updates = column == trajectory::kUpdateNorm;
   r.name = updates ? "update_norm" : "grad_norm";
   r.unit = "log-ratio";
-  const std::string what = updates ? "updates" : "true grad norm";
   const size_t n = std::min(run.rows.size(), ref.rows.size());
   // Updates are compared per unit of learning rate: a run delayed by skipped steps takes its k-th optimizer step
   // at a later point of the lr schedule than the reference took its k-th.
@@ -311,24 +264,11 @@ SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, co
   };
   const Measured measured = measure(metric, run, noise, n, tol, std::log(tol.ratio_floor));
   judge_series(r, measured.deviation, measured.allowed, measured.noise, [](double d) { return std::abs(d); });
-  if (!r.judged) {
-    r.message = what + " not judged: not measured in the run or the reference";
-    return r;
-  }
+  r.facts = RatioFacts{updates};
+  if (!r.judged) return r;
   r.run_value = std::exp(r.deviation);  // the ratio run / reference at the max step
   r.reference_value = 1.0;
-  std::ostringstream m;
-  const double lo = std::exp(-r.allowed), hi = std::exp(r.allowed);
-  if (r.fired) {
-    r.verdict = to_string(r.deviation < 0 ? Kind::Stalls : Kind::Diverges);
-    m << what << " " << io::number_text(std::exp(r.deviation), 3) << "x the reference's at step " << r.max_step
-      << " (allowed " << io::number_text(lo, 3) << "x.." << io::number_text(hi, 3) << "x; out from step "
-      << r.first_step << ")";
-  } else {
-    m << what << " within " << io::number_text(r.max_margin, 2) << " of its allowed deviation ("
-      << io::number_text(std::exp(r.deviation), 3) << "x at step " << r.max_step << ")";
-  }
-  r.message = m.str();
+  if (r.fired) r.verdict = to_string(r.deviation < 0 ? Kind::Stalls : Kind::Diverges);
   return r;
 }
 
@@ -341,7 +281,6 @@ SignalResult fraction_signal(int column, const trajectory::Trajectory& run, cons
   const bool zero = column == trajectory::kFracZero;
   r.name = zero ? "zero_grads" : "subnormal_grads";
   r.unit = "fraction";
-  const std::string what = zero ? "zero" : "subnormal";
   const size_t n = std::min(run.rows.size(), ref.rows.size());
   const auto ref_v = ref.column(column);
   auto metric = [&](const trajectory::Trajectory& t, const std::vector<int64_t>& skips) {
@@ -354,24 +293,13 @@ SignalResult fraction_signal(int column, const trajectory::Trajectory& run, cons
   };
   const Measured measured = measure(metric, run, noise, n, tol, tol.fraction_floor);
   judge_series(r, measured.deviation, measured.allowed, measured.noise, [](double d) { return std::max(d, 0.0); });
-  if (!r.judged) {
-    r.message = what + " grad elements not judged: not measured in the run or the reference";
-    return r;
-  }
+  r.facts = FractionFacts{zero};
+  if (!r.judged) return r;
   const auto run_sm = trailing_mean(run.column(column), tol.window);
   r.run_value = run_sm[r.max_step];
   r.reference_value = r.run_value - r.deviation;
   r.decides = false;  // a diagnostic: it explains an outcome or warns, it never sets the verdict
-  std::ostringstream m;
-  if (r.fired) {
-    r.verdict = to_string(Kind::Stalls);  // what it would point to: grads lost to underflow
-    m << pct(r.run_value) << " of grad elements " << what << " vs " << pct(r.reference_value) << " in FP32 at step "
-      << r.max_step << " (excess allowed " << pct(r.allowed) << "; out from step " << r.first_step << ")"
-      << (zero ? "" : " (a subnormal keeps its value at reduced precision)");
-  } else {
-    m << what << " grad elements " << pct(r.run_value) << " vs " << pct(r.reference_value) << " in FP32";
-  }
-  r.message = m.str();
+  if (r.fired) r.verdict = to_string(Kind::Stalls);  // what it would point to: grads lost to underflow
   return r;
 }
 

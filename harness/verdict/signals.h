@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace ampcheck::verdict {
@@ -46,6 +47,62 @@ struct Tolerance {
 
 // One FP32 run that differs from the reference only by a perturbation (its noise), with the perturbation's name.
 using NoiseRun = trajectory::LabelledTrajectory;
+
+// The loss signal's shape, which decides its word (verdict/shapes.h reads several signals together): the loss
+// excursion — the smoothed loss out of its allowance for a while and back within it until the last step: a transient
+// (a loss spike the run recovered from), not a stall — nothing was lost at the end. Named "loss spike at step S
+// (+R nats), recovered by step T" where the run's smoothed loss rose above its level before the excursion by more
+// than the allowance, and it says whether FP32 spiked too over the same steps (the reference's smoothed loss rose by
+// more than the allowance as well). A loss still out at the last step is no excursion: the signal's own rule decides
+// (stalls / diverges) and the message says it did not come back. docs/TOLERANCE.md: the calibration.
+// `recovered` is false for a signal that did not fire or is still out at the last step.
+struct LossExcursion {
+  bool recovered = false;
+  int64_t out_from = -1;          // first step beyond the allowance
+  int64_t back_from = -1;         // recovered: first step of the final stretch within the allowance (to the last step)
+  int64_t last_step = -1;         // the last step compared
+  double last_margin = NAN;       // |deviation| / allowed at the last step
+  double last_deviation = NAN;    // nats, run - reference (smoothed), at the last step
+  bool run_spiked = false;        // the run's smoothed loss rose above its level before the excursion by > allowed
+  int64_t spike_step = -1;        // run_spiked: the step of the run's highest raw loss in the excursion
+  double run_rise = NAN;          // nats: the run's smoothed peak above its smoothed level before the excursion
+  bool reference_spiked = false;  // the reference's smoothed loss rose by > allowed over the same steps
+  int64_t reference_spike_step = -1;
+  double reference_rise = NAN;  // nats, as run_rise for the reference
+};
+
+// What a signal's clause says beyond its comparison's fields, one type per kind of signal: the numbers a signal
+// computes for its words, which verdict/words.h makes from them (the clause is the comparison's `message`).
+struct LossFacts {
+  bool no_steps = false, no_noise = false;  // why the loss was not judged
+  LossExcursion excursion;                  // fired: out and back within the allowance
+  double shed_run = NAN, shed_ref = NAN;    // nats of smoothed loss shed from the first window to the last step
+  bool shed_named = false;                  // the reference shed more than the allowance: the share is named
+  int64_t last_step = -1;
+  double last_deviation = NAN;  // nats, skip-aligned (as the signal compares), at the last step
+  double last_margin = NAN;     // |deviation| / allowed at the last step
+};
+struct RatioFacts {
+  bool updates = false;  // update_norm (per unit of lr), else grad_norm
+};
+struct FractionFacts {
+  bool zero = false;  // zero_grads, else subnormal_grads
+};
+struct NonfiniteFacts {
+  int64_t applied = 0;  // steps the optimizer took with non-finite grads
+  int64_t with = 0;     // steps with any, taken or skipped
+};
+struct SkippedFacts {
+  int64_t skipped = 0, steps = 0;
+};
+struct Fp8Facts {
+  bool saturated = false;  // fp8_saturated, else fp8_flushed
+  bool casts = false;      // the run has FP8 casts
+  std::string cast;        // judged: the cast at the max step ("?" if none)
+  double scale = NAN;      // its scale at the max step
+};
+using SignalFacts =
+    std::variant<std::monostate, LossFacts, RatioFacts, FractionFacts, NonfiniteFacts, SkippedFacts, Fp8Facts>;
 
 // One signal's comparison with the reference: what the verdict found and what a run summary's row keeps of it
 // (report::ScenarioSummary::signals, summary.json's "signals": visit_fields below, docs/SUMMARY_SCHEMA.md).
@@ -65,7 +122,7 @@ struct SignalComparison {
   double noise = NAN;      // at max_step: the largest noise-run deviation (before × k)
   double run_value = NAN;  // at max_step: the run's smoothed value (loss, norm, fraction, share)
   double reference_value = NAN;
-  std::string message;  // one clause: "updates 0.03x the reference's from step 12 (allowed 0.95x..1.05x)"
+  std::string message;  // one clause: "updates 0.03x the reference's from step 12 (allowed 0.95x..1.05x)" (words.h)
 };
 
 // A signal as judged: its comparison and the per-step series behind it (the result file's margin_<name>; a run
@@ -73,6 +130,7 @@ struct SignalComparison {
 struct SignalResult : SignalComparison {
   std::vector<double> margin_series;   // per step: |deviation| / allowed, NaN where not measured
   std::vector<double> allowed_series;  // per step, in the signal's unit
+  SignalFacts facts;                   // what its clause says beyond the comparison (verdict/words.h)
 };
 
 // The comparison's one description: each field once, with its JSON name (io/record_json.h derives summary.json's
@@ -102,47 +160,19 @@ std::vector<double> trailing_mean(const std::vector<double>& x, int64_t window);
 // steps before s (capped at s).
 std::vector<int64_t> skipped_before(const trajectory::Trajectory& run);
 
+// Each signal computes its numbers and its facts; its message is left empty: verdict/words.h `clause` makes it.
 SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                          const std::vector<NoiseRun>& noise, const Tolerance& tol);
-
-// The loss signal's shape, which decides its word (verdict/shapes.h reads several signals together): the loss
-// excursion — the smoothed loss out of its allowance for a while and back within it until the last step: a transient
-// (a loss spike the run recovered from), not a stall — nothing was lost at the end. Named "loss spike at step S
-// (+R nats), recovered by step T" where the run's smoothed loss rose above its level before the excursion by more
-// than the allowance, and it says whether FP32 spiked too over the same steps (the reference's smoothed loss rose by
-// more than the allowance as well). A loss still out at the last step is no excursion: the signal's own rule decides
-// (stalls / diverges) and the message says it did not come back. docs/TOLERANCE.md: the calibration.
-// `recovered` is false for a signal that did not fire or is still out at the last step.
-struct LossExcursion {
-  bool recovered = false;
-  int64_t out_from = -1;          // first step beyond the allowance
-  int64_t back_from = -1;         // recovered: first step of the final stretch within the allowance (to the last step)
-  int64_t last_step = -1;         // the last step compared
-  double last_margin = NAN;       // |deviation| / allowed at the last step
-  double last_deviation = NAN;    // nats, run - reference (smoothed), at the last step
-  bool run_spiked = false;        // the run's smoothed loss rose above its level before the excursion by > allowed
-  int64_t spike_step = -1;        // run_spiked: the step of the run's highest raw loss in the excursion
-  double run_rise = NAN;          // nats: the run's smoothed peak above its smoothed level before the excursion
-  bool reference_spiked = false;  // the reference's smoothed loss rose by > allowed over the same steps
-  int64_t reference_spike_step = -1;
-  double reference_rise = NAN;  // nats, as run_rise for the reference
-};
 
 // A fired loss signal's excursion. `loss` must be loss_signal(run, ref, ...)'s result (its margin series); the
 // final stretch within the allowance must last at least tol.window steps to count as recovered.
 LossExcursion loss_excursion(const SignalResult& loss, const trajectory::Trajectory& run,
                              const trajectory::Trajectory& ref, const Tolerance& tol);
-// "loss spike at step 31 (+0.42 nats over its level before), recovered by step 52: within the allowance from there
-// to the last step (59: 0.06 nats above, 0.4 of the allowed); FP32 spiked too (+0.38 nats at step 30)".
-std::string describe(const LossExcursion& e);
 
 SignalResult norm_ratio_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                                const std::vector<NoiseRun>& noise, const Tolerance& tol);
 SignalResult fraction_signal(int column, const trajectory::Trajectory& run, const trajectory::Trajectory& ref,
                              const std::vector<NoiseRun>& noise, const Tolerance& tol);
-
-// What the signals' messages share: a share as a percent, 0.0012 -> "0.12%".
-std::string pct(double f);
 
 // Fills margins, first/max step and the values at the max step from a smoothed deviation and its allowed series.
 // `magnitude` maps a deviation to the part that counts (|d|, or max(d, 0) for one-sided signals).

@@ -1,12 +1,15 @@
-// Verdict: the signals (signals.cpp) combined into one verdict and message.
+// Verdict: the signals (signals.cpp, events.cpp) computed, put into words (words.cpp), combined into one verdict and
+// message.
 #include "verdict/verdict.h"
 
 #include "verdict/events.h"
 #include "verdict/shapes.h"
+#include "verdict/words.h"
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <variant>
 
 namespace ampcheck::verdict {
 
@@ -72,11 +75,11 @@ Verdict judge(trajectory::RunStatus status, const std::string& error, const traj
     v.first_divergence_step = nf.fired ? nf.first_step : first_bad_loss >= 0 ? first_bad_loss : last;
     v.signals.push_back(nf);
     v.signals.push_back(skipped_signal(run, tol));
-    for (bool saturated : {true, false}) {  // an FP8 cast that overflowed to NaN says where the NaN came from
-      if (run.fp8.empty()) break;
-      v.signals.push_back(fp8_signal(saturated, run, tol));
-      if (v.signals.back().fired) v.message += "; " + v.signals.back().message;
-    }
+    for (bool saturated : {true, false})
+      if (!run.fp8.empty()) v.signals.push_back(fp8_signal(saturated, run, tol));
+    set_messages(v.signals);
+    for (const auto& s : v.signals)  // an FP8 cast that overflowed to NaN says where the NaN came from
+      if (std::holds_alternative<Fp8Facts>(s.facts) && s.fired) v.message += "; " + s.message;
     return v;
   }
   const size_t n = std::min<size_t>(run.rows.size(), reference.rows.size());
@@ -86,6 +89,7 @@ Verdict judge(trajectory::RunStatus status, const std::string& error, const traj
     return v;
   }
   v.signals = all_signals(run, reference, noise, tol);
+  set_messages(v.signals);  // the numbers first, then their words (words.h)
   const SignalResult& loss = v.signals.front();
   v.run_smoothed = trailing_mean(run.column(trajectory::kLoss), tol.window);
   v.run_smoothed.resize(n);
