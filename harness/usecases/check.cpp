@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <optional>
 #include <ostream>
 
@@ -25,8 +24,7 @@ namespace {
 // (no reference, a result file that may not be replaced) is the row's FAIL message. nullopt on a joined rank other
 // than 0: rank 0 judges and writes.
 std::optional<report::ScenarioSummary> check_scenario(const PlannedScenario& planned, const at::Device& device,
-                                                      const RunOptions& opts,
-                                                      std::map<std::string, double>& peak_tflops) {
+                                                      const RunOptions& opts, MatmulPeaks& peaks) {
   const scenario::Scenario& sc = planned.scenario;
   report::ScenarioSummary row = scenario_row(sc, device);
   engine::RunConfig run = sc.run;
@@ -42,7 +40,7 @@ std::optional<report::ScenarioSummary> check_scenario(const PlannedScenario& pla
     trajectory::TrajectoryFile tf = result_file(sc, device, r);
     record_judgement(j, ref, row, tf, VerdictInFile::Written);
     fill_distributed(row, r);
-    fill_measurements(row, r, device, peak_tflops);
+    fill_measurements(row, r, peaks.tflops_for(r, device));
     row.trajectory_file = sc.run.name + ".h5";
     write_result(opts, row.trajectory_file, tf);
   } catch (const std::exception& e) {
@@ -56,14 +54,14 @@ std::optional<report::ScenarioSummary> check_scenario(const PlannedScenario& pla
 // than 0.
 report::RunSummary check_here(const ScenarioPlan& plan, const RunOptions& opts, std::ostream& log, bool* follower) {
   report::RunSummary summary;
-  std::map<std::string, double> peak_tflops;  // device class / compute dtype -> measured matmul rate
+  MatmulPeaks peaks;  // measured once per compute dtype, for every row's MFU
   const size_t n = plan.scenarios.size();
   for (size_t i = 0; i < n; ++i) {
     const scenario::Scenario& sc = plan.scenarios[i].scenario;
     log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
     const at::Device device = run_device(sc, opts);
     if (summary.device_class.empty()) set_provenance(summary, sc, device);
-    const auto row = check_scenario(plan.scenarios[i], device, opts, peak_tflops);
+    const auto row = check_scenario(plan.scenarios[i], device, opts, peaks);
     if (!row) {
       *follower = true;
       continue;

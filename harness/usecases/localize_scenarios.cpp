@@ -74,13 +74,13 @@ struct LocalizeTarget {
 
 // 1. The scenario as written, run, judged and its result file written: false where there is nothing to localize
 // (it tracks) or nothing a module's precision explains (it raised an error), with the row saying so.
-bool run_as_written(const LocalizeTarget& p, const RunOptions& opts, std::map<std::string, double>& peak_tflops,
-                    std::ostream& log, ScenarioLocalization& s) {
+bool run_as_written(const LocalizeTarget& p, const RunOptions& opts, MatmulPeaks& peaks, std::ostream& log,
+                    ScenarioLocalization& s) {
   const scenario::Scenario& sc = p.sc;
   const JudgedRun failing = run_and_judge(sc, sc.run, opts, p.device, p.ref.file.trajectory, p.ref.noise);
   trajectory::TrajectoryFile tf = result_file(sc, p.device, failing.result);
   record_judgement(failing.judged, p.ref, s.row, tf, VerdictInFile::Written);
-  fill_measurements(s.row, failing.result, p.device, peak_tflops);
+  fill_measurements(s.row, failing.result, peaks.tflops_for(failing.result, p.device));
   s.row.trajectory_file = sc.run.name + ".h5";
   write_result(opts, s.row.trajectory_file, tf);
   s.failing_ms_per_step = s.row.median_step_ms;
@@ -117,14 +117,14 @@ std::string cost_of_kept(ScenarioLocalization& s, const Probe& probe) {
 }
 
 ScenarioLocalization localize_one(const LocalizeTarget& p, const LocalizeOptions& o, const RunOptions& opts,
-                                  std::map<std::string, double>& peak_tflops, std::ostream& log) {
+                                  MatmulPeaks& peaks, std::ostream& log) {
   const scenario::Scenario& sc = p.sc;
   ScenarioLocalization s;
   s.scenario = sc.run.name;
   s.strategy = sc.run.strategy.name;
   s.row = scenario_row(sc, p.device);
   s.row.expect = verdict::to_string(verdict::Kind::Tracks);
-  if (!run_as_written(p, opts, peak_tflops, log, s)) return s;
+  if (!run_as_written(p, opts, peaks, log, s)) return s;
   // 2. the bisection (localize.h), each probe the scenario with model.keep_fp32 = the chosen modules
   std::vector<ModuleInfo> tree;
   for (const auto& m : models::module_tree(models::resolve_preset(sc.run.model)))
@@ -241,13 +241,13 @@ LocalizeResult localize_scenarios(const LocalizeOptions& o, std::ostream& log) {
   refuse_existing_run_outputs(files, o.run);
   RunDirectory out(o.run);  // written whole: the run directory appears complete or not at all
   const RunOptions opts = out.staged(o.run);
-  std::map<std::string, double> peak_tflops;
+  MatmulPeaks peaks;  // measured once per compute dtype, for every row's MFU
   for (size_t i = 0; i < prepared.size(); ++i) {
     const auto& p = prepared[i];
     log << "[" << (i + 1) << "/" << prepared.size() << "] " << p.sc.run.name << " (" << p.sc.run.strategy.name << ")\n"
         << std::flush;
     if (result.summary.device_class.empty()) set_provenance(result.summary, p.sc, p.device);
-    result.scenarios.push_back(localize_one(p, o, opts, peak_tflops, log));
+    result.scenarios.push_back(localize_one(p, o, opts, peaks, log));
     result.summary.scenarios.push_back(result.scenarios.back().row);
   }
   result.summary.suite = o.run.suite.empty() ? "localize" : o.run.suite;

@@ -35,8 +35,21 @@ void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, c
   if (const char* commit = std::getenv("AMPCHECK_GIT_COMMIT")) summary.git_commit = commit;
 }
 
-void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& r, const at::Device& device,
-                       std::map<std::string, double>& peak_tflops) {
+namespace {
+double tflops_of(const run::ScenarioResult& r) {  // NaN: the run measured no throughput
+  const double steps_per_s = 1000.0 / r.timing.median_ms;
+  return r.flops_per_step * steps_per_s / 1e12;
+}
+}  // namespace
+
+double MatmulPeaks::tflops_for(const run::ScenarioResult& r, const at::Device& device) {
+  if (!std::isfinite(tflops_of(r))) return NAN;
+  const std::string key = engine::device_info(device).device_class + "/" + r.compute_dtype;
+  if (!measured_.count(key)) measured_[key] = doctor::measured_matmul_tflops(device, r.compute_dtype);
+  return measured_[key];
+}
+
+void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& r, double peak_tflops) {
   row.steps = r.trajectory.size();
   row.skipped_steps = r.trajectory.skipped_steps();
   row.first_loss = r.first_loss;
@@ -51,11 +64,9 @@ void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& 
   const double steps_per_s = 1000.0 / r.timing.median_ms;
   row.tokens_per_s = r.tokens_per_step * steps_per_s;
   row.samples_per_s = r.samples_per_step * steps_per_s;
-  row.tflops = r.flops_per_step * steps_per_s / 1e12;
+  row.tflops = tflops_of(r);
   if (std::isfinite(row.tflops)) {
-    const std::string key = row.device_class + "/" + r.compute_dtype;
-    if (!peak_tflops.count(key)) peak_tflops[key] = doctor::measured_matmul_tflops(device, r.compute_dtype);
-    row.peak_tflops = peak_tflops[key];
+    row.peak_tflops = peak_tflops;
     row.mfu = row.tflops / row.peak_tflops;
   }
   row.peak_memory_bytes = r.peak_memory_bytes;

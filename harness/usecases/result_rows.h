@@ -21,10 +21,20 @@ class RunDirectory;
 void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device);
 // A scenario's row before it runs: name, strategy, expectation, device class, verdict "-".
 report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Device& device);
-// What a run measured, into its row: steps, losses, workload, step times, throughput and MFU, memory, engine path.
-// peak_tflops: the measured matmul rate per device class / compute dtype, measured once.
-void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& r, const at::Device& device,
-                       std::map<std::string, double>& peak_tflops);
+// The device's matmul peak per compute dtype (doctor::measured_matmul_tflops), each measured once — the first time a
+// run that measured its throughput asks — and kept: the denominator of the rows' MFU. A use case holds one for its
+// whole run and passes each row's peak to fill_measurements as a number.
+class MatmulPeaks {
+ public:
+  // TFLOP/s of the run's compute dtype on `device`; NaN, with nothing measured, for a run without a throughput.
+  double tflops_for(const run::ScenarioResult& r, const at::Device& device);
+
+ private:
+  std::map<std::string, double> measured_;  // device class / compute dtype -> TFLOP/s
+};
+// What a run measured, into its row: steps, losses, workload, step times, throughput, memory, engine path, and the MFU
+// against `peak_tflops` (MatmulPeaks::tflops_for). It measures nothing itself.
+void fill_measurements(report::ScenarioSummary& row, const run::ScenarioResult& r, double peak_tflops);
 // The data-parallel part of a result.
 void fill_distributed(report::ScenarioSummary& row, const run::ScenarioResult& r);
 // What an external run measured, into its row: step times from its step_time_ms column (the median after warm-up),

@@ -326,7 +326,7 @@ void judge_bitwise(const ValidationPlan& p, const run::ScenarioResult& r, const 
 // One prepared scenario trained (with the plants) and decided: its row, its result file.
 report::ScenarioSummary validate_one(const ValidationPlan& p, const std::vector<validate::Plant>& plants,
                                      const ValidateOptions& v, const RunOptions& opts, const std::string& root,
-                                     std::map<std::string, double>& peak_tflops) {
+                                     MatmulPeaks& peaks) {
   const scenario::Scenario& sc = p.sc;
   report::ScenarioSummary row = scenario_row(sc, p.device);
   auto& val = row.validation;
@@ -341,7 +341,7 @@ report::ScenarioSummary validate_one(const ValidationPlan& p, const std::vector<
     scenario::Scenario planted = sc;
     planted.run = validate::planted(sc.run, plants, /*replay=*/false);
     const auto r = run::run_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
-    fill_measurements(row, r, p.device, peak_tflops);
+    fill_measurements(row, r, peaks.tflops_for(r, p.device));
     row.trajectory_file = sc.run.name + ".h5";
     trajectory::TrajectoryFile tf = result_file(sc, p.device, r);
     validate::BitwiseComparison cmp;  // with the golden (read and verified), where there is one
@@ -417,14 +417,14 @@ SuiteResult validate_stack(RunOptions opts, const ValidateOptions& v, std::ostre
   refuse_existing_run_outputs(files, opts);  // nothing run, nothing written
   RunDirectory out(opts);                    // written whole: the run directory appears complete or not at all
   opts = out.staged(opts);
-  std::map<std::string, double> peak_tflops;
+  MatmulPeaks peaks;  // measured once per compute dtype, for every row's MFU
   for (size_t i = 0; i < prepared.size(); ++i) {
     const ValidationPlan& p = prepared[i];
     log << "[" << (i + 1) << "/" << prepared.size() << "] " << p.sc.run.name << " (" << p.sc.run.strategy.name << ", "
         << p.cls << ", " << (p.bitwise ? "bitwise" : "statistical") << ")\n"
         << std::flush;
     if (result.summary.device_class.empty()) set_provenance(result.summary, p.sc, p.device);
-    const auto row = validate_one(p, plants, v, opts, root, peak_tflops);
+    const auto row = validate_one(p, plants, v, opts, root, peaks);
     if (!row.pass) log << "  FAIL " << row.name << ": " << row.message << "\n";
     result.summary.scenarios.push_back(row);
     result.notes.push_back("VALIDATE " + row.name + ": " + row.message);
