@@ -15,6 +15,13 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
 
+std::vector<SignalResult> run_events(const trajectory::Trajectory& run, const Tolerance& tol) {
+  std::vector<SignalResult> out = {nonfinite_signal(run), skipped_signal(run, tol)};
+  if (!run.fp8.empty())  // FP8 runs only
+    for (bool saturated : {true, false}) out.push_back(fp8_signal(saturated, run, tol));
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // non-finite grads, skipped steps
 

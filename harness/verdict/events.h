@@ -15,7 +15,13 @@
 
 #include "trajectory/trajectory.h"
 
+#include <vector>
+
 namespace ampcheck::verdict {
+
+// Every event of the run in report order: nonfinite_grads, skipped and, for a run with FP8 casts, fp8_saturated and
+// fp8_flushed — a run that ended non-finite is judged on these alone (verdict.h).
+std::vector<SignalResult> run_events(const trajectory::Trajectory& run, const Tolerance& tol);
 
 SignalResult nonfinite_signal(const trajectory::Trajectory& run);
 SignalResult skipped_signal(const trajectory::Trajectory& run, const Tolerance& tol);

@@ -147,8 +147,8 @@ LossExcursion loss_excursion(const SignalResult& loss, const trajectory::Traject
     if (margin[s] > 1.0) last_out = s;
   }
   if (!loss.fired || last < 0) return e;
-  const auto run_sm = trailing_mean(run.column(trajectory::kLoss), tol.window);
-  const auto ref_sm = trailing_mean(ref.column(trajectory::kLoss), tol.window);
+  const auto& run_sm = loss.run_smoothed;
+  const auto& ref_sm = loss.reference_smoothed;
   if (last >= static_cast<int64_t>(std::min(run_sm.size(), ref_sm.size()))) return e;
   e.out_from = loss.first_step;
   e.last_step = last;
@@ -183,7 +183,10 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
   r.name = "loss";
   r.unit = "nats";
   const size_t n = std::min(run.rows.size(), ref.rows.size());
-  const auto ref_sm = trailing_mean(ref.column(trajectory::kLoss), tol.window);
+  r.reference_smoothed = trailing_mean(ref.column(trajectory::kLoss), tol.window);
+  r.run_smoothed = trailing_mean(run.column(trajectory::kLoss), tol.window);
+  const auto& ref_sm = r.reference_smoothed;
+  const auto& run_sm = r.run_smoothed;
   auto metric = [&](const trajectory::Trajectory& t, const std::vector<int64_t>& skips) {
     const auto sm = trailing_mean(t.column(trajectory::kLoss), tol.window);
     return aligned_deviation(std::min(n, sm.size()), skips, [&](size_t s, size_t j) { return sm[s] - ref_sm[j]; });
@@ -201,7 +204,6 @@ SignalResult loss_signal(const trajectory::Trajectory& run, const trajectory::Tr
     return r;
   }
   judge_series(r, dev, allowed, noise_s, [](double d) { return std::abs(d); });
-  const auto run_sm = trailing_mean(run.column(trajectory::kLoss), tol.window);
   if (r.max_step >= 0) {
     r.run_value = run_sm[r.max_step];
     r.reference_value = r.run_value - r.deviation;

@@ -130,7 +130,10 @@ struct SignalComparison {
 struct SignalResult : SignalComparison {
   std::vector<double> margin_series;   // per step: |deviation| / allowed, NaN where not measured
   std::vector<double> allowed_series;  // per step, in the signal's unit
-  SignalFacts facts;                   // what its clause says beyond the comparison (verdict/words.h)
+  // the loss only: the run's and the reference's smoothed loss it compared, per step (loss_excursion reads them, the
+  // verdict's curves are them); empty for the other signals
+  std::vector<double> run_smoothed, reference_smoothed;
+  SignalFacts facts;  // what its clause says beyond the comparison (verdict/words.h)
 };
 
 // The comparison's one description: each field once, with its JSON name (io/record_json.h derives summary.json's

@@ -31,13 +31,8 @@ std::vector<SignalResult> all_signals(const trajectory::Trajectory& run, const t
                                    norm_ratio_signal(trajectory::kGradNorm, run, ref, noise, tol),
                                    norm_ratio_signal(trajectory::kUpdateNorm, run, ref, noise, tol),
                                    fraction_signal(trajectory::kFracZero, run, ref, noise, tol),
-                                   fraction_signal(trajectory::kFracSubnormal, run, ref, noise, tol),
-                                   nonfinite_signal(run),
-                                   skipped_signal(run, tol)};
-  if (!run.fp8.empty()) {  // FP8 runs only
-    out.push_back(fp8_signal(true, run, tol));
-    out.push_back(fp8_signal(false, run, tol));
-  }
+                                   fraction_signal(trajectory::kFracSubnormal, run, ref, noise, tol)};
+  for (auto& e : run_events(run, tol)) out.push_back(std::move(e));
   return out;
 }
 }  // namespace
@@ -46,9 +41,11 @@ Verdict judge(trajectory::RunStatus status, const std::string& error, const traj
               const trajectory::Trajectory& reference, const std::vector<NoiseRun>& noise, const Tolerance& tol) {
   Verdict v;
   v.skipped_steps = run.skipped_steps();
-  v.reference_smoothed = trailing_mean(reference.column(trajectory::kLoss), tol.window);
-  // the loss allowance around the reference, for the report's chart (else: below)
-  if (status != trajectory::RunStatus::Completed) v.band = loss_signal(reference, reference, noise, tol).allowed_series;
+  if (status != trajectory::RunStatus::Completed) {  // the reference's curve and its allowance for the report's chart
+    SignalResult chart = loss_signal(reference, reference, noise, tol);
+    v.reference_smoothed = std::move(chart.reference_smoothed);
+    v.band = std::move(chart.allowed_series);
+  }
   if (status == trajectory::RunStatus::Error) {
     v.verdict = to_string(Kind::Error);
     v.message = "raised: " + error;
@@ -56,9 +53,12 @@ Verdict judge(trajectory::RunStatus status, const std::string& error, const traj
   }
   if (status == trajectory::RunStatus::NonFinite) {
     v.verdict = to_string(Kind::NonFinite);
-    // one first step in the headline and the signal lines: where non-finite grads were first applied when they
-    // were, else the first step whose loss was non-finite, else the step the run stopped at
-    const SignalResult nf = nonfinite_signal(run);
+    // judged on the events alone (events.h); one first step in the headline and the signal lines: where non-finite
+    // grads were first applied when they were, else the first step whose loss was non-finite, else the step the run
+    // stopped at
+    v.signals = run_events(run, tol);
+    set_messages(v.signals);
+    const SignalResult& nf = v.signals.front();
     int64_t first_bad_loss = -1;
     for (int64_t s = 0; s < run.size() && first_bad_loss < 0; ++s)
       if (!std::isfinite(run.rows[s][trajectory::kLoss])) first_bad_loss = s;
@@ -73,25 +73,22 @@ Verdict judge(trajectory::RunStatus status, const std::string& error, const traj
     else
       v.message = "non-finite values reached the parameters at step " + std::to_string(last);
     v.first_divergence_step = nf.fired ? nf.first_step : first_bad_loss >= 0 ? first_bad_loss : last;
-    v.signals.push_back(nf);
-    v.signals.push_back(skipped_signal(run, tol));
-    for (bool saturated : {true, false})
-      if (!run.fp8.empty()) v.signals.push_back(fp8_signal(saturated, run, tol));
-    set_messages(v.signals);
     for (const auto& s : v.signals)  // an FP8 cast that overflowed to NaN says where the NaN came from
       if (std::holds_alternative<Fp8Facts>(s.facts) && s.fired) v.message += "; " + s.message;
     return v;
   }
+  std::vector<SignalResult> signals = all_signals(run, reference, noise, tol);
+  v.reference_smoothed = signals.front().reference_smoothed;  // the loss signal's curves are the verdict's
   const size_t n = std::min<size_t>(run.rows.size(), reference.rows.size());
   if (n == 0) {
     v.verdict = to_string(Kind::Error);
     v.message = "no steps to compare";
     return v;
   }
-  v.signals = all_signals(run, reference, noise, tol);
+  v.signals = std::move(signals);
   set_messages(v.signals);  // the numbers first, then their words (words.h)
   const SignalResult& loss = v.signals.front();
-  v.run_smoothed = trailing_mean(run.column(trajectory::kLoss), tol.window);
+  v.run_smoothed = loss.run_smoothed;
   v.run_smoothed.resize(n);
   v.deviation_bands = loss.margin_series;
   v.band = loss.allowed_series;
