@@ -15,7 +15,7 @@ std::string utc_now() {
   return date;
 }
 
-trajectory::RunAttributes provenance(const scenario::Scenario& sc, const at::Device& device) {
+trajectory::RunAttributes machine_provenance(const at::Device& device) {
   const engine::DeviceInfo info = engine::device_info(device);
   trajectory::RunAttributes p;
   p.ampcheck_version = AMPCHECK_VERSION;
@@ -24,12 +24,17 @@ trajectory::RunAttributes provenance(const scenario::Scenario& sc, const at::Dev
   p.cudnn_version = engine::cudnn_version();
   p.device_name = info.name;
   p.device_class = info.device_class;
+  p.date = utc_now();
+  return p;
+}
+
+trajectory::RunAttributes provenance(const scenario::Scenario& sc, const at::Device& device) {
+  trajectory::RunAttributes p = machine_provenance(device);
   p.scenario_name = sc.run.name;
   p.scenario_path = sc.path;
   p.scenario_text = sc.text;
   p.scenario_hash = std::to_string(std::hash<std::string>{}(sc.text));
   p.strategy = sc.run.strategy.name + ": " + sc.run.strategy.describe();
-  p.date = utc_now();
   for (const auto& [k, v] : engine::stack_fingerprint(device)) p.stack[k] = v;  // what a validation compares
   return p;
 }

@@ -60,7 +60,7 @@ report::RunSummary check_here(const ScenarioPlan& plan, const RunOptions& opts, 
     const scenario::Scenario& sc = plan.scenarios[i].scenario;
     log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
     const at::Device device = run_device(sc, opts);
-    if (summary.device_class.empty()) set_provenance(summary, sc, device);
+    if (summary.device_class.empty()) set_provenance(summary, device);
     const auto row = check_scenario(plan.scenarios[i], device, opts, peaks);
     if (!row) {
       *follower = true;

@@ -246,7 +246,7 @@ LocalizeResult localize_scenarios(const LocalizeOptions& o, std::ostream& log) {
     const auto& p = prepared[i];
     log << "[" << (i + 1) << "/" << prepared.size() << "] " << p.sc.run.name << " (" << p.sc.run.strategy.name << ")\n"
         << std::flush;
-    if (result.summary.device_class.empty()) set_provenance(result.summary, p.sc, p.device);
+    if (result.summary.device_class.empty()) set_provenance(result.summary, p.device);
     result.scenarios.push_back(localize_one(p, o, opts, peaks, log));
     result.summary.scenarios.push_back(result.scenarios.back().row);
   }

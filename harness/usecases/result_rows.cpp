@@ -24,8 +24,8 @@ report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Dev
   return row;
 }
 
-void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device) {
-  const auto prov = run::provenance(sc, device);
+void set_provenance(report::RunSummary& summary, const at::Device& device) {
+  const auto prov = run::machine_provenance(device);
   summary.ampcheck_version = *prov.ampcheck_version;
   summary.libtorch_version = *prov.libtorch_version;
   summary.cuda_version = *prov.cuda_version;

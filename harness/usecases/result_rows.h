@@ -17,8 +17,9 @@ namespace ampcheck::usecases {
 
 class RunDirectory;
 
-// The run summary's provenance, from the first scenario's: versions, the device, the date, the commit.
-void set_provenance(report::RunSummary& summary, const scenario::Scenario& sc, const at::Device& device);
+// The run summary's provenance, on the first scenario's device (run::machine_provenance): versions, the device, the
+// date, the commit.
+void set_provenance(report::RunSummary& summary, const at::Device& device);
 // A scenario's row before it runs: name, strategy, expectation, device class, verdict "-".
 report::ScenarioSummary scenario_row(const scenario::Scenario& sc, const at::Device& device);
 // The device's matmul peak per compute dtype (doctor::measured_matmul_tflops), each measured once — the first time a

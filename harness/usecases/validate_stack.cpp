@@ -423,7 +423,7 @@ SuiteResult validate_stack(RunOptions opts, const ValidateOptions& v, std::ostre
     log << "[" << (i + 1) << "/" << prepared.size() << "] " << p.sc.run.name << " (" << p.sc.run.strategy.name << ", "
         << p.cls << ", " << (p.bitwise ? "bitwise" : "statistical") << ")\n"
         << std::flush;
-    if (result.summary.device_class.empty()) set_provenance(result.summary, p.sc, p.device);
+    if (result.summary.device_class.empty()) set_provenance(result.summary, p.device);
     const auto row = validate_one(p, plants, v, opts, root, peaks);
     if (!row.pass) log << "  FAIL " << row.name << ": " << row.message << "\n";
     result.summary.scenarios.push_back(row);
