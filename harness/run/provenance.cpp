@@ -1,4 +1,4 @@
-// Provenance attributes of result and reference files.
+// Provenance attributes of result and reference files, and a scenario's result file.
 #include "run/provenance.h"
 
 #include "engine/device.h"
@@ -37,6 +37,22 @@ trajectory::RunAttributes provenance(const scenario::Scenario& sc, const at::Dev
   p.strategy = sc.run.strategy.name + ": " + sc.run.strategy.describe();
   for (const auto& [k, v] : engine::stack_fingerprint(device)) p.stack[k] = v;  // what a validation compares
   return p;
+}
+
+trajectory::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
+                                       const ScenarioResult& r) {
+  trajectory::TrajectoryFile tf;
+  tf.attributes = provenance(sc, device);
+  tf.attributes.status = r.outcome.status;
+  tf.attributes.error = r.outcome.error;
+  tf.attributes.engine = r.engine;
+  if (r.outcome.first_nonfinite_step >= 0) {  // the first step that went non-finite and where (engine::RunOutcome)
+    tf.attributes.first_nonfinite_step = r.outcome.first_nonfinite_step;
+    tf.attributes.first_nonfinite_module = r.outcome.first_nonfinite_module;
+    tf.attributes.first_nonfinite_pass = r.outcome.first_nonfinite_pass;
+  }
+  tf.trajectory = r.trajectory;
+  return tf;
 }
 
 }  // namespace ampcheck::run

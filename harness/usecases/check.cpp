@@ -10,6 +10,7 @@
 #include "engine/device.h"
 #include "reference/reference_store.h"
 #include "run/progress.h"
+#include "run/provenance.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -37,7 +38,7 @@ std::optional<report::ScenarioSummary> check_scenario(const PlannedScenario& pla
     if (!writes) return std::nullopt;
     const Judged j = judge_engine_run(r, run.strategy, device, {ref.file.trajectory, ref.noise}, planned.expected,
                                       sc.tolerance, opts.strict);
-    trajectory::TrajectoryFile tf = result_file(sc, device, r);
+    trajectory::TrajectoryFile tf = run::result_file(sc, device, r);
     record_judgement(j, ref, row, tf, VerdictInFile::Written);
     fill_distributed(row, r);
     fill_measurements(row, r, peaks.tflops_for(r, device));

@@ -14,6 +14,7 @@
 #include "reference/reference_store.h"
 #include "report/format.h"
 #include "report/html.h"
+#include "run/provenance.h"
 #include "verdict/kind.h"
 
 #include <nlohmann/json.hpp>
@@ -78,7 +79,7 @@ bool run_as_written(const LocalizeTarget& p, const RunOptions& opts, MatmulPeaks
                     ScenarioLocalization& s) {
   const scenario::Scenario& sc = p.sc;
   const JudgedRun failing = run_and_judge(sc, sc.run, opts, p.device, p.ref.file.trajectory, p.ref.noise);
-  trajectory::TrajectoryFile tf = result_file(sc, p.device, failing.result);
+  trajectory::TrajectoryFile tf = run::result_file(sc, p.device, failing.result);
   record_judgement(failing.judged, p.ref, s.row, tf, VerdictInFile::Written);
   fill_measurements(s.row, failing.result, peaks.tflops_for(failing.result, p.device));
   s.row.trajectory_file = sc.run.name + ".h5";

@@ -5,7 +5,6 @@
 
 #include "distributed/process_group.h"
 #include "io/files.h"
-#include "run/provenance.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -316,22 +315,6 @@ void refuse_unless_replaceable_file(const std::string& path, bool force, const O
                            "); refusing to replace "
                            "it, with or without --force" +
                            hint);
-}
-
-trajectory::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
-                                       const run::ScenarioResult& r) {
-  trajectory::TrajectoryFile tf;
-  tf.attributes = run::provenance(sc, device);
-  tf.attributes.status = r.outcome.status;
-  tf.attributes.error = r.outcome.error;
-  tf.attributes.engine = r.engine;
-  if (r.outcome.first_nonfinite_step >= 0) {  // the first step that went non-finite and where (engine::RunOutcome)
-    tf.attributes.first_nonfinite_step = r.outcome.first_nonfinite_step;
-    tf.attributes.first_nonfinite_module = r.outcome.first_nonfinite_module;
-    tf.attributes.first_nonfinite_pass = r.outcome.first_nonfinite_pass;
-  }
-  tf.trajectory = r.trajectory;
-  return tf;
 }
 
 void write_result(const RunOptions& opts, const std::string& file_name, const trajectory::TrajectoryFile& tf) {

@@ -1,10 +1,8 @@
 // The run directory that `run`, `check` and `judge` write (--out): when existing files there may be replaced, and a
-// scenario's result trajectory file with its provenance.
+// scenario's result trajectory file written into it (run::result_file makes it).
 #pragma once
 
 #include "usecases/options.h"
-#include "run/scenario_run.h"
-#include "scenario/scenario.h"
 #include "trajectory/trajectory_file.h"
 
 #include <string>
@@ -94,11 +92,6 @@ extern const OwnedFileKind kGoldenFile;     // attribute golden_class (validate 
 // (read contained: it may be hostile) with kind's attribute. A user's recording, any other file, a directory or a
 // symbolic link is refused with or without --force, naming the file and what it is (exit 2).
 void refuse_unless_replaceable_file(const std::string& path, bool force, const OwnedFileKind& kind);
-
-// A scenario's result file: the scenario's provenance on `device` (run::provenance), the run's status, error and
-// engine path, and its trajectory. check adds the verdict.
-trajectory::TrajectoryFile result_file(const scenario::Scenario& sc, const at::Device& device,
-                                       const run::ScenarioResult& r);
 
 // Writes opts.out_dir/file_name under the overwrite rule (throws naming the file if it exists and may not be replaced).
 void write_result(const RunOptions& opts, const std::string& file_name, const trajectory::TrajectoryFile& tf);

@@ -5,6 +5,7 @@
 #include "usecases/usecases.h"
 
 #include "run/progress.h"
+#include "run/provenance.h"
 #include "verdict/pass_rule.h"
 
 #include <ostream>
@@ -38,7 +39,7 @@ RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
           << "): " << (r.distributed.consistency.empty() ? "ranks agreed at every check" : r.distributed.consistency)
           << "\n";
     if (!r.trajectory.rows.empty() || r.outcome.status == engine::RunOutcome::Status::Error)
-      write_result(opts, sc.run.name + ".h5", result_file(sc, device, r));
+      write_result(opts, sc.run.name + ".h5", run::result_file(sc, device, r));
     // the expectation as the plan decided it, against the run's status alone (verdict/pass_rule.h)
     const verdict::Decision d = verdict::decide(
         planned.expected, verdict::observe_status(engine::status_name(r.outcome.status), r.outcome.error), false);

@@ -217,7 +217,7 @@ void record_each(const std::vector<std::string>& files, const RunOptions& opts, 
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
                                (r.outcome.error.empty() ? "" : ": " + r.outcome.error));
     make_dirs(root + "/validate/" + t.cls);
-    trajectory::TrajectoryFile tf = result_file(t.sc, t.device, r);
+    trajectory::TrajectoryFile tf = run::result_file(t.sc, t.device, r);
     tf.attributes.golden_class = t.cls;
     validate::seal_golden(tf, t.sc.run);
     trajectory::write_trajectory(t.path, tf, opts.force);
@@ -343,7 +343,7 @@ report::ScenarioSummary validate_one(const ValidationPlan& p, const std::vector<
     const auto r = run::run_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
     fill_measurements(row, r, peaks.tflops_for(r, p.device));
     row.trajectory_file = sc.run.name + ".h5";
-    trajectory::TrajectoryFile tf = result_file(sc, p.device, r);
+    trajectory::TrajectoryFile tf = run::result_file(sc, p.device, r);
     validate::BitwiseComparison cmp;  // with the golden (read and verified), where there is one
     if (!p.golden_path.empty()) {
       cmp = validate::compare_bitwise(r.trajectory, p.golden.trajectory);
