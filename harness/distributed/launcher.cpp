@@ -37,6 +37,9 @@ struct RankResult {
   double collective_ms = NAN;  // time this rank waited on collectives (DataParallel::collective_ms)
   int64_t consistency_checks = 0, diverged_step = -1;
   std::string consistency;
+  // where this rank first went non-finite (engine::RunOutcome's first_nonfinite_*: -1 / "" where it did not)
+  int64_t first_nonfinite_step = -1;
+  std::string first_nonfinite_module, first_nonfinite_pass;
 };
 
 template <class V>
@@ -59,6 +62,9 @@ void visit_fields(RankResult& r, V& v) {
   v("consistency_checks", r.consistency_checks);
   v("diverged_step", r.diverged_step);
   v("consistency", r.consistency);
+  v("first_nonfinite_step", r.first_nonfinite_step);
+  v("first_nonfinite_module", r.first_nonfinite_module);
+  v("first_nonfinite_pass", r.first_nonfinite_pass);
 }
 
 // A rank's file as rank 0 reads it: the trajectory and the rank's result.
@@ -96,6 +102,9 @@ void write_rank_file(const std::string& path, const scenario::Scenario& sc, cons
   x.status = engine::status_name(r.outcome.status);
   x.error = r.outcome.error;
   x.failed_step = r.outcome.failed_step;
+  x.first_nonfinite_step = r.outcome.first_nonfinite_step;
+  x.first_nonfinite_module = r.outcome.first_nonfinite_module;
+  x.first_nonfinite_pass = r.outcome.first_nonfinite_pass;
   x.rank = env.rank;
   x.world_size = env.world_size;
   x.model_description = r.model_description;
@@ -175,6 +184,18 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
       r.outcome.status = engine::RunOutcome::Status::Error;
       r.outcome.error = "rank " + std::to_string(k) + ": " + files[k].result.error;
     }
+  // where the run first went non-finite: the earliest rank's (the ranks share their reduced gradients, not their
+  // batches, so one rank may go non-finite in its forward a step before the others)
+  for (const auto& f : files) {
+    const RankResult& x = f.result;
+    auto& o = r.outcome;
+    if (x.first_nonfinite_step >= 0 &&
+        (o.first_nonfinite_step < 0 || x.first_nonfinite_step < o.first_nonfinite_step)) {
+      o.first_nonfinite_step = x.first_nonfinite_step;
+      o.first_nonfinite_module = x.first_nonfinite_module;
+      o.first_nonfinite_pass = x.first_nonfinite_pass;
+    }
+  }
   const auto& rows = r.trajectory.rows;
   if (!rows.empty()) {
     r.first_loss = rows.front()[trajectory::kLoss];
