@@ -28,7 +28,9 @@ namespace {
 // through the record codec that writes summary.json (io/record_json.h), so a field added here travels by itself.
 
 struct RankResult {
-  std::string status;  // engine::status_name: completed | nonfinite | error
+  // how the rank's run ended: an engine run's Completed | NonFinite | Error, its word in the JSON (the record codec's
+  // enum field: trajectory::enum_words(RunStatus))
+  trajectory::RunStatus status = trajectory::RunStatus::Completed;
   std::string error;
   int64_t failed_step = -1, rank = 0, world_size = 0;
   std::string model_description, workload, compute_dtype, timing_method;
@@ -88,18 +90,11 @@ RankFile read_rank_file(const std::string& path) {
 
 const char* dtype_label(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : t == at::kHalf ? "fp16" : "fp32"; }
 
-engine::RunOutcome::Status status_from(const std::string& s) {
-  const auto status = trajectory::parse_run_status(s);
-  if (status == trajectory::RunStatus::Error) return engine::RunOutcome::Status::Error;
-  if (status == trajectory::RunStatus::NonFinite) return engine::RunOutcome::Status::NonFinite;
-  return engine::RunOutcome::Status::Completed;
-}
-
 // One rank's run -> its file.
 void write_rank_file(const std::string& path, const scenario::Scenario& sc, const run::ScenarioResult& r,
                      const DataParallel* dp, const RankEnv& env, const at::Device& device) {
   RankResult x;
-  x.status = engine::status_name(r.outcome.status);
+  x.status = r.outcome.status;
   x.error = r.outcome.error;
   x.failed_step = r.outcome.failed_step;
   x.first_nonfinite_step = r.outcome.first_nonfinite_step;
@@ -175,13 +170,13 @@ run::ScenarioResult merge(const scenario::Scenario& sc, const std::string& dir, 
   r.flops_per_step = x0.flops_per_step;
   r.peak_memory_bytes = x0.peak_memory_bytes;
   r.peak_reserved_bytes = x0.peak_reserved_bytes;
-  r.outcome.status = status_from(x0.status);
+  r.outcome.status = x0.status;
   r.outcome.error = x0.error;
   r.outcome.failed_step = x0.failed_step;
   r.outcome.steps_run = r.trajectory.size();
   for (int64_t k = 1; k < world; ++k)  // a rank that raised alone: its error, named
-    if (files[k].result.status == "error" && (r.outcome.status != engine::RunOutcome::Status::Error)) {
-      r.outcome.status = engine::RunOutcome::Status::Error;
+    if (files[k].result.status == trajectory::RunStatus::Error && r.outcome.status != trajectory::RunStatus::Error) {
+      r.outcome.status = trajectory::RunStatus::Error;
       r.outcome.error = "rank " + std::to_string(k) + ": " + files[k].result.error;
     }
   // where the run first went non-finite: the earliest rank's (the ranks share their reduced gradients, not their
