@@ -7,6 +7,7 @@ norm, ~6e-8, with margin). Element fractions are counts over the same grads and 
 """
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -22,6 +23,8 @@ import torch
 
 SRC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")  # python/src
 sys.path.insert(0, SRC_DIR)
+import ampcheck  # noqa: E402
+from ampcheck.recorder import RecorderKeywords, RecorderOptions  # noqa: E402
 from ampcheck_recorder import Recorder, nudge_ulp  # noqa: E402
 
 REL = 1e-6
@@ -559,6 +562,97 @@ class RecorderTest(unittest.TestCase):
         self.assertEqual(lines[0]["format_version"], 1)
         self.assertEqual(lines[0]["attributes"]["status"], "completed")
         self.assertEqual([(d["step"], d["loss"]) for d in lines[1:]], [(0, 3.0), (1, None)])
+
+
+class RecorderOptionsTest(unittest.TestCase):
+    """Recorder(..., options=RecorderOptions(...)) and Recorder(..., **keywords) are one recording; each option is
+    checked in RecorderOptions, its error naming the field."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def _train(self, name, **recorder_arguments):
+        """Four SGD steps with a GradScaler, seeded the same every time: the file's attributes (less the date) and
+        columns (less the wall-clock step_time_ms), and the Recorder's options."""
+        model, x, y = model_and_data(seed=3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+        path = os.path.join(self.dir.name, name)
+        with Recorder(path, model, opt, scaler, **recorder_arguments) as rec:
+            for _ in range(4):
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                rec.step(loss)
+        attrs, steps = read_h5(path)
+        del attrs["date"], steps["step_time_ms"]
+        return attrs, {k: v.tolist() for k, v in steps.items()}, rec.options
+
+    def test_options_object_records_what_the_keywords_record(self):
+        keywords = dict(
+            attributes={"run_key": "options-v1", "strategy": "fp32-scaled"},
+            probe_every=1,
+            flush_every=2,
+            perturbation="seed",
+            snapshot_every=3,
+            track_nonfinite=True,
+        )
+        by_keywords = self._train("keywords.h5", **keywords)
+        by_options = self._train("options.h5", options=RecorderOptions(**keywords))
+        self.assertEqual(by_options[0], by_keywords[0])  # attributes, every one
+        self.assertEqual(by_options[1], by_keywords[1])  # columns, bit for bit (same seed, same CPU loop)
+        self.assertEqual(by_options[2], by_keywords[2])  # Recorder.options
+        self.assertEqual(by_keywords[0]["perturbation"], "seed")
+        self.assertIn("grad_norm", by_keywords[1])
+        self.assertIs(ampcheck.RecorderOptions, RecorderOptions)  # the package exports it
+        self.assertIn("RecorderOptions", ampcheck.__all__)
+
+    def test_options_with_a_loose_keyword_is_refused_naming_both(self):
+        path = os.path.join(self.dir.name, "both.h5")
+        with self.assertRaisesRegex(TypeError, r"options=.*probe_every=.*either as options= or as keywords"):
+            Recorder(path, options=RecorderOptions(probe_every=1), probe_every=2)
+        with self.assertRaisesRegex(TypeError, "options=.*expected a RecorderOptions"):
+            Recorder(path, options={"probe_every": 1})
+        with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'probe_evry'"):
+            Recorder(path, probe_evry=1)
+        self.assertFalse(os.path.exists(path))
+
+    def test_a_bad_option_is_refused_naming_the_field(self):
+        path = os.path.join(self.dir.name, "bad.h5")
+        for field, value in (
+            ("probe_every", -1),
+            ("flush_every", 0),
+            ("snapshot_every", -2),
+            ("probe_every", 2.5),
+            ("flush_every", True),
+        ):
+            with self.subTest(field=field, value=value):
+                with self.assertRaisesRegex(ValueError, rf"^{field}={value!r}: must be a whole number >= "):
+                    RecorderOptions(**{field: value})
+                with self.assertRaisesRegex(ValueError, rf"^{field}={value!r}: "):
+                    Recorder(path, **{field: value})
+        with self.assertRaisesRegex(ValueError, "perturbation 'ulp\\+1': must be one of"):
+            RecorderOptions(perturbation="ulp+1")
+        with self.assertRaisesRegex(ValueError, "skip_first_step=True records perturbation 'skip', not 'seed'"):
+            RecorderOptions(skip_first_step=True, perturbation="seed")
+        reference = os.path.join(self.dir.name, "ref.h5")
+        open(reference, "w").close()  # (the guard's arguments are checked where a reference is given)
+        with self.assertRaisesRegex(ValueError, "judge_every=0"):
+            dataclasses.replace(RecorderOptions(), reference=reference, judge_every=0)
+        RecorderOptions(judge_every=0)  # no reference: no guard, nothing to check
+        self.assertFalse(os.path.exists(path))
+
+    def test_the_keywords_type_names_every_option(self):
+        """RecorderKeywords (the keywords' types, for type checkers) and RecorderOptions name the same fields."""
+        fields = {f.name: f.type for f in dataclasses.fields(RecorderOptions)}
+        self.assertEqual(RecorderKeywords.__annotations__.keys(), fields.keys())
+        for name, hint in RecorderKeywords.__annotations__.items():
+            self.assertEqual(getattr(hint, "__forward_arg__", hint), fields[name], name)  # the same type, spelled alike
 
 
 def _fp16_scaled_attributes(model, loss_of, lr):

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ampcheck.noise import nudge_ulps, seed_everything
     from ampcheck.plan import Plan, PlanError, current_plan
     from ampcheck.preflight import PreflightFinding, preflight
-    from ampcheck.recorder import COLUMNS, FORMAT, FORMAT_VERSION, PERTURBATIONS, Recorder, nudge_ulp
+    from ampcheck.recorder import COLUMNS, FORMAT, FORMAT_VERSION, PERTURBATIONS, Recorder, RecorderOptions, nudge_ulp
 
 _LAZY = {
     "api": (
@@ -66,7 +66,7 @@ _LAZY = {
     "noise": ("nudge_ulps", "seed_everything"),
     "plan": ("Plan", "PlanError", "current_plan"),
     "preflight": ("PreflightFinding", "preflight"),
-    "recorder": ("COLUMNS", "FORMAT", "FORMAT_VERSION", "PERTURBATIONS", "Recorder", "nudge_ulp"),
+    "recorder": ("COLUMNS", "FORMAT", "FORMAT_VERSION", "PERTURBATIONS", "Recorder", "RecorderOptions", "nudge_ulp"),
 }
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
@@ -92,6 +92,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Recorder",
+    "RecorderOptions",
     "keep_fp32",
     "nudge_ulp",
     "nudge_ulps",

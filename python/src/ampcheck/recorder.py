@@ -43,10 +43,9 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch.amp.grad_scaler import GradScaler
@@ -54,7 +53,7 @@ from torch.utils.hooks import RemovableHandle
 
 from ampcheck._grad_reader import GradReader
 from ampcheck._probes import norm, nudge_ulp
-from ampcheck._recorder_options import DEFAULT_PROBE_EVERY, PERTURBATIONS, RecorderOptions
+from ampcheck._recorder_options import DEFAULT_PROBE_EVERY, PERTURBATIONS, RecorderKeywords, RecorderOptions
 from ampcheck._step_clock import StepClock
 from ampcheck._torch_context import autocast_dtype, device_attributes, rank_and_world, rank_path, unwrap_optimizer
 from ampcheck._trajectory_file import (
@@ -76,17 +75,21 @@ __all__ = [
     "GRAD_PROBES",
     "PERTURBATIONS",
     "Recorder",
+    "RecorderKeywords",
     "RecorderOptions",
     "nudge_ulp",
     "rank_and_world",
     "rank_path",
     "unwrap_optimizer",
 ]
-from ampcheck.guard import GuardStop, JudgeFunction
+from ampcheck.guard import GuardStop
 from ampcheck.nonfinite import NonfiniteTracker
 from ampcheck.plan import current_plan, module_table
 from ampcheck.plan_hooks import BackwardHookScaler, StepWrapper
 from ampcheck.under_plan import PlanRefused, UnderPlan, apply_to_loop
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 _DEVICE_COLUMNS = COLUMNS[:9]  # the columns computed on the loss's device (the others are host values)
 _GRAD_COLUMNS = ("grad_norm", "frac_zero_grad", "frac_subnormal_grad", "frac_nonfinite_grad")
@@ -96,7 +99,9 @@ _FORWARDS_LOOKED_AT = 16  # the forward pre-hook looks at this many forwards at 
 
 class Recorder:
     """Records one training run (module docstring). The keyword arguments are the Recorder's options, each documented
-    in RecorderOptions (`self.options`)."""
+    and checked in RecorderOptions (`self.options`); `options=RecorderOptions(...)` gives them as one object (the two
+    together: TypeError). __init__: the options, the ranks that record, the plan, the file's path checked, the
+    attributes, then the hooks on the optimizer and the model."""
 
     def __init__(
         self,
@@ -105,86 +110,73 @@ class Recorder:
         optimizer: Any = None,
         scaler: GradScaler | BackwardHookScaler | None = None,
         *,
-        attributes: Mapping[str, object] | None = None,
-        probe_every: int = DEFAULT_PROBE_EVERY,
-        flush_every: int = 50,
-        overwrite: bool = False,
-        perturbation: str | None = None,
-        snapshot_every: int | None = None,
-        skip_first_step: bool = False,
-        track_nonfinite: bool | None = None,
-        under_plan: UnderPlan | None = None,
-        reference: str | os.PathLike[str] | None = None,
-        judge_every: int = 50,
-        stop_on: Sequence[str] = (),
-        judge: JudgeFunction | None = None,
-        stop_raises: bool = True,
-        per_rank: bool = False,
-        judge_in_background: bool = True,
+        options: RecorderOptions | None = None,
+        **keywords: Unpack[RecorderKeywords],
     ) -> None:
-        self.options = options = RecorderOptions(
-            attributes=attributes,
-            probe_every=probe_every,
-            flush_every=flush_every,
-            overwrite=overwrite,
-            perturbation=perturbation,
-            snapshot_every=snapshot_every,
-            skip_first_step=skip_first_step,
-            track_nonfinite=track_nonfinite,
-            under_plan=under_plan,
-            reference=reference,
-            judge_every=judge_every,
-            stop_on=stop_on,
-            judge=judge,
-            stop_raises=stop_raises,
-            per_rank=per_rank,
-            judge_in_background=judge_in_background,
-        )
-        self.path = os.fspath(path)
+        self.options = options = RecorderOptions.given(options, keywords)  # each option checked, once
         # under torch.distributed (DDP, torchrun, accelerate launch): rank 0 records, or each rank its own file
         self.rank, self.world_size = rank_and_world()
-        if self.world_size > 1 and per_rank:
+        self.recording = self.world_size == 1 or options.per_rank or self.rank == 0
+        self.path = os.fspath(path)
+        if self.world_size > 1 and options.per_rank:
             self.path = rank_path(self.path, self.rank)
         self.guard = options.guard()
         self._guard_rows = 0  # the rows the guard has seen (a judged step with non-finite new rows is judged at once)
-        self.stop_raises = stop_raises
-        self.recording = self.world_size == 1 or per_rank or self.rank == 0
         self.rows: list[dict[str, float]] = []  # finished host rows: dict column -> float
         # (columns, device row tensor, host dict, timing mark) of the steps not yet copied to the host
         self._pending: list[tuple[list[str], torch.Tensor, dict[str, float], tuple[Any, ...]]] = []
-        self.probe_every, self.flush_every = probe_every, flush_every
+        self._step, self._closed, self._under_plan = 0, False, options.under_plan
         if not self.recording:  # another rank's recorder: counts steps (the guard's stop is agreed by all ranks)
-            self.model, self.optimizer, self.scaler, self._step, self._closed = model, optimizer, scaler, 0, True
-            self.attributes = {k: str(v) for k, v in (attributes or {}).items()}
-            self.snapshot_every, self._under_plan = 0, under_plan
+            self.model, self.optimizer, self.scaler = model, optimizer, scaler
+            self._closed, self.snapshot_every = True, 0
+            self.attributes = {k: str(v) for k, v in (options.attributes or {}).items()}
             return
-        # a sweep plan (AMPCHECK_PLAN): the plan's path, and its precision applied here when no integration did
-        plan = under_plan.plan if under_plan is not None else current_plan()
-        if plan is not None:
-            self.path = plan.record
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            if under_plan is None:
-                under_plan, scaler = apply_to_loop(plan, model, optimizer, scaler, skip_first=skip_first_step)
-        else:
-            perturbation = options.perturbation_outside_a_plan(optimizer)
+        under_plan, scaler, perturbation = self._take_plan(model, optimizer, scaler)
         self._under_plan = under_plan
-        check_path(self.path, overwrite)
-        self.snapshot_every = options.checked_snapshot_every()
+        check_path(self.path, options.overwrite)
+        self.snapshot_every = options.snapshot_interval()
         self._snapshot_rows = 0  # rows in the last snapshot written
-        wrapped = optimizer
-        optimizer = unwrap_optimizer(optimizer) if optimizer is not None else None
+        torch_optimizer: Any = unwrap_optimizer(optimizer) if optimizer is not None else None
         self._skipper: StepWrapper | None = None
-        if skip_first_step and plan is None:  # the first optimizer step not taken: the `skip` noise run
-            self._skipper = StepWrapper(optimizer, skip_first=True, scaler=None)
-        self.model, self.optimizer, self.scaler = model, optimizer, scaler
+        if options.skip_first_step and under_plan is None:  # the first optimizer step not taken: the `skip` noise run
+            self._skipper = StepWrapper(torch_optimizer, skip_first=True, scaler=None)
+        self.model, self.optimizer, self.scaler = model, torch_optimizer, scaler
         self.attributes = options.recorded_attributes(under_plan, perturbation)
-        if optimizer is not wrapped:  # the hooks go on the torch optimizer that steps; the wrapper is named
-            self.attributes.setdefault("optimizer_wrapper", type(wrapped).__name__)
+        if torch_optimizer is not optimizer:  # the hooks go on the torch optimizer that steps; the wrapper is named
+            self.attributes.setdefault("optimizer_wrapper", type(optimizer).__name__)
         if self.guard is not None:  # the reference checked against this run before any training or hook
             self.guard.check_reference(self.attributes, model)
+        self._start_state()
+        self._hook_optimizer(optimizer)
+        self._hook_model(model)
+        self._nonfinite = self._nonfinite_tracker(model, under_plan)
+        if under_plan is not None and model is not None:
+            self.attributes["modules"] = module_table(model)
+        register_open(self)
+        if under_plan is not None and under_plan.refused:  # the error run, then the process ends
+            refused = under_plan.plan
+            self._finish(PlanRefused(f"plan {refused.run} ({refused.strategy}): {under_plan.applied}"))
+            raise SystemExit(f"ampcheck: {self.path}: plan {refused.run} ({refused.strategy}) {under_plan.applied}")
+
+    def _take_plan(
+        self, model: torch.nn.Module | None, optimizer: Any, scaler: GradScaler | BackwardHookScaler | None
+    ) -> tuple[UnderPlan | None, GradScaler | BackwardHookScaler | None, str | None]:
+        """A sweep plan (AMPCHECK_PLAN, or the one an integration applied): the plan's path, and its precision applied
+        here when no integration did (the scaler it brings). Returns (the plan as applied, the scaler, the perturbation
+        recorded outside a plan: skip_first_step's 'skip', checked, or the one given)."""
+        under_plan = self.options.under_plan
+        plan = under_plan.plan if under_plan is not None else current_plan()
+        if plan is None:
+            return None, scaler, self.options.perturbation_outside_a_plan(optimizer)
+        self.path = plan.record
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        if under_plan is None:
+            under_plan, scaler = apply_to_loop(plan, model, optimizer, scaler, skip_first=self.options.skip_first_step)
+        return under_plan, scaler, None  # (the plan's perturbation is recorded: recorded_attributes)
+
+    def _start_state(self) -> None:
+        """The state the steps carry, before the first one."""
         self._measured = {"loss", "step_time_ms"}
-        self._step = 0
-        self._closed = False
         self._clock = StepClock()  # step_time_ms
         self._next_scale = self._current_scale()  # the scale the next step's backward uses (update() ran before)
         self._stepped = False
@@ -199,17 +191,43 @@ class Recorder:
         self._autocast: tuple[str, bool] | None = None
         self._forwards = 0
         self._forward_hook: list[RemovableHandle] = []
-        if optimizer is not None and not hasattr(optimizer, "register_step_pre_hook"):
+
+    def _hook_optimizer(self, given: Any) -> None:
+        """The step pre-hook on the torch optimizer (lr, skipped), or a warning where `given` holds none."""
+        if self.optimizer is not None and not hasattr(self.optimizer, "register_step_pre_hook"):
             warnings.warn(
-                f"ampcheck_recorder: {type(wrapped).__name__} is not a torch.optim.Optimizer and holds none "
+                f"ampcheck_recorder: {type(given).__name__} is not a torch.optim.Optimizer and holds none "
                 f"(no .optimizer / ._optimizer): the recorder cannot see its steps — lr, skipped and "
                 f"update_norm are not recorded (pass the torch optimizer inside it)",
-                stacklevel=2,
+                stacklevel=3,  # the Recorder(...) call
             )
-            self.optimizer = optimizer = None
-        if optimizer is not None:
-            self._hooks.append(optimizer.register_step_pre_hook(self._pre_step))
+            self.optimizer = None
+        if self.optimizer is not None:
+            self._hooks.append(self.optimizer.register_step_pre_hook(self._pre_step))
             self._measured.update(("lr", "skipped"))
+
+    def _nonfinite_tracker(
+        self, model: torch.nn.Module | None, under_plan: UnderPlan | None
+    ) -> NonfiniteTracker | None:
+        """The first non-finite module's watch where track_nonfinite asks for it — by default under a plan, but not in
+        the sweep's timing re-runs (time-*: their ms/step is all they are for, and the watch's hooks cost a CPU-bound
+        step several per cent)."""
+        track = self.options.track_nonfinite
+        if track is None:
+            track = under_plan is not None and not under_plan.plan.run.startswith("time-")
+        if model is None or not track:
+            return None
+        tracker = NonfiniteTracker(model)
+        self._hooks.extend(tracker.handles)
+        return tracker
+
+    def _hook_model(self, model: torch.nn.Module | None) -> None:
+        """The grads' reader, and the model's hooks: forward pre-hooks for the autocast in effect, and the grad hooks
+        where grads are probed. The forward pre-hooks go on the submodules with parameters of their own: they run
+        inside the model's forward, where a framework's autocast wrapper of model.forward (accelerate's prepare_model)
+        is in effect — a hook on the model itself runs before that wrapper and would see autocast off. All of them, as
+        the first one need not run (T5's `shared` embedding: the encoder calls its own embed_tokens); the first to run
+        decides, then all go."""
         if model is not None:
             self._params()
         self._grads = GradReader(
@@ -217,40 +235,17 @@ class Recorder:
             self._probe_step,
             lambda: self._current_scale() if self._scaler_on() else None,
             lambda: self._closed,
-            bool(getattr(scaler, "grads_unscaled_in_backward", False)),
+            bool(getattr(self.scaler, "grads_unscaled_in_backward", False)),
         )
-        if model is not None:
-            self._hook_model(model)
         if self._scaler_on():
             self._measured.add("loss_scale")
-        self._nonfinite: NonfiniteTracker | None = None
-        # under a plan the watch is on by default, but not in the sweep's timing re-runs (time-*: their ms/step is
-        # all they are for, and the watch's hooks cost a CPU-bound step several per cent)
-        timing_run = under_plan is not None and under_plan.plan.run.startswith("time-")
-        if model is not None and (
-            track_nonfinite or (track_nonfinite is None and under_plan is not None and not timing_run)
-        ):
-            self._nonfinite = NonfiniteTracker(model)
-            self._hooks.extend(self._nonfinite.handles)
-        if under_plan is not None and model is not None:
-            self.attributes["modules"] = module_table(model)
-        register_open(self)
-        if under_plan is not None and under_plan.refused:  # the error run, then the process ends
-            refused = under_plan.plan
-            self._finish(PlanRefused(f"plan {refused.run} ({refused.strategy}): {under_plan.applied}"))
-            raise SystemExit(f"ampcheck: {self.path}: plan {refused.run} ({refused.strategy}) {under_plan.applied}")
-
-    def _hook_model(self, model: torch.nn.Module) -> None:
-        """The model's hooks: forward pre-hooks for the autocast in effect, and the grad hooks where grads are probed.
-        The forward pre-hooks go on the submodules with parameters of their own: they run inside the model's forward,
-        where a framework's autocast wrapper of model.forward (accelerate's prepare_model) is in effect — a hook on the
-        model itself runs before that wrapper and would see autocast off. All of them, as the first one need not run
-        (T5's `shared` embedding: the encoder calls its own embed_tokens); the first to run decides, then all go."""
+        if model is None:
+            return
         self._measured.add("param_norm")
         owners = [m for m in model.modules() if m is not model and any(True for _ in m.parameters(False))]
         self._forward_hook = [m.register_forward_pre_hook(self._on_forward) for m in owners or [model]]
         self._hooks.extend(self._forward_hook)
-        if self.probe_every:
+        if self.options.probe_every:
             self._measured.update(_GRAD_COLUMNS)
             if self.optimizer is not None:
                 self._measured.add("update_norm")
@@ -326,7 +321,7 @@ class Recorder:
         self._grads.step_done()
         self._next_scale = self._current_scale()
         snapshot_due = self.snapshot_every and self._step - self._snapshot_rows >= self.snapshot_every
-        if len(self._pending) >= self.flush_every or snapshot_due:
+        if len(self._pending) >= self.options.flush_every or snapshot_due:
             self.flush()
         if snapshot_due:
             self._snapshot_if_due()
@@ -377,7 +372,7 @@ class Recorder:
                 note=f"stopped by the live guard after {len(self.rows)} step(s): judged {stopped.verdict}",
             )
             self.guard.judge_final(self.path)  # the file as written, judged
-        if self.stop_raises:
+        if self.options.stop_raises:
             raise GuardStop(self.path, stopped, self.guard.final)
 
     def flush(self) -> None:
@@ -416,7 +411,8 @@ class Recorder:
         return self.scaler is not None and self.scaler.is_enabled()
 
     def _probe_step(self) -> bool:
-        return self.probe_every > 0 and self._step % self.probe_every == 0
+        probe_every = self.options.probe_every
+        return probe_every > 0 and self._step % probe_every == 0
 
     def _model_device(self) -> torch.device:
         """The device of the model's first parameter now (a Trainer may have moved it after the Recorder was made)."""
@@ -557,7 +553,7 @@ class Recorder:
             attrs["autocast_dtype"] = self._autocast[0] if self._autocast is not None else "unknown"
             # FP8 training that keeps fp32 parameters and no autocast (torchao's Float8Linear casts inside the layer)
             attrs["float8_linears"] = str(sum(type(m).__name__.startswith("Float8") for m in self.model.modules()))
-            if self.probe_every:
+            if self.options.probe_every:
                 order = sorted(self._grads.probes, key=lambda k: (-self._grads.probes[k], GRAD_PROBES.index(k)))
                 attrs["grad_probe"] = ",".join(order) or "none"
                 attrs["steps_without_grads"] = str(self._grads.steps_without_grads)

@@ -6,17 +6,17 @@ Recorder what it applied (`UnderPlan`); the Recorder then records where the plan
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch.amp.grad_scaler import GradScaler
 
-from ampcheck.guard import check_arguments
 from ampcheck.plan import Plan, current_plan, reseed, set_tf32
 from ampcheck.plan_hooks import BackwardHookScaler, StepWrapper
 from ampcheck.preflight import PreflightError, PreflightFinding, preflight
-from ampcheck.recorder import DEFAULT_PROBE_EVERY, PERTURBATIONS, Recorder, unwrap_optimizer
+from ampcheck.recorder import DEFAULT_PROBE_EVERY, Recorder, RecorderOptions, unwrap_optimizer
 from ampcheck.under_plan import UnderPlan, check, fp8_convert
 
 
@@ -43,25 +43,26 @@ class RecordingSession:
         stop_on: Sequence[str] = (),
         per_rank: bool = False,
     ) -> None:
-        self.path, self.attributes, self.probe_every, self.overwrite = (
-            path,
-            dict(attributes or {}),
-            probe_every,
-            overwrite,
+        self.path, self.attributes, self.run_preflight = path, dict(attributes or {}), run_preflight
+        # the Recorder's options, checked now, before any training; the attributes, the plan and stop_raises are added
+        # when the Recorder is made (start)
+        given = RecorderOptions(
+            probe_every=probe_every,
+            overwrite=overwrite,
+            snapshot_every=snapshot_every,
+            perturbation=perturbation,
+            skip_first_step=skip_first_step,
+            reference=reference,
+            judge_every=judge_every,
+            stop_on=stop_on,
+            per_rank=per_rank,
         )
-        # the live guard (ampcheck/guard.py) and the ranks that record (rank 0, or each rank its own file: per_rank)
-        self.reference, self.judge_every, self.stop_on = reference, judge_every, tuple(stop_on)
-        self.per_rank = per_rank
-        if reference is not None:  # bad arguments refused now, before any training (the Recorder checks them again)
-            check_arguments(reference, judge_every, stop_on)
-        self.run_preflight, self.snapshot_every = run_preflight, snapshot_every
-        if perturbation is not None and perturbation not in PERTURBATIONS:
-            raise ValueError(f"perturbation {perturbation!r}: must be one of {', '.join(map(repr, PERTURBATIONS))}")
-        if skip_first_step and perturbation not in (None, "skip"):
-            raise ValueError(f"skip_first_step=True records perturbation 'skip', not {perturbation!r}")
-        # perturbation="skip": the integration itself does not take the first optimizer step (the script cannot)
+        # perturbation="skip": the integration itself does not take the first optimizer step (the script cannot);
+        # the Recorder records 'skip' and leaves the steps alone
         self.skip_first_step = skip_first_step or perturbation == "skip"
-        self.perturbation = "skip" if self.skip_first_step else perturbation
+        self.options = dataclasses.replace(
+            given, skip_first_step=False, perturbation="skip" if self.skip_first_step else perturbation
+        )
         self.recorder: Recorder | None = None
         self.findings: list[PreflightFinding] = []
         self.plan: Plan | None = current_plan()
@@ -129,23 +130,14 @@ class RecordingSession:
             self.under_plan.exit_at_max_steps = False  # the integration stops its trainer itself
         else:
             self.wrap_step(optimizer)
-        self.recorder = Recorder(
-            self.path,
-            model,
-            optimizer,
-            scaler,
+        options = dataclasses.replace(
+            self.options,
             attributes=attrs,
-            probe_every=self.probe_every,
-            overwrite=self.overwrite,
-            snapshot_every=self.snapshot_every,
-            perturbation=self.perturbation if self.under_plan is None else None,
+            perturbation=self.options.perturbation if self.under_plan is None else None,
             under_plan=self.under_plan,
-            reference=self.reference,
-            judge_every=self.judge_every,
-            stop_on=self.stop_on,
             stop_raises=self.stop_raises,
-            per_rank=self.per_rank,
         )
+        self.recorder = Recorder(self.path, model, optimizer, scaler, options=options)
         if self.run_preflight:
             inner = unwrap_optimizer(optimizer) if optimizer is not None else None
             try:

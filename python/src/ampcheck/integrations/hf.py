@@ -113,7 +113,7 @@ class AmpcheckCallback(TrainerCallback, RecordingSession):
                 self._warn_scheduler(state.global_step - 1)
             elif rec._found_inf is not None:
                 self._found_infs.append((state.global_step - 1, rec._found_inf))
-                if len(self._found_infs) >= rec.flush_every:
+                if len(self._found_infs) >= rec.options.flush_every:
                     self._check_found_infs()
         loss = torch.stack(self._losses).mean() if self._losses else torch.tensor(float("nan"))
         self._losses = []
