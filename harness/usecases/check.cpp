@@ -59,7 +59,7 @@ report::RunSummary check_here(const ScenarioPlan& plan, const RunOptions& opts, 
   const size_t n = plan.scenarios.size();
   for (size_t i = 0; i < n; ++i) {
     const scenario::Scenario& sc = plan.scenarios[i].scenario;
-    log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
+    log_scenario_start(log, i, n, sc);
     const at::Device device = run_device(sc, opts);
     if (summary.device_class.empty()) set_provenance(summary, device);
     const auto row = check_scenario(plan.scenarios[i], device, opts, peaks);
@@ -92,12 +92,9 @@ int64_t scenarios_at_once(const RunOptions& opts, size_t scenarios) {
 // of their own), the reports published.
 SuiteResult check(const RunOptions& requested, std::ostream& log) {
   SuiteResult result;
-  const ScenarioPlan plan = plan_scenarios(requested);
+  const auto [plan, out, opts] = stage_scenarios(requested);
   result.skipped = plan.skipped;
   if (!result.skipped.empty()) return result;
-  check_run_directory_replaceable(requested);  // before any training: nothing run, nothing written
-  RunDirectory out(requested);                 // written whole: the run directory appears complete or not at all
-  const RunOptions opts = out.staged(requested);
   bool follower = joined_rank_other_than_zero();
   const int64_t jobs = scenarios_at_once(opts, plan.scenarios.size());
   result.summary = jobs > 1 ? check_in_processes(plan, opts, jobs, log) : check_here(plan, opts, log, &follower);
@@ -106,8 +103,8 @@ SuiteResult check(const RunOptions& requested, std::ostream& log) {
   result.written = !follower;
   if (follower) return result;
   for (auto& row : result.summary.scenarios)
-    row.distributed.rank_files = out.published_path(row.distributed.rank_files);
-  publish_reports(out, result);
+    row.distributed.rank_files = out->published_path(row.distributed.rank_files);
+  publish_reports(*out, result);
   return result;
 }
 

@@ -245,8 +245,7 @@ LocalizeResult localize_scenarios(const LocalizeOptions& o, std::ostream& log) {
   MatmulPeaks peaks;  // measured once per compute dtype, for every row's MFU
   for (size_t i = 0; i < prepared.size(); ++i) {
     const auto& p = prepared[i];
-    log << "[" << (i + 1) << "/" << prepared.size() << "] " << p.sc.run.name << " (" << p.sc.run.strategy.name << ")\n"
-        << std::flush;
+    log_scenario_start(log, i, prepared.size(), p.sc);
     if (result.summary.device_class.empty()) set_provenance(result.summary, p.device);
     result.scenarios.push_back(localize_one(p, o, opts, peaks, log));
     result.summary.scenarios.push_back(result.scenarios.back().row);

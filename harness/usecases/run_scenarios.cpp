@@ -14,18 +14,15 @@ namespace ampcheck::usecases {
 
 RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
   RunResult result;
-  const ScenarioPlan plan = plan_scenarios(requested);  // every file read once, or why none runs here
+  const auto [plan, out, opts] = stage_scenarios(requested);
   result.skipped = plan.skipped;
   if (!result.skipped.empty()) return result;
-  check_run_directory_replaceable(requested);  // before any training: nothing run, nothing written
-  RunDirectory out(requested);                 // written whole: the run directory appears complete or not at all
-  const RunOptions opts = out.staged(requested);
   bool follower = false;
   const size_t n = plan.scenarios.size();
   for (size_t i = 0; i < n; ++i) {
     const PlannedScenario& planned = plan.scenarios[i];
     const scenario::Scenario& sc = planned.scenario;
-    log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name << ")\n" << std::flush;
+    log_scenario_start(log, i, n, sc);
     const at::Device device = run_device(sc, opts);  // resolved once: the run and its result file
     bool writes = true;
     auto r = run_any_scenario(sc, device, opts, &writes,
@@ -49,7 +46,7 @@ RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
     result.written = false;
     return result;
   }
-  out.publish();
+  out->publish();
   return result;
 }
 

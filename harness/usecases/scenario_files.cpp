@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <ostream>
 #include <stdexcept>
 #include <sys/stat.h>
 
@@ -112,6 +113,22 @@ ScenarioPlan plan_scenarios(const RunOptions& opts) {
   refuse_duplicate_scenario_names(parsed);  // a bad scenario file is named before the run directory
   plan.scenarios = std::move(parsed);
   return plan;
+}
+
+StagedScenarios stage_scenarios(const RunOptions& requested) {
+  StagedScenarios staged{plan_scenarios(requested), nullptr, requested};  // every file read once, or why none runs here
+  if (!staged.plan.skipped.empty()) return staged;
+  check_run_directory_replaceable(requested);              // before any training: nothing run, nothing written
+  staged.out = std::make_unique<RunDirectory>(requested);  // written whole: it appears complete or not at all
+  staged.opts = staged.out->staged(requested);
+  return staged;
+}
+
+void log_scenario_start(std::ostream& log, size_t i, size_t n, const scenario::Scenario& sc,
+                        const std::string& detail) {
+  log << "[" << (i + 1) << "/" << n << "] " << sc.run.name << " (" << sc.run.strategy.name
+      << (detail.empty() ? "" : ", " + detail) << ")\n"
+      << std::flush;
 }
 
 PlannedScenario plan_scenario(const std::string& file, const RunOptions& opts) {

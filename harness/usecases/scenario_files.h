@@ -3,6 +3,7 @@
 #pragma once
 
 #include "usecases/options.h"
+#include "usecases/run_directory.h"
 
 #include "engine/trainer.h"
 #include "report/summary.h"
@@ -10,6 +11,7 @@
 #include "scenario/scenario.h"
 
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,17 @@ struct ScenarioPlan {
 // resolve_scenario_files, each file parsed, why_skipped on the scenarios parsed, --engine applied, and two files that
 // give one `name:` refused (refuse_duplicate_scenario_names). Throws naming the file and the field, or both files.
 ScenarioPlan plan_scenarios(const RunOptions& opts);
+// check's and run's start: the plan and, where its scenarios run here, the run directory they are written into.
+struct StagedScenarios {
+  ScenarioPlan plan;                  // plan.skipped non-empty: none runs here; nothing checked, nothing written
+  std::unique_ptr<RunDirectory> out;  // written whole (null when skipped)
+  RunOptions opts;                    // the requested options writing into out's staging directory
+};
+// plan_scenarios; unless skipped, then, before any training, check_run_directory_replaceable and the RunDirectory.
+StagedScenarios stage_scenarios(const RunOptions& requested);
+// The progress line before scenario i (0-based) of n: "[i+1/n] name (strategy)\n", or "(strategy, detail)", flushed.
+void log_scenario_start(std::ostream& log, size_t i, size_t n, const scenario::Scenario& sc,
+                        const std::string& detail = "");
 // One file read as the plan reads it (load_for_run and its expectation), without the plan's checks across files.
 PlannedScenario plan_scenario(const std::string& file, const RunOptions& opts);
 // Throws naming both files where two give one `name:` (their results, goldens and reports would share one <name>.h5).

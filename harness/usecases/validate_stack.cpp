@@ -209,9 +209,7 @@ void record_each(const std::vector<std::string>& files, const RunOptions& opts, 
   }
   for (size_t i = 0; i < todo.size(); ++i) {
     const Todo& t = todo[i];
-    log << "[" << (i + 1) << "/" << todo.size() << "] " << t.sc.run.name << " (" << t.sc.run.strategy.name << ", "
-        << t.cls << ")\n"
-        << std::flush;
+    log_scenario_start(log, i, todo.size(), t.sc, t.cls);
     const auto r = run::run_scenario(t.sc, opts.device, 0, run::terminal_progress(t.sc.run.loop.steps));
     if (r.outcome.status != engine::RunOutcome::Status::Completed)
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
@@ -420,9 +418,7 @@ SuiteResult validate_stack(RunOptions opts, const ValidateOptions& v, std::ostre
   MatmulPeaks peaks;  // measured once per compute dtype, for every row's MFU
   for (size_t i = 0; i < prepared.size(); ++i) {
     const ValidationPlan& p = prepared[i];
-    log << "[" << (i + 1) << "/" << prepared.size() << "] " << p.sc.run.name << " (" << p.sc.run.strategy.name << ", "
-        << p.cls << ", " << (p.bitwise ? "bitwise" : "statistical") << ")\n"
-        << std::flush;
+    log_scenario_start(log, i, prepared.size(), p.sc, p.cls + ", " + (p.bitwise ? "bitwise" : "statistical"));
     if (result.summary.device_class.empty()) set_provenance(result.summary, p.device);
     const auto row = validate_one(p, plants, v, opts, root, peaks);
     if (!row.pass) log << "  FAIL " << row.name << ": " << row.message << "\n";
