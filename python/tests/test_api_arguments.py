@@ -44,6 +44,9 @@ def test_importing_ampcheck_does_not_import_torch():
         "missing = [n for n in ampcheck.__all__ if not hasattr(ampcheck, n)]\n"
         "assert not missing, missing\n"
         "assert 'torch' in sys.modules and ampcheck.Recorder.__module__ == 'ampcheck.recorder'\n"
+        "import ampcheck.preflight\n"  # the submodule bound by the import: the package's preflight stays the function
+        "from ampcheck import preflight\n"
+        "assert callable(preflight) and preflight.__module__ == 'ampcheck.preflight', preflight\n"
     )
     where = os.path.dirname(os.path.dirname(os.path.abspath(ampcheck.__file__)))  # the package this suite tests
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [where, os.environ.get("PYTHONPATH")])))

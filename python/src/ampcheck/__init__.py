@@ -15,6 +15,8 @@ Under `ampcheck sweep` (AMPCHECK_PLAN set) the Recorder and the integrations app
 (`ampcheck.current_plan()`; docs/USING.md, "The sweep's environment contract").
 """
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from ampcheck._version import __version__
@@ -88,6 +90,19 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
+
+
+class _Package(types.ModuleType):
+    """`import ampcheck.preflight` binds the submodule to the package's attribute of the same name; the package's
+    `preflight` stays the function, as it was when this file imported it eagerly."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "preflight" and isinstance(value, types.ModuleType):
+            value = value.preflight
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
