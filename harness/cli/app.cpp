@@ -23,11 +23,11 @@ namespace {
 // Steps of a run: as a scenario's train.steps (scenario/scenario.cpp's limit).
 constexpr double kMaxSteps = 10'000'000;
 
-std::string number_text(double v) {
+// A number option's bound in a message: a whole number in full ("10000000", where a stream writes "1e+07"), any
+// other as a stream writes it.
+std::string bound_text(double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
-  std::ostringstream os;
-  os << v;
-  return os.str();
+  return io::number_text(v, 6);  // a stream's default precision
 }
 
 }  // namespace
@@ -86,10 +86,10 @@ struct CommandLine::State {
           }
           if (used == 0 || used != text.size()) return "expected a number, got '" + text + "'";
           if (!std::isfinite(v) || v < lo || v > hi)
-            return "expected a number from " + number_text(lo) + " to " + number_text(hi) + ", got '" + text + "'";
+            return "expected a number from " + bound_text(lo) + " to " + bound_text(hi) + ", got '" + text + "'";
           return std::string();
         },
-        "NUMBER in [" + number_text(lo) + ", " + number_text(hi) + "]"));
+        "NUMBER in [" + bound_text(lo) + ", " + bound_text(hi) + "]"));
     bounded.push_back({o, sub->get_name() + " " + flags, lo, hi, [&target] { return static_cast<double>(target); }});
     return o;
   }

@@ -1,6 +1,8 @@
 // Heartbeats through the job's TCPStore, the lost rank named, a launcher's stop answered (rank_watch.h).
 #include "distributed/rank_watch.h"
 
+#include "io/text.h"
+
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <unistd.h>
@@ -10,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <sstream>
 
 namespace ampcheck::distributed {
 
@@ -20,12 +21,8 @@ std::atomic<int> g_signal{0};
 extern "C" void remember_signal(int sig) { g_signal.store(sig); }
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
 
-std::string seconds_text(double s) {
-  std::ostringstream os;
-  os.precision(s < 10 ? 2 : 3);
-  os << s;
-  return os.str();
-}
+// seconds in a message: two significant digits below 10 s ("0.25", "9.5"), else three ("12.5", "300")
+std::string seconds_text(double s) { return io::number_text(s, s < 10 ? 2 : 3); }
 std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 std::string text(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
 // a heartbeat: "<count>\t<host>\t<phase>"

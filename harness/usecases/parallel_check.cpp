@@ -123,7 +123,7 @@ report::RunSummary check_in_processes(const ScenarioPlan& plan, const RunOptions
   log << plan.scenarios.size() << " scenarios, " << jobs << " at a time\n" << std::flush;
   const std::string parts = opts.out_dir + "/.parts";
   io::remove_tree(parts);
-  make_dirs(parts);
+  io::make_dirs(parts);
   const std::vector<int> status = run_children(plan, opts, jobs, parts, log);
   auto part_dir = [&](size_t i) { return parts + "/" + std::to_string(i); };
   report::RunSummary out;

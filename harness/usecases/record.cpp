@@ -6,6 +6,7 @@
 #include "usecases/usecases.h"
 
 #include "engine/device.h"
+#include "io/files.h"
 #include "reference/reference_store.h"
 #include "trajectory/run_status.h"
 #include "trajectory/trajectory_file.h"
@@ -89,7 +90,7 @@ RecordResult record_references(const RunOptions& opts, std::ostream& log) {
         << reference::noise_perturbations(opts.more_noise).size() << " noise runs)\n"
         << std::flush;
     const auto tf = record_one(t, opts.more_noise);
-    make_dirs(reference_root(opts) + "/" + t.device_class);
+    io::make_dirs(reference_root(opts) + "/" + t.device_class);
     trajectory::write_trajectory(t.path, tf, opts.force);
     ++result.recorded;
   }

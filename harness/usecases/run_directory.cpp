@@ -183,7 +183,7 @@ void open_run_directory_in_place(const std::string& dir) {
   opts.out_dir = dir;
   opts.force = true;  // an earlier run of ours is resumed, not replaced
   check_run_directory_replaceable(opts);
-  make_dirs(strip_slashes(dir));
+  io::make_dirs(strip_slashes(dir));
   if (!holds_marker(strip_slashes(dir))) write_marker(strip_slashes(dir));
 }
 
@@ -208,7 +208,7 @@ RunDirectory::RunDirectory(const RunOptions& opts, bool single_writer) : out_(st
   if (!single_writer && distributed::in_distributed_environment()) {  // a job's ranks share --out: written in place
     direct_ = true;
     staging_ = out_;
-    make_dirs(parent);
+    io::make_dirs(parent);
     const bool made = ::mkdir(out_.c_str(), 0777) == 0;
     if (!made && errno != EEXIST)
       throw std::runtime_error(out_ + ": cannot create the run directory (" + std::strerror(errno) + ")");
@@ -219,7 +219,7 @@ RunDirectory::RunDirectory(const RunOptions& opts, bool single_writer) : out_(st
       if (!holds_marker(out_)) write_marker(out_);
     return;
   }
-  make_dirs(parent);
+  io::make_dirs(parent);
   remove_stale_staging(out_);
   staging_ = parent + "/." + name + ".partial-" + std::to_string(::getpid());
   // a leftover of an earlier process with this pid: removed only if it is ampcheck's (marked, or empty)

@@ -162,8 +162,6 @@ run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const at::Dev
   return run::run_scenario(sc, device, opts.steps, std::move(progress));
 }
 
-void make_dirs(const std::string& path) { io::make_dirs(path); }
-
 bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;

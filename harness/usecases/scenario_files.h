@@ -80,7 +80,6 @@ report::RunSummary check_in_processes(const ScenarioPlan& plan, const RunOptions
 int64_t default_jobs(const std::string& device);
 
 std::string file_stem(const std::string& path);  // "dir/run.h5" -> "run"
-void make_dirs(const std::string& path);         // mkdir -p
 bool file_exists(const std::string& path);
 
 }  // namespace ampcheck::usecases

@@ -29,6 +29,7 @@
 #include "engine/device.h"
 #include "io/files.h"
 #include "io/record_json.h"
+#include "io/text.h"
 #include "run/provenance.h"
 #include "trajectory/trajectory_file.h"
 #include "validate/fleet.h"
@@ -42,7 +43,6 @@
 #include <iostream>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 namespace ampcheck::usecases {
 
@@ -97,20 +97,15 @@ at::Device fleet_device(const RunOptions& opts, int64_t local_rank) {
 
 // The options every rank must share: each changes what trains, how often, or what is compared.
 std::vector<validate::FleetKeyValue> fleet_options_of(const RunOptions& opts, const ValidateOptions& v) {
-  auto num = [](double x) {
-    std::ostringstream os;
-    os << x;
-    return os.str();
-  };
   std::string plants;
   for (const auto& p : v.plant_ranks) plants += (plants.empty() ? "" : " ") + p;
   return {{"--steps", opts.steps > 0 ? std::to_string(opts.steps) : "(each scenario's)"},
           {"--repeat", v.repeat > 0 ? std::to_string(v.repeat) : "(once)"},
-          {"--duration", v.duration_s > 0 ? num(v.duration_s) : "(none)"},
+          {"--duration", v.duration_s > 0 ? io::number_text(v.duration_s, 6) : "(none)"},
           {"--replays", std::to_string(v.replays)},
           {"--plant-rank", plants.empty() ? "(none)" : plants},
-          {"--fleet-timeout", num(v.fleet_timeout_s)},
-          {"--fleet-lost-after", num(v.fleet_lost_after_s)}};
+          {"--fleet-timeout", io::number_text(v.fleet_timeout_s, 6)},
+          {"--fleet-lost-after", io::number_text(v.fleet_lost_after_s, 6)}};
 }
 
 // --plant-rank R/K with K past the repetitions the fleet runs never acts: refused with the others' bad input.

@@ -214,7 +214,7 @@ void record_each(const std::vector<std::string>& files, const RunOptions& opts, 
     if (r.outcome.status != engine::RunOutcome::Status::Completed)
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
                                (r.outcome.error.empty() ? "" : ": " + r.outcome.error));
-    make_dirs(root + "/validate/" + t.cls);
+    io::make_dirs(root + "/validate/" + t.cls);
     trajectory::TrajectoryFile tf = run::result_file(t.sc, t.device, r);
     tf.attributes.golden_class = t.cls;
     validate::seal_golden(tf, t.sc.run);

@@ -6,6 +6,8 @@
 #include "verdict/shapes.h"
 #include "verdict/words.h"
 
+#include "io/text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -122,7 +124,7 @@ Verdict judge(trajectory::RunStatus status, const std::string& error, const traj
     v.verdict = to_string(Kind::Tracks);
     std::ostringstream m;
     m << "every outcome signal within its allowed deviation; closest: " << v.max_signal << " at "
-      << report_margin(v.max_deviation_bands) << " of it (step " << v.max_deviation_step << ")";
+      << io::number_text(v.max_deviation_bands, 2) << " of it (step " << v.max_deviation_step << ")";
     v.message = m.str();
     // a diagnostic beyond its allowance while every outcome tracks: a warning, not a failure
     for (const auto* d : diagnostics)
@@ -220,13 +222,6 @@ std::vector<Warning> unjudged_columns(const trajectory::Trajectory& run,
     out.push_back({"not_judged", m});
   }
   return out;
-}
-
-std::string report_margin(double m) {
-  std::ostringstream os;
-  os.precision(2);
-  os << m;
-  return os.str();
 }
 
 void apply_rank_consistency(Verdict& v, int64_t diverged_step, const std::string& message) {

@@ -61,8 +61,6 @@ struct Verdict {
   std::vector<double> reference_smoothed, band, run_smoothed, deviation_bands;
 };
 
-std::string report_margin(double m);  // a margin as two significant digits
-
 // status: how the run ended — Completed (judged signal by signal), NonFinite, Error (error: the engine's message);
 // a partial run (Running, Interrupted) is its caller's to judge as Completed on the steps it has.
 Verdict judge(trajectory::RunStatus status, const std::string& error, const trajectory::Trajectory& run,
