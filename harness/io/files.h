@@ -38,6 +38,10 @@ void remove_tree(const std::string& path);
 // A path's directory and last component, trailing slashes ignored: "a/b/" -> {"a", "b"}, "b" -> {".", "b"},
 // "/b" -> {"/", "b"} (what is written beside --out: its staging directory, a rank's scratch directory).
 std::pair<std::string, std::string> parent_and_name(const std::string& path);
+// Whether anything is at `path` (stat(2) succeeds: a file, a directory, a link to one).
+bool file_exists(const std::string& path);
+// A path's last component without its extension: "dir/run.h5" -> "run", "dir/.hidden" -> ".hidden".
+std::string file_stem(const std::string& path);
 // The names of the directories in `dir` (a link to one included), sorted; none where `dir` cannot be read.
 std::vector<std::string> subdirectories(const std::string& dir);
 

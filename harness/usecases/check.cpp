@@ -1,8 +1,9 @@
 // check: every scenario run and judged against its FP32 reference — in this process, one scenario after another, or
-// `--jobs` scenarios at once in processes of their own (parallel_check.cpp) — and the run directory written whole.
+// `--jobs` scenarios at once in processes of their own (check_pool.h) — and the run directory written whole.
 #include "usecases/judge_engine_run.h"
 #include "usecases/result_rows.h"
 #include "usecases/run_directory.h"
+#include "usecases/check_pool.h"
 #include "usecases/scenario_files.h"
 #include "usecases/usecases.h"
 

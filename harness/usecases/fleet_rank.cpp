@@ -5,6 +5,7 @@
 #include "usecases/scenario_files.h"
 
 #include "engine/device.h"
+#include "io/files.h"
 #include "run/scenario_run.h"
 #include "validate/golden.h"
 #include "verdict/kind.h"
@@ -69,7 +70,7 @@ std::vector<FleetScenario> prepare_rank(const RunOptions& opts, const ValidateOp
     for (const auto& p : plants)
       if (p.rank == rank) validate::check_plant(p.plant, shapes, s.sc.run.loop.steps);
     const std::string path = validate::golden_path(root, cls, s.sc.run.name);
-    if (!file_exists(path)) {
+    if (!io::file_exists(path)) {
       s.golden_skip = "no golden of class " + cls + ": the peers only";
     } else {
       s.golden = validate::read_golden(path, s.sc.run);  // bad input (exit 2) if corrupt, foreign or stale

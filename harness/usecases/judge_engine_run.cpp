@@ -51,12 +51,12 @@ Judged judge_engine_run(const run::ScenarioResult& r, const engine::Strategy& st
 std::string fp32_reference_class(const std::string& root, const std::string& device_class,
                                  const engine::RunConfig& run) {
   const std::string key = reference::reference_key(run).key;
-  if (file_exists(reference::reference_path(root, device_class, key))) return device_class;
+  if (io::file_exists(reference::reference_path(root, device_class, key))) return device_class;
   std::vector<std::string> classes;
   for (const auto& c : io::subdirectories(root))
     if (c != "validate") classes.push_back(c);
   for (const auto& other : validate::nearest_classes(device_class, classes))
-    if (file_exists(reference::reference_path(root, other, key))) return other;
+    if (io::file_exists(reference::reference_path(root, other, key))) return other;
   return "";
 }
 

@@ -9,6 +9,7 @@
 #include "usecases/recordings.h"
 #include "usecases/usecases.h"
 
+#include "io/files.h"
 #include "io/text.h"
 #include "reference/external_run.h"
 #include "run/provenance.h"
@@ -151,9 +152,9 @@ std::vector<Input> read_inputs(const JudgeInputs& j, const trajectory::Trajector
   for (const auto& path : j.runs) try {
       Input in = read_input(path, ref, j.reference, j.first_steps, j.runs_written_here, j.tolerance.window);
       for (const auto& other : inputs)
-        if (file_stem(other.path) == file_stem(path))
+        if (io::file_stem(other.path) == io::file_stem(path))
           throw std::runtime_error(path + " and " + other.path + " have the same name: their results would share " +
-                                   file_stem(path) + ".h5 in the output directory");
+                                   io::file_stem(path) + ".h5 in the output directory");
       inputs.push_back(std::move(in));
     } catch (const std::exception& e) {
       rethrow_naming(path, e);
@@ -195,7 +196,7 @@ report::ScenarioSummary judge_one(const Input& in, const JudgeInputs& j, const t
                                   const std::string& default_device_class, const std::string& staging, bool strict) {
   const trajectory::TrajectoryFile& run = in.file;
   report::ScenarioSummary row;
-  row.name = io::printable_text(file_stem(in.path));  // a path's bytes need not be UTF-8
+  row.name = io::printable_text(io::file_stem(in.path));  // a path's bytes need not be UTF-8
   const trajectory::RunAttributes& a = run.attributes;
   row.strategy = !j.strategy.empty() ? j.strategy : text_or(a.strategy, "-");
   row.device_class = text_or(a.device_class, default_device_class);

@@ -81,7 +81,7 @@ RecordResult record_references(const RunOptions& opts, std::ostream& log) {
   for (const auto& f : files) {
     const ToRecord t = planned(f, opts);
     if (!done.insert(t.path).second) continue;  // another scenario of the list shares this reference
-    if (file_exists(t.path) && !opts.force) {
+    if (io::file_exists(t.path) && !opts.force) {
       log << "kept      " << t.path << " (exists; --force re-records it)\n";
       ++result.kept;
       continue;

@@ -30,7 +30,7 @@ std::string refusing_to_overwrite(const std::string& path) {
 void refuse_existing_outputs(const RunOptions& opts, const std::vector<std::string>& names) {
   if (may_overwrite(opts)) return;
   for (const auto& name : names)
-    if (file_exists(opts.out_dir + "/" + name))
+    if (io::file_exists(opts.out_dir + "/" + name))
       throw std::runtime_error(refusing_to_overwrite(opts.out_dir + "/" + name) + ", or another --out");
 }
 
@@ -188,7 +188,7 @@ void open_run_directory_in_place(const std::string& dir) {
 }
 
 void refuse_incomplete_run_directory(const std::string& dir) {
-  if (file_exists(dir + "/" + kIncomplete))
+  if (io::file_exists(dir + "/" + kIncomplete))
     throw std::runtime_error(dir +
                              ": a run directory still being written, or left by a command that was killed (its "
                              "INCOMPLETE marker is present). HINT: re-run the command that writes it");

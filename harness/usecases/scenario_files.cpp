@@ -6,7 +6,6 @@
 #include "distributed/process_group.h"
 #include "engine/device.h"
 #include "engine/engine_plan.h"
-#include "io/files.h"
 
 #include <ATen/Context.h>
 
@@ -14,7 +13,6 @@
 #include <map>
 #include <ostream>
 #include <stdexcept>
-#include <sys/stat.h>
 
 namespace ampcheck::usecases {
 
@@ -160,18 +158,6 @@ run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const at::Dev
   if (sc.run.distributed.enabled)
     return distributed::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
   return run::run_scenario(sc, device, opts.steps, std::move(progress));
-}
-
-bool file_exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string file_stem(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  const size_t dot = name.find_last_of('.');
-  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
 }
 
 }  // namespace ampcheck::usecases

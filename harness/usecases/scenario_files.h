@@ -72,14 +72,4 @@ at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts);
 run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const at::Device& device, const RunOptions& opts,
                                      bool* writes_results, engine::Trainer::ProgressFn progress);
 
-// check's parallel path (parallel_check.cpp): each scenario in its own `ampcheck check` process, at most `jobs` at
-// once, each with cores / jobs intra-op threads; their summaries merged in the files' order, their trajectories
-// moved into opts.out_dir. The summary: the provenance of the first scenario that ran, one row per scenario.
-report::RunSummary check_in_processes(const ScenarioPlan& plan, const RunOptions& opts, int64_t jobs,
-                                      std::ostream& log);
-int64_t default_jobs(const std::string& device);
-
-std::string file_stem(const std::string& path);  // "dir/run.h5" -> "run"
-bool file_exists(const std::string& path);
-
 }  // namespace ampcheck::usecases

@@ -74,7 +74,7 @@ ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const Swee
   // no link anywhere below --out on these paths (a directory restored from a cache may hold one): refused, never
   // followed — checked right before each is read, deleted or handed to the command
   for (const auto& path : {e.recording, e.log, plan_path}) io::refuse_links_below(paths.dir, path, kSweepDirectory);
-  if (!o.force && file_exists(e.recording) && file_exists(plan_path) && read_plan(plan_path) == plan) {
+  if (!o.force && io::file_exists(e.recording) && io::file_exists(plan_path) && read_plan(plan_path) == plan) {
     try {
       const auto f = reference::read_external_run(e.recording);
       const std::string& status = trajectory::to_string(f.attributes.status.value_or(trajectory::RunStatus::Completed));
@@ -111,7 +111,7 @@ ExecutedRun execute_run(const PlannedRun& p, const SweepPaths& paths, const Swee
 RecordingCheck check_recording(const ExecutedRun& e) {
   RecordingCheck c;
   const std::string& run = e.plan.run;
-  if (!file_exists(e.recording)) {
+  if (!io::file_exists(e.recording)) {
     if (e.process.started && e.process.exit_code == 0 && !e.process.timed_out) {
       c.outcome = RecordingOutcome::NotOptedIn;
       c.message = "the command finished (exit 0) but recorded nothing at " + e.recording +

@@ -210,7 +210,7 @@ void on_fleet_stop(FleetProgress& p, int64_t rank, const std::vector<distributed
                    const std::string& why) {
   std::cerr << "rank " << rank << ": validate --fleet stopped: " << why << "\n" << std::flush;
   std::lock_guard<std::mutex> lock(p.mutex);
-  if (!p.scratch.empty() && file_exists(p.scratch)) {
+  if (!p.scratch.empty() && io::file_exists(p.scratch)) {
     try {
       io::remove_tree(p.scratch);
     } catch (...) {
@@ -465,7 +465,7 @@ FleetResult validate_fleet(RunOptions opts, const ValidateOptions& v, std::ostre
     if (v.duration_s > 0 && elapsed_on_rank0 >= v.duration_s) break;
   }
   watch.finish();  // every rank finished every repetition: the result below stands
-  if (file_exists(rank.scratch)) io::remove_tree(rank.scratch);
+  if (io::file_exists(rank.scratch)) io::remove_tree(rank.scratch);
 
   FleetSummary s = summarize_fleet(ids, groups, progress.votes, progress.runs, progress.findings);
   s.duration_s = v.duration_s;

@@ -38,9 +38,10 @@ namespace fs = std::filesystem;
 // The golden of `name`: this class's, else the nearest class's that has one. {path, class}; {"", ""} if none.
 std::pair<std::string, std::string> find_golden(const std::string& root, const std::string& cls,
                                                 const std::string& name) {
-  if (file_exists(validate::golden_path(root, cls, name))) return {validate::golden_path(root, cls, name), cls};
+  if (io::file_exists(validate::golden_path(root, cls, name))) return {validate::golden_path(root, cls, name), cls};
   for (const auto& other : validate::nearest_classes(cls, io::subdirectories(root + "/validate")))
-    if (file_exists(validate::golden_path(root, other, name))) return {validate::golden_path(root, other, name), other};
+    if (io::file_exists(validate::golden_path(root, other, name)))
+      return {validate::golden_path(root, other, name), other};
   return {"", ""};
 }
 

@@ -1,10 +1,11 @@
-// `ampcheck check --jobs N`: independent scenarios in parallel processes. Each scenario runs as its own
-// `ampcheck check FILE --jobs 1` child (a fresh process: LibTorch's global numerics flags, autocast state and
-// allocator statistics stay per scenario), writing into <out>/.parts/<index>/ (its output in <out>/.parts/<index>.log);
-// the parent keeps at most N children running, then merges their summary.json rows in the order of the files and moves
-// their trajectory files into <out>. Each child gets cores / N intra-op threads (OMP_NUM_THREADS), so N children use
-// the cores once. Each child dies with the parent (PR_SET_PDEATHSIG): a killed `check --jobs` leaves no scenario
-// running.
+// `ampcheck check --jobs N`, check's process pool (check_pool.h): independent scenarios in parallel processes. Each
+// scenario runs as its own `ampcheck check FILE --jobs 1` child (a fresh process: LibTorch's global numerics flags,
+// autocast state and allocator statistics stay per scenario), writing into <out>/.parts/<index>/ (its output in
+// <out>/.parts/<index>.log); the parent keeps at most N children running, then merges their summary.json rows in the
+// order of the files and moves their trajectory files into <out>. Each child gets cores / N intra-op threads
+// (OMP_NUM_THREADS), so N children use the cores once. Each child dies with the parent (PR_SET_PDEATHSIG): a killed
+// `check --jobs` leaves no scenario running.
+#include "usecases/check_pool.h"
 #include "usecases/scenario_files.h"
 #include "usecases/run_directory.h"
 #include "io/files.h"
@@ -106,7 +107,7 @@ std::vector<int> run_children(const ScenarioPlan& plan, const RunOptions& opts, 
     running.erase(it);
     status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     ++done;
-    log << "[" << done << "/" << scenarios.size() << "] " << file_stem(scenarios[i].file)
+    log << "[" << done << "/" << scenarios.size() << "] " << io::file_stem(scenarios[i].file)
         << (status[i] == 0   ? ""
             : status[i] == 1 ? "  (FAIL)"
                              : "  (exit " + std::to_string(status[i]) + ")")
@@ -131,9 +132,9 @@ report::RunSummary check_in_processes(const ScenarioPlan& plan, const RunOptions
   const bool overwrite = may_overwrite(opts);
   for (size_t i = 0; i < plan.scenarios.size(); ++i) {
     const std::string summary = part_dir(i) + "/summary.json";
-    if (!file_exists(summary)) {  // the child died before writing its summary: keep its output in the message
+    if (!io::file_exists(summary)) {  // the child died before writing its summary: keep its output in the message
       report::ScenarioSummary row;
-      row.name = file_stem(plan.scenarios[i].file);
+      row.name = io::file_stem(plan.scenarios[i].file);
       row.verdict = verdict::kNoVerdict;
       row.message = "the scenario's process ended with exit code " + std::to_string(status[i]) +
                     " and wrote no summary; its output ends:\n" + tail_of(part_dir(i) + ".log", 2000);
@@ -145,10 +146,10 @@ report::RunSummary check_in_processes(const ScenarioPlan& plan, const RunOptions
     for (auto row : part.scenarios) {
       if (!row.trajectory_file.empty()) {
         const std::string from = part_dir(i) + "/" + row.trajectory_file, to = opts.out_dir + "/" + row.trajectory_file;
-        if (file_exists(to) && !overwrite) {
+        if (io::file_exists(to) && !overwrite) {
           row.pass = false;
           row.message = refusing_to_overwrite(to);
-        } else if (file_exists(from) && std::rename(from.c_str(), to.c_str()) != 0) {
+        } else if (io::file_exists(from) && std::rename(from.c_str(), to.c_str()) != 0) {
           row.pass = false;
           row.message = to + ": could not move the trajectory there from " + from;
         }
