@@ -44,7 +44,7 @@ int cmd_list(const std::string& suite) {
 }
 
 int cmd_run(const RunOptions& opts) {
-  const auto r = usecases::run_scenarios(opts, std::cout);
+  const auto r = usecases::run_command(opts, std::cout);
   if (!r.skipped.empty()) {
     std::cout << "SKIPPED: " << r.skipped << "\n";
     return 77;  // CTest's skip code for the gpu label

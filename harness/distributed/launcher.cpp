@@ -146,7 +146,7 @@ run::ScenarioResult run_rank(const scenario::Scenario& sc, const std::string& de
   static std::unique_ptr<DataParallel> dp;  // outlives the result for the joined path's barrier
   dp = std::make_unique<DataParallel>(backend, d, env.rank, env.world_size);
   const at::Device device = engine::resolve_device(dev);  // once: the run and its file's provenance
-  run::ScenarioResult r = run::run_scenario(sc, device, steps, nullptr, dp.get());
+  run::ScenarioResult r = run::train_scenario(sc, device, steps, nullptr, dp.get());
   write_rank_file(out_file, sc, r, dp.get(), env, device);
   if (keep) *keep = dp.get();
   return r;

@@ -1,4 +1,4 @@
-// run_scenario: the glue between a Scenario and the Trainer.
+// train_scenario: the glue between a Scenario and the Trainer.
 #include "run/scenario_run.h"
 
 #include "inject/injection.h"
@@ -40,8 +40,8 @@ std::string compute_dtype(const engine::Strategy& s) {
   return engine::dtype_name(t);
 }
 
-ScenarioResult run_scenario(const scenario::Scenario& sc, const at::Device& device, int64_t steps_override,
-                            engine::Trainer::ProgressFn progress, engine::GradientSync* sync) {
+ScenarioResult train_scenario(const scenario::Scenario& sc, const at::Device& device, int64_t steps_override,
+                              engine::Trainer::ProgressFn progress, engine::GradientSync* sync) {
   ScenarioResult r;
   r.name = sc.run.name;
   engine::RunConfig cfg = sc.run;
@@ -104,10 +104,10 @@ ScenarioResult run_scenario(const scenario::Scenario& sc, const at::Device& devi
   return r;
 }
 
-ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override,
-                            engine::Trainer::ProgressFn progress, engine::GradientSync* sync) {
-  return run_scenario(sc, engine::resolve_device(device_spec.empty() ? sc.device : device_spec), steps_override,
-                      std::move(progress), sync);
+ScenarioResult train_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override,
+                              engine::Trainer::ProgressFn progress, engine::GradientSync* sync) {
+  return train_scenario(sc, engine::resolve_device(device_spec.empty() ? sc.device : device_spec), steps_override,
+                        std::move(progress), sync);
 }
 
 }  // namespace ampcheck::run

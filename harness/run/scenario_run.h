@@ -56,12 +56,14 @@ struct ScenarioResult {
   DistributedSummary distributed;
 };
 
-// Runs the scenario on `device` (resolved by the caller: engine::resolve_device). steps_override > 0 replaces
-// train.steps. sync: a data-parallel rank's GradientSync (harness/distributed/ passes it; nullptr: one process).
-ScenarioResult run_scenario(const scenario::Scenario& sc, const at::Device& device, int64_t steps_override = 0,
-                            engine::Trainer::ProgressFn progress = nullptr, engine::GradientSync* sync = nullptr);
+// Trains the scenario in this process on `device` (resolved by the caller: engine::resolve_device): the engine's run
+// of one scenario, one rank's when a data-parallel launcher calls it (usecases::train_single_or_data_parallel picks
+// between this and the launcher). steps_override > 0 replaces train.steps. sync: a data-parallel rank's GradientSync
+// (harness/distributed/ passes it; nullptr: one process).
+ScenarioResult train_scenario(const scenario::Scenario& sc, const at::Device& device, int64_t steps_override = 0,
+                              engine::Trainer::ProgressFn progress = nullptr, engine::GradientSync* sync = nullptr);
 // The same on device_spec: auto | cpu | cuda (overrides the scenario's device unless empty), resolved here.
-ScenarioResult run_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override = 0,
-                            engine::Trainer::ProgressFn progress = nullptr, engine::GradientSync* sync = nullptr);
+ScenarioResult train_scenario(const scenario::Scenario& sc, const std::string& device_spec, int64_t steps_override = 0,
+                              engine::Trainer::ProgressFn progress = nullptr, engine::GradientSync* sync = nullptr);
 
 }  // namespace ampcheck::run

@@ -246,7 +246,7 @@ TEST(EngineScenarioRun, StepsOverrideShorterThanAnInjectionIsAnError) {
   const auto sc =
       ampcheck::scenario::load_scenario(std::string(AMPCHECK_SOURCE_DIR) + "/scenarios/fp16-autocast-overflow.yaml");
   try {
-    ampcheck::run::run_scenario(sc, "cpu", 10);
+    ampcheck::run::train_scenario(sc, "cpu", 10);
     FAIL() << "a run of 10 steps cannot hold the injection at step 40";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("inject[0] fires at step 40, outside a run of --steps 10"), std::string::npos)

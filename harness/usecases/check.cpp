@@ -35,7 +35,7 @@ std::optional<report::ScenarioSummary> check_scenario(const PlannedScenario& pla
     // load the reference first: a missing one is reported before minutes of training
     const auto ref = reference::load_reference(reference_root(opts), row.device_class, run, opts.suite);
     bool writes = true;
-    const auto r = run_any_scenario(sc, device, opts, &writes, run::terminal_progress(run.loop.steps));
+    const auto r = train_single_or_data_parallel(sc, device, opts, &writes, run::terminal_progress(run.loop.steps));
     if (!writes) return std::nullopt;
     const Judged j = judge_engine_run(r, run.strategy, device, {ref.file.trajectory, ref.noise}, planned.expected,
                                       sc.tolerance, opts.strict);

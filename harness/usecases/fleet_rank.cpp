@@ -106,7 +106,7 @@ validate::FleetRuns run_repetition(const std::vector<FleetScenario>& scenarios,
     try {
       scenario::Scenario planted = s.sc;
       planted.run = validate::planted(s.sc.run, plants, /*replay=*/false);
-      const auto result = run::run_scenario(planted, device.str(), 0, nullptr);
+      const auto result = run::train_scenario(planted, device.str(), 0, nullptr);
       r.status = result.outcome.status;
       r.error = result.outcome.error;
       trajectories[i] = result.trajectory;

@@ -45,7 +45,7 @@ JudgedRun run_and_judge(const scenario::Scenario& sc, const engine::RunConfig& r
                         const std::vector<trajectory::LabelledTrajectory>& noise) {
   scenario::Scenario probe = sc;
   probe.run = run;
-  JudgedRun j{run::run_scenario(probe, opts.device), {}};
+  JudgedRun j{run::train_scenario(probe, opts.device), {}};
   const verdict::Expectation tracks;  // the question: does it track its FP32 reference?
   j.judged = judge_engine_run(j.result, run.strategy, device, {reference, noise}, tracks, sc.tolerance, opts.strict);
   return j;

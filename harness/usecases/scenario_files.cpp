@@ -152,12 +152,13 @@ at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts) {
   return engine::resolve_device(opts.device.empty() ? sc.device : opts.device);
 }
 
-run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const at::Device& device, const RunOptions& opts,
-                                     bool* writes_results, engine::Trainer::ProgressFn progress) {
+run::ScenarioResult train_single_or_data_parallel(const scenario::Scenario& sc, const at::Device& device,
+                                                  const RunOptions& opts, bool* writes_results,
+                                                  engine::Trainer::ProgressFn progress) {
   if (writes_results) *writes_results = true;
   if (sc.run.distributed.enabled)
     return distributed::run_distributed(sc, opts.device, opts.steps, opts.out_dir, writes_results);
-  return run::run_scenario(sc, device, opts.steps, std::move(progress));
+  return run::train_scenario(sc, device, opts.steps, std::move(progress));
 }
 
 }  // namespace ampcheck::usecases

@@ -66,10 +66,11 @@ void refuse_duplicate_scenario_names(const std::vector<PlannedScenario>& scenari
 // The device it runs on: --device, else the scenario's own.
 at::Device run_device(const scenario::Scenario& sc, const RunOptions& opts);
 
-// Runs one scenario: in this process on `device` (run_device's, resolved once by the caller), or (distributed:) over
-// its ranks, each on its own (harness/distributed/launcher.h). writes_results is false on a joined rank other than 0,
-// which must not write the run directory.
-run::ScenarioResult run_any_scenario(const scenario::Scenario& sc, const at::Device& device, const RunOptions& opts,
-                                     bool* writes_results, engine::Trainer::ProgressFn progress);
+// Trains one scenario as it asks: in this process on `device` (run::train_scenario; run_device's device, resolved
+// once by the caller), or (distributed:) data parallel over its ranks, each on its own (distributed/launcher.h).
+// writes_results is false on a joined rank other than 0, which must not write the run directory.
+run::ScenarioResult train_single_or_data_parallel(const scenario::Scenario& sc, const at::Device& device,
+                                                  const RunOptions& opts, bool* writes_results,
+                                                  engine::Trainer::ProgressFn progress);
 
 }  // namespace ampcheck::usecases

@@ -82,7 +82,8 @@ struct RunResult {
   std::vector<ScenarioRun> results;
   int failures() const;
 };
-RunResult run_scenarios(const RunOptions& opts, std::ostream& log);
+// The `run` command's use case (run_command.cpp).
+RunResult run_command(const RunOptions& opts, std::ostream& log);
 
 // report: report.html and summary.md again from a run directory's summary.json; returns the paths written.
 std::vector<std::string> rewrite_reports(const std::string& run_dir, bool force);

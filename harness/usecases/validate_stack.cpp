@@ -211,7 +211,7 @@ void record_each(const std::vector<std::string>& files, const RunOptions& opts, 
   for (size_t i = 0; i < todo.size(); ++i) {
     const Todo& t = todo[i];
     log_scenario_start(log, i, todo.size(), t.sc, t.cls);
-    const auto r = run::run_scenario(t.sc, opts.device, 0, run::terminal_progress(t.sc.run.loop.steps));
+    const auto r = run::train_scenario(t.sc, opts.device, 0, run::terminal_progress(t.sc.run.loop.steps));
     if (r.outcome.status != engine::RunOutcome::Status::Completed)
       throw std::runtime_error("golden run '" + t.sc.run.name + "' ended " + engine::status_name(r.outcome.status) +
                                (r.outcome.error.empty() ? "" : ": " + r.outcome.error));
@@ -339,7 +339,7 @@ report::ScenarioSummary validate_one(const ValidationPlan& p, const std::vector<
   try {
     scenario::Scenario planted = sc;
     planted.run = validate::planted(sc.run, plants, /*replay=*/false);
-    const auto r = run::run_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
+    const auto r = run::train_scenario(planted, opts.device, 0, run::terminal_progress(sc.run.loop.steps));
     fill_measurements(row, r, peaks.tflops_for(r, p.device));
     row.trajectory_file = sc.run.name + ".h5";
     trajectory::TrajectoryFile tf = run::result_file(sc, p.device, r);

@@ -12,7 +12,7 @@
 
 namespace ampcheck::usecases {
 
-RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
+RunResult run_command(const RunOptions& requested, std::ostream& log) {
   RunResult result;
   const auto [plan, out, opts] = stage_scenarios(requested);
   result.skipped = plan.skipped;
@@ -25,8 +25,8 @@ RunResult run_scenarios(const RunOptions& requested, std::ostream& log) {
     log_scenario_start(log, i, n, sc);
     const at::Device device = run_device(sc, opts);  // resolved once: the run and its result file
     bool writes = true;
-    auto r = run_any_scenario(sc, device, opts, &writes,
-                              run::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
+    auto r = train_single_or_data_parallel(sc, device, opts, &writes,
+                                           run::terminal_progress(opts.steps > 0 ? opts.steps : sc.run.loop.steps));
     if (!writes) {  // a joined rank other than 0: rank 0 writes the run directory
       follower = true;
       continue;
