@@ -3,8 +3,9 @@
 // summary.json / summary.md / report.html through the run directory, the sweep's own page, sweep.json.
 #pragma once
 
-#include "usecases/sweep.h"
+#include "usecases/options.h"
 #include "usecases/sweep_runs.h"
+#include "usecases/sweep_types.h"
 
 #include <cstdint>
 #include <ostream>
