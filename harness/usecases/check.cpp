@@ -93,7 +93,9 @@ int64_t scenarios_at_once(const RunOptions& opts, size_t scenarios) {
 // of their own), the reports published.
 SuiteResult check(const RunOptions& requested, std::ostream& log) {
   SuiteResult result;
-  const auto [plan, out, opts] = stage_scenarios(requested);
+  const StagedScenarios staged = stage_scenarios(requested);
+  const ScenarioPlan& plan = staged.plan;
+  const RunOptions& opts = staged.opts;
   result.skipped = plan.skipped;
   if (!result.skipped.empty()) return result;
   bool follower = joined_rank_other_than_zero();
@@ -104,8 +106,8 @@ SuiteResult check(const RunOptions& requested, std::ostream& log) {
   result.written = !follower;
   if (follower) return result;
   for (auto& row : result.summary.scenarios)
-    row.distributed.rank_files = out->published_path(row.distributed.rank_files);
-  publish_reports(*out, result);
+    row.distributed.rank_files = staged.out->published_path(row.distributed.rank_files);
+  publish_reports(*staged.out, result);
   return result;
 }
 
