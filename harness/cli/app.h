@@ -4,6 +4,7 @@
 #pragma once
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "verdict/signals.h"
 
 #include <iosfwd>
@@ -39,14 +40,15 @@ class CommandLine {
   std::vector<Numeric> numeric_values() const;
   // the parsed subcommand's name ("" for the default command)
   std::string subcommand() const;
-  const RunOptions& run_options() const { return run_opts_; }
+  // judge's options as parsed (cli/options.h; fuzz_cli checks its --tolerance values)
+  const JudgeArgs& judge_args() const;
 
-  // The parser and every subcommand's options (app.cpp: one function adds each command's).
+  // The parser and every subcommand's options, one struct per command (cli/options.h; app.cpp: one function adds
+  // each command's).
   struct State;
 
  private:
   std::unique_ptr<State> s_;
-  RunOptions run_opts_;
 };
 
 // --tolerance KEY=VALUE overrides of the verdict constants; throws naming the option on a bad one (app.cpp).

@@ -35,6 +35,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(std::isfinite(n.value) && n.value >= n.min && n.value <= n.max, n.name.c_str());
   }
   if (cl.subcommand() == "judge")
-    ampcheck::cli::parse_tolerance_overrides(cl.run_options().tolerance);  // must not throw
+    ampcheck::cli::parse_tolerance_overrides(cl.judge_args().run.tolerance);  // must not throw
   return 0;
 }
