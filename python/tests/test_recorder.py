@@ -593,6 +593,16 @@ class RecorderOptionsTest(unittest.TestCase):
         del attrs["date"], steps["step_time_ms"]
         return attrs, {k: v.tolist() for k, v in steps.items()}, rec.options
 
+    def test_the_former_option_attributes_still_read(self):
+        """rec.probe_every, rec.flush_every and rec.stop_raises (attributes before the options object) read the
+        options; assigning one is refused rather than silently ignored."""
+        model, _, _ = model_and_data(seed=3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        with Recorder(os.path.join(self.dir.name, "a.h5"), model, opt, probe_every=3, flush_every=7) as rec:
+            self.assertEqual((rec.probe_every, rec.flush_every, rec.stop_raises), (3, 7, rec.options.stop_raises))
+            with self.assertRaises(AttributeError):
+                rec.probe_every = 5
+
     def test_options_object_records_what_the_keywords_record(self):
         keywords = dict(
             attributes={"run_key": "options-v1", "strategy": "fp32-scaled"},

@@ -158,6 +158,19 @@ class Recorder:
             self._finish(PlanRefused(f"plan {refused.run} ({refused.strategy}): {under_plan.applied}"))
             raise SystemExit(f"ampcheck: {self.path}: plan {refused.run} ({refused.strategy}) {under_plan.applied}")
 
+    # the options the Recorder had as attributes before they became one object (read-only now: `options` holds them)
+    @property
+    def probe_every(self) -> int:
+        return self.options.probe_every
+
+    @property
+    def flush_every(self) -> int:
+        return self.options.flush_every
+
+    @property
+    def stop_raises(self) -> bool:
+        return self.options.stop_raises
+
     def _take_plan(
         self, model: torch.nn.Module | None, optimizer: Any, scaler: GradScaler | BackwardHookScaler | None
     ) -> tuple[UnderPlan | None, GradScaler | BackwardHookScaler | None, str | None]:
